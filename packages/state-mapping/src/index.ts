@@ -1,3 +1,4 @@
+export { INSTANCE_REASONS, type InstanceReason, isInstanceReason } from "./reasons.js";
 export {
   CONSOLE_REPORT_MARKER,
   ContainerReport,
