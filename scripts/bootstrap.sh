@@ -1,10 +1,202 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs beyond `npm ci`. Safe to run again: everything is cached.
+# Installs what the integration tests need beyond `npm ci`. Idempotent and cached: a second
+# run installs and builds nothing.
 #
-#   bash scripts/bootstrap.sh
+#   bash scripts/bootstrap.sh                 # everything
+#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, control-plane
 #
-# Today: nothing beyond Node.js 24 (scripts/use-node24.sh). The test-peer issue adds the
-# Debian packages (podman, runc, busybox-static, shellcheck, awscli), the kube-apiserver
-# and etcd build, and the moto virtual environment here.
+# Steps:
+#   apt            Debian packages every helper needs (podman runc busybox-static shellcheck awscli
+#                  uidmap, plus python3-venv when Python lacks venv). Skipped when all are installed.
+#   moto           A Python virtual environment with moto[server] pinned to $NEBULA_MOTO_VERSION,
+#                  at $NEBULA_CACHE_DIR/moto-venv.
+#   control-plane  kube-apiserver and etcd built from their Go modules with the machine's Go
+#                  (CGO_ENABLED=0, version ldflags), at
+#                  $NEBULA_CACHE_DIR/control-plane/<k8s-version>/{kube-apiserver,etcd}.
+#                  Builds nothing when KUBEBUILDER_ASSETS, or both TEST_ASSET_KUBE_APISERVER and
+#                  TEST_ASSET_ETCD, point at existing binaries.
+#
+# Everything is kept outside the repository, under NEBULA_CACHE_DIR (default ~/.cache/nebula),
+# including the Go module and build caches ($NEBULA_CACHE_DIR/go/{mod,build}).
+# Versions: NEBULA_K8S_VERSION (default v1.35.4), NEBULA_ETCD_VERSION (default v3.6.13),
+# NEBULA_MOTO_VERSION (default 5.2.5). packages/test-peers reads the same defaults.
 set -euo pipefail
-echo "bootstrap: nothing else to install"
+
+cache_dir="${NEBULA_CACHE_DIR:-$HOME/.cache/nebula}"
+k8s_version="${NEBULA_K8S_VERSION:-v1.35.4}"
+etcd_version="${NEBULA_ETCD_VERSION:-v3.6.13}"
+moto_version="${NEBULA_MOTO_VERSION:-5.2.5}"
+
+log() { echo "bootstrap: $*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+# Several sessions may bootstrap at once: each step holds its own lock.
+with_lock() {
+  local name="$1"
+  shift
+  mkdir -p "$cache_dir/locks"
+  (
+    flock 9
+    "$@"
+  ) 9>"$cache_dir/locks/$name.lock"
+}
+
+# --- apt -------------------------------------------------------------------------------------
+
+apt_packages=(podman runc busybox-static shellcheck awscli uidmap)
+
+step_apt() {
+  local missing=() pkg
+  for pkg in "${apt_packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    missing+=(python3 python3-venv)
+  fi
+  if [ "${#missing[@]}" -eq 0 ]; then
+    log "apt: all packages installed"
+    return 0
+  fi
+  command -v apt-get >/dev/null || die "apt: missing ${missing[*]} and no apt-get"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  log "apt: installing ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
+# --- moto ------------------------------------------------------------------------------------
+
+step_moto() {
+  local venv="$cache_dir/moto-venv"
+  local stamp="$venv/.nebula-moto-$moto_version"
+  if [ -f "$stamp" ] && [ -x "$venv/bin/moto_server" ]; then
+    log "moto: $moto_version cached in $venv"
+    return 0
+  fi
+  log "moto: installing moto[server]==$moto_version into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$moto_version"
+  "$venv/bin/moto_server" --help >/dev/null
+  touch "$stamp"
+}
+
+# --- control plane ---------------------------------------------------------------------------
+
+have_asset_overrides() {
+  if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/kube-apiserver" ] &&
+    [ -x "$KUBEBUILDER_ASSETS/etcd" ]; then
+    return 0
+  fi
+  [ -n "${TEST_ASSET_KUBE_APISERVER:-}" ] && [ -x "$TEST_ASSET_KUBE_APISERVER" ] &&
+    [ -n "${TEST_ASSET_ETCD:-}" ] && [ -x "$TEST_ASSET_ETCD" ]
+}
+
+go_env() {
+  export GOMODCACHE="$cache_dir/go/mod" GOCACHE="$cache_dir/go/build"
+  export CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off
+}
+
+build_kube_apiserver() {
+  local out="$1" work="$2"
+  local minor="${k8s_version#v1.}"
+  minor="${minor%%.*}"
+  mkdir -p "$work/kube-apiserver"
+  cd "$work/kube-apiserver"
+  # The kubernetes module's own go.mod replaces every staging module with a local folder, which
+  # a dependency's go.mod cannot do: mirror that replace block with the published v0.X.Y tags.
+  local info gomod
+  info="$(go mod download -json "k8s.io/kubernetes@$k8s_version")"
+  gomod="$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+  [ -f "$gomod" ] || die "control-plane: no go.mod for k8s.io/kubernetes@$k8s_version"
+  {
+    echo "module nebula.local/build/kube-apiserver"
+    echo
+    grep -E '^go [0-9]' "$gomod"
+    grep -E '^godebug ' "$gomod" || true
+    echo
+    echo "require k8s.io/kubernetes $k8s_version"
+    echo
+    echo "replace ("
+    sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._/-]*\) => \./staging/src/k8s\.io/.*$#\1#p' "$gomod" |
+      while read -r mod; do echo "	$mod => $mod v0.${k8s_version#v1.}"; done
+    echo ")"
+  } >go.mod
+  grep -q '=> k8s.io/api ' go.mod || die "control-plane: found no staging replaces in $gomod"
+  go get "k8s.io/kubernetes/cmd/kube-apiserver@$k8s_version"
+  local pkg=k8s.io/component-base/version cpkg=k8s.io/client-go/pkg/version ldflags="-s -w" key val
+  local commit date
+  commit="$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"Hash": "\(.*\)",\{0,1\}$/\1/p')"
+  date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  for key in gitVersion:"$k8s_version" gitMajor:1 gitMinor:"$minor" gitTreeState:clean \
+    gitCommit:"${commit:-unknown}" buildDate:"$date"; do
+    val="${key#*:}"
+    key="${key%%:*}"
+    ldflags+=" -X $pkg.$key=$val -X $cpkg.$key=$val"
+  done
+  go build -trimpath -ldflags "$ldflags" -o "$out/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  mv "$out/kube-apiserver.tmp" "$out/kube-apiserver"
+}
+
+build_etcd() {
+  local out="$1" work="$2"
+  mkdir -p "$work/etcd"
+  cd "$work/etcd"
+  printf 'module nebula.local/build/etcd\n\ngo 1.24\n' >go.mod
+  go get "go.etcd.io/etcd/server/v3@$etcd_version"
+  go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3
+  mv "$out/etcd.tmp" "$out/etcd"
+}
+
+step_control_plane() {
+  if have_asset_overrides; then
+    log "control-plane: using KUBEBUILDER_ASSETS / TEST_ASSET_* binaries, building nothing"
+    return 0
+  fi
+  local out="$cache_dir/control-plane/$k8s_version"
+  if [ -x "$out/kube-apiserver" ] && [ -x "$out/etcd" ] && [ -f "$out/etcd.version" ] &&
+    [ "$(cat "$out/etcd.version")" = "$etcd_version" ]; then
+    log "control-plane: $k8s_version cached in $out"
+    return 0
+  fi
+  command -v go >/dev/null || die "control-plane: needs Go (1.24 or newer) on PATH"
+  go_env
+  mkdir -p "$out"
+  local work
+  work="$(mktemp -d "$cache_dir/control-plane/.build.XXXXXX")"
+  trap 'rm -rf "$work"' RETURN
+  local started=$SECONDS
+  if [ ! -x "$out/kube-apiserver" ]; then
+    log "control-plane: building kube-apiserver $k8s_version (first time: many minutes)"
+    (build_kube_apiserver "$out" "$work")
+  fi
+  if [ ! -x "$out/etcd" ] || [ "$(cat "$out/etcd.version" 2>/dev/null)" != "$etcd_version" ]; then
+    log "control-plane: building etcd $etcd_version"
+    (build_etcd "$out" "$work")
+    echo "$etcd_version" >"$out/etcd.version"
+  fi
+  log "control-plane: built in $((SECONDS - started))s into $out"
+  "$out/kube-apiserver" --version >&2
+  "$out/etcd" --version | head -1 >&2
+}
+
+# --- main ------------------------------------------------------------------------------------
+
+steps=("$@")
+[ "${#steps[@]}" -gt 0 ] || steps=(apt moto control-plane)
+for step in "${steps[@]}"; do
+  case "$step" in
+  apt) with_lock apt step_apt ;;
+  moto) with_lock moto step_moto ;;
+  control-plane) with_lock control-plane step_control_plane ;;
+  *) die "unknown step '$step' (apt, moto, control-plane)" ;;
+  esac
+done
+log "done"

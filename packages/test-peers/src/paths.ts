@@ -1,0 +1,19 @@
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+/** The Kubernetes version `scripts/bootstrap.sh` builds by default (`NEBULA_K8S_VERSION`). */
+export const DEFAULT_K8S_VERSION = "v1.35.4";
+/** The etcd version paired with {@link DEFAULT_K8S_VERSION} (`NEBULA_ETCD_VERSION`). */
+export const DEFAULT_ETCD_VERSION = "v3.6.13";
+/** The moto version `scripts/bootstrap.sh` installs (`NEBULA_MOTO_VERSION`). */
+export const DEFAULT_MOTO_VERSION = "5.2.5";
+
+/**
+ * The cache folder `scripts/bootstrap.sh` fills: `NEBULA_CACHE_DIR`, else `~/.cache/nebula`.
+ *
+ * @param env - the environment to read (default `process.env`).
+ */
+export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  const fromEnv = env.NEBULA_CACHE_DIR;
+  return fromEnv !== undefined && fromEnv !== "" ? fromEnv : join(homedir(), ".cache", "nebula");
+}
