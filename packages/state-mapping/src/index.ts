@@ -1,3 +1,31 @@
+export { StateMappingError, type StateMappingErrorCode } from "./errors.js";
+export {
+  type DescribeInstancesPageResult,
+  EC2_STATE_NAMES,
+  type Ec2Cause,
+  Ec2Instance,
+  type Ec2StateName,
+  ec2Cause,
+  type InstanceParseResult,
+  instanceTags,
+  isEc2StateName,
+  parseDescribeInstancesPage,
+  parseInstance,
+} from "./instance.js";
+export {
+  CRASH_LOOP_WINDOW_MINUTES,
+  InstanceObjectStatus,
+  type InstanceReasonResult,
+  MAX_QUOTED_MESSAGE_CHARS,
+  toInstanceReason,
+} from "./instance-reason.js";
+export {
+  CONTAINER_STATUS_UNKNOWN,
+  lostPodReason,
+  type ToPodStatusOptions,
+  toPodStatus,
+  UNKNOWN_EXIT_CODE,
+} from "./pod-status.js";
 export { INSTANCE_REASONS, type InstanceReason, isInstanceReason } from "./reasons.js";
 export {
   CONSOLE_REPORT_MARKER,
@@ -18,3 +46,22 @@ export {
   type ReportReadResult,
   TerminationReport,
 } from "./report.js";
+export {
+  type BootingState,
+  DEFAULT_ABSENT_GRACE_MS,
+  DEFAULT_BOOT_TIMEOUT_MS,
+  type InstanceFacts,
+  type InstanceState,
+  type LostCause,
+  type LostState,
+  needsConsoleOutput,
+  type PendingState,
+  type PreviousObservation,
+  type RunningState,
+  type StoppingState,
+  type TerminalState,
+  type ToInstanceStateOptions,
+  toInstanceState,
+  type UnknownReason,
+  type UnknownState,
+} from "./state.js";

@@ -1,0 +1,428 @@
+/**
+ * The reverse mapping for the roll-up: a Pod's (or an Instance object's) status → one instance
+ * failure reason (brief C5) with a one-sentence message. It reads container state, never the
+ * phase: a crash-looping Pod is phase `Running`.
+ *
+ * @packageDocumentation
+ */
+import { z } from "zod";
+import { INSTANCE_REASONS, type InstanceReason, isInstanceReason } from "./reasons.js";
+
+/**
+ * The kubelet's back-off reset window as the incident words it: a container that stays up this
+ * long is no longer crash-looping. (The kubelet resets after 10 minutes; the sentence uses the
+ * 5-minute back-off cap, as the customer-facing message in the incident does.)
+ */
+export const CRASH_LOOP_WINDOW_MINUTES = 5;
+
+/** Longest termination or waiting message quoted in a reason message, in characters. */
+export const MAX_QUOTED_MESSAGE_CHARS = 200;
+
+/** What {@link toInstanceReason} returns: the reason, whether the instance is ready, one sentence. */
+export interface InstanceReasonResult {
+  /** One of {@link INSTANCE_REASONS}. */
+  readonly reason: InstanceReason;
+  /** True when every regular container is ready (the roll-up counts the instance as ready). */
+  readonly ready: boolean;
+  /** One human sentence about this one instance, free of volatile values (no ages or times). */
+  readonly message: string;
+}
+
+const text = z
+  .string()
+  .nullish()
+  .catch(undefined)
+  .transform((v) => v ?? undefined);
+const num = z
+  .number()
+  .nullish()
+  .catch(undefined)
+  .transform((v) => v ?? undefined);
+
+const Terminated = z.looseObject({ exitCode: num, signal: num, reason: text, message: text });
+const ContainerState = z
+  .looseObject({
+    running: z.looseObject({}).nullish().catch(undefined),
+    waiting: z.looseObject({ reason: text, message: text }).nullish().catch(undefined),
+    terminated: Terminated.nullish().catch(undefined),
+  })
+  .nullish()
+  .catch(undefined);
+
+/** The parts of a `V1ContainerStatus` the reverse mapping reads. */
+const ContainerStatus = z.looseObject({
+  name: z.string(),
+  image: text,
+  state: ContainerState,
+  lastState: ContainerState,
+  restartCount: num,
+  ready: z.boolean().nullish().catch(undefined),
+});
+type ContainerStatus = z.output<typeof ContainerStatus>;
+
+const Condition = z.looseObject({
+  type: z.string(),
+  status: z.string(),
+  reason: text,
+  message: text,
+});
+
+/**
+ * The zod schema of an Instance object's status (`compute.nebula.dev` `Instance`, or any object
+ * whose status conditions carry a C5 reason): `{ conditions: [{ type, status, reason, message }] }`.
+ */
+export const InstanceObjectStatus = z.looseObject({ conditions: z.array(Condition) });
+
+/** An Instance object's status, as {@link InstanceObjectStatus} reads it. */
+export type InstanceObjectStatus = z.output<typeof InstanceObjectStatus>;
+
+const PodStatus = z.looseObject({
+  phase: text,
+  reason: text,
+  message: text,
+  conditions: z.array(Condition).nullish().catch(undefined),
+  containerStatuses: z.array(ContainerStatus).nullish().catch(undefined),
+  initContainerStatuses: z.array(ContainerStatus).nullish().catch(undefined),
+});
+type PodStatus = z.output<typeof PodStatus>;
+
+const ContainerSpec = z.looseObject({
+  name: z.string(),
+  image: text,
+  restartPolicy: text,
+  resources: z
+    .looseObject({
+      limits: z
+        .looseObject({ memory: z.union([z.string(), z.number()]).nullish().catch(undefined) })
+        .nullish()
+        .catch(undefined),
+    })
+    .nullish()
+    .catch(undefined),
+});
+const PodSpec = z
+  .looseObject({
+    containers: z.array(ContainerSpec).catch([]),
+    initContainers: z.array(ContainerSpec).nullish().catch(undefined),
+  })
+  .nullish()
+  .catch(undefined);
+type PodSpec = z.output<typeof PodSpec>;
+
+const Wrapped = z.looseObject({ status: z.unknown(), spec: z.unknown() });
+
+const IMAGE_REASONS = new Set([
+  "ErrImagePull",
+  "ImagePullBackOff",
+  "InvalidImageName",
+  "ErrImageNeverPull",
+  "RegistryUnavailable",
+]);
+const CONFIG_WAITING_REASONS = new Set([
+  "CreateContainerConfigError",
+  "CreateContainerError",
+  "RunContainerError",
+  "PreStartHookError",
+  "PostStartHookError",
+  "PreCreateHookError",
+]);
+const START_FAILURE_REASONS = new Set(["ContainerCannotRun", "StartError"]);
+const STARTING_REASONS = new Set(["ContainerCreating", "PodInitializing"]);
+
+const SIGNALS: Readonly<Record<number, string>> = {
+  1: "SIGHUP",
+  2: "SIGINT",
+  3: "SIGQUIT",
+  4: "SIGILL",
+  5: "SIGTRAP",
+  6: "SIGABRT",
+  7: "SIGBUS",
+  8: "SIGFPE",
+  9: "SIGKILL",
+  10: "SIGUSR1",
+  11: "SIGSEGV",
+  12: "SIGUSR2",
+  13: "SIGPIPE",
+  14: "SIGALRM",
+  15: "SIGTERM",
+};
+
+interface Finding {
+  readonly reason: InstanceReason;
+  readonly message: string;
+}
+
+/**
+ * Maps a Pod (or its `V1PodStatus`), or an Instance object (or its status), to the instance
+ * failure reason the roll-up ranks, whether the instance is ready, and one sentence about it.
+ *
+ * Reads container state, never the phase: `CrashLoopBackOff` → `InstanceCrashing` although the
+ * Pod is `Running`; an OOM kill → `OutOfMemory` (with the memory limit when a Pod spec is given);
+ * image pull failures → `ImageUnavailable`; config and start failures → `ConfigurationError`; a
+ * container lost with its instance → `InstanceLost` (or `InsufficientCapacity`/`QuotaExceeded`
+ * from the Pod's `status.reason`). The termination message the application wrote and the
+ * signal that killed it are quoted. When several containers fail, the highest-ranked reason in
+ * {@link INSTANCE_REASONS} wins.
+ *
+ * Total: input it cannot read gives `Provisioning` with a message saying so (the contract has no
+ * "unknown" reason; nothing is known to be wrong).
+ *
+ * @example
+ * ```ts
+ * toInstanceReason(pod);
+ * // { reason: "InstanceCrashing", ready: false, message: 'container "app" has exited and restarted
+ * //   3 times without staying up for 5 minutes. Its last exit was with code 1.' }
+ * ```
+ */
+export function toInstanceReason(podOrInstanceStatus: unknown): InstanceReasonResult {
+  let statusInput: unknown = podOrInstanceStatus;
+  let spec: PodSpec;
+  const wrapped = Wrapped.safeParse(podOrInstanceStatus);
+  if (wrapped.success && wrapped.data.status !== undefined) {
+    statusInput = wrapped.data.status;
+    spec = PodSpec.parse(wrapped.data.spec);
+  }
+  const pod = PodStatus.safeParse(statusInput);
+  if (!pod.success) {
+    return {
+      reason: "Provisioning",
+      ready: false,
+      message: "the instance's status could not be read.",
+    };
+  }
+  const hasContainers =
+    (pod.data.containerStatuses?.length ?? 0) > 0 ||
+    (pod.data.initContainerStatuses?.length ?? 0) > 0;
+  if (!hasContainers) {
+    const fromInstance = fromInstanceConditions(pod.data.conditions ?? []);
+    if (fromInstance !== undefined) return fromInstance;
+  }
+  return fromPod(pod.data, spec);
+}
+
+function fromInstanceConditions(
+  conditions: readonly z.output<typeof Condition>[],
+): InstanceReasonResult | undefined {
+  const carrying = conditions.filter((c) => isInstanceReason(c.reason));
+  const chosen =
+    carrying.find((c) => c.type === "Ready") ??
+    carrying.find((c) => c.type === "Available") ??
+    carrying[0];
+  if (chosen === undefined || !isInstanceReason(chosen.reason)) return undefined;
+  const readyCondition = conditions.find((c) => c.type === "Ready");
+  const ready =
+    readyCondition !== undefined ? readyCondition.status === "True" : chosen.reason === "Ready";
+  return {
+    reason: chosen.reason,
+    ready,
+    message: chosen.message ?? `the instance reports ${chosen.reason}.`,
+  };
+}
+
+function fromPod(status: PodStatus, spec: PodSpec): InstanceReasonResult {
+  const init = status.initContainerStatuses ?? [];
+  const app = status.containerStatuses ?? [];
+  const ready = app.length > 0 && app.every((c) => c.ready === true);
+  const findings: Finding[] = [];
+  for (const c of init) {
+    const f = examine(c, status, spec, true);
+    if (f) findings.push(f);
+  }
+  for (const c of app) {
+    const f = examine(c, status, spec, false);
+    if (f) findings.push(f);
+  }
+  const scheduled = status.conditions?.find((c) => c.type === "PodScheduled");
+  if (scheduled?.status === "False") {
+    findings.push({
+      reason: "NoMatchingLocation",
+      message: `the instance could not be placed${scheduled.message ? `: ${quoteless(scheduled.message)}` : ""}.`,
+    });
+  }
+  if (app.length === 0 && init.length === 0 && status.phase === "Failed") {
+    findings.push({
+      reason: "InstanceLost",
+      message: status.message
+        ? `${sentence(status.message)}`
+        : `the instance failed${status.reason ? ` (${status.reason})` : ""}.`,
+    });
+  }
+  const worst = rank(findings, (r) => rankOf(r) < rankOf("Provisioning"));
+  if (worst) return { ...worst, ready };
+  if (ready) {
+    return {
+      reason: "Ready",
+      ready,
+      message:
+        app.length === 1
+          ? `container "${app[0]?.name}" is running and ready.`
+          : `all ${app.length} containers are running and ready.`,
+    };
+  }
+  if (app.length > 0 && app.every((c) => c.state?.terminated?.exitCode === 0)) {
+    return {
+      reason: "Completed",
+      ready: false,
+      message:
+        app.length === 1
+          ? `container "${app[0]?.name}" finished successfully.`
+          : `all ${app.length} containers finished successfully.`,
+    };
+  }
+  const working = rank(findings, () => true);
+  if (working) return { ...working, ready };
+  if (app.length === 0 && init.length === 0) {
+    return { reason: "Provisioning", ready: false, message: "the instance is being provisioned." };
+  }
+  return { reason: "Starting", ready: false, message: "the instance is starting." };
+}
+
+function rankOf(reason: InstanceReason): number {
+  return INSTANCE_REASONS.indexOf(reason);
+}
+
+function rank(
+  findings: readonly Finding[],
+  keep: (r: InstanceReason) => boolean,
+): Finding | undefined {
+  let best: Finding | undefined;
+  for (const f of findings) {
+    if (!keep(f.reason)) continue;
+    if (best === undefined || rankOf(f.reason) < rankOf(best.reason)) best = f;
+  }
+  return best;
+}
+
+/** What one container's status says, or nothing when it is fine or finished well. */
+function examine(
+  c: ContainerStatus,
+  pod: PodStatus,
+  spec: PodSpec,
+  init: boolean,
+): Finding | undefined {
+  const who = `${init ? "init container" : "container"} "${c.name}"`;
+  const waiting = c.state?.waiting ?? undefined;
+  const term = c.state?.terminated ?? undefined;
+  const last = c.lastState?.terminated ?? undefined;
+  const restarts = c.restartCount ?? 0;
+
+  if (term?.reason === "ContainerStatusUnknown") {
+    const reason: InstanceReason =
+      pod.reason === "InsufficientCapacity"
+        ? "InsufficientCapacity"
+        : pod.reason === "QuotaExceeded"
+          ? "QuotaExceeded"
+          : "InstanceLost";
+    const detail = pod.message ?? term.message;
+    return {
+      reason,
+      message: detail ? sentence(detail) : `${who} was lost with its instance.`,
+    };
+  }
+  if (waiting?.reason !== undefined && IMAGE_REASONS.has(waiting.reason)) {
+    const image = c.image ? ` "${c.image}"` : "";
+    const why = waiting.message ? `: ${quoteless(waiting.message)}` : "";
+    return {
+      reason: "ImageUnavailable",
+      message: `${who} could not pull its image${image}${why}.`,
+    };
+  }
+  if (waiting?.reason !== undefined && CONFIG_WAITING_REASONS.has(waiting.reason)) {
+    const why = waiting.message ? `: ${quoteless(waiting.message)}` : ` (${waiting.reason})`;
+    return {
+      reason: "ConfigurationError",
+      message: `${who} could not be started because of its configuration${why}.`,
+    };
+  }
+  const oom = term?.reason === "OOMKilled" ? term : last?.reason === "OOMKilled" ? last : undefined;
+  if (oom) {
+    const limit = memoryLimit(spec, c.name, init);
+    return {
+      reason: "OutOfMemory",
+      message: `${who} was killed because it ran out of memory${limit ? ` (limit ${limit})` : ""}.`,
+    };
+  }
+  const startFailure =
+    term?.reason !== undefined && START_FAILURE_REASONS.has(term.reason)
+      ? term
+      : waiting && last?.reason !== undefined && START_FAILURE_REASONS.has(last.reason)
+        ? last
+        : undefined;
+  if (startFailure) {
+    const why = startFailure.message
+      ? `: ${quoteless(startFailure.message)}`
+      : ` (${startFailure.reason})`;
+    return { reason: "ConfigurationError", message: `${who} could not be started${why}.` };
+  }
+  const restarting = waiting !== undefined && last !== undefined;
+  if (waiting?.reason === "CrashLoopBackOff" || (restarting && last?.exitCode !== 0)) {
+    const times =
+      restarts === 0
+        ? "has exited and is waiting to restart"
+        : `has exited and restarted ${restarts} ${restarts === 1 ? "time" : "times"} without staying up for ${CRASH_LOOP_WINDOW_MINUTES} minutes`;
+    return {
+      reason: "InstanceCrashing",
+      message: `${who} ${times}.${last ? ` ${lastExit(last)}` : ""}`,
+    };
+  }
+  if (term !== undefined && term.exitCode !== 0) {
+    if (restarts > 0) {
+      return {
+        reason: "InstanceCrashing",
+        message: `${who} has exited and restarted ${restarts} ${restarts === 1 ? "time" : "times"} without staying up for ${CRASH_LOOP_WINDOW_MINUTES} minutes. ${lastExit(term)}`,
+      };
+    }
+    return { reason: "InstanceCrashing", message: `${who} ${exitClause(term)}.` };
+  }
+  if (waiting !== undefined) {
+    if (waiting.reason === undefined || STARTING_REASONS.has(waiting.reason)) {
+      return { reason: "Starting", message: `${who} is starting.` };
+    }
+    const why = waiting.message ? `: ${quoteless(waiting.message)}` : "";
+    return { reason: "Starting", message: `${who} is waiting (${waiting.reason})${why}.` };
+  }
+  if (c.state?.running != null && c.ready !== true && !init) {
+    return { reason: "Starting", message: `${who} is running but not ready.` };
+  }
+  if (c.state == null && !init) return { reason: "Starting", message: `${who} is starting.` };
+  return undefined;
+}
+
+/** "exited with code 1 and the message "..."" / "was killed by signal 9 (SIGKILL)". */
+function exitClause(t: z.output<typeof Terminated>): string {
+  const message = t.message ? ` and the message "${quoteless(t.message)}"` : "";
+  if (t.signal !== undefined && t.signal > 0) {
+    const name = SIGNALS[t.signal];
+    return `was killed by signal ${t.signal}${name ? ` (${name})` : ""}${message}`;
+  }
+  return `exited with code ${t.exitCode ?? "unknown"}${message}`;
+}
+
+/** "Its last exit was with code 1." / "Its last run was killed by signal 9 (SIGKILL)." */
+function lastExit(t: z.output<typeof Terminated>): string {
+  const message = t.message ? ` and the message "${quoteless(t.message)}"` : "";
+  if (t.signal !== undefined && t.signal > 0) {
+    const name = SIGNALS[t.signal];
+    return `Its last run was killed by signal ${t.signal}${name ? ` (${name})` : ""}${message}.`;
+  }
+  return `Its last exit was with code ${t.exitCode ?? "unknown"}${message}.`;
+}
+
+function memoryLimit(spec: PodSpec, name: string, init: boolean): string | undefined {
+  const list = init ? (spec?.initContainers ?? []) : (spec?.containers ?? []);
+  const memory = list.find((c) => c.name === name)?.resources?.limits?.memory;
+  return memory === undefined || memory === null ? undefined : String(memory);
+}
+
+/** One line, trimmed, without double quotes, at most {@link MAX_QUOTED_MESSAGE_CHARS}. */
+function quoteless(message: string): string {
+  const one = message.replace(/\s+/g, " ").replace(/"/g, "'").trim().replace(/[.]$/, "");
+  return one.length > MAX_QUOTED_MESSAGE_CHARS
+    ? `${one.slice(0, MAX_QUOTED_MESSAGE_CHARS)}...`
+    : one;
+}
+
+function sentence(message: string): string {
+  const one = quoteless(message);
+  return /[.!?]$/.test(one) ? one : `${one}.`;
+}

@@ -1,0 +1,209 @@
+/**
+ * The EC2 instance as `DescribeInstances` returns it, read at the boundary with zod. Only the
+ * fields the mapping needs are named; everything else is kept but ignored. This package does not
+ * depend on `@aws-sdk/client-ec2`: the SDK's `Instance` objects (with `LaunchTime` as a `Date`)
+ * and their JSON form (with `LaunchTime` as an ISO string) are both accepted.
+ *
+ * @packageDocumentation
+ */
+import { z } from "zod";
+import { StateMappingError } from "./errors.js";
+
+/** The EC2 instance state names, as `State.Name` carries them. */
+export const EC2_STATE_NAMES = [
+  "pending",
+  "running",
+  "shutting-down",
+  "terminated",
+  "stopping",
+  "stopped",
+] as const;
+
+/** One EC2 instance state name. */
+export type Ec2StateName = (typeof EC2_STATE_NAMES)[number];
+
+const optionalString = z
+  .string()
+  .nullish()
+  .transform((value) => value ?? undefined);
+
+/**
+ * The zod schema of the fields of an EC2 `Instance` that the mapping reads: `InstanceId`,
+ * `State.Name`, `StateReason.Code`/`Message`, `StateTransitionReason`, `LaunchTime`,
+ * `PrivateIpAddress`, `PublicIpAddress` and `Tags`. Unknown fields are allowed and kept.
+ *
+ * Use {@link parseInstance} rather than this schema directly: it never throws.
+ */
+export const Ec2Instance = z.looseObject({
+  InstanceId: z.string().min(1),
+  State: z.looseObject({
+    /** Kept as a string: a state name EC2 adds later becomes an `Unknown` state, not a parse error. */
+    Name: z.string().min(1),
+  }),
+  StateReason: z
+    .looseObject({ Code: optionalString, Message: optionalString })
+    .nullish()
+    .transform((value) => value ?? undefined),
+  StateTransitionReason: optionalString,
+  LaunchTime: z
+    .union([z.date(), z.iso.datetime({ offset: true })])
+    .nullish()
+    .transform((value) => {
+      if (value === null || value === undefined) return undefined;
+      const date = typeof value === "string" ? new Date(value) : value;
+      return Number.isNaN(date.getTime()) ? undefined : date;
+    }),
+  PrivateIpAddress: optionalString,
+  PublicIpAddress: optionalString,
+  Tags: z
+    .array(z.looseObject({ Key: optionalString, Value: optionalString }))
+    .nullish()
+    .transform((value) => value ?? []),
+});
+
+/** An EC2 instance after {@link parseInstance}: `LaunchTime` is a valid `Date` or absent. */
+export type Ec2Instance = z.output<typeof Ec2Instance>;
+
+/** The result of {@link parseInstance}: the instance, or a typed error. Never an exception. */
+export type InstanceParseResult =
+  | { readonly ok: true; readonly instance: Ec2Instance }
+  | { readonly ok: false; readonly error: StateMappingError };
+
+/**
+ * Reads one EC2 instance (an element of `Reservations[].Instances[]`). Total: any input gives a
+ * result, and a bad one gives `ok: false` with a `StateMappingError` of code `INSTANCE_UNREADABLE`.
+ *
+ * @example
+ * ```ts
+ * const parsed = parseInstance({ InstanceId: "i-1", State: { Name: "running" } });
+ * if (parsed.ok) parsed.instance.State.Name; // "running"
+ * ```
+ */
+export function parseInstance(value: unknown): InstanceParseResult {
+  const parsed = Ec2Instance.safeParse(value);
+  if (parsed.success) return { ok: true, instance: parsed.data };
+  const issue = parsed.error.issues[0];
+  const where = issue?.path.length ? issue.path.join(".") : "instance";
+  return {
+    ok: false,
+    error: new StateMappingError(
+      "INSTANCE_UNREADABLE",
+      `EC2 instance field ${where}: ${issue?.message ?? "invalid"}`,
+      { cause: parsed.error },
+    ),
+  };
+}
+
+/** The result of {@link parseDescribeInstancesPage}: readable instances, and what was skipped. */
+export interface DescribeInstancesPageResult {
+  /** Every instance that could be read, in page order. */
+  readonly instances: readonly Ec2Instance[];
+  /** One error per instance entry that could not be read (it is skipped, never fatal). */
+  readonly errors: readonly StateMappingError[];
+}
+
+const Page = z.looseObject({
+  Reservations: z
+    .array(z.looseObject({ Instances: z.array(z.unknown()).nullish() }))
+    .nullish()
+    .transform((value) => value ?? []),
+});
+
+/**
+ * Reads one `DescribeInstances` response page (`{ Reservations: [{ Instances: [...] }] }`) and
+ * every instance in it. Total: an unreadable entry is reported in `errors` and skipped; an
+ * unreadable page gives no instances and one `PAGE_UNREADABLE` error.
+ *
+ * This is the floor the benchmark compares the mapping against.
+ */
+export function parseDescribeInstancesPage(page: unknown): DescribeInstancesPageResult {
+  const parsed = Page.safeParse(page);
+  if (!parsed.success) {
+    return {
+      instances: [],
+      errors: [
+        new StateMappingError(
+          "PAGE_UNREADABLE",
+          "DescribeInstances page has no Reservations list",
+          {
+            cause: parsed.error,
+          },
+        ),
+      ],
+    };
+  }
+  const instances: Ec2Instance[] = [];
+  const errors: StateMappingError[] = [];
+  for (const reservation of parsed.data.Reservations) {
+    for (const entry of reservation.Instances ?? []) {
+      const one = parseInstance(entry);
+      if (one.ok) instances.push(one.instance);
+      else errors.push(one.error);
+    }
+  }
+  return { instances, errors };
+}
+
+/**
+ * Why EC2 says an instance changed state, from `StateReason.Code` (falling back to
+ * `StateTransitionReason`):
+ * - `SpotInterruption`: `Server.SpotInstanceTermination` / `Server.SpotInstanceShutdown`.
+ * - `InsufficientCapacity`: `Server.InsufficientInstanceCapacity`.
+ * - `UserInitiatedShutdown`: `Client.UserInitiatedShutdown` (a `StopInstances`/`TerminateInstances` call).
+ * - `InstanceInitiatedShutdown`: `Client.InstanceInitiatedShutdown` (the OS powered off).
+ * - `InternalError`: `Server.InternalError` / `Client.InternalError`.
+ * - `VolumeLimitExceeded`: `Client.VolumeLimitExceeded`.
+ * - `ScheduledStop`: `Server.ScheduledStop` (scheduled retirement).
+ * - `Other`: any other code; `None`: EC2 gave none.
+ */
+export type Ec2Cause =
+  | "SpotInterruption"
+  | "InsufficientCapacity"
+  | "UserInitiatedShutdown"
+  | "InstanceInitiatedShutdown"
+  | "InternalError"
+  | "VolumeLimitExceeded"
+  | "ScheduledStop"
+  | "Other"
+  | "None";
+
+const CAUSE_BY_CODE: Readonly<Record<string, Ec2Cause>> = {
+  "Server.SpotInstanceTermination": "SpotInterruption",
+  "Server.SpotInstanceShutdown": "SpotInterruption",
+  "Server.InsufficientInstanceCapacity": "InsufficientCapacity",
+  "Client.UserInitiatedShutdown": "UserInitiatedShutdown",
+  "Client.InstanceInitiatedShutdown": "InstanceInitiatedShutdown",
+  "Server.InternalError": "InternalError",
+  "Client.InternalError": "InternalError",
+  "Client.VolumeLimitExceeded": "VolumeLimitExceeded",
+  "Server.ScheduledStop": "ScheduledStop",
+};
+
+/**
+ * Classifies an instance's `StateReason.Code` (or, without one, its `StateTransitionReason`)
+ * into an {@link Ec2Cause}. Total.
+ */
+export function ec2Cause(code: string | undefined, transitionReason?: string): Ec2Cause {
+  if (code !== undefined && code !== "") return CAUSE_BY_CODE[code] ?? "Other";
+  if (transitionReason === undefined || transitionReason === "") return "None";
+  if (/^User initiated/i.test(transitionReason)) return "UserInitiatedShutdown";
+  if (/^Service initiated/i.test(transitionReason)) return "Other";
+  return "None";
+}
+
+/**
+ * The instance's tags as a key→value map (entries without a string key or value are skipped).
+ * Use it to read `nebula:*` tags after {@link parseInstance}.
+ */
+export function instanceTags(instance: Ec2Instance): Map<string, string> {
+  const map = new Map<string, string>();
+  for (const tag of instance.Tags) {
+    if (tag.Key !== undefined && tag.Value !== undefined) map.set(tag.Key, tag.Value);
+  }
+  return map;
+}
+
+/** True when `name` is one of {@link EC2_STATE_NAMES}. */
+export function isEc2StateName(name: string): name is Ec2StateName {
+  return (EC2_STATE_NAMES as readonly string[]).includes(name);
+}

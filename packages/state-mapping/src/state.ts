@@ -1,0 +1,434 @@
+/**
+ * `InstanceState`: what is true about one Pod's instance, built from the EC2 instance as
+ * `DescribeInstances` returns it, the exit report in its tags, an optional console-output report,
+ * and the previous observation. Pure and total.
+ *
+ * @packageDocumentation
+ */
+import { type Ec2Cause, type Ec2Instance, ec2Cause, parseInstance } from "./instance.js";
+import {
+  decodeConsoleOutput,
+  decodeReportTags,
+  ExitReport,
+  type ReportReadResult,
+} from "./report.js";
+
+/** How long an instance may stay invisible to `DescribeInstances` after launch (EC2 is eventually consistent). */
+export const DEFAULT_ABSENT_GRACE_MS = 60_000;
+
+/** How long a running instance may go without its first report before it counts as overdue. */
+export const DEFAULT_BOOT_TIMEOUT_MS = 15 * 60_000;
+
+/** The EC2 facts every state with a readable instance carries. */
+export interface InstanceFacts {
+  /** EC2 instance ID. */
+  readonly instanceId: string;
+  /** `State.Name` as EC2 gave it (`pending`, `running`, `stopping`, `stopped`, `shutting-down`, `terminated`, ...). */
+  readonly ec2State: string;
+  /** Why EC2 says the instance changed state (see {@link Ec2Cause}). */
+  readonly cause: Ec2Cause;
+  /** `StateReason.Code`, when EC2 gave one. */
+  readonly stateReasonCode?: string;
+  /** `StateReason.Message`, when EC2 gave one. */
+  readonly stateReasonMessage?: string;
+  /** `LaunchTime`, when EC2 gave a valid one. */
+  readonly launchTime?: Date;
+  /** `PrivateIpAddress`: becomes the Pod's `hostIP` and `podIP`. */
+  readonly privateIp?: string;
+  /** `PublicIpAddress`. */
+  readonly publicIp?: string;
+}
+
+/** Why an instance was lost: an {@link Ec2Cause}, or `Absent` when `DescribeInstances` no longer lists it. */
+export type LostCause = Ec2Cause | "Absent";
+
+/** Why the state is `Unknown`. */
+export type UnknownReason =
+  /** The instance object does not have the shape `DescribeInstances` returns. */
+  | "InstanceUnreadable"
+  /** The exit report in the tags (or console) could not be read. */
+  | "ReportUnreadable"
+  /** EC2 gave a `State.Name` this package does not know. */
+  | "UnknownInstanceState";
+
+interface StateBase {
+  /** The `now` this state was computed at. */
+  readonly observedAt: Date;
+  /**
+   * The accepted report: the readable report with the highest `seq` seen so far (this
+   * observation's tags, its console output, or the previous state's report). Pass the whole
+   * state back as `previous` next time, so a stale report never replaces a newer one.
+   */
+  readonly report?: ExitReport;
+}
+
+/**
+ * The instance is being created: EC2 says `pending`, or the launch is so recent that
+ * `DescribeInstances` does not list it yet (`instance` absent).
+ */
+export interface PendingState extends StateBase {
+  readonly kind: "Pending";
+  readonly instance?: InstanceFacts;
+}
+
+/** EC2 says `running`, but the host supervisor has not reported yet (cloud-init, image pull setup). */
+export interface BootingState extends StateBase {
+  readonly kind: "Booting";
+  readonly instance: InstanceFacts;
+  /** True when the instance has been running longer than the boot timeout without reporting. */
+  readonly overdue: boolean;
+}
+
+/** EC2 says `running` and the supervisor reports its containers (running, waiting or restarting). */
+export interface RunningState extends StateBase {
+  readonly kind: "Running";
+  readonly instance: InstanceFacts;
+  readonly report: ExitReport;
+}
+
+/** EC2 says `stopping` or `shutting-down`; the final report may still arrive. */
+export interface StoppingState extends StateBase {
+  readonly kind: "Stopping";
+  readonly instance: InstanceFacts;
+}
+
+/** The supervisor wrote its final report: no container will run again. Whatever EC2 says. */
+export interface TerminalState extends StateBase {
+  readonly kind: "Terminal";
+  /** Absent when the instance is already gone (or unreadable) but its final report was kept. */
+  readonly instance?: InstanceFacts;
+  readonly report: ExitReport;
+}
+
+/**
+ * The instance stopped, terminated or vanished without a final report. Its containers' fate is
+ * unknown: the Pod becomes `Failed` with `ContainerStatusUnknown` (exit 137), never `Succeeded`.
+ * A later final report (for example from the console output) still turns it into `Terminal`.
+ */
+export interface LostState extends StateBase {
+  readonly kind: "Lost";
+  /** Absent when `DescribeInstances` no longer lists the instance. */
+  readonly instance?: InstanceFacts;
+  readonly cause: LostCause;
+  /** One sentence saying what happened, free of volatile values (no times). */
+  readonly message: string;
+  /** Why no report could be used, when one was there but unreadable. */
+  readonly reportProblem?: string;
+  /** True when console output was passed in and considered. */
+  readonly consoleConsulted: boolean;
+}
+
+/** Something could not be read; `reason` says what. */
+export interface UnknownState extends StateBase {
+  readonly kind: "Unknown";
+  readonly reason: UnknownReason;
+  /** One sentence saying what could not be read. */
+  readonly message: string;
+  readonly instance?: InstanceFacts;
+}
+
+/**
+ * What is true about one Pod's instance. A discriminated union on `kind`:
+ * `Pending` → `Booting` → `Running` → `Stopping` → `Terminal` | `Lost`, plus `Unknown`.
+ *
+ * Build it with {@link toInstanceState}; turn it into a Pod status with `toPodStatus`.
+ */
+export type InstanceState =
+  | PendingState
+  | BootingState
+  | RunningState
+  | StoppingState
+  | TerminalState
+  | LostState
+  | UnknownState;
+
+/**
+ * What {@link toInstanceState} reads from the previous observation. Every {@link InstanceState}
+ * is one; a state persisted as JSON and read back also works (its report is re-validated).
+ */
+export interface PreviousObservation {
+  /** The previous state's `kind`: a `Lost` or `Terminal` instance never goes back to a live state. */
+  readonly kind?: string;
+  /** The previously accepted report (validated again; an invalid one is ignored). */
+  readonly report?: unknown;
+  /** Present when the previous observation saw the instance in `DescribeInstances`. */
+  readonly instance?: unknown;
+}
+
+/** Options of {@link toInstanceState}. */
+export interface ToInstanceStateOptions {
+  /** The time of this observation. The mapping never reads the clock. */
+  readonly now: Date;
+  /**
+   * The previous state of the same instance (or anything with its accepted `report`). Its report
+   * competes with the new ones by `seq`, so an older report never overwrites a newer one, and a
+   * `Lost`/`Terminal` instance never goes back to a live state.
+   */
+  readonly previous?: PreviousObservation | undefined;
+  /**
+   * The instance's serial console output, base64-decoded (`GetConsoleOutput`). Pass it for a
+   * stopped instance without a readable report in its tags (see {@link needsConsoleOutput}).
+   */
+  readonly consoleOutput?: string | undefined;
+  /** When the launch was requested. Within {@link ToInstanceStateOptions.absentGraceMs} of it, an unlisted instance is `Pending`, not `Lost`. */
+  readonly launchedAt?: Date | undefined;
+  /** Grace for an unlisted instance after launch, in ms. Default {@link DEFAULT_ABSENT_GRACE_MS}. */
+  readonly absentGraceMs?: number | undefined;
+  /** Boot timeout in ms after `LaunchTime` before `Booting.overdue` is true. Default {@link DEFAULT_BOOT_TIMEOUT_MS}. */
+  readonly bootTimeoutMs?: number | undefined;
+}
+
+type Source = "tags" | "console" | "previous";
+
+interface Candidates {
+  readonly best?: ExitReport;
+  readonly bestFrom?: Source;
+  /** The first unreadable fresh source, when no fresh source gave a report. */
+  readonly problem?: string;
+}
+
+/**
+ * Computes the {@link InstanceState} of one instance. Pure and total: any input gives a state
+ * (bad input gives `Unknown` with a reason), and time is the `now` option.
+ *
+ * @param instance - one element of `DescribeInstances`' `Reservations[].Instances[]`, or
+ *   `undefined` when the poll no longer lists the instance.
+ * @param options - `now`, the previous state, optional console output; see {@link ToInstanceStateOptions}.
+ *
+ * @example
+ * ```ts
+ * const state = toInstanceState(
+ *   { InstanceId: "i-0abc", State: { Name: "stopped" }, StateReason: { Code: "Server.SpotInstanceTermination" } },
+ *   { now: new Date("2026-11-30T05:00:00Z") },
+ * );
+ * state.kind; // "Lost" (cause "SpotInterruption"): the Pod will be Failed, never Succeeded
+ * ```
+ */
+export function toInstanceState(instance: unknown, options: ToInstanceStateOptions): InstanceState {
+  const observedAt = options.now;
+  const previousReport = readPrevious(options.previous);
+  const previousSawInstance =
+    options.previous?.instance !== undefined && options.previous?.instance !== null;
+  const previousKind = options.previous?.kind;
+  const consoleConsulted = options.consoleOutput !== undefined;
+  const consoleRead: ReportReadResult = consoleConsulted
+    ? decodeConsoleOutput(options.consoleOutput)
+    : { kind: "absent" };
+
+  if (instance === undefined || instance === null) {
+    const { best, problem } = pickReport(previousReport, { kind: "absent" }, consoleRead);
+    if (best?.final) return withReport({ kind: "Terminal", observedAt, report: best }, best);
+    const launchedAt = options.launchedAt;
+    const grace = options.absentGraceMs ?? DEFAULT_ABSENT_GRACE_MS;
+    if (
+      !previousSawInstance &&
+      previousKind !== "Lost" &&
+      launchedAt !== undefined &&
+      observedAt.getTime() - launchedAt.getTime() < grace
+    ) {
+      return withReport({ kind: "Pending", observedAt }, best);
+    }
+    return withReport(
+      {
+        kind: "Lost",
+        observedAt,
+        cause: "Absent",
+        message: lostMessage(undefined, "Absent", best),
+        consoleConsulted,
+        ...(problem === undefined ? {} : { reportProblem: problem }),
+      },
+      best,
+    );
+  }
+
+  const parsed = parseInstance(instance);
+  if (!parsed.ok) {
+    const { best } = pickReport(previousReport, { kind: "absent" }, consoleRead);
+    if (best?.final) return withReport({ kind: "Terminal", observedAt, report: best }, best);
+    return withReport(
+      {
+        kind: "Unknown",
+        observedAt,
+        reason: "InstanceUnreadable",
+        message: parsed.error.message,
+      },
+      best,
+    );
+  }
+
+  const facts = toFacts(parsed.instance);
+  const { best, bestFrom, problem } = pickReport(
+    previousReport,
+    decodeReportTags(parsed.instance.Tags),
+    consoleRead,
+  );
+  if (best?.final) {
+    return withReport({ kind: "Terminal", observedAt, instance: facts, report: best }, best);
+  }
+  const unreadable = problem !== undefined && bestFrom !== "tags" && bestFrom !== "console";
+
+  const lost = (): LostState =>
+    withReport(
+      {
+        kind: "Lost",
+        observedAt,
+        instance: facts,
+        cause: facts.cause,
+        message: lostMessage(facts, facts.cause, best),
+        consoleConsulted,
+        ...(unreadable ? { reportProblem: problem } : {}),
+      },
+      best,
+    );
+
+  // Never back from lost to alive: a Pod that went Failed stays terminal (only a final report wins).
+  if (previousKind === "Lost" || previousKind === "Terminal") return lost();
+
+  switch (facts.ec2State) {
+    case "stopped":
+    case "terminated":
+      return lost();
+    case "pending":
+    case "running":
+    case "stopping":
+    case "shutting-down":
+      break;
+    default:
+      return withReport(
+        {
+          kind: "Unknown",
+          observedAt,
+          instance: facts,
+          reason: "UnknownInstanceState",
+          message: `EC2 instance ${facts.instanceId} is in state ${JSON.stringify(facts.ec2State)}, which this version does not know`,
+        },
+        best,
+      );
+  }
+  if (unreadable) {
+    return withReport(
+      {
+        kind: "Unknown",
+        observedAt,
+        instance: facts,
+        reason: "ReportUnreadable",
+        message: `the exit report of instance ${facts.instanceId} could not be read: ${problem}`,
+      },
+      best,
+    );
+  }
+  if (facts.ec2State === "pending") {
+    return withReport({ kind: "Pending", observedAt, instance: facts }, best);
+  }
+  if (facts.ec2State === "stopping" || facts.ec2State === "shutting-down") {
+    return withReport({ kind: "Stopping", observedAt, instance: facts }, best);
+  }
+  if (best === undefined) {
+    const timeout = options.bootTimeoutMs ?? DEFAULT_BOOT_TIMEOUT_MS;
+    const overdue =
+      facts.launchTime !== undefined && observedAt.getTime() - facts.launchTime.getTime() > timeout;
+    return { kind: "Booting", observedAt, instance: facts, overdue };
+  }
+  return { kind: "Running", observedAt, instance: facts, report: best };
+}
+
+/**
+ * True when the controller should fetch `GetConsoleOutput` for this instance and call
+ * {@link toInstanceState} again with it: the instance is stopped (still listed), has no
+ * usable report, and its console has not been consulted yet.
+ */
+export function needsConsoleOutput(state: InstanceState): boolean {
+  return (
+    state.kind === "Lost" &&
+    state.instance !== undefined &&
+    state.report === undefined &&
+    !state.consoleConsulted
+  );
+}
+
+function withReport<T extends InstanceState>(state: T, report: ExitReport | undefined): T {
+  return report === undefined ? state : { ...state, report };
+}
+
+function readPrevious(previous: ToInstanceStateOptions["previous"]): ExitReport | undefined {
+  if (previous === undefined || previous === null || typeof previous !== "object") return undefined;
+  const report = previous.report;
+  if (report === undefined) return undefined;
+  const parsed = ExitReport.safeParse(report);
+  return parsed.success ? parsed.data : undefined;
+}
+
+/**
+ * The readable report with the highest `seq`. On a tie the console wins (it carries whole
+ * messages), then the tags, then the previous report.
+ */
+function pickReport(
+  previous: ExitReport | undefined,
+  tags: ReportReadResult,
+  consoleRead: ReportReadResult,
+): Candidates {
+  let best: ExitReport | undefined = previous;
+  let bestFrom: Source | undefined = previous === undefined ? undefined : "previous";
+  let problem: string | undefined;
+  for (const [from, read] of [
+    ["tags", tags],
+    ["console", consoleRead],
+  ] as const) {
+    if (read.kind === "unreadable") {
+      problem ??= from === "tags" ? read.message : `console: ${read.message}`;
+    } else if (read.kind === "report") {
+      if (best === undefined || read.report.seq >= best.seq) {
+        best = read.report;
+        bestFrom = from;
+      }
+    }
+  }
+  return {
+    ...(best === undefined ? {} : { best }),
+    ...(bestFrom === undefined ? {} : { bestFrom }),
+    ...(problem === undefined ? {} : { problem }),
+  };
+}
+
+function toFacts(instance: Ec2Instance): InstanceFacts {
+  const code = instance.StateReason?.Code;
+  const message = instance.StateReason?.Message;
+  return {
+    instanceId: instance.InstanceId,
+    ec2State: instance.State.Name,
+    cause: ec2Cause(code, instance.StateTransitionReason),
+    ...(code === undefined ? {} : { stateReasonCode: code }),
+    ...(message === undefined ? {} : { stateReasonMessage: message }),
+    ...(instance.LaunchTime === undefined ? {} : { launchTime: instance.LaunchTime }),
+    ...(instance.PrivateIpAddress === undefined ? {} : { privateIp: instance.PrivateIpAddress }),
+    ...(instance.PublicIpAddress === undefined ? {} : { publicIp: instance.PublicIpAddress }),
+  };
+}
+
+const CAUSE_PHRASE: Readonly<Record<LostCause, string>> = {
+  SpotInterruption: "was reclaimed by a Spot interruption",
+  InsufficientCapacity: "was stopped because EC2 had insufficient capacity",
+  UserInitiatedShutdown: "was stopped or terminated by an API call",
+  InstanceInitiatedShutdown: "powered itself off",
+  InternalError: "was stopped by an EC2 internal error",
+  VolumeLimitExceeded: "could not run because a volume limit was exceeded",
+  ScheduledStop: "was stopped for scheduled maintenance",
+  Other: "was stopped by EC2",
+  None: "stopped",
+  Absent: "is no longer listed by EC2",
+};
+
+/** The sentence a `Lost` state carries. Stable: no times, no ages. */
+function lostMessage(
+  facts: InstanceFacts | undefined,
+  cause: LostCause,
+  report: ExitReport | undefined,
+): string {
+  const who = facts === undefined ? "the instance" : `instance ${facts.instanceId}`;
+  let what = CAUSE_PHRASE[cause];
+  if (cause === "None" && facts?.ec2State === "terminated") what = "was terminated";
+  const detail = facts?.stateReasonMessage ?? facts?.stateReasonCode;
+  const code = detail === undefined ? "" : ` (${detail})`;
+  const after = report === undefined ? "" : ` after its report ${report.seq}`;
+  return `${who} ${what}${code} and vanished without reporting its final container state${after}`;
+}
