@@ -1,1 +1,21 @@
-export {};
+export { UserDataError, type UserDataErrorCode } from "./errors.js";
+export {
+  AgentOptions,
+  type AgentOptionsInput,
+  DEFAULT_RESTART_LIMIT,
+  MAX_USER_DATA_BYTES,
+  RESTART_LIMIT_ANNOTATION,
+  RenderOptions,
+  type RenderOptionsInput,
+  type ResolvedRenderOptions,
+} from "./options.js";
+export { expand as expandKubernetesReferences } from "./pod.js";
+export { bashQuote, shQuote } from "./quote.js";
+export {
+  type RenderedUserData,
+  type RenderResult,
+  renderUserData,
+  SUPERVISOR_PATH,
+  SUPERVISOR_UNIT,
+  supervisorScript,
+} from "./render.js";

@@ -1,0 +1,17 @@
+// Regenerates src/supervisor.sh.ts from src/supervisor.sh, so the bash source stays a real,
+// shellcheck-able file while the package ships it as a string constant (no fs at render time).
+// Run: npm run embed (a unit test fails when the two differ).
+import { readFileSync, writeFileSync } from "node:fs";
+
+const source = readFileSync(new URL("../src/supervisor.sh", import.meta.url), "utf8");
+const out = `// Generated from supervisor.sh by scripts/embed-supervisor.mjs. Do not edit; run \`npm run embed\`.
+
+/**
+ * The host supervisor's bash source, with \`@@NAME@@\` placeholders for the exit-report constants
+ * of \`@nebula/state-mapping\` (filled in by {@link supervisorScript}).
+ */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: bash source text, not a JavaScript template
+export const SUPERVISOR_TEMPLATE: string =
+  ${JSON.stringify(source)};
+`;
+writeFileSync(new URL("../src/supervisor.sh.ts", import.meta.url), out);

@@ -1,0 +1,52 @@
+/**
+ * Machine-readable reasons why a Pod could not be turned into user-data.
+ *
+ * - `InvalidPod`: the Pod is malformed (no containers, empty image, bad names, NUL bytes, ...).
+ * - `InvalidOptions`: the render options are malformed.
+ * - `SecretInUserData`: a value would come from a Secret (env `secretKeyRef`, `envFrom.secretRef`,
+ *   `imagePullSecrets`); user-data is readable by anyone who can describe the instance, so it is refused.
+ * - `UnsupportedEnvSource`: an env source this builder cannot resolve (ConfigMap refs, `resourceFieldRef`,
+ *   unsupported downward-API fields).
+ * - `UnsupportedVolume`: a volume kind other than `emptyDir` / `hostPath`, or a mount feature (`subPath`)
+ *   the host cannot honour.
+ * - `UnsupportedField`: a Pod feature the host supervisor does not implement (native sidecars, ...).
+ * - `TooLarge`: even gzipped, the user-data exceeds EC2's 16 KiB.
+ */
+export type UserDataErrorCode =
+  | "InvalidPod"
+  | "InvalidOptions"
+  | "SecretInUserData"
+  | "UnsupportedEnvSource"
+  | "UnsupportedVolume"
+  | "UnsupportedField"
+  | "TooLarge";
+
+/**
+ * Why {@link renderUserData} refused a Pod. Never thrown by the renderer: it is returned in the
+ * result's `error` field, so callers can map `code` to a Pod condition without a try/catch.
+ *
+ * @example
+ * ```ts
+ * const result = renderUserData(pod, { cluster: "prod" });
+ * if (!result.ok) console.error(result.error.code, result.error.path, result.error.message);
+ * ```
+ */
+export class UserDataError extends Error {
+  /** Machine-readable reason. */
+  readonly code: UserDataErrorCode;
+  /** Where in the Pod (or options) the problem is, as a dotted path such as `spec.containers[app].env[TOKEN]`. */
+  readonly path: string;
+
+  /**
+   * @param code - machine-readable reason.
+   * @param path - where the problem is (dotted path into the Pod or the options).
+   * @param message - what is wrong, for a person.
+   * @param cause - the underlying error, when there is one (a zod error, for instance).
+   */
+  constructor(code: UserDataErrorCode, path: string, message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = "UserDataError";
+    this.code = code;
+    this.path = path;
+  }
+}

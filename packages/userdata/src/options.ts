@@ -1,0 +1,95 @@
+import { z } from "zod";
+
+const dnsLabel = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be a DNS label (lower-case letters, digits, '-')")
+  .max(63);
+const noNul = z.string().refine((s) => !s.includes("\0"), "must not contain NUL");
+const mountPath = noNul.refine(
+  (s) => s.startsWith("/") && !/[,\n"]/.test(s),
+  "must be an absolute path without ',', '\"' or newlines",
+);
+
+/** Annotation that sets a Pod's restart cap (cost guard): a non-negative integer or `unlimited`. */
+export const RESTART_LIMIT_ANNOTATION = "nebula.dev/restart-limit";
+
+/** Restart cap used when the Pod has no {@link RESTART_LIMIT_ANNOTATION} and the options set none. */
+export const DEFAULT_RESTART_LIMIT = 10;
+
+/** EC2's limit on user-data, in bytes, before base64. */
+export const MAX_USER_DATA_BYTES = 16384;
+
+/**
+ * An agent daemon (the incident's "sandd") started by a shim inside a container: the shim starts
+ * every agent in the background and then `exec`s the workload as PID 1, so an agent never outlives
+ * its workload. The container image must have `/bin/sh`.
+ */
+export const AgentOptions = z.object({
+  /** Agent name, for logs. */
+  name: dnsLabel,
+  /** Argument vector of the agent inside the container (first element: the program). */
+  command: z.array(noNul).min(1),
+  /** Host paths bind-mounted into the container for the agent (its binary, its socket dir). */
+  mounts: z
+    .array(
+      z.object({
+        /** Absolute host path. */
+        hostPath: mountPath,
+        /** Absolute path inside the container. */
+        containerPath: mountPath,
+        /** Mount read-only (default `true`). */
+        readOnly: z.boolean().default(true),
+      }),
+    )
+    .default([]),
+  /** Names of the Pod's containers that get this agent; default: every regular (non-init) container. */
+  containers: z.array(dnsLabel).optional(),
+});
+
+/** Options of {@link renderUserData}. Every field has a default; `{}` is valid. */
+export const RenderOptions = z.object({
+  /** Cluster name, written into the unit's description and the host log (informational). */
+  cluster: z.string().max(128).default(""),
+  /** Agent daemons to run through the in-container shim. */
+  agents: z.array(AgentOptions).default([]),
+  /** Restart back-off, as the kubelet's: `initialSeconds` doubling to `maxSeconds`, reset after `resetAfterSeconds` running. */
+  backoff: z
+    .object({
+      /** First delay before a restart (kubelet: 10). */
+      initialSeconds: z.number().int().min(1).max(3600).default(10),
+      /** Cap of the delay (kubelet: 300). */
+      maxSeconds: z.number().int().min(1).max(86400).default(300),
+      /** A run at least this long resets the back-off and the restart cap's count (kubelet: 600). */
+      resetAfterSeconds: z.number().int().min(1).max(86400).default(600),
+    })
+    .default({ initialSeconds: 10, maxSeconds: 300, resetAfterSeconds: 600 }),
+  /** Image pulls: tried this many times with the restart back-off between tries, then the Pod is terminal (`ImagePullBackOff`). */
+  imagePull: z
+    .object({
+      /** Pull attempts per container before giving up (default 10, about 30 minutes with the default back-off). */
+      maxAttempts: z.number().int().min(1).max(1000).default(10),
+    })
+    .default({ maxAttempts: 10 }),
+  /** Restart cap when the Pod has no `nebula.dev/restart-limit` annotation: a count, or `"unlimited"`. */
+  defaultRestartLimit: z
+    .union([z.number().int().min(0).max(1_000_000), z.literal("unlimited")])
+    .default(DEFAULT_RESTART_LIMIT),
+  /** How the host retries `CreateTags` (jittered exponential back-off). */
+  report: z
+    .object({
+      /** Attempts per report (default 8). */
+      retryAttempts: z.number().int().min(1).max(50).default(8),
+      /** First back-off in milliseconds, doubled per attempt, capped at 20 s, with jitter (default 500). */
+      retryBaseMs: z.number().int().min(10).max(60000).default(500),
+    })
+    .default({ retryAttempts: 8, retryBaseMs: 500 }),
+  /** `auto` gzips only when the script exceeds 16 KiB; `always` / `never` force it. */
+  compression: z.enum(["auto", "always", "never"]).default("auto"),
+});
+
+/** Options of {@link renderUserData}, as the caller writes them (every field optional). */
+export type RenderOptionsInput = z.input<typeof RenderOptions>;
+/** Options after defaults. */
+export type ResolvedRenderOptions = z.output<typeof RenderOptions>;
+/** One agent daemon, as the caller writes it. */
+export type AgentOptionsInput = z.input<typeof AgentOptions>;

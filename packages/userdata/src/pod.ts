@@ -1,0 +1,578 @@
+import { z } from "zod";
+import { UserDataError } from "./errors.js";
+import type { ResolvedRenderOptions } from "./options.js";
+import { RESTART_LIMIT_ANNOTATION } from "./options.js";
+import { parseQuantity } from "./quantity.js";
+
+// The subset of V1Pod the host honours, parsed loosely: unknown fields are kept and ignored.
+const str = z.string();
+const EnvVar = z.looseObject({
+  name: str,
+  value: str.optional(),
+  valueFrom: z
+    .looseObject({
+      secretKeyRef: z.looseObject({ name: str.optional(), key: str.optional() }).optional(),
+      configMapKeyRef: z.looseObject({ name: str.optional(), key: str.optional() }).optional(),
+      fieldRef: z.looseObject({ fieldPath: str }).optional(),
+      resourceFieldRef: z.looseObject({ resource: str }).optional(),
+    })
+    .optional(),
+});
+const Container = z.looseObject({
+  name: str,
+  image: str.optional(),
+  imagePullPolicy: z.enum(["Always", "IfNotPresent", "Never"]).optional(),
+  command: z.array(str).optional(),
+  args: z.array(str).optional(),
+  workingDir: str.optional(),
+  env: z.array(EnvVar).optional(),
+  envFrom: z
+    .array(
+      z.looseObject({
+        prefix: str.optional(),
+        secretRef: z.looseObject({ name: str.optional() }).optional(),
+        configMapRef: z.looseObject({ name: str.optional() }).optional(),
+      }),
+    )
+    .optional(),
+  resources: z
+    .looseObject({
+      limits: z.record(str, z.union([str, z.number()])).optional(),
+      requests: z.record(str, z.union([str, z.number()])).optional(),
+    })
+    .optional(),
+  securityContext: z
+    .looseObject({
+      runAsUser: z.number().int().min(0).optional(),
+      runAsGroup: z.number().int().min(0).optional(),
+      privileged: z.boolean().optional(),
+      readOnlyRootFilesystem: z.boolean().optional(),
+      allowPrivilegeEscalation: z.boolean().optional(),
+      capabilities: z
+        .looseObject({ add: z.array(str).optional(), drop: z.array(str).optional() })
+        .optional(),
+    })
+    .optional(),
+  volumeMounts: z
+    .array(
+      z.looseObject({
+        name: str,
+        mountPath: str,
+        readOnly: z.boolean().optional(),
+        subPath: str.optional(),
+        subPathExpr: str.optional(),
+      }),
+    )
+    .optional(),
+  ports: z.array(z.looseObject({ containerPort: z.number().optional() })).optional(),
+  terminationMessagePath: str.optional(),
+  terminationMessagePolicy: z.enum(["File", "FallbackToLogsOnError"]).optional(),
+  tty: z.boolean().optional(),
+  restartPolicy: str.optional(),
+});
+const Volume = z.looseObject({
+  name: str,
+  emptyDir: z.looseObject({}).optional(),
+  hostPath: z.looseObject({ path: str, type: str.optional() }).optional(),
+});
+const Pod = z.looseObject({
+  metadata: z
+    .looseObject({
+      name: str.optional(),
+      namespace: str.optional(),
+      uid: str.optional(),
+      labels: z.record(str, str).optional(),
+      annotations: z.record(str, str).optional(),
+    })
+    .optional(),
+  spec: z.looseObject({
+    containers: z.array(Container),
+    initContainers: z.array(Container).optional(),
+    volumes: z.array(Volume).optional(),
+    restartPolicy: z.enum(["Always", "OnFailure", "Never"]).optional(),
+    terminationGracePeriodSeconds: z.number().int().min(0).optional(),
+    nodeName: str.optional(),
+    serviceAccountName: str.optional(),
+    imagePullSecrets: z.array(z.looseObject({ name: str.optional() })).optional(),
+    securityContext: z
+      .looseObject({
+        runAsUser: z.number().int().min(0).optional(),
+        runAsGroup: z.number().int().min(0).optional(),
+      })
+      .optional(),
+  }),
+});
+type ContainerSpec = z.infer<typeof Container>;
+type PodSpec = z.infer<typeof Pod>;
+
+/** One container as the host supervisor will run it. */
+export interface ContainerPlan {
+  readonly name: string;
+  readonly init: boolean;
+  readonly image: string;
+  readonly pullPolicy: "Always" | "IfNotPresent" | "Never";
+  /** Entrypoint override (Kubernetes `command`), already `$(VAR)`-expanded; undefined keeps the image's. */
+  readonly command: readonly string[] | undefined;
+  /** Kubernetes `args`, expanded; undefined keeps the image's CMD (unless `command` is set). */
+  readonly args: readonly string[] | undefined;
+  /** `docker create` flags, each one argv element in `--flag=value` form. */
+  readonly createFlags: readonly string[];
+  /** Env names whose value is the host IP, filled in at boot (downward API `status.hostIP` / `status.podIP`). */
+  readonly hostIpEnv: readonly string[];
+  readonly terminationMessagePath: string;
+  readonly terminationMessagePolicy: "File" | "FallbackToLogsOnError";
+  /** Agent commands for the in-container shim; empty: no shim. */
+  readonly agents: readonly (readonly string[])[];
+  /** Bytes this container contributes (env, command and args), for the `TooLarge` message. */
+  readonly weight: { readonly env: number; readonly argv: number };
+}
+
+/** The Pod, validated and resolved into what the host needs. */
+export interface PodPlan {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly restartPolicy: "Always" | "OnFailure" | "Never";
+  readonly graceSeconds: number;
+  /** Restart cap; -1 for unlimited. */
+  readonly restartLimit: number;
+  /** Host directories to create before the supervisor starts (emptyDir, hostPath DirectoryOrCreate). */
+  readonly hostDirs: readonly string[];
+  readonly containers: readonly ContainerPlan[];
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
+/** Host directory of an emptyDir volume. */
+const EMPTYDIR_ROOT = "/var/lib/nebula/volumes";
+
+/**
+ * Validates a Pod and resolves it into a {@link PodPlan}. Returns a {@link UserDataError} for any
+ * problem (the first one found, with its path). Total.
+ */
+export function planPod(input: unknown, options: ResolvedRenderOptions): PodPlan | UserDataError {
+  const parsed = Pod.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const path = issue?.path.map(String).join(".") || "pod";
+    return new UserDataError(
+      "InvalidPod",
+      path,
+      `the Pod is malformed at ${path}: ${issue?.message ?? "invalid"}`,
+      parsed.error,
+    );
+  }
+  try {
+    return plan(parsed.data, options);
+  } catch (error) {
+    if (error instanceof UserDataError) return error;
+    return new UserDataError(
+      "InvalidPod",
+      "pod",
+      `the Pod could not be rendered: ${String(error)}`,
+      error,
+    );
+  }
+}
+
+function fail(code: UserDataError["code"], path: string, message: string): never {
+  throw new UserDataError(code, path, message);
+}
+
+function checkText(text: string, path: string): string {
+  if (text.includes("\0"))
+    fail(
+      "InvalidPod",
+      path,
+      `${path} contains a NUL byte, which no process argument or environment can carry`,
+    );
+  return text;
+}
+
+function plan(pod: PodSpec, options: ResolvedRenderOptions): PodPlan {
+  const meta = pod.metadata ?? {};
+  const spec = pod.spec;
+  if (spec.containers.length === 0)
+    fail("InvalidPod", "spec.containers", "the Pod has no containers");
+  if (spec.imagePullSecrets && spec.imagePullSecrets.length > 0) {
+    fail(
+      "SecretInUserData",
+      "spec.imagePullSecrets",
+      "imagePullSecrets would put registry credentials into user-data in clear; give the instance role registry access instead",
+    );
+  }
+  const annotations = meta.annotations ?? {};
+  const limitText = annotations[RESTART_LIMIT_ANNOTATION];
+  let restartLimit: number;
+  if (limitText === undefined) {
+    restartLimit = options.defaultRestartLimit === "unlimited" ? -1 : options.defaultRestartLimit;
+  } else if (limitText.trim() === "unlimited") {
+    restartLimit = -1;
+  } else if (/^\s*[0-9]{1,7}\s*$/.test(limitText)) {
+    restartLimit = Number(limitText);
+  } else {
+    fail(
+      "InvalidPod",
+      `metadata.annotations[${RESTART_LIMIT_ANNOTATION}]`,
+      `annotation ${RESTART_LIMIT_ANNOTATION}=${JSON.stringify(limitText)} must be a non-negative integer or "unlimited"`,
+    );
+  }
+
+  const volumes = new Map<string, string>();
+  const hostDirs: string[] = [];
+  for (const volume of spec.volumes ?? []) {
+    const where = `spec.volumes[${volume.name}]`;
+    if (!DNS_LABEL.test(volume.name))
+      fail("InvalidPod", where, `volume name ${JSON.stringify(volume.name)} is not a DNS label`);
+    if (volume.emptyDir) {
+      const dir = `${EMPTYDIR_ROOT}/${volume.name}`;
+      volumes.set(volume.name, dir);
+      hostDirs.push(dir);
+    } else if (volume.hostPath) {
+      const path = checkText(volume.hostPath.path, `${where}.hostPath.path`);
+      if (!path.startsWith("/") || /[,\n"]/.test(path)) {
+        fail(
+          "UnsupportedVolume",
+          `${where}.hostPath.path`,
+          `hostPath ${JSON.stringify(path)} must be absolute and free of ',', '"' and newlines`,
+        );
+      }
+      volumes.set(volume.name, path);
+      if (volume.hostPath.type === "DirectoryOrCreate") hostDirs.push(path);
+    } else if (isServiceAccountProjection(volume)) {
+      volumes.set(volume.name, "");
+    } else {
+      const kind = Object.keys(volume).find((k) => k !== "name") ?? "unknown";
+      fail(
+        "UnsupportedVolume",
+        where,
+        `volume ${JSON.stringify(volume.name)} is of kind ${kind}; the host supports emptyDir and hostPath only`,
+      );
+    }
+  }
+
+  const names = new Set<string>();
+  const initContainers = spec.initContainers ?? [];
+  const all = [
+    ...initContainers.map((c) => ({ c, init: true })),
+    ...spec.containers.map((c) => ({ c, init: false })),
+  ];
+  const agentsFor = (name: string, init: boolean): string[][] =>
+    init
+      ? options.agents.filter((a) => a.containers?.includes(name)).map((a) => a.command)
+      : options.agents
+          .filter((a) => a.containers === undefined || a.containers.includes(name))
+          .map((a) => a.command);
+  for (const agent of options.agents) {
+    for (const target of agent.containers ?? []) {
+      if (!all.some(({ c }) => c.name === target)) {
+        fail(
+          "InvalidOptions",
+          `agents[${agent.name}].containers`,
+          `agent ${agent.name} names container ${JSON.stringify(target)}, which the Pod does not have`,
+        );
+      }
+    }
+  }
+  const containers = all.map(({ c, init }) => {
+    const where = `spec.${init ? "initContainers" : "containers"}[${c.name}]`;
+    if (!DNS_LABEL.test(c.name) || c.name.length > 63)
+      fail("InvalidPod", where, `container name ${JSON.stringify(c.name)} is not a DNS label`);
+    if (names.has(c.name)) fail("InvalidPod", where, `container name ${c.name} is used twice`);
+    names.add(c.name);
+    if (init && c.restartPolicy !== undefined) {
+      fail(
+        "UnsupportedField",
+        `${where}.restartPolicy`,
+        `init container ${c.name} has restartPolicy ${c.restartPolicy} (native sidecar); run sidecars as regular containers`,
+      );
+    }
+    return planContainer(c, init, where, meta, spec, volumes, agentsFor(c.name, init));
+  });
+
+  return {
+    namespace: meta.namespace ?? "default",
+    name: meta.name ?? "",
+    uid: meta.uid ?? "",
+    restartPolicy: spec.restartPolicy ?? "Always",
+    graceSeconds: spec.terminationGracePeriodSeconds ?? 30,
+    restartLimit,
+    hostDirs,
+    containers,
+  };
+}
+
+function isServiceAccountProjection(volume: z.infer<typeof Volume>): boolean {
+  // The API server injects `kube-api-access-*` (service account token, CA, namespace) into every Pod.
+  // There is no API access from the instance, so the volume is left out (documented).
+  return volume.name.startsWith("kube-api-access-") && "projected" in volume;
+}
+
+function planContainer(
+  c: ContainerSpec,
+  init: boolean,
+  where: string,
+  meta: NonNullable<PodSpec["metadata"]>,
+  spec: PodSpec["spec"],
+  volumes: Map<string, string>,
+  agents: string[][],
+): ContainerPlan {
+  const image = checkText(c.image ?? "", `${where}.image`);
+  if (image.trim() === "" || /\s/.test(image)) {
+    fail(
+      "InvalidPod",
+      `${where}.image`,
+      `container ${c.name} has ${image === "" ? "no image" : `an invalid image ${JSON.stringify(image)}`}`,
+    );
+  }
+  const pullPolicy = c.imagePullPolicy ?? defaultPullPolicy(image);
+
+  const flags: string[] = [];
+  const env = new Map<string, string>();
+  const hostIpEnv: string[] = [];
+  let envBytes = 0;
+  for (const from of c.envFrom ?? []) {
+    if (from.secretRef)
+      fail(
+        "SecretInUserData",
+        `${where}.envFrom`,
+        `container ${c.name} takes env from Secret ${from.secretRef.name ?? ""}; Secret values are never written into user-data`,
+      );
+    fail(
+      "UnsupportedEnvSource",
+      `${where}.envFrom`,
+      `container ${c.name} takes env from ConfigMap ${from.configMapRef?.name ?? ""}; resolve ConfigMap values into literal env before rendering`,
+    );
+  }
+  for (const variable of c.env ?? []) {
+    const at = `${where}.env[${variable.name}]`;
+    if (!ENV_NAME.test(variable.name))
+      fail(
+        "InvalidPod",
+        at,
+        `container ${c.name} has an invalid env name ${JSON.stringify(variable.name)}`,
+      );
+    const from = variable.valueFrom;
+    let value: string | undefined;
+    if (from?.secretKeyRef) {
+      fail(
+        "SecretInUserData",
+        at,
+        `container ${c.name} env ${variable.name} comes from Secret ${from.secretKeyRef.name ?? ""}; Secret values are never written into user-data`,
+      );
+    } else if (from?.configMapKeyRef) {
+      fail(
+        "UnsupportedEnvSource",
+        at,
+        `container ${c.name} env ${variable.name} comes from ConfigMap ${from.configMapKeyRef.name ?? ""}; resolve it into a literal value before rendering`,
+      );
+    } else if (from?.resourceFieldRef) {
+      fail(
+        "UnsupportedEnvSource",
+        at,
+        `container ${c.name} env ${variable.name} uses resourceFieldRef, which is not supported`,
+      );
+    } else if (from?.fieldRef) {
+      const field = from.fieldRef.fieldPath;
+      if (field === "status.hostIP" || field === "status.podIP") {
+        hostIpEnv.push(variable.name);
+        env.delete(variable.name);
+        continue;
+      }
+      value = downward(field, meta, spec);
+      if (value === undefined)
+        fail(
+          "UnsupportedEnvSource",
+          at,
+          `container ${c.name} env ${variable.name} uses fieldRef ${field}, which is not supported`,
+        );
+    } else {
+      value = expand(checkText(variable.value ?? "", at), env);
+    }
+    env.set(variable.name, value);
+  }
+  for (const [name, value] of env) {
+    flags.push(`--env=${name}=${value}`);
+    envBytes += name.length + Buffer.byteLength(value);
+  }
+  const command =
+    c.command && c.command.length > 0
+      ? c.command.map((s, i) => expand(checkText(s, `${where}.command[${i}]`), env))
+      : undefined;
+  const args =
+    c.args && c.args.length > 0
+      ? c.args.map((s, i) => expand(checkText(s, `${where}.args[${i}]`), env))
+      : undefined;
+  if (command && command[0] === "")
+    fail("InvalidPod", `${where}.command[0]`, `container ${c.name} has an empty command[0]`);
+  const argvBytes = [...(command ?? []), ...(args ?? [])].reduce(
+    (n, s) => n + Buffer.byteLength(s),
+    0,
+  );
+
+  if (c.workingDir) flags.push(`--workdir=${checkText(c.workingDir, `${where}.workingDir`)}`);
+  const security = c.securityContext ?? {};
+  const user = security.runAsUser ?? spec.securityContext?.runAsUser;
+  const group = security.runAsGroup ?? spec.securityContext?.runAsGroup;
+  if (user !== undefined) flags.push(`--user=${user}${group !== undefined ? `:${group}` : ""}`);
+  else if (group !== undefined)
+    fail(
+      "UnsupportedField",
+      `${where}.securityContext.runAsGroup`,
+      `container ${c.name} sets runAsGroup without runAsUser`,
+    );
+  if (security.privileged) flags.push("--privileged");
+  if (security.readOnlyRootFilesystem) flags.push("--read-only");
+  if (security.allowPrivilegeEscalation === false) flags.push("--security-opt=no-new-privileges");
+  for (const cap of security.capabilities?.add ?? [])
+    flags.push(`--cap-add=${capability(cap, `${where}.securityContext.capabilities.add`)}`);
+  for (const cap of security.capabilities?.drop ?? [])
+    flags.push(`--cap-drop=${capability(cap, `${where}.securityContext.capabilities.drop`)}`);
+
+  const limits = c.resources?.limits ?? {};
+  for (const [resource, quantity] of Object.entries(limits)) {
+    const at = `${where}.resources.limits[${resource}]`;
+    const amount = parseQuantity(quantity);
+    if (amount === undefined)
+      fail(
+        "InvalidPod",
+        at,
+        `container ${c.name} has an invalid ${resource} limit ${JSON.stringify(quantity)}`,
+      );
+    if (resource === "memory") flags.push(`--memory=${Math.ceil(amount)}b`);
+    else if (resource === "cpu") flags.push(`--cpus=${Number(amount.toFixed(3))}`);
+    else if (resource === "nvidia.com/gpu") {
+      if (!Number.isInteger(amount) || amount < 0)
+        fail("InvalidPod", at, `container ${c.name} asks for a fractional GPU count`);
+      if (amount > 0) flags.push(`--gpus=${amount}`);
+    }
+  }
+
+  for (const mount of c.volumeMounts ?? []) {
+    const at = `${where}.volumeMounts[${mount.name}]`;
+    const source = volumes.get(mount.name);
+    if (source === undefined)
+      fail(
+        "InvalidPod",
+        at,
+        `container ${c.name} mounts volume ${mount.name}, which the Pod does not define`,
+      );
+    if (source === "") continue;
+    if (mount.subPath || mount.subPathExpr)
+      fail(
+        "UnsupportedVolume",
+        at,
+        `container ${c.name} mounts ${mount.name} with subPath, which is not supported`,
+      );
+    const target = checkText(mount.mountPath, `${at}.mountPath`);
+    if (!target.startsWith("/") || /[,\n"]/.test(target))
+      fail(
+        "InvalidPod",
+        `${at}.mountPath`,
+        `mountPath ${JSON.stringify(target)} must be absolute and free of ',', '"' and newlines`,
+      );
+    flags.push(
+      `--mount=type=bind,source=${source},target=${target}${mount.readOnly ? ",readonly" : ""}`,
+    );
+  }
+  if (c.tty) flags.push("--tty");
+
+  const terminationMessagePath = checkText(
+    c.terminationMessagePath ?? "/dev/termination-log",
+    `${where}.terminationMessagePath`,
+  );
+  if (!terminationMessagePath.startsWith("/") || /[,\n"]/.test(terminationMessagePath)) {
+    fail(
+      "InvalidPod",
+      `${where}.terminationMessagePath`,
+      `terminationMessagePath ${JSON.stringify(terminationMessagePath)} must be absolute and free of ',', '"' and newlines`,
+    );
+  }
+  return {
+    name: c.name,
+    init,
+    image,
+    pullPolicy,
+    command,
+    args,
+    createFlags: flags,
+    hostIpEnv,
+    terminationMessagePath,
+    terminationMessagePolicy: c.terminationMessagePolicy ?? "File",
+    agents,
+    weight: { env: envBytes, argv: argvBytes },
+  };
+}
+
+/** Kubernetes' default: `Always` for `:latest` or an untagged image without digest, else `IfNotPresent`. */
+function defaultPullPolicy(image: string): "Always" | "IfNotPresent" {
+  if (image.includes("@")) return "IfNotPresent";
+  const last = image.slice(image.lastIndexOf("/") + 1);
+  const colon = last.lastIndexOf(":");
+  return colon < 0 || last.slice(colon + 1) === "latest" ? "Always" : "IfNotPresent";
+}
+
+function capability(name: string, path: string): string {
+  if (!/^[A-Za-z_]{1,64}$/.test(name))
+    fail("InvalidPod", path, `${JSON.stringify(name)} is not a capability name`);
+  return name.toUpperCase();
+}
+
+/** Downward-API fields resolved at render time. `status.hostIP` / `status.podIP` are resolved at boot. */
+function downward(
+  field: string,
+  meta: NonNullable<PodSpec["metadata"]>,
+  spec: PodSpec["spec"],
+): string | undefined {
+  switch (field) {
+    case "metadata.name":
+      return meta.name ?? "";
+    case "metadata.namespace":
+      return meta.namespace ?? "default";
+    case "metadata.uid":
+      return meta.uid ?? "";
+    case "spec.nodeName":
+      return spec.nodeName ?? "";
+    case "spec.serviceAccountName":
+      return spec.serviceAccountName ?? "default";
+  }
+  const keyed = /^metadata\.(labels|annotations)\['([^']*)'\]$/.exec(field);
+  if (keyed)
+    return (keyed[1] === "labels" ? meta.labels : meta.annotations)?.[keyed[2] ?? ""] ?? "";
+  return undefined;
+}
+
+/**
+ * Kubernetes' `$(VAR)` expansion, as the kubelet applies it to env values, command and args:
+ * `$(NAME)` becomes the value of an env var defined earlier, `$$` becomes `$` (so `$$(NAME)` stays
+ * literal), and a reference to an unknown name is left as written.
+ */
+export function expand(text: string, env: ReadonlyMap<string, string>): string {
+  let out = "";
+  for (let i = 0; i < text.length; i++) {
+    const ch = text[i];
+    if (ch !== "$" || i + 1 >= text.length) {
+      out += ch;
+      continue;
+    }
+    const next = text[i + 1];
+    if (next === "$") {
+      out += "$";
+      i++;
+    } else if (next === "(") {
+      const close = text.indexOf(")", i + 2);
+      if (close < 0) {
+        out += "$(";
+        i++;
+        continue;
+      }
+      const name = text.slice(i + 2, close);
+      const value = env.get(name);
+      out += value ?? `$(${name})`;
+      i = close;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}

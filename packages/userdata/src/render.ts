@@ -1,0 +1,269 @@
+import { gzipSync } from "node:zlib";
+import type { V1Pod } from "@kubernetes/client-node";
+import {
+  CONSOLE_REPORT_MARKER,
+  MAX_TERMINATION_MESSAGE_BYTES,
+  REPORT_CHUNK_SIZE,
+  REPORT_CHUNK_TAG_PREFIX,
+  REPORT_MAX_CHUNKS,
+  REPORT_TAG_KEY,
+  REPORT_TAG_MESSAGE_BUDGET,
+  REPORT_VERSION,
+} from "@nebula/state-mapping";
+import { UserDataError } from "./errors.js";
+import {
+  MAX_USER_DATA_BYTES,
+  RenderOptions,
+  type RenderOptionsInput,
+  type ResolvedRenderOptions,
+} from "./options.js";
+import { type ContainerPlan, type PodPlan, planPod } from "./pod.js";
+import { bashQuote, shQuote } from "./quote.js";
+import { SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
+
+/** Where the user-data installs the supervisor and its data (the guest contract). */
+export const SUPERVISOR_PATH = "/usr/local/lib/nebula/supervisor.sh";
+/** The systemd unit the user-data installs and starts. */
+export const SUPERVISOR_UNIT = "nebula-supervisor.service";
+
+/** User-data ready for `RunInstances`, with what went into it. */
+export interface RenderedUserData {
+  /** Base64 of the user-data bytes, as `RunInstances` takes it (`UserData`). */
+  readonly userData: string;
+  /** Size of the user-data in bytes before base64 (what EC2's 16 KiB limit counts). */
+  readonly bytes: number;
+  /** True when the script was gzipped to fit (cloud-init gunzips it). */
+  readonly gzipped: boolean;
+  /** The user-data script in clear (bash), for logs and review. */
+  readonly script: string;
+}
+
+/** The result of {@link renderUserData}: user-data, or a typed error. Never both, never a partial script. */
+export type RenderResult =
+  | { readonly ok: true; readonly value: RenderedUserData }
+  | { readonly ok: false; readonly error: UserDataError };
+
+const PLACEHOLDERS: Record<string, string> = {
+  REPORT_VERSION: String(REPORT_VERSION),
+  REPORT_TAG_KEY,
+  REPORT_CHUNK_TAG_PREFIX,
+  REPORT_CHUNK_SIZE: String(REPORT_CHUNK_SIZE),
+  REPORT_MAX_CHUNKS: String(REPORT_MAX_CHUNKS),
+  REPORT_TAG_MESSAGE_BUDGET: String(REPORT_TAG_MESSAGE_BUDGET),
+  MAX_TERMINATION_MESSAGE_BYTES: String(MAX_TERMINATION_MESSAGE_BYTES),
+  CONSOLE_REPORT_MARKER,
+};
+
+/**
+ * The host supervisor script exactly as the user-data installs it: the bash source with the
+ * exit-report constants of `@nebula/state-mapping` embedded, so writer and reader cannot drift.
+ */
+export function supervisorScript(): string {
+  return SUPERVISOR_TEMPLATE.replace(
+    /@@([A-Z_]+)@@/g,
+    (whole, name: string) => PLACEHOLDERS[name] ?? whole,
+  );
+}
+
+/**
+ * Builds the EC2 user-data for one Pod: a bash script that installs the Nebula host supervisor as a
+ * systemd unit, with the Pod's containers rendered into a data file, and starts it. Pure: no clock,
+ * no environment, no file system; the same Pod and options always give the same bytes.
+ *
+ * Returns `{ ok: false, error }` with a {@link UserDataError} for an invalid Pod, a Secret- or
+ * ConfigMap-sourced value, an unsupported volume or field, or user-data that does not fit 16 KiB even
+ * gzipped. Never throws on data it is handed.
+ *
+ * @param pod - the Pod (a `V1Pod`, or any object of that shape; it is validated).
+ * @param options - cluster name, agents, back-off, image-pull attempts, default restart cap, report
+ *   retries, compression (see {@link RenderOptions}); all optional.
+ * @example
+ * ```ts
+ * const result = renderUserData(pod, { cluster: "prod" });
+ * if (!result.ok) throw result.error;
+ * await ec2.send(new RunInstancesCommand({ UserData: result.value.userData, ... }));
+ * ```
+ */
+export function renderUserData(pod: V1Pod, options: RenderOptionsInput = {}): RenderResult {
+  const parsedOptions = RenderOptions.safeParse(options);
+  if (!parsedOptions.success) {
+    const issue = parsedOptions.error.issues[0];
+    const path = issue?.path.map(String).join(".") || "options";
+    return {
+      ok: false,
+      error: new UserDataError(
+        "InvalidOptions",
+        path,
+        `invalid options at ${path}: ${issue?.message ?? "invalid"}`,
+        parsedOptions.error,
+      ),
+    };
+  }
+  const resolved = parsedOptions.data;
+  const plan = planPod(pod, resolved);
+  if (plan instanceof UserDataError) return { ok: false, error: plan };
+
+  const script = userDataScript(plan, resolved);
+  const clear = Buffer.from(script, "utf8");
+  const mustZip =
+    resolved.compression === "always" ||
+    (resolved.compression === "auto" && clear.length > MAX_USER_DATA_BYTES);
+  const bytes = mustZip ? gzipSync(clear, { level: 9 }) : clear;
+  if (bytes.length > MAX_USER_DATA_BYTES) {
+    return { ok: false, error: tooLarge(plan, clear.length, bytes.length, mustZip) };
+  }
+  return {
+    ok: true,
+    value: { userData: bytes.toString("base64"), bytes: bytes.length, gzipped: mustZip, script },
+  };
+}
+
+function tooLarge(
+  plan: PodPlan,
+  clearBytes: number,
+  finalBytes: number,
+  gzipped: boolean,
+): UserDataError {
+  const parts: [string, number][] = [
+    ["the supervisor script", Buffer.byteLength(supervisorScript())],
+  ];
+  for (const c of plan.containers) {
+    parts.push([`env of container ${c.name}`, c.weight.env]);
+    parts.push([`command and args of container ${c.name}`, c.weight.argv]);
+  }
+  parts.sort((a, b) => b[1] - a[1]);
+  const top = parts
+    .filter(([, n]) => n > 0)
+    .slice(0, 3)
+    .map(([what, n]) => `${what} (${n} bytes)`)
+    .join(", ");
+  return new UserDataError(
+    "TooLarge",
+    "spec.containers",
+    `user-data is ${finalBytes} bytes${gzipped ? ` gzipped (${clearBytes} in clear)` : ""}, over EC2's limit of ${MAX_USER_DATA_BYTES}; the largest parts before compression: ${top}`,
+  );
+}
+
+function array(name: string, values: readonly string[]): string {
+  return `${name}=(${values.map(bashQuote).join(" ")})`;
+}
+
+/** The data file the supervisor sources: every value from the Pod in bash ANSI-C quoting. */
+function podData(plan: PodPlan, options: ResolvedRenderOptions): string {
+  const c = plan.containers;
+  const lines = [
+    "# shellcheck shell=bash disable=SC2034",
+    "# Pod data for the Nebula host supervisor, generated by @nebula/userdata.",
+    `POD_REF=${bashQuote(`${plan.namespace}/${plan.name}`)}`,
+    `POD_UID=${bashQuote(plan.uid)}`,
+    `CLUSTER=${bashQuote(options.cluster)}`,
+    `RESTART_POLICY=${plan.restartPolicy}`,
+    `GRACE_SECONDS=${plan.graceSeconds}`,
+    `RESTART_LIMIT=${plan.restartLimit}`,
+    `BACKOFF_INITIAL=${options.backoff.initialSeconds}`,
+    `BACKOFF_MAX=${options.backoff.maxSeconds}`,
+    `BACKOFF_RESET=${options.backoff.resetAfterSeconds}`,
+    `PULL_ATTEMPTS=${options.imagePull.maxAttempts}`,
+    `REPORT_ATTEMPTS=${options.report.retryAttempts}`,
+    `REPORT_BASE_MS=${options.report.retryBaseMs}`,
+    `N=${c.length}`,
+    array(
+      "NAMES",
+      c.map((x) => x.name),
+    ),
+    array(
+      "INIT",
+      c.map((x) => (x.init ? "1" : "0")),
+    ),
+    array(
+      "IMAGES",
+      c.map((x) => x.image),
+    ),
+    array(
+      "PULL_POLICY",
+      c.map((x) => x.pullPolicy),
+    ),
+    array(
+      "TM_PATH",
+      c.map((x) => x.terminationMessagePath),
+    ),
+    array(
+      "TM_POLICY",
+      c.map((x) => x.terminationMessagePolicy),
+    ),
+    array(
+      "HAS_CMD",
+      c.map((x) => (x.command ? "1" : "0")),
+    ),
+    array(
+      "HAS_ARGS",
+      c.map((x) => (x.args ? "1" : "0")),
+    ),
+    array(
+      "SHIM",
+      c.map((x) => (x.agents.length > 0 ? "1" : "0")),
+    ),
+  ];
+  c.forEach((x: ContainerPlan, i) => {
+    lines.push(array(`C${i}_FLAGS`, x.createFlags));
+    lines.push(array(`C${i}_CMD`, x.command ?? []));
+    lines.push(array(`C${i}_ARGS`, x.args ?? []));
+    lines.push(array(`C${i}_HOSTIP`, x.hostIpEnv));
+  });
+  return `${lines.join("\n")}\n`;
+}
+
+/** The in-container agent shim (POSIX sh): agents in the background, then the workload as PID 1. */
+function shim(agents: readonly (readonly string[])[]): string {
+  return [
+    "#!/bin/sh",
+    "# Nebula agent shim: starts the agents in the background, then execs the workload as PID 1,",
+    "# so no agent outlives its workload.",
+    ...agents.map((argv) => `${argv.map(shQuote).join(" ")} &`),
+    'exec "$@"',
+    "",
+  ].join("\n");
+}
+
+function base64Lines(text: string): string {
+  return (
+    Buffer.from(text, "utf8")
+      .toString("base64")
+      .match(/.{1,76}/g) ?? []
+  ).join("\n");
+}
+
+function userDataScript(plan: PodPlan, options: ResolvedRenderOptions): string {
+  const shims = plan.containers
+    .map((c, i) =>
+      c.agents.length > 0
+        ? `base64 -d >/usr/local/lib/nebula/shim-${i}.sh <<'NEBULA_SHIM'\n${base64Lines(shim(c.agents))}\nNEBULA_SHIM\n`
+        : "",
+    )
+    .join("");
+  const dirs = ["/usr/local/lib/nebula", "/var/lib/nebula", ...plan.hostDirs]
+    .map(bashQuote)
+    .join(" ");
+  return `#!/bin/bash
+# Nebula user-data (@nebula/userdata): installs the host supervisor as a systemd unit and starts it.
+set -euo pipefail
+umask 022
+mkdir -p ${dirs}
+cat >${SUPERVISOR_PATH} <<'NEBULA_SUPERVISOR'
+${supervisorScript()}NEBULA_SUPERVISOR
+cat >/usr/local/lib/nebula/pod.sh <<'NEBULA_POD'
+${podData(plan, options)}NEBULA_POD
+${shims}chmod 0755 ${SUPERVISOR_PATH}
+{
+  printf '%s\\n' '[Unit]' 'Description=Nebula host supervisor' 'After=network-online.target docker.service' \\
+    'Wants=network-online.target' '' '[Service]' 'Type=simple' 'ExecStart=${SUPERVISOR_PATH}' \\
+    'KillMode=mixed' 'TimeoutStopSec=${plan.graceSeconds + 30}' 'Restart=no'
+  for name in AWS_EC2_METADATA_SERVICE_ENDPOINT AWS_ENDPOINT_URL_EC2 AWS_ENDPOINT_URL AWS_CA_BUNDLE; do
+    if [ -n "\${!name+set}" ]; then printf 'Environment=%s=%s\\n' "$name" "\${!name}"; fi
+  done
+  printf '%s\\n' '' '[Install]' 'WantedBy=multi-user.target'
+} >/etc/systemd/system/${SUPERVISOR_UNIT}
+systemctl daemon-reload
+systemctl enable --now --no-block ${SUPERVISOR_UNIT}
+`;
+}

@@ -1,0 +1,9 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["src/**/*.integration.test.ts"],
+    testTimeout: 600_000,
+    hookTimeout: 300_000,
+  },
+});
