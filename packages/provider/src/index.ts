@@ -1,1 +1,74 @@
-export {};
+export { type BatchOutcome, chunk, InstanceBatcher, missingInstanceIds } from "./batch.js";
+export {
+  INSTANCE_TYPE_ANNOTATION,
+  INSTANCE_TYPE_NODE_SELECTOR,
+  type ProviderConfig,
+  type ProviderConfigInput,
+  ProviderConfigSchema,
+  parseProviderConfig,
+} from "./config.js";
+export {
+  classifyAwsError,
+  isNotFound,
+  ProviderError,
+  type ProviderErrorCode,
+  toProviderError,
+} from "./errors.js";
+export {
+  buildRunInstancesInput,
+  type LaunchInput,
+  MAX_USER_DATA_BYTES,
+  pickSubnet,
+} from "./launch.js";
+export { type LeakInput, type LeakPlan, planLeakCollection } from "./leaks.js";
+export {
+  initialPacing,
+  isOutage,
+  nextPacing,
+  type Pacing,
+  type PacingBounds,
+  type PollOutcome,
+} from "./pacing.js";
+export {
+  type PodFacts,
+  parseQuantity,
+  podFacts,
+  type ResourceRequests,
+  resolveInstanceType,
+} from "./pod.js";
+export {
+  describeNodeInstances,
+  type ObservedInstance,
+  observeInstance,
+  POLLED_STATES,
+  type PollPage,
+  pollFilters,
+} from "./poll.js";
+export {
+  Ec2PodProvider,
+  type Ec2PodProviderOptions,
+  type NodeHealth,
+  type PodLifecycle,
+  type PodStatusChange,
+  type PodStatusListener,
+  type PollResult,
+} from "./provider.js";
+export {
+  EC2_UNAVAILABLE_REASON,
+  isTerminalStatus,
+  type PodStatusInput,
+  podStatus,
+} from "./status.js";
+export {
+  CLUSTER_TAG,
+  EC2_MAX_TAGS,
+  type IdentityTags,
+  launchTags,
+  MAX_USER_TAGS,
+  NODE_TAG,
+  ORPHANED_TAG,
+  POD_TAG,
+  POD_UID_TAG,
+  RESERVED_TAG_COUNT,
+  tagMap,
+} from "./tags.js";

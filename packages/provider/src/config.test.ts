@@ -1,0 +1,83 @@
+import { describe, expect, it } from "vitest";
+import { parseProviderConfig } from "./config.js";
+import { ProviderError } from "./errors.js";
+import { MAX_USER_TAGS } from "./tags.js";
+import { testConfig } from "./testing/fixtures.js";
+
+function problems(input: unknown): string {
+  try {
+    parseProviderConfig(input);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ProviderError);
+    expect((error as ProviderError).code).toBe("InvalidConfiguration");
+    return (error as Error).message;
+  }
+  throw new Error("expected the configuration to be rejected");
+}
+
+describe("parseProviderConfig", () => {
+  it("applies the documented defaults", () => {
+    const config = parseProviderConfig(testConfig());
+    expect(config).toMatchObject({
+      pollIntervalSeconds: 10,
+      maxPollIntervalSeconds: 120,
+      apiHeadroomSeconds: 30,
+      pageSize: 1000,
+      batchSize: 500,
+      metadataHopLimit: 1,
+      tags: {},
+      leakCollection: { graceSeconds: 300, intervalSeconds: 120 },
+      instanceTypes: { default: "m7i.large", byResources: [] },
+    });
+  });
+
+  it("lists every problem with its path", () => {
+    const message = problems(
+      testConfig({
+        region: "Mars",
+        subnetIds: [],
+        imageId: "ubuntu",
+        securityGroupIds: ["default"],
+      }),
+    );
+    expect(message).toContain("region: must be an AWS Region");
+    expect(message).toContain("subnetIds: at least one subnet is needed");
+    expect(message).toContain('imageId: must be an AMI ID, "ami-…"');
+    expect(message).toContain("securityGroupIds.0: must be a security group ID");
+  });
+
+  it("rejects reserved and illegal tag keys", () => {
+    expect(problems(testConfig({ tags: { "nebula:pod": "x" } }))).toContain(
+      '"nebula:" prefix is reserved',
+    );
+    expect(problems(testConfig({ tags: { "aws:foo": "x" } }))).toContain(
+      '"aws:" prefix is reserved',
+    );
+    expect(problems(testConfig({ tags: { "team name": "x" } }))).toContain("no spaces or /");
+    expect(problems(testConfig({ tags: { "a/b": "x" } }))).toContain("no spaces or /");
+    expect(problems(testConfig({ tags: { team: "x".repeat(257) } }))).toContain("at most 256");
+  });
+
+  it("enforces the 50-tag budget", () => {
+    const fits = Object.fromEntries(
+      Array.from({ length: MAX_USER_TAGS }, (_, i) => [`t${i}`, "v"]),
+    );
+    expect(parseProviderConfig(testConfig({ tags: fits })).tags).toEqual(fits);
+    const over = { ...fits, extra: "v" };
+    expect(problems(testConfig({ tags: over }))).toContain(`at most ${MAX_USER_TAGS} extra tags`);
+    expect(MAX_USER_TAGS).toBe(50 - 17 - 4 - 1 - 1);
+  });
+
+  it("rejects an inconsistent poll interval and unknown fields", () => {
+    expect(problems(testConfig({ pollIntervalSeconds: 60, maxPollIntervalSeconds: 30 }))).toContain(
+      "maxPollIntervalSeconds must be at least pollIntervalSeconds",
+    );
+    expect(problems({ ...testConfig(), subnet: "subnet-1" })).toContain("subnet");
+  });
+
+  it("requires the default instance type to be allowed", () => {
+    expect(
+      problems(testConfig({ instanceTypes: { default: "m7i.large", allowed: ["c7i.large"] } })),
+    ).toContain("default instance type must be in the allowed list");
+  });
+});

@@ -1,0 +1,180 @@
+import { z } from "zod";
+import { ProviderError } from "./errors.js";
+import { MAX_USER_TAGS, RESERVED_TAG_COUNT } from "./tags.js";
+
+/** Annotation a Pod can carry to ask for an instance type (when it has no node selector for it). */
+export const INSTANCE_TYPE_ANNOTATION = "nebula.dev/instance-type";
+/** The well-known node label a Pod's `nodeSelector` can use to ask for an instance type. */
+export const INSTANCE_TYPE_NODE_SELECTOR = "node.kubernetes.io/instance-type";
+
+const instanceType = z
+  .string()
+  .regex(
+    /^[a-z][a-z0-9-]*\.[a-z0-9-]+$/,
+    'must look like an EC2 instance type, "family.size" (e.g. "m7i.large")',
+  );
+
+// Keys legal with instance-metadata tags enabled: letters, digits and + - = . , _ : @ ; not "." or "..".
+const userTagKey = z
+  .string()
+  .min(1)
+  .max(127, "tag keys have at most 127 characters")
+  .regex(
+    /^[A-Za-z0-9+\-=.,_:@]+$/,
+    "tag keys may use letters, digits and + - = . , _ : @ only (no spaces or /: they must stay legal in instance metadata)",
+  )
+  .refine((key) => key !== "." && key !== "..", 'a tag key cannot be "." or ".."')
+  .refine((key) => !key.toLowerCase().startsWith("aws:"), 'the "aws:" prefix is reserved by AWS')
+  .refine((key) => !key.startsWith("nebula:"), 'the "nebula:" prefix is reserved for Nebula')
+  .refine((key) => key !== "Name", '"Name" is set by the provider (<node>/<namespace>/<pod>)');
+
+/** One rule of the resource → instance type mapping. */
+const InstanceTypeRule = z.strictObject({
+  /** The instance type to use. */
+  instanceType,
+  /** vCPUs the type offers; a Pod whose CPU requests exceed it does not match. */
+  cpu: z.number().positive().optional(),
+  /** Memory the type offers, MiB; a Pod whose memory requests exceed it does not match. */
+  memoryMiB: z.number().positive().optional(),
+  /** GPUs the type offers (`nvidia.com/gpu`, `amd.com/gpu`); default 0. */
+  gpus: z.number().int().min(0).optional(),
+});
+
+/**
+ * The provider's configuration. Parse it with {@link parseProviderConfig}; the defaults are
+ * written here and in the README.
+ */
+export const ProviderConfigSchema = z
+  .strictObject({
+    /** Name of the Kubernetes cluster; tagged `nebula:cluster` on every instance. */
+    clusterName: z
+      .string()
+      .min(1)
+      .max(256)
+      .regex(/^[A-Za-z0-9+\-=.,_:@/ ]+$/, "cluster name has characters EC2 tags do not allow"),
+    /** Name of the virtual Node; tagged `nebula:node`. Polling and leak collection only see these. */
+    nodeName: z.string().min(1).max(253),
+    /** AWS Region, e.g. `eu-west-1`. */
+    region: z
+      .string()
+      .regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS Region such as "us-east-1"'),
+    /** Subnets to launch into; a Pod's instance goes to the subnet picked by its UID (stable). */
+    subnetIds: z
+      .array(z.string().regex(/^subnet-[0-9a-f]+$/, 'must be a subnet ID, "subnet-…"'))
+      .min(1, "at least one subnet is needed"),
+    /** Security groups for the instance's network interface (EC2 allows 5 by default). */
+    securityGroupIds: z
+      .array(z.string().regex(/^sg-[0-9a-f]+$/, 'must be a security group ID, "sg-…"'))
+      .min(1, "at least one security group is needed")
+      .max(16),
+    /** The AMI every instance boots (it must have bash, Docker and the AWS CLI or curl). */
+    imageId: z.string().regex(/^ami-[0-9a-f]+$/, 'must be an AMI ID, "ami-…"'),
+    /**
+     * Instance profile for the host: an ARN (`arn:aws:iam::…:instance-profile/…`) or a name. Its
+     * role may tag only its own instance, with report keys only (see the policy in the README).
+     */
+    instanceProfile: z
+      .string()
+      .min(1)
+      .max(2048)
+      .regex(/^(arn:aws[a-z-]*:iam::\d{12}:instance-profile\/.+|[\w+=,.@-]+)$/, {
+        message: "must be an instance profile ARN or name",
+      }),
+    /** Instance type choice; see {@link resolveInstanceType}. */
+    instanceTypes: z
+      .strictObject({
+        /** Type used when nothing else decides. */
+        default: instanceType,
+        /**
+         * Ordered rules (put cheapest first): the first whose capacity covers the Pod's requests
+         * wins. Used when the Pod names no type itself.
+         */
+        byResources: z.array(InstanceTypeRule).default([]),
+        /** When set, Pods may only ask for these types (by node selector or annotation). */
+        allowed: z.array(instanceType).optional(),
+      })
+      .refine((t) => t.allowed === undefined || t.allowed.includes(t.default), {
+        message: "the default instance type must be in the allowed list",
+      }),
+    /** Extra tags on every instance (and the budget: see {@link MAX_USER_TAGS}). */
+    tags: z
+      .record(userTagKey, z.string().max(256, "tag values have at most 256 characters"))
+      .default({})
+      .refine((tags) => Object.keys(tags).length <= MAX_USER_TAGS, {
+        message: `at most ${MAX_USER_TAGS} extra tags: EC2 allows 50 per instance and Nebula reserves ${RESERVED_TAG_COUNT} (17 for the exit report, 4 identity tags, Name, the orphan mark)`,
+      }),
+    /** Seconds between two polls in normal operation. */
+    pollIntervalSeconds: z.number().min(1).max(3600).default(10),
+    /** Upper bound of the poll interval when EC2 throttles or fails (the loop doubles up to it). */
+    maxPollIntervalSeconds: z.number().min(1).max(3600).default(120),
+    /**
+     * Seconds added to a Pod's `terminationGracePeriodSeconds` before its instance is terminated
+     * after a stop request (EC2 and API observation headroom, brief C7).
+     */
+    apiHeadroomSeconds: z.number().min(0).max(3600).default(30),
+    /** Consecutive failed polls (not throttling) after which the region is reported unavailable. */
+    outageAfterFailures: z.number().int().min(1).max(100).default(3),
+    /** Leak collection. */
+    leakCollection: z
+      .strictObject({
+        /** An orphan younger than this (since launch) is left alone. */
+        graceSeconds: z.number().min(0).default(300),
+        /** Seconds between passes (the first pass runs at start-up). */
+        intervalSeconds: z.number().min(1).default(120),
+      })
+      .default({ graceSeconds: 300, intervalSeconds: 120 }),
+    /** Seconds an instance must have been seen stopped without report tags before the console is read. */
+    consoleSettleSeconds: z.number().min(0).default(30),
+    /** `MaxResults` of each `DescribeInstances` page (EC2 allows 5 to 1000). */
+    pageSize: z.number().int().min(5).max(1000).default(1000),
+    /** Instance IDs per `StopInstances` / `TerminateInstances` / `CreateTags` call. */
+    batchSize: z.number().int().min(1).max(1000).default(500),
+    /** Milliseconds to gather stop/terminate requests into one call. */
+    batchWindowMs: z.number().int().min(0).max(10000).default(100),
+    /** `HttpPutResponseHopLimit` for IMDSv2 (1 unless containers must reach IMDS). */
+    metadataHopLimit: z.number().int().min(1).max(64).default(1),
+    /** SDK attempts per call (adaptive retry mode). */
+    maxAttempts: z.number().int().min(1).max(20).default(5),
+    /** EC2 endpoint override, for tests only (moto). Production leaves it unset. */
+    endpoint: z.url().optional(),
+  })
+  .refine((c) => c.maxPollIntervalSeconds >= c.pollIntervalSeconds, {
+    message: "maxPollIntervalSeconds must be at least pollIntervalSeconds",
+    path: ["maxPollIntervalSeconds"],
+  });
+
+/** A parsed, defaulted provider configuration. */
+export type ProviderConfig = z.infer<typeof ProviderConfigSchema>;
+/** What a caller may pass: the configuration before defaults are applied. */
+export type ProviderConfigInput = z.input<typeof ProviderConfigSchema>;
+
+/**
+ * Validates a configuration and applies the defaults. Throws a {@link ProviderError} with code
+ * `InvalidConfiguration` whose message lists every problem with its path.
+ *
+ * @example
+ * ```ts
+ * const config = parseProviderConfig({
+ *   clusterName: "prod", nodeName: "nebula", region: "eu-west-1",
+ *   subnetIds: ["subnet-0a1b2c3d"], securityGroupIds: ["sg-0a1b2c3d"],
+ *   imageId: "ami-0a1b2c3d", instanceProfile: "nebula-host",
+ *   instanceTypes: { default: "m7i.large" },
+ * });
+ * ```
+ */
+export function parseProviderConfig(input: unknown): ProviderConfig {
+  const parsed = ProviderConfigSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const lines = parsed.error.issues.map((issue) => {
+    const path = issue.path.length ? issue.path.map(String).join(".") : "(config)";
+    // A bad record key (a tag key) carries its real reasons one level down.
+    const inner =
+      issue.code === "invalid_key" ? issue.issues.map((i) => i.message).join("; ") : issue.message;
+    return `  - ${path}: ${inner}`;
+  });
+  throw new ProviderError(
+    "InvalidConfiguration",
+    `invalid provider configuration:\n${lines.join("\n")}`,
+    { cause: parsed.error },
+  );
+}

@@ -1,0 +1,61 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { classifyAwsError, isNotFound, ProviderError, toProviderError } from "./errors.js";
+
+describe("classifyAwsError", () => {
+  it.each([
+    ["InvalidInstanceID.NotFound", "NotFound"],
+    ["RequestLimitExceeded", "Throttled"],
+    ["InsufficientInstanceCapacity", "InsufficientCapacity"],
+    ["InstanceLimitExceeded", "QuotaExceeded"],
+    ["VcpuLimitExceeded", "QuotaExceeded"],
+    ["InvalidAMIID.NotFound", "InvalidConfiguration"],
+    ["InvalidSubnetID.NotFound", "InvalidConfiguration"],
+    ["InvalidGroup.NotFound", "InvalidConfiguration"],
+    ["UnauthorizedOperation", "Unauthorized"],
+    ["IdempotentParameterMismatch", "IdempotencyMismatch"],
+    ["InternalError", "Unavailable"],
+    ["ServiceUnavailable", "Unavailable"],
+  ] as const)("%s is %s", (name, code) => {
+    expect(classifyAwsError({ name, message: "x" })).toBe(code);
+  });
+
+  it("classifies network errors by their code, and unknown server faults by status", () => {
+    expect(
+      classifyAwsError(Object.assign(new Error("socket hang up"), { code: "ECONNRESET" })),
+    ).toBe("Unavailable");
+    expect(classifyAwsError({ name: "Weird", $metadata: { httpStatusCode: 502 } })).toBe(
+      "Unavailable",
+    );
+    expect(classifyAwsError({ name: "Weird", $metadata: { httpStatusCode: 429 } })).toBe(
+      "Throttled",
+    );
+    expect(classifyAwsError({ name: "Weird", $fault: "client" })).toBe("InvalidRequest");
+  });
+
+  it("never throws and always answers a code", () => {
+    fc.assert(
+      fc.property(fc.anything(), (value) => {
+        expect(typeof classifyAwsError(value)).toBe("string");
+      }),
+    );
+  });
+});
+
+describe("ProviderError", () => {
+  it("keeps the cause and the AWS code, and knows what is retryable", () => {
+    const sdk = Object.assign(new Error("Request limit exceeded."), {
+      name: "RequestLimitExceeded",
+    });
+    const error = toProviderError(sdk, "DescribeInstances");
+    expect(error).toBeInstanceOf(ProviderError);
+    expect(error.code).toBe("Throttled");
+    expect(error.awsCode).toBe("RequestLimitExceeded");
+    expect(error.cause).toBe(sdk);
+    expect(error.retryable).toBe(true);
+    expect(error.message).toContain("DescribeInstances failed (RequestLimitExceeded)");
+    expect(new ProviderError("InvalidConfiguration", "bad").retryable).toBe(false);
+    expect(toProviderError(error, "again")).toBe(error);
+    expect(isNotFound({ name: "InvalidInstanceID.NotFound" })).toBe(true);
+  });
+});

@@ -1,0 +1,70 @@
+import { describe, expect, it } from "vitest";
+import { parseProviderConfig } from "./config.js";
+import { buildRunInstancesInput, MAX_USER_DATA_BYTES, pickSubnet } from "./launch.js";
+import { podFacts } from "./pod.js";
+import { testConfig, testPod } from "./testing/fixtures.js";
+
+const config = parseProviderConfig(
+  testConfig({
+    tags: { team: "ml" },
+    subnetIds: ["subnet-01", "subnet-02", "subnet-03"],
+    instanceProfile: "arn:aws:iam::123456789012:instance-profile/nebula-host",
+  }),
+);
+const pod = podFacts(testPod("web-0", "6f1c1d4e-1111-4a4a-9b9b-000000000001"));
+
+describe("buildRunInstancesInput", () => {
+  it("sets what brief C1 requires", () => {
+    const input = buildRunInstancesInput({
+      pod,
+      config,
+      instanceType: "m7i.large",
+      userData: "#!/bin/bash\n",
+    });
+    expect(input).toMatchObject({
+      ClientToken: pod.uid,
+      ImageId: "ami-0a1b2c3d",
+      InstanceType: "m7i.large",
+      MinCount: 1,
+      MaxCount: 1,
+      InstanceInitiatedShutdownBehavior: "stop",
+      IamInstanceProfile: { Arn: "arn:aws:iam::123456789012:instance-profile/nebula-host" },
+      MetadataOptions: {
+        HttpTokens: "required",
+        HttpPutResponseHopLimit: 1,
+        HttpEndpoint: "enabled",
+      },
+      UserData: Buffer.from("#!/bin/bash\n").toString("base64"),
+    });
+    const tags = Object.fromEntries(
+      (input.TagSpecifications?.[0]?.Tags ?? []).map((t) => [t.Key, t.Value]),
+    );
+    expect(input.TagSpecifications?.[0]?.ResourceType).toBe("instance");
+    expect(tags).toEqual({
+      team: "ml",
+      Name: "nebula-node/default/web-0",
+      "nebula:cluster": "test",
+      "nebula:node": "nebula-node",
+      "nebula:pod-uid": pod.uid,
+      "nebula:pod": "default/web-0",
+    });
+  });
+
+  it("is deterministic for one Pod (same token, same parameters)", () => {
+    const a = buildRunInstancesInput({ pod, config, instanceType: "m7i.large", userData: "x" });
+    const b = buildRunInstancesInput({ pod, config, instanceType: "m7i.large", userData: "x" });
+    expect(a).toEqual(b);
+    expect(config.subnetIds).toContain(pickSubnet(pod.uid, config.subnetIds));
+  });
+
+  it("refuses user-data over 16 KiB", () => {
+    expect(() =>
+      buildRunInstancesInput({
+        pod,
+        config,
+        instanceType: "m7i.large",
+        userData: new Uint8Array(MAX_USER_DATA_BYTES + 1),
+      }),
+    ).toThrow(/over EC2's limit/);
+  });
+});

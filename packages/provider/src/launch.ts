@@ -1,0 +1,90 @@
+import { Buffer } from "node:buffer";
+import { createHash } from "node:crypto";
+import type { RunInstancesCommandInput } from "@aws-sdk/client-ec2";
+import type { ProviderConfig } from "./config.js";
+import { ProviderError } from "./errors.js";
+import type { PodFacts } from "./pod.js";
+import { launchTags } from "./tags.js";
+
+/** EC2's limit on user-data, before base64. */
+export const MAX_USER_DATA_BYTES = 16 * 1024;
+
+/** Everything a launch request is built from. */
+export interface LaunchInput {
+  /** The Pod, as {@link podFacts} read it. */
+  readonly pod: PodFacts;
+  /** The instance type ({@link resolveInstanceType}). */
+  readonly instanceType: string;
+  /** The user-data script (or gzip bytes) from `@nebula/userdata`, not yet base64. */
+  readonly userData: string | Uint8Array;
+  /** The provider configuration. */
+  readonly config: ProviderConfig;
+}
+
+/**
+ * Builds the `RunInstances` request for a Pod (brief C1). Pure.
+ *
+ * - `ClientToken` = the Pod UID: EC2 answers a repeated launch with the instance it already
+ *   started, so a retry or a crash between launch and bookkeeping never starts a second one.
+ * - Tags at creation (`TagSpecifications`): identity tags, `Name`, the configured extra tags.
+ * - `InstanceInitiatedShutdownBehavior: "stop"`: the host powers off after its final report; the
+ *   provider terminates once it has read it.
+ * - IMDSv2 required, hop limit from the configuration (1 by default), instance tags in metadata
+ *   enabled (the host reads its identity there).
+ * - The subnet is chosen from the configured list by a hash of the Pod UID (stable across retries,
+ *   which the idempotency token requires: same token, same parameters).
+ *
+ * Throws {@link ProviderError} `InvalidPodSpec` when the user-data exceeds 16 KiB.
+ */
+export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandInput {
+  const { pod, config, instanceType } = input;
+  const userData =
+    typeof input.userData === "string" ? Buffer.from(input.userData, "utf8") : input.userData;
+  if (userData.byteLength > MAX_USER_DATA_BYTES) {
+    throw new ProviderError(
+      "InvalidPodSpec",
+      `pod ${pod.key}: user-data is ${userData.byteLength} bytes, over EC2's limit of ${MAX_USER_DATA_BYTES}`,
+    );
+  }
+  const profile = config.instanceProfile.startsWith("arn:")
+    ? { Arn: config.instanceProfile }
+    : { Name: config.instanceProfile };
+  return {
+    ClientToken: pod.uid,
+    ImageId: config.imageId,
+    InstanceType: instanceType as RunInstancesCommandInput["InstanceType"],
+    MinCount: 1,
+    MaxCount: 1,
+    SubnetId: pickSubnet(pod.uid, config.subnetIds),
+    SecurityGroupIds: [...config.securityGroupIds],
+    IamInstanceProfile: profile,
+    UserData: Buffer.from(userData).toString("base64"),
+    InstanceInitiatedShutdownBehavior: "stop",
+    MetadataOptions: {
+      HttpTokens: "required",
+      HttpEndpoint: "enabled",
+      HttpPutResponseHopLimit: config.metadataHopLimit,
+      InstanceMetadataTags: "enabled",
+    },
+    TagSpecifications: [
+      {
+        ResourceType: "instance",
+        Tags: launchTags(
+          { cluster: config.clusterName, node: config.nodeName, podUid: pod.uid, pod: pod.key },
+          config.tags,
+        ),
+      },
+    ],
+  };
+}
+
+/** Picks a subnet by a hash of the Pod UID: stable for one Pod, spread across Pods. */
+export function pickSubnet(podUid: string, subnets: readonly string[]): string {
+  const digest = createHash("sha256").update(podUid).digest();
+  const index = digest.readUInt32BE(0) % subnets.length;
+  const subnet = subnets[index] ?? subnets[0];
+  if (subnet === undefined) {
+    throw new ProviderError("InvalidConfiguration", "no subnet is configured");
+  }
+  return subnet;
+}

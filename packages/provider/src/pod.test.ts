@@ -1,0 +1,103 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { parseProviderConfig } from "./config.js";
+import { ProviderError } from "./errors.js";
+import { parseQuantity, podFacts, resolveInstanceType } from "./pod.js";
+import { testConfig, testPod } from "./testing/fixtures.js";
+
+const mapped = parseProviderConfig(
+  testConfig({
+    instanceTypes: {
+      default: "m7i.large",
+      byResources: [
+        { instanceType: "t3.small", cpu: 2, memoryMiB: 2048 },
+        { instanceType: "m7i.xlarge", cpu: 4, memoryMiB: 16384 },
+        { instanceType: "g5.xlarge", cpu: 4, memoryMiB: 16384, gpus: 1 },
+      ],
+    },
+  }),
+);
+const plain = parseProviderConfig(testConfig());
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (error) {
+    return error instanceof ProviderError ? error.code : "other";
+  }
+  return undefined;
+}
+
+describe("parseQuantity", () => {
+  it.each([
+    ["500m", 0.5],
+    ["2", 2],
+    ["512Mi", 512 * 2 ** 20],
+    ["1G", 1e9],
+    ["1e3", 1000],
+    ["1.5Gi", 1.5 * 2 ** 30],
+    [4, 4],
+  ] as const)("%s", (input, value) => {
+    expect(parseQuantity(input)).toBe(value);
+  });
+
+  it("is total", () => {
+    expect(parseQuantity("lots")).toBeUndefined();
+    expect(parseQuantity(-1)).toBeUndefined();
+    fc.assert(fc.property(fc.anything(), (v) => void parseQuantity(v)));
+  });
+});
+
+describe("resolveInstanceType", () => {
+  it("takes the node selector, then the annotation", () => {
+    const bySelector = testPod("a", "u1", {
+      nodeSelector: { "node.kubernetes.io/instance-type": "c7i.2xlarge" },
+    });
+    expect(resolveInstanceType(podFacts(bySelector), mapped)).toBe("c7i.2xlarge");
+    const byAnnotation = testPod("a", "u1", {
+      annotations: { "nebula.dev/instance-type": "r7i.large" },
+    });
+    expect(resolveInstanceType(podFacts(byAnnotation), mapped)).toBe("r7i.large");
+  });
+
+  it("rejects two different requested types", () => {
+    const both = testPod("a", "u1", {
+      nodeSelector: { "node.kubernetes.io/instance-type": "c7i.large" },
+      annotations: { "nebula.dev/instance-type": "r7i.large" },
+    });
+    expect(codeOf(() => podFacts(both))).toBe("InvalidPodSpec");
+  });
+
+  it("maps requests to the first rule that fits, GPUs included", () => {
+    const small = testPod("a", "u1", { resources: { requests: { cpu: "500m", memory: "1Gi" } } });
+    expect(resolveInstanceType(podFacts(small), mapped)).toBe("t3.small");
+    const medium = testPod("a", "u1", { resources: { limits: { cpu: "3", memory: "8Gi" } } });
+    expect(resolveInstanceType(podFacts(medium), mapped)).toBe("m7i.xlarge");
+    const gpu = testPod("a", "u1", {
+      resources: { requests: { cpu: "1" }, limits: { "nvidia.com/gpu": "1" } },
+    });
+    expect(resolveInstanceType(podFacts(gpu), mapped)).toBe("g5.xlarge");
+    const huge = testPod("a", "u1", { resources: { requests: { cpu: "64" } } });
+    expect(codeOf(() => resolveInstanceType(podFacts(huge), mapped))).toBe("InvalidPodSpec");
+  });
+
+  it("uses the default, except for GPU Pods", () => {
+    expect(resolveInstanceType(podFacts(testPod("a", "u1")), plain)).toBe("m7i.large");
+    const gpu = testPod("a", "u1", { resources: { limits: { "nvidia.com/gpu": 2 } } });
+    expect(codeOf(() => resolveInstanceType(podFacts(gpu), plain))).toBe("InvalidPodSpec");
+  });
+
+  it("honours the allowed list", () => {
+    const config = parseProviderConfig(
+      testConfig({ instanceTypes: { default: "m7i.large", allowed: ["m7i.large"] } }),
+    );
+    const pod = testPod("a", "u1", { annotations: { "nebula.dev/instance-type": "p5.48xlarge" } });
+    expect(codeOf(() => resolveInstanceType(podFacts(pod), config))).toBe("InvalidPodSpec");
+  });
+
+  it("rejects a Pod without a UID as InvalidPodSpec", () => {
+    expect(codeOf(() => podFacts({ metadata: { name: "x" }, spec: { containers: [] } }))).toBe(
+      "InvalidPodSpec",
+    );
+  });
+});

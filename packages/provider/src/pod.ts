@@ -1,0 +1,237 @@
+import type { V1Pod } from "@kubernetes/client-node";
+import { z } from "zod";
+import type { ProviderConfig } from "./config.js";
+import { INSTANCE_TYPE_ANNOTATION, INSTANCE_TYPE_NODE_SELECTOR } from "./config.js";
+import { ProviderError } from "./errors.js";
+
+const resourceList = z.record(z.string(), z.union([z.string(), z.number()])).optional();
+const container = z.looseObject({
+  name: z.string().min(1),
+  resources: z
+    .looseObject({ requests: resourceList.nullable(), limits: resourceList.nullable() })
+    .optional()
+    .nullable(),
+});
+
+/** The parts of a Pod the provider reads, validated at the boundary. */
+const PodShape = z.looseObject({
+  metadata: z.looseObject({
+    uid: z.string().min(1).max(64),
+    name: z.string().min(1),
+    namespace: z.string().min(1).default("default"),
+    annotations: z.record(z.string(), z.string()).optional().nullable(),
+  }),
+  spec: z.looseObject({
+    nodeSelector: z.record(z.string(), z.string()).optional().nullable(),
+    containers: z.array(container).min(1),
+    initContainers: z.array(container).optional().nullable(),
+    terminationGracePeriodSeconds: z.number().int().min(0).optional().nullable(),
+  }),
+});
+
+/** What the provider needs to know about a Pod. */
+export interface PodFacts {
+  /** `metadata.uid`: the launch's `ClientToken` and the `nebula:pod-uid` tag. */
+  readonly uid: string;
+  readonly namespace: string;
+  readonly name: string;
+  /** `namespace/name`. */
+  readonly key: string;
+  /** `spec.terminationGracePeriodSeconds`, default 30. */
+  readonly gracePeriodSeconds: number;
+  /** The instance type named by node selector or annotation, if any. */
+  readonly requestedInstanceType: string | undefined;
+  /** Where the requested type came from. */
+  readonly requestedBy: "nodeSelector" | "annotation" | undefined;
+  /** Summed requests (limits where a request is missing); init containers count by their maximum. */
+  readonly requests: ResourceRequests;
+}
+
+/** A Pod's resource needs, in the units the mapping uses. */
+export interface ResourceRequests {
+  /** vCPUs. */
+  readonly cpu: number;
+  /** MiB. */
+  readonly memoryMiB: number;
+  /** GPUs of any vendor (`nvidia.com/gpu`, `amd.com/gpu`, ...). */
+  readonly gpus: number;
+}
+
+/**
+ * Reads and validates the parts of a Pod the provider uses. Throws a {@link ProviderError} with
+ * code `InvalidPodSpec` on a Pod that lacks them or names two different instance types.
+ */
+export function podFacts(pod: V1Pod | unknown): PodFacts {
+  const parsed = PodShape.safeParse(pod);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ProviderError(
+      "InvalidPodSpec",
+      `pod is missing what the provider needs: ${issue?.path.join(".") ?? "pod"}: ${issue?.message ?? "invalid"}`,
+      { cause: parsed.error },
+    );
+  }
+  const { metadata, spec } = parsed.data;
+  const key = `${metadata.namespace}/${metadata.name}`;
+  const bySelector = spec.nodeSelector?.[INSTANCE_TYPE_NODE_SELECTOR];
+  const byAnnotation = metadata.annotations?.[INSTANCE_TYPE_ANNOTATION];
+  if (bySelector !== undefined && byAnnotation !== undefined && bySelector !== byAnnotation) {
+    throw new ProviderError(
+      "InvalidPodSpec",
+      `pod ${key} asks for two instance types: nodeSelector ${INSTANCE_TYPE_NODE_SELECTOR}=${bySelector} and annotation ${INSTANCE_TYPE_ANNOTATION}=${byAnnotation}`,
+    );
+  }
+  const sum = (list: typeof spec.containers) =>
+    list.reduce<ResourceRequests>(
+      (acc, c) => {
+        const r = containerRequests(c.resources ?? undefined);
+        return {
+          cpu: acc.cpu + r.cpu,
+          memoryMiB: acc.memoryMiB + r.memoryMiB,
+          gpus: acc.gpus + r.gpus,
+        };
+      },
+      { cpu: 0, memoryMiB: 0, gpus: 0 },
+    );
+  const main = sum(spec.containers);
+  const init = (spec.initContainers ?? []).map((c) => containerRequests(c.resources ?? undefined));
+  const requests = init.reduce(
+    (acc, r) => ({
+      cpu: Math.max(acc.cpu, r.cpu),
+      memoryMiB: Math.max(acc.memoryMiB, r.memoryMiB),
+      gpus: Math.max(acc.gpus, r.gpus),
+    }),
+    main,
+  );
+  return {
+    uid: metadata.uid,
+    namespace: metadata.namespace,
+    name: metadata.name,
+    key,
+    gracePeriodSeconds: spec.terminationGracePeriodSeconds ?? 30,
+    requestedInstanceType: bySelector ?? byAnnotation,
+    requestedBy:
+      bySelector !== undefined
+        ? "nodeSelector"
+        : byAnnotation !== undefined
+          ? "annotation"
+          : undefined,
+    requests,
+  };
+}
+
+function containerRequests(
+  resources:
+    | {
+        requests?: Record<string, string | number> | null | undefined;
+        limits?: Record<string, string | number> | null | undefined;
+      }
+    | undefined,
+): ResourceRequests {
+  const pick = (name: string) => resources?.requests?.[name] ?? resources?.limits?.[name];
+  let gpus = 0;
+  const names = new Set([
+    ...Object.keys(resources?.requests ?? {}),
+    ...Object.keys(resources?.limits ?? {}),
+  ]);
+  for (const name of names) {
+    if (/(^|\.)[a-z0-9.-]*\/gpu$/.test(name)) gpus += parseQuantity(pick(name)) ?? 0;
+  }
+  return {
+    cpu: parseQuantity(pick("cpu")) ?? 0,
+    memoryMiB: (parseQuantity(pick("memory")) ?? 0) / (1024 * 1024),
+    gpus,
+  };
+}
+
+const SUFFIX: Readonly<Record<string, number>> = {
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  "": 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+};
+
+/**
+ * Parses a Kubernetes quantity (`"500m"`, `"2"`, `"512Mi"`, `"1e9"`, `"1.5Gi"`) into a number of
+ * base units. Total: anything unreadable gives `undefined`.
+ */
+export function parseQuantity(value: unknown): number | undefined {
+  if (typeof value === "number") return Number.isFinite(value) && value >= 0 ? value : undefined;
+  if (typeof value !== "string") return undefined;
+  const match =
+    /^\+?(\d+(?:\.\d*)?|\.\d+)(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$/.exec(
+      value.trim(),
+    );
+  if (!match) return undefined;
+  const base = Number(match[1]);
+  const result =
+    match[2] !== undefined
+      ? Number(`${match[1]}${match[2]}`)
+      : base * (SUFFIX[match[3] ?? ""] ?? 1);
+  return Number.isFinite(result) ? result : undefined;
+}
+
+/**
+ * Picks the instance type for a Pod, in this order:
+ *
+ * 1. the Pod's `nodeSelector` `node.kubernetes.io/instance-type`, or its annotation
+ *    `nebula.dev/instance-type` (both set and different: `InvalidPodSpec`);
+ * 2. the first `instanceTypes.byResources` rule whose capacity covers the Pod's requests
+ *    (CPU, memory, GPUs);
+ * 3. `instanceTypes.default` — unless the Pod requests GPUs, which the default is not assumed
+ *    to have (then `InvalidPodSpec`), or rules exist and none fits (also `InvalidPodSpec`).
+ *
+ * A requested type outside `instanceTypes.allowed` (when set) is `InvalidPodSpec`.
+ */
+export function resolveInstanceType(facts: PodFacts, config: ProviderConfig): string {
+  const { allowed, byResources } = config.instanceTypes;
+  if (facts.requestedInstanceType !== undefined) {
+    const type = facts.requestedInstanceType;
+    if (!/^[a-z][a-z0-9-]*\.[a-z0-9-]+$/.test(type)) {
+      throw new ProviderError(
+        "InvalidPodSpec",
+        `pod ${facts.key}: ${facts.requestedBy} asks for instance type "${type}", which is not an EC2 instance type`,
+      );
+    }
+    if (allowed !== undefined && !allowed.includes(type)) {
+      throw new ProviderError(
+        "InvalidPodSpec",
+        `pod ${facts.key}: instance type ${type} is not allowed on this node (allowed: ${allowed.join(", ")})`,
+      );
+    }
+    return type;
+  }
+  const { cpu, memoryMiB, gpus } = facts.requests;
+  if (byResources.length > 0) {
+    const rule = byResources.find(
+      (r) =>
+        (r.cpu === undefined || r.cpu >= cpu) &&
+        (r.memoryMiB === undefined || r.memoryMiB >= memoryMiB) &&
+        (r.gpus ?? 0) >= gpus,
+    );
+    if (rule) return rule.instanceType;
+    throw new ProviderError(
+      "InvalidPodSpec",
+      `pod ${facts.key}: no configured instance type fits its requests (cpu ${cpu}, memory ${Math.ceil(memoryMiB)}Mi, gpus ${gpus})`,
+    );
+  }
+  if (gpus > 0) {
+    throw new ProviderError(
+      "InvalidPodSpec",
+      `pod ${facts.key} requests ${gpus} GPU(s) but names no instance type and no byResources rule is configured`,
+    );
+  }
+  return config.instanceTypes.default;
+}

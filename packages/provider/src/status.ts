@@ -1,0 +1,52 @@
+import type { V1Pod, V1PodCondition, V1PodStatus } from "@kubernetes/client-node";
+import { type InstanceState, toPodStatus } from "@nebula/state-mapping";
+import type { ProviderError } from "./errors.js";
+
+/** Everything the provider knows about one Pod when it computes its status. */
+export interface PodStatusInput {
+  /** The Pod, carrying its last written status (conditions keep their transition times). */
+  readonly pod: V1Pod;
+  /** The instance state from `@nebula/state-mapping`'s `toInstanceState`. */
+  readonly state: InstanceState;
+  /** The time of this computation. */
+  readonly now: Date;
+  /** The last launch attempt failed with this retryable error (the Pod stays Pending). */
+  readonly launchError?: ProviderError | undefined;
+  /** Set while EC2 is unreachable: the sentence the Node also carries. */
+  readonly ec2Unavailable?: string | undefined;
+}
+
+/** Condition reason the provider sets on `Ready`/`ContainersReady` during an EC2 outage. */
+export const EC2_UNAVAILABLE_REASON = "EC2Unavailable";
+
+/**
+ * The Pod's status: `@nebula/state-mapping`'s `toPodStatus`, plus what only the provider knows —
+ * a launch being retried (`reason` = the error code, e.g. `InsufficientCapacity`, with its
+ * message; the Pod stays `Pending`), and an EC2 outage (a non-terminal Pod's `Ready` and
+ * `ContainersReady` become `False` with reason `EC2Unavailable`: its state is unknown, not hidden).
+ */
+export function podStatus(input: PodStatusInput): V1PodStatus {
+  const status = toPodStatus(input.pod, input.state, { now: input.now });
+  if (input.launchError !== undefined && input.state.kind === "Pending") {
+    status.reason = input.launchError.code;
+    status.message = `launch is being retried: ${input.launchError.message}`;
+  }
+  if (input.ec2Unavailable !== undefined && !isTerminalStatus(status)) {
+    status.conditions = (status.conditions ?? []).map((condition): V1PodCondition => {
+      if (condition.type !== "Ready" && condition.type !== "ContainersReady") return condition;
+      return {
+        ...condition,
+        status: "False",
+        reason: EC2_UNAVAILABLE_REASON,
+        message: input.ec2Unavailable ?? "",
+        ...(condition.status === "False" ? {} : { lastTransitionTime: input.now }),
+      };
+    });
+  }
+  return status;
+}
+
+/** True for a status whose phase is `Succeeded` or `Failed`. */
+export function isTerminalStatus(status: V1PodStatus | undefined): boolean {
+  return status?.phase === "Succeeded" || status?.phase === "Failed";
+}

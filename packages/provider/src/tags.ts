@@ -1,0 +1,72 @@
+import { REPORT_TAG_BUDGET } from "@nebula/state-mapping";
+
+/** Tag key: the cluster this instance belongs to. Set at launch. */
+export const CLUSTER_TAG = "nebula:cluster";
+/** Tag key: the virtual node (Node name) that launched the instance. Set at launch. */
+export const NODE_TAG = "nebula:node";
+/** Tag key: the UID of the Pod the instance runs. Set at launch; the leak collector's key. */
+export const POD_UID_TAG = "nebula:pod-uid";
+/** Tag key: `namespace/name` of the Pod, for people reading the EC2 console. Set at launch. */
+export const POD_TAG = "nebula:pod";
+/**
+ * Tag key the leak collector writes (an ISO time) on an instance whose Pod is gone: the first of
+ * its two phases. The instance is terminated on a later pass if it is still orphaned then.
+ */
+export const ORPHANED_TAG = "nebula:orphaned-at";
+
+/** EC2's limit of tags per resource. */
+export const EC2_MAX_TAGS = 50;
+
+/**
+ * Tags the provider and the host may write on an instance besides the user's: the exit report
+ * ({@link REPORT_TAG_BUDGET}), the four identity tags, `Name`, and the orphan mark.
+ */
+export const RESERVED_TAG_COUNT = REPORT_TAG_BUDGET + 4 + 1 + 1;
+
+/** How many extra tags a configuration may add: {@link EC2_MAX_TAGS} − {@link RESERVED_TAG_COUNT}. */
+export const MAX_USER_TAGS = EC2_MAX_TAGS - RESERVED_TAG_COUNT;
+
+/** Identity of the instance a Pod gets, as the tags set at launch. */
+export interface IdentityTags {
+  /** Cluster name (`nebula:cluster`). */
+  readonly cluster: string;
+  /** Virtual node name (`nebula:node`). */
+  readonly node: string;
+  /** Pod UID (`nebula:pod-uid`). */
+  readonly podUid: string;
+  /** Pod `namespace/name` (`nebula:pod`). */
+  readonly pod: string;
+}
+
+/**
+ * The tags an instance is created with: identity tags, `Name` (`<node>/<namespace>/<name>`,
+ * cut to 256 characters), then the user's extra tags (which cannot override the identity tags:
+ * the configuration schema rejects the `nebula:` prefix).
+ */
+export function launchTags(
+  identity: IdentityTags,
+  extra: Readonly<Record<string, string>>,
+): Array<{ Key: string; Value: string }> {
+  const tags: Record<string, string> = {
+    ...extra,
+    Name: `${identity.node}/${identity.pod}`.slice(0, 256),
+    [CLUSTER_TAG]: identity.cluster,
+    [NODE_TAG]: identity.node,
+    [POD_UID_TAG]: identity.podUid,
+    [POD_TAG]: identity.pod.slice(0, 256),
+  };
+  return Object.entries(tags).map(([Key, Value]) => ({ Key, Value }));
+}
+
+/** Turns the `{ Key, Value }` list `DescribeInstances` returns into a plain map. Total. */
+export function tagMap(tags: unknown): ReadonlyMap<string, string> {
+  const map = new Map<string, string>();
+  if (!Array.isArray(tags)) return map;
+  for (const tag of tags) {
+    if (tag && typeof tag === "object") {
+      const { Key, Value } = tag as { Key?: unknown; Value?: unknown };
+      if (typeof Key === "string") map.set(Key, typeof Value === "string" ? Value : "");
+    }
+  }
+  return map;
+}
