@@ -162,7 +162,12 @@ export function statusChanged(previous: unknown, next: unknown): boolean {
 
 const MAX_DEPTH = 64;
 
-function equalIgnoringTime(a: unknown, b: unknown, key: string | undefined, depth: number): boolean {
+function equalIgnoringTime(
+  a: unknown,
+  b: unknown,
+  key: string | undefined,
+  depth: number,
+): boolean {
   if (Object.is(a, b)) return true;
   if (depth > MAX_DEPTH) return false;
   if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;

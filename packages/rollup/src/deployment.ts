@@ -21,14 +21,14 @@ import {
   isAvailable,
   keepSmallest,
   makeGroup,
-  ROLLUP_REASONS,
   type ReasonCount,
+  ROLLUP_REASONS,
   readyClause,
   shortGroups,
   signalConditions,
   type Tally,
-  toReasonCount,
   topReason,
+  toReasonCount,
 } from "./tally.js";
 import { compareStrings, toCount, toText } from "./text.js";
 
@@ -114,7 +114,9 @@ export interface RollupOptions {
  * Validates a WorkloadDeployment roll-up input read from outside (configuration, JSON, an
  * object's spec). Returns the input or an `INVALID_DEPLOYMENT_INPUT` error; never throws.
  */
-export function parseWorkloadDeploymentInput(value: unknown): RollupResult<WorkloadDeploymentInput> {
+export function parseWorkloadDeploymentInput(
+  value: unknown,
+): RollupResult<WorkloadDeploymentInput> {
   const parsed = WorkloadDeploymentInput.safeParse(value);
   return parsed.success
     ? { ok: true, value: parsed.data }
@@ -263,7 +265,9 @@ export function tallyDeployment(
  * The representative message of a group: the one most instances carry; on a tie, the one whose
  * first instance name sorts first; then the message itself. Independent of input order.
  */
-function representativeMessage(messages: Map<string, { count: number; firstName: string }>): string {
+function representativeMessage(
+  messages: Map<string, { count: number; firstName: string }>,
+): string {
   let best: { message: string; count: number; firstName: string } | undefined;
   for (const [message, { count, firstName }] of messages) {
     if (
@@ -342,7 +346,9 @@ export function deploymentConditions(tally: Tally, observedGeneration: number): 
           type: CONDITION_TYPES.ReplicasReady,
           status: "True",
           reason:
-            tally.desired === 0 ? ROLLUP_REASONS.NoReplicasDesired : ROLLUP_REASONS.AllReplicasReady,
+            tally.desired === 0
+              ? ROLLUP_REASONS.NoReplicasDesired
+              : ROLLUP_REASONS.AllReplicasReady,
           message: partial,
           observedGeneration,
         }

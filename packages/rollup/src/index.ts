@@ -31,7 +31,7 @@ export {
   type WorkloadDeploymentStatus,
 } from "./deployment.js";
 export { RollupError, type RollupErrorCode, type RollupResult } from "./errors.js";
-export { CONDITION_TYPES, ROLLUP_REASONS, ReasonCount } from "./tally.js";
+export { CONDITION_TYPES, ReasonCount, ROLLUP_REASONS } from "./tally.js";
 export {
   PlacementInput,
   type PlacementStatus,

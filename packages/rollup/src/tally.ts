@@ -162,7 +162,10 @@ function isSpecRejected(group: Group): boolean {
 function isFailure(group: Group): boolean {
   const c = group.definition.class;
   return (
-    c === "SpecRejected" || c === "CustomerMustFix" || c === "PlatformBlocked" || c === "Unclassified"
+    c === "SpecRejected" ||
+    c === "CustomerMustFix" ||
+    c === "PlatformBlocked" ||
+    c === "Unclassified"
   );
 }
 
@@ -193,7 +196,9 @@ function withoutFinalPeriod(text: string): string {
 export function shortGroups(groups: readonly Group[]): string {
   const parts = groups.slice(0, MAX_GROUPS).map((g) => {
     if (g.count > 0) return `${g.count} ${phrase(g)}`;
-    return g.message === "" ? g.reason : `${g.reason}: ${withoutFinalPeriod(asSentence(g.message))}`;
+    return g.message === ""
+      ? g.reason
+      : `${g.reason}: ${withoutFinalPeriod(asSentence(g.message))}`;
   });
   const overflow = overflowText(groups.slice(MAX_GROUPS), false);
   if (overflow !== "") parts.push(overflow);
@@ -218,7 +223,7 @@ export function describeGroups(
     const counted =
       g.count <= desired
         ? `${g.count} of ${desired} instances`
-        : `${g.count} instances (${desired} desired)`;
+        : `${g.count} ${g.count === 1 ? "instance" : "instances"} (${desired} desired)`;
     const names = withNames && g.names.length > 0 ? ` (${listNames(g.names, g.count)})` : "";
     const head = `${counted} ${phrase(g)}${names}`;
     return i === 0 && g.message !== "" ? `${head}: ${asSentence(g.message)}` : `${head}.`;

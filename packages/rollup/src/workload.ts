@@ -18,14 +18,14 @@ import {
   isAvailable,
   keepSmallest,
   makeGroup,
-  ROLLUP_REASONS,
   ReasonCount,
+  ROLLUP_REASONS,
   readyClause,
   shortGroups,
   signalConditions,
   type Tally,
-  toReasonCount,
   topReason,
+  toReasonCount,
 } from "./tally.js";
 import { compareStrings, toCount, toText } from "./text.js";
 
@@ -147,9 +147,7 @@ export function rollupWorkload(input: WorkloadInput, options: RollupOptions): Wo
     ? input.placements
     : [];
   const placements = rawPlacements.map((p) => tallyPlacement(p, catalog));
-  placements.sort(
-    (a, b) => compareStrings(a.name, b.name) || compareStrings(a.sortKey, b.sortKey),
-  );
+  placements.sort((a, b) => compareStrings(a.name, b.name) || compareStrings(a.sortKey, b.sortKey));
 
   const tally = mergeTallies(placements, catalog);
   const unsatisfied = placements.filter((p) => p.tally.ready < p.tally.desired);
