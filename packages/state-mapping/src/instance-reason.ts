@@ -109,7 +109,7 @@ const PodSpec = z
   .catch(undefined);
 type PodSpec = z.output<typeof PodSpec>;
 
-const Wrapped = z.looseObject({ status: z.unknown(), spec: z.unknown() });
+const Wrapped = z.looseObject({ status: z.unknown().optional(), spec: z.unknown().optional() });
 
 const IMAGE_REASONS = new Set([
   "ErrImagePull",
@@ -268,6 +268,17 @@ function fromPod(status: PodStatus, spec: PodSpec): InstanceReasonResult {
           ? `container "${app[0]?.name}" finished successfully.`
           : `all ${app.length} containers finished successfully.`,
     };
+  }
+  const sandbox = status.conditions?.find((c) => c.type === "PodReadyToStartContainers");
+  const nothingStarted = [...init, ...app].every(
+    (c) =>
+      c.state?.running == null &&
+      c.state?.terminated == null &&
+      c.lastState?.terminated == null &&
+      STARTING_REASONS.has(c.state?.waiting?.reason ?? "ContainerCreating"),
+  );
+  if (sandbox?.status === "False" && nothingStarted && status.phase !== "Failed") {
+    return { reason: "Provisioning", ready: false, message: "the instance is being provisioned." };
   }
   const working = rank(findings, () => true);
   if (working) return { ...working, ready };

@@ -89,7 +89,13 @@ const OWNED = new Set([
   "message",
 ]);
 
-const OWNED_CONDITIONS = new Set(["PodScheduled", "Initialized", "ContainersReady", "Ready"]);
+const OWNED_CONDITIONS = new Set([
+  "PodScheduled",
+  "PodReadyToStartContainers",
+  "Initialized",
+  "ContainersReady",
+  "Ready",
+]);
 
 /**
  * Builds the Pod status for a Pod whose instance is in `state`. Pure and total: a malformed Pod
@@ -103,8 +109,8 @@ const OWNED_CONDITIONS = new Set(["PodScheduled", "Initialized", "ContainersRead
  *   without reporting. It is never `Succeeded` on a guess.
  * - `Unknown` (an unreadable report on a live instance) gives phase `Unknown`, with the last
  *   accepted report's containers shown not ready.
- * - Conditions `PodScheduled`, `Initialized`, `ContainersReady`, `Ready` are set with the kubelet's
- *   reasons (`ContainersNotInitialized`, `ContainersNotReady`, `PodCompleted`); their
+ * - Conditions `PodScheduled`, `PodReadyToStartContainers` (true while the host supervisor is up
+ *   and reporting), `Initialized`, `ContainersReady`, `Ready` are set with the kubelet's reasons (`ContainersNotInitialized`, `ContainersNotReady`, `PodCompleted`); their
  *   `lastTransitionTime` only moves when their status flips. Other conditions are kept.
  *
  * @example
@@ -246,8 +252,13 @@ export function toPodStatus(
       ? state.message
       : `containers with unready status: [${unready.join(" ")}]`;
 
+  // The kubelet's "sandbox ready" condition: here, the host supervisor is up and reporting.
+  const hostUp =
+    report !== undefined &&
+    (state.kind === "Running" || state.kind === "Stopping" || state.kind === "Unknown");
   const conditions: V1PodCondition[] = [
     condition("PodScheduled", true),
+    condition("PodReadyToStartContainers", hostUp),
     completed
       ? condition("Initialized", true, "PodCompleted")
       : initialized

@@ -1,0 +1,332 @@
+import type { V1ContainerStatus, V1Pod } from "@kubernetes/client-node";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { INSTANCE_REASONS, toInstanceReason, toInstanceState, toPodStatus } from "./index.js";
+import { b64, crashLooping, ec2, exited, NOW, pod, report, running } from "./test-fixtures.js";
+
+const status = (c: Partial<V1ContainerStatus>[], extra: Record<string, unknown> = {}) => ({
+  phase: "Running",
+  containerStatuses: c.map((s) => ({
+    name: "app",
+    image: "registry.example/app:1",
+    imageID: "",
+    restartCount: 0,
+    ready: false,
+    ...s,
+  })),
+  ...extra,
+});
+
+describe("toInstanceReason on a Pod", () => {
+  it("words a crash loop as the incident does, although the phase is Running", () => {
+    expect(
+      toInstanceReason(
+        status([
+          {
+            restartCount: 3,
+            state: { waiting: { reason: "CrashLoopBackOff", message: "back-off 40s" } },
+            lastState: { terminated: { exitCode: 1, reason: "Error" } },
+          },
+        ]),
+      ),
+    ).toEqual({
+      reason: "InstanceCrashing",
+      ready: false,
+      message:
+        'container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.',
+    });
+  });
+
+  it("quotes the termination message the application wrote, and names a signal", () => {
+    expect(
+      toInstanceReason(
+        status([
+          {
+            restartCount: 1,
+            state: { waiting: { reason: "CrashLoopBackOff" } },
+            lastState: {
+              terminated: {
+                exitCode: 1,
+                reason: "Error",
+                message: 'config file "/etc/app.yaml" not found\n',
+              },
+            },
+          },
+        ]),
+      ).message,
+    ).toBe(
+      'container "app" has exited and restarted 1 time without staying up for 5 minutes. Its last exit was with code 1 and the message "config file \'/etc/app.yaml\' not found".',
+    );
+    expect(
+      toInstanceReason(
+        status([{ state: { terminated: { exitCode: 137, signal: 9, reason: "Error" } } }], {
+          phase: "Failed",
+        }),
+      ),
+    ).toEqual({
+      reason: "InstanceCrashing",
+      ready: false,
+      message: 'container "app" was killed by signal 9 (SIGKILL).',
+    });
+  });
+
+  it("says OutOfMemory with the limit from the Pod spec", () => {
+    const p: V1Pod = {
+      spec: {
+        containers: [{ name: "app", image: "x", resources: { limits: { memory: "512Mi" } } }],
+      },
+      status: status([
+        {
+          restartCount: 2,
+          state: { waiting: { reason: "CrashLoopBackOff" } },
+          lastState: { terminated: { exitCode: 137, reason: "OOMKilled" } },
+        },
+      ]),
+    };
+    expect(toInstanceReason(p)).toEqual({
+      reason: "OutOfMemory",
+      ready: false,
+      message: 'container "app" was killed because it ran out of memory (limit 512Mi).',
+    });
+    expect(toInstanceReason(p.status).message).toBe(
+      'container "app" was killed because it ran out of memory.',
+    );
+  });
+
+  it("says ImageUnavailable for pull failures", () => {
+    expect(
+      toInstanceReason(
+        status(
+          [
+            {
+              image: "x",
+              state: {
+                waiting: { reason: "ImagePullBackOff", message: 'Back-off pulling image "x"' },
+              },
+            },
+          ],
+          { phase: "Pending" },
+        ),
+      ),
+    ).toEqual({
+      reason: "ImageUnavailable",
+      ready: false,
+      message: 'container "app" could not pull its image "x": Back-off pulling image \'x\'.',
+    });
+  });
+
+  it("says ConfigurationError for config and start failures", () => {
+    expect(
+      toInstanceReason(
+        status([
+          {
+            state: {
+              waiting: { reason: "CreateContainerConfigError", message: 'secret "db" not found' },
+            },
+          },
+        ]),
+      ),
+    ).toMatchObject({
+      reason: "ConfigurationError",
+      message:
+        "container \"app\" could not be started because of its configuration: secret 'db' not found.",
+    });
+    expect(
+      toInstanceReason(
+        status([
+          {
+            state: {
+              terminated: {
+                exitCode: 128,
+                reason: "ContainerCannotRun",
+                message: "exec: /app: not found",
+              },
+            },
+          },
+        ]),
+      ),
+    ).toMatchObject({
+      reason: "ConfigurationError",
+      message: 'container "app" could not be started: exec: /app: not found.',
+    });
+  });
+
+  it("ranks the worst container first", () => {
+    const result = toInstanceReason(
+      status([
+        { name: "puller", image: "x", state: { waiting: { reason: "ErrImagePull" } } },
+        {
+          name: "app",
+          restartCount: 4,
+          state: { waiting: { reason: "CrashLoopBackOff" } },
+          lastState: { terminated: { exitCode: 2, reason: "Error" } },
+        },
+        { name: "ok", ready: true, state: { running: {} } },
+      ]),
+    );
+    expect(result.reason).toBe("InstanceCrashing");
+    expect(result.ready).toBe(false);
+  });
+
+  it("says Ready, Completed, Starting and Provisioning when nothing is wrong", () => {
+    expect(toInstanceReason(status([{ ready: true, state: { running: {} } }]))).toEqual({
+      reason: "Ready",
+      ready: true,
+      message: 'container "app" is running and ready.',
+    });
+    expect(
+      toInstanceReason(
+        status([{ state: { terminated: { exitCode: 0, reason: "Completed" } } }], {
+          phase: "Succeeded",
+        }),
+      ).reason,
+    ).toBe("Completed");
+    expect(toInstanceReason(status([{ state: { running: {} } }])).reason).toBe("Starting");
+    expect(
+      toInstanceReason(status([{ state: { waiting: { reason: "ContainerCreating" } } }])).reason,
+    ).toBe("Starting");
+    expect(toInstanceReason({ phase: "Pending" })).toEqual({
+      reason: "Provisioning",
+      ready: false,
+      message: "the instance is being provisioned.",
+    });
+  });
+
+  it("says NoMatchingLocation for an unschedulable Pod, InstanceLost for a failed one without containers", () => {
+    expect(
+      toInstanceReason({
+        phase: "Pending",
+        conditions: [
+          {
+            type: "PodScheduled",
+            status: "False",
+            reason: "Unschedulable",
+            message: "0/3 nodes are available",
+          },
+        ],
+      }),
+    ).toEqual({
+      reason: "NoMatchingLocation",
+      ready: false,
+      message: "the instance could not be placed: 0/3 nodes are available.",
+    });
+    expect(
+      toInstanceReason({
+        phase: "Failed",
+        reason: "Evicted",
+        message: "The node was low on resource: memory.",
+      }),
+    ).toEqual({
+      reason: "InstanceLost",
+      ready: false,
+      message: "The node was low on resource: memory.",
+    });
+  });
+
+  it("is total: arbitrary JSON gives one of INSTANCE_REASONS", () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        const result = toInstanceReason(value);
+        expect(INSTANCE_REASONS).toContain(result.reason);
+        expect(result.message).toBeTypeOf("string");
+        expect(result.ready).toBeTypeOf("boolean");
+        toInstanceReason({ status: value, spec: value });
+        toInstanceReason({ containerStatuses: [value], conditions: [value] });
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe("toInstanceReason on our own Pod statuses", () => {
+  const mapped = (
+    rep: ReturnType<typeof report> | undefined,
+    ec2State = "running",
+    code?: string,
+  ) => {
+    const state = toInstanceState(
+      ec2State === "absent"
+        ? undefined
+        : ec2(ec2State, { ...(rep ? { report: rep } : {}), ...(code ? { code } : {}) }),
+      { now: NOW },
+    );
+    const p = pod("Always");
+    return toInstanceReason({ ...p, status: toPodStatus(p, state, { now: NOW }) });
+  };
+
+  it.each([
+    ["crash loop", report(3, false, [crashLooping(3)]), "running", undefined, "InstanceCrashing"],
+    ["running", report(1, false, [running()]), "running", undefined, "Ready"],
+    [
+      "OOM",
+      report(2, true, [exited(137, "app", { reason: "OOMKilled" })]),
+      "stopped",
+      "Client.InstanceInitiatedShutdown",
+      "OutOfMemory",
+    ],
+    [
+      "image",
+      report(1, false, [
+        { name: "app", init: false, state: "waiting", restarts: 0, reason: "ErrImagePull" },
+      ]),
+      "running",
+      undefined,
+      "ImageUnavailable",
+    ],
+    ["spot, no report", undefined, "stopped", "Server.SpotInstanceTermination", "InstanceLost"],
+    [
+      "capacity, no report",
+      undefined,
+      "terminated",
+      "Server.InsufficientInstanceCapacity",
+      "InsufficientCapacity",
+    ],
+    ["volume limit", undefined, "terminated", "Client.VolumeLimitExceeded", "QuotaExceeded"],
+    ["gone", undefined, "absent", undefined, "InstanceLost"],
+    ["pending", undefined, "pending", undefined, "Provisioning"],
+    [
+      "done",
+      report(9, true, [exited(0)]),
+      "stopped",
+      "Client.InstanceInitiatedShutdown",
+      "Completed",
+    ],
+  ] as const)("%s → %s", (_name, rep, ec2State, code, reason) => {
+    expect(mapped(rep, ec2State, code).reason).toBe(reason);
+  });
+
+  it("carries the termination message through the report, the Pod status and back", () => {
+    const rep = report(3, true, [exited(1, "app", { messageB64: b64("cannot reach db:5432") })]);
+    expect(mapped(rep, "stopped", "Client.InstanceInitiatedShutdown").message).toBe(
+      'container "app" exited with code 1 and the message "cannot reach db:5432".',
+    );
+  });
+});
+
+describe("toInstanceReason on an Instance object", () => {
+  it("reads the C5 reason from its Ready condition", () => {
+    const instance = {
+      apiVersion: "compute.nebula.dev/v1alpha1",
+      kind: "Instance",
+      status: {
+        conditions: [
+          { type: "Programmed", status: "True", reason: "Programmed" },
+          {
+            type: "Ready",
+            status: "False",
+            reason: "ImageUnavailable",
+            message: 'container "app" could not pull its image "x".',
+          },
+        ],
+      },
+    };
+    expect(toInstanceReason(instance)).toEqual({
+      reason: "ImageUnavailable",
+      ready: false,
+      message: 'container "app" could not pull its image "x".',
+    });
+    expect(
+      toInstanceReason({ conditions: [{ type: "Ready", status: "True", reason: "Ready" }] }),
+    ).toEqual({ reason: "Ready", ready: true, message: "the instance reports Ready." });
+  });
+});

@@ -1,0 +1,299 @@
+import type { V1PodStatus } from "@kubernetes/client-node";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { type InstanceState, toInstanceState, toPodStatus } from "./index.js";
+import { b64, crashLooping, ec2, exited, NOW, pod, report, running } from "./test-fixtures.js";
+
+const live = (rep: ReturnType<typeof report>) =>
+  toInstanceState(ec2("running", { report: rep }), { now: NOW });
+const condition = (status: V1PodStatus, type: string) =>
+  status.conditions?.find((c) => c.type === type);
+
+describe("toPodStatus", () => {
+  it("shows a running, ready container with addresses, IDs and start time", () => {
+    const status = toPodStatus(pod(), live(report(1, false, [running()])), { now: NOW });
+    expect(status).toMatchObject({
+      phase: "Running",
+      hostIP: "10.0.1.23",
+      hostIPs: [{ ip: "10.0.1.23" }],
+      podIP: "10.0.1.23",
+      podIPs: [{ ip: "10.0.1.23" }],
+      startTime: new Date("2026-11-30T05:50:00Z"),
+      qosClass: "BestEffort",
+    });
+    expect(status.containerStatuses).toEqual([
+      {
+        name: "app",
+        image: "registry.example/app:1",
+        imageID: "sha256:feed",
+        containerID: "docker://abc123",
+        restartCount: 0,
+        ready: true,
+        started: true,
+        state: { running: { startedAt: new Date("2026-11-30T05:55:00Z") } },
+      },
+    ]);
+    expect(status.conditions?.map((c) => [c.type, c.status, c.reason])).toEqual([
+      ["PodScheduled", "True", undefined],
+      ["PodReadyToStartContainers", "True", undefined],
+      ["Initialized", "True", undefined],
+      ["ContainersReady", "True", undefined],
+      ["Ready", "True", undefined],
+    ]);
+  });
+
+  it("keeps a crash-looping Pod in phase Running, with the container waiting and not ready", () => {
+    const status = toPodStatus(pod("Always"), live(report(4, false, [crashLooping(3)])), {
+      now: NOW,
+    });
+    expect(status.phase).toBe("Running");
+    expect(status.containerStatuses?.[0]).toMatchObject({
+      ready: false,
+      started: false,
+      restartCount: 3,
+      state: {
+        waiting: {
+          reason: "CrashLoopBackOff",
+          message: "back-off 40s restarting failed container=app",
+        },
+      },
+      lastState: { terminated: { exitCode: 1, reason: "Error" } },
+    });
+    expect(condition(status, "Ready")).toMatchObject({
+      status: "False",
+      reason: "ContainersNotReady",
+      message: "containers with unready status: [app]",
+    });
+  });
+
+  it.each([
+    // restartPolicy, final report's exits, phase
+    ["Always", [0], "Succeeded"],
+    ["Always", [1], "Failed"],
+    ["OnFailure", [0], "Succeeded"],
+    ["OnFailure", [0, 2], "Failed"],
+    ["Never", [0, 0], "Succeeded"],
+    ["Never", [0, 1], "Failed"],
+  ] as const)("restartPolicy %s, final exits %j → %s", (policy, codes, phase) => {
+    const names = codes.map((_, i) => `c${i}`);
+    const rep = report(
+      5,
+      true,
+      codes.map((code, i) => exited(code, names[i])),
+    );
+    const status = toPodStatus(
+      pod(
+        policy,
+        names.map((name) => ({ name })),
+      ),
+      live(rep),
+      { now: NOW },
+    );
+    expect(status.phase).toBe(phase);
+  });
+
+  it.each([
+    // restartPolicy, live (non-final) report's exits, phase: the kubelet's rules while restarts are possible
+    ["Always", [0], "Running"],
+    ["OnFailure", [0], "Succeeded"],
+    ["OnFailure", [1], "Running"],
+    ["Never", [1], "Failed"],
+    ["Never", [0], "Succeeded"],
+  ] as const)("restartPolicy %s, live exits %j → %s", (policy, codes, phase) => {
+    const rep = report(
+      5,
+      false,
+      codes.map((code) => exited(code)),
+    );
+    expect(toPodStatus(pod(policy), live(rep), { now: NOW }).phase).toBe(phase);
+  });
+
+  it("marks a finished Pod's conditions PodCompleted and copies the termination message", () => {
+    const rep = report(6, true, [exited(0, "app", { messageB64: b64("all 42 rows exported\n") })]);
+    const status = toPodStatus(pod("Never"), live(rep), { now: NOW });
+    expect(status.phase).toBe("Succeeded");
+    expect(status.containerStatuses?.[0]?.state?.terminated).toEqual({
+      exitCode: 0,
+      reason: "Completed",
+      message: "all 42 rows exported\n",
+      startedAt: new Date("2026-11-30T05:55:00Z"),
+      finishedAt: new Date("2026-11-30T05:58:00Z"),
+    });
+    for (const type of ["ContainersReady", "Ready"]) {
+      expect(condition(status, type)).toMatchObject({ status: "False", reason: "PodCompleted" });
+    }
+    expect(condition(status, "Initialized")).toMatchObject({
+      status: "True",
+      reason: "PodCompleted",
+    });
+  });
+
+  it("reports an OOM kill and a signal as the host saw them", () => {
+    const rep = report(2, true, [
+      exited(137, "app", { reason: "OOMKilled" }),
+      exited(143, "side", { signal: 15 }),
+    ]);
+    const status = toPodStatus(pod("Never", [{ name: "app" }, { name: "side" }]), live(rep), {
+      now: NOW,
+    });
+    expect(status.phase).toBe("Failed");
+    expect(status.containerStatuses?.map((c) => c.state?.terminated)).toMatchObject([
+      { exitCode: 137, reason: "OOMKilled" },
+      { exitCode: 143, reason: "Error", signal: 15 },
+    ]);
+  });
+
+  it("turns an instance lost without a report into Failed / ContainerStatusUnknown / 137", () => {
+    const state = toInstanceState(ec2("terminated", { code: "Server.SpotInstanceTermination" }), {
+      now: NOW,
+    });
+    const status = toPodStatus(pod("OnFailure"), state, { now: NOW });
+    expect(status.phase).toBe("Failed");
+    expect(status.reason).toBe("SpotInterruption");
+    expect(status.message).toContain("vanished without reporting");
+    expect(status.containerStatuses?.[0]?.state).toEqual({
+      terminated: {
+        exitCode: 137,
+        reason: "ContainerStatusUnknown",
+        message: expect.stringMatching(
+          /^The instance i-0abc vanished without reporting this container's exit: /,
+        ),
+      },
+    });
+  });
+
+  it("keeps what a lost instance had already reported, and marks only the rest unknown", () => {
+    const rep = report(3, false, [exited(0, "first"), running("second")]);
+    const state = toInstanceState(ec2("stopped", { code: "Server.InternalError", report: rep }), {
+      now: NOW,
+    });
+    const status = toPodStatus(pod("Never", [{ name: "first" }, { name: "second" }]), state, {
+      now: NOW,
+    });
+    expect(status.phase).toBe("Failed");
+    expect(status.reason).toBe("InstanceLost");
+    expect(status.containerStatuses?.map((c) => c.state?.terminated?.reason)).toEqual([
+      "Completed",
+      "ContainerStatusUnknown",
+    ]);
+  });
+
+  it("does not trust a final report that leaves a container out or running", () => {
+    const rep = report(3, true, [running("first")]);
+    const status = toPodStatus(pod("Never", [{ name: "first" }, { name: "second" }]), live(rep), {
+      now: NOW,
+    });
+    expect(status.phase).toBe("Failed");
+    expect(status.containerStatuses?.map((c) => c.state?.terminated)).toMatchObject([
+      {
+        exitCode: 137,
+        reason: "ContainerStatusUnknown",
+        message: expect.stringContaining("still running"),
+      },
+      {
+        exitCode: 137,
+        reason: "ContainerStatusUnknown",
+        message: expect.stringContaining("does not include"),
+      },
+    ]);
+  });
+
+  it("waits for init containers: Pending, PodInitializing, ContainersNotInitialized", () => {
+    const rep = report(1, false, [{ ...running("migrate"), init: true }]);
+    const status = toPodStatus(pod("Always", [{ name: "app" }], [{ name: "migrate" }]), live(rep), {
+      now: NOW,
+    });
+    expect(status.phase).toBe("Pending");
+    expect(status.initContainerStatuses?.[0]?.state?.running).toBeDefined();
+    expect(status.containerStatuses?.[0]?.state).toEqual({
+      waiting: { reason: "PodInitializing" },
+    });
+    expect(condition(status, "Initialized")).toMatchObject({
+      status: "False",
+      reason: "ContainersNotInitialized",
+      message: "containers with incomplete status: [migrate]",
+    });
+  });
+
+  it("fails a restartPolicy Never Pod whose init container failed", () => {
+    const rep = report(2, true, [{ ...exited(3, "migrate"), init: true }]);
+    const status = toPodStatus(pod("Never", [{ name: "app" }], [{ name: "migrate" }]), live(rep), {
+      now: NOW,
+    });
+    expect(status.phase).toBe("Failed");
+    expect(status.initContainerStatuses?.[0]?.state?.terminated?.exitCode).toBe(3);
+  });
+
+  it("treats an init container with restartPolicy Always as a sidecar", () => {
+    const rep = report(2, false, [{ ...running("proxy"), init: true }, running("app")]);
+    const status = toPodStatus(
+      pod("Always", [{ name: "app" }], [{ name: "proxy", restartPolicy: "Always" }]),
+      live(rep),
+      { now: NOW },
+    );
+    expect(status.phase).toBe("Running");
+    expect(condition(status, "Initialized")?.status).toBe("True");
+    expect(condition(status, "Ready")?.status).toBe("True");
+  });
+
+  it("moves lastTransitionTime only when a condition flips, and keeps conditions it does not own", () => {
+    const first = toPodStatus(pod(), live(report(1, false, [running()])), { now: NOW });
+    const later = new Date(NOW.getTime() + 60_000);
+    const withOthers: V1PodStatus = {
+      ...first,
+      conditions: [
+        ...(first.conditions ?? []),
+        { type: "DisruptionTarget", status: "True", reason: "PreemptionByScheduler" },
+      ],
+    };
+    const second = toPodStatus(
+      { ...pod(), status: withOthers },
+      live(report(2, false, [crashLooping(1)])),
+      {
+        now: later,
+      },
+    );
+    expect(condition(second, "PodScheduled")?.lastTransitionTime).toEqual(NOW);
+    expect(condition(second, "Ready")?.lastTransitionTime).toEqual(later);
+    expect(condition(second, "DisruptionTarget")).toMatchObject({ status: "True" });
+    expect(second.startTime).toEqual(first.startTime);
+  });
+
+  it("shows an unreadable report as phase Unknown with the last known containers, not ready", () => {
+    const previous = live(report(1, false, [running()]));
+    const state = toInstanceState(
+      ec2("running", { tags: { "nebula:report": "v7 seq=2 chunks=1 sha256=0000000000000000" } }),
+      { now: NOW, previous },
+    );
+    const status = toPodStatus(pod(), state, { now: NOW });
+    expect(status).toMatchObject({ phase: "Unknown", reason: "ReportUnreadable" });
+    expect(status.message).toContain("v7");
+    expect(status.containerStatuses?.[0]).toMatchObject({ ready: false, state: { running: {} } });
+    expect(condition(status, "Ready")).toMatchObject({
+      status: "False",
+      reason: "ReportUnreadable",
+    });
+  });
+
+  it("shows a booting instance as Pending with containers being created", () => {
+    const status = toPodStatus(pod(), toInstanceState(ec2("running"), { now: NOW }), { now: NOW });
+    expect(status.phase).toBe("Pending");
+    expect(status.containerStatuses?.[0]?.state).toEqual({
+      waiting: { reason: "ContainerCreating" },
+    });
+    expect(condition(status, "PodReadyToStartContainers")?.status).toBe("False");
+  });
+
+  it("is total on a malformed Pod", () => {
+    const state: InstanceState = live(report(1, false, [running()]));
+    fc.assert(
+      fc.property(fc.jsonValue(), (junk) => {
+        // biome-ignore lint/suspicious/noExplicitAny: the point is a Pod that is not a V1Pod.
+        const status = toPodStatus(junk as any, state, { now: NOW });
+        expect(status.phase).toBeTypeOf("string");
+        // biome-ignore lint/suspicious/noExplicitAny: ditto, with junk inside a Pod.
+        toPodStatus({ spec: junk, status: junk } as any, state, { now: NOW });
+      }),
+    );
+  });
+});

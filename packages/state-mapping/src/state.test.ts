@@ -1,0 +1,415 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  type ExitReport,
+  encodeConsoleLine,
+  type InstanceState,
+  needsConsoleOutput,
+  toInstanceReason,
+  toInstanceState,
+  toPodStatus,
+} from "./index.js";
+import { crashLooping, ec2, exited, NOW, pod, report, running } from "./test-fixtures.js";
+
+const later = (ms: number) => new Date(NOW.getTime() + ms);
+
+/**
+ * Every EC2 state × report variant, for a one-container Pod with `restartPolicy: Never`.
+ * Each row runs once per EC2 state reason below. `lost` in the reason column means the reason
+ * follows the state reason: `InsufficientCapacity` for an insufficient-capacity stop, otherwise
+ * `InstanceLost`. For the absent instance, the report arrives through the previous observation
+ * (the unreadable one through the console output).
+ *
+ * Report variants: none; running (not final); final-ok (exit 0); final-fail (exit 1); unreadable.
+ */
+const TABLE = `
+| EC2 state     | report      | state kind | Pod phase | instance reason   |
+| ------------- | ----------- | ---------- | --------- | ----------------- |
+| pending       | none        | Pending    | Pending   | Provisioning      |
+| pending       | running     | Pending    | Running   | Starting          |
+| pending       | final-ok    | Terminal   | Succeeded | Completed         |
+| pending       | final-fail  | Terminal   | Failed    | InstanceCrashing  |
+| pending       | unreadable  | Unknown    | Unknown   | Starting          |
+| running       | none        | Booting    | Pending   | Provisioning      |
+| running       | running     | Running    | Running   | Ready             |
+| running       | final-ok    | Terminal   | Succeeded | Completed         |
+| running       | final-fail  | Terminal   | Failed    | InstanceCrashing  |
+| running       | unreadable  | Unknown    | Unknown   | Starting          |
+| stopping      | none        | Stopping   | Pending   | Provisioning      |
+| stopping      | running     | Stopping   | Running   | Starting          |
+| stopping      | final-ok    | Terminal   | Succeeded | Completed         |
+| stopping      | final-fail  | Terminal   | Failed    | InstanceCrashing  |
+| stopping      | unreadable  | Unknown    | Unknown   | Starting          |
+| shutting-down | none        | Stopping   | Pending   | Provisioning      |
+| shutting-down | running     | Stopping   | Running   | Starting          |
+| shutting-down | final-ok    | Terminal   | Succeeded | Completed         |
+| shutting-down | final-fail  | Terminal   | Failed    | InstanceCrashing  |
+| shutting-down | unreadable  | Unknown    | Unknown   | Starting          |
+| stopped       | none        | Lost       | Failed    | lost              |
+| stopped       | running     | Lost       | Failed    | lost              |
+| stopped       | final-ok    | Terminal   | Succeeded | Completed         |
+| stopped       | final-fail  | Terminal   | Failed    | InstanceCrashing  |
+| stopped       | unreadable  | Lost       | Failed    | lost              |
+| terminated    | none        | Lost       | Failed    | lost              |
+| terminated    | running     | Lost       | Failed    | lost              |
+| terminated    | final-ok    | Terminal   | Succeeded | Completed         |
+| terminated    | final-fail  | Terminal   | Failed    | InstanceCrashing  |
+| terminated    | unreadable  | Lost       | Failed    | lost              |
+| (absent)      | none        | Lost       | Failed    | InstanceLost      |
+| (absent)      | running     | Lost       | Failed    | InstanceLost      |
+| (absent)      | final-ok    | Terminal   | Succeeded | Completed         |
+| (absent)      | final-fail  | Terminal   | Failed    | InstanceCrashing  |
+| (absent)      | unreadable  | Lost       | Failed    | InstanceLost      |
+`;
+
+const STATE_REASONS = [
+  { code: undefined, cause: "None" },
+  { code: "Server.SpotInstanceTermination", cause: "SpotInterruption" },
+  { code: "Server.InsufficientInstanceCapacity", cause: "InsufficientCapacity" },
+  { code: "Client.UserInitiatedShutdown", cause: "UserInitiatedShutdown" },
+  { code: "Client.InstanceInitiatedShutdown", cause: "InstanceInitiatedShutdown" },
+  { code: "Server.InternalError", cause: "InternalError" },
+] as const;
+
+const REPORTS: Record<string, ExitReport | "unreadable" | undefined> = {
+  none: undefined,
+  running: report(2, false, [running()]),
+  "final-ok": report(3, true, [exited(0)]),
+  "final-fail": report(3, true, [exited(1)]),
+  unreadable: "unreadable",
+};
+
+const rows = TABLE.trim()
+  .split("\n")
+  .slice(2)
+  .map((line) => {
+    const [ec2State, variant, kind, phase, reason] = line
+      .split("|")
+      .slice(1, -1)
+      .map((cell) => cell.trim());
+    return { ec2State, variant, kind, phase, reason } as Record<string, string>;
+  });
+
+describe("EC2 state × state reason × report", () => {
+  it("has a row for every EC2 state and report variant", () => {
+    expect(rows).toHaveLength(7 * 5);
+  });
+
+  describe.each(STATE_REASONS)("state reason $code", ({ code, cause }) => {
+    it.each(rows)("$ec2State + $variant report → $kind, Pod $phase, $reason", (row) => {
+      const variant = REPORTS[row.variant ?? ""];
+      const absent = row.ec2State === "(absent)";
+      let state: InstanceState;
+      if (absent) {
+        state = toInstanceState(undefined, {
+          now: NOW,
+          ...(typeof variant === "object" ? { previous: { report: variant } } : {}),
+          ...(variant === "unreadable" ? { consoleOutput: "NEBULA-REPORT v1 !!!" } : {}),
+        });
+      } else {
+        const tags =
+          variant === "unreadable"
+            ? {
+                "nebula:report": "v1 seq=9 chunks=1 sha256=0000000000000000",
+                "nebula:report:1": "x",
+              }
+            : {};
+        state = toInstanceState(
+          ec2(row.ec2State ?? "", {
+            ...(code === undefined ? {} : { code }),
+            ...(typeof variant === "object" ? { report: variant } : {}),
+            tags,
+          }),
+          { now: NOW },
+        );
+      }
+      expect(state.kind).toBe(row.kind);
+      if (state.kind === "Lost") expect(state.cause).toBe(absent ? "Absent" : cause);
+      if (state.kind === "Unknown") expect(state.reason).toBe("ReportUnreadable");
+
+      const status = toPodStatus(pod("Never"), state, { now: NOW });
+      expect(status.phase).toBe(row.phase);
+      const expectedReason =
+        row.reason === "lost"
+          ? cause === "InsufficientCapacity"
+            ? "InsufficientCapacity"
+            : "InstanceLost"
+          : row.reason;
+      expect(toInstanceReason({ spec: pod("Never").spec, status }).reason).toBe(expectedReason);
+    });
+  });
+});
+
+describe("toInstanceState", () => {
+  it("keeps the EC2 facts", () => {
+    const state = toInstanceState(ec2("running", { report: report(1, false, [running()]) }), {
+      now: NOW,
+    });
+    expect(state).toMatchObject({
+      kind: "Running",
+      observedAt: NOW,
+      instance: {
+        instanceId: "i-0abc",
+        ec2State: "running",
+        cause: "None",
+        privateIp: "10.0.1.23",
+        publicIp: "3.3.3.3",
+        launchTime: new Date("2026-11-30T05:50:00Z"),
+      },
+      report: { seq: 1 },
+    });
+  });
+
+  it("never lets an older report (lower seq) overwrite a newer one", () => {
+    const newer = report(7, false, [crashLooping(3)]);
+    const stale = report(5, false, [running()]);
+    const state = toInstanceState(ec2("running", { report: stale }), {
+      now: NOW,
+      previous: { kind: "Running", report: newer, instance: {} },
+    });
+    expect(state.kind).toBe("Running");
+    expect(state.report?.seq).toBe(7);
+  });
+
+  it("lets a later final report win over a Lost guess", () => {
+    const lost = toInstanceState(ec2("stopped", { code: "Client.InstanceInitiatedShutdown" }), {
+      now: NOW,
+    });
+    expect(lost.kind).toBe("Lost");
+    expect(needsConsoleOutput(lost)).toBe(true);
+    const before = toPodStatus(pod("OnFailure"), lost, { now: NOW });
+    expect(before.phase).toBe("Failed");
+
+    const consoleOutput = `boot\n${encodeConsoleLine(report(4, true, [exited(0)]))}\npower off`;
+    const found = toInstanceState(ec2("stopped", { code: "Client.InstanceInitiatedShutdown" }), {
+      now: later(5_000),
+      previous: lost,
+      consoleOutput,
+    });
+    expect(found.kind).toBe("Terminal");
+    expect(needsConsoleOutput(found)).toBe(false);
+    const after = toPodStatus({ ...pod("OnFailure"), status: before }, found, {
+      now: later(5_000),
+    });
+    expect(after.phase).toBe("Succeeded");
+    expect(after.containerStatuses?.[0]?.state?.terminated).toMatchObject({
+      exitCode: 0,
+      reason: "Completed",
+    });
+    expect(after.reason).toBeUndefined();
+  });
+
+  it("never goes back from Lost to a live state", () => {
+    const lost = toInstanceState(undefined, {
+      now: NOW,
+      previous: { kind: "Running", instance: {} },
+    });
+    expect(lost.kind).toBe("Lost");
+    const again = toInstanceState(ec2("running", { report: report(1, false, [running()]) }), {
+      now: later(1_000),
+      previous: lost,
+    });
+    expect(again.kind).toBe("Lost");
+  });
+
+  it("gives a fresh launch a grace period before calling an unlisted instance lost", () => {
+    const launchedAt = later(-30_000);
+    expect(toInstanceState(undefined, { now: NOW, launchedAt }).kind).toBe("Pending");
+    expect(toInstanceState(undefined, { now: later(60_000), launchedAt }).kind).toBe("Lost");
+    expect(
+      toInstanceState(undefined, {
+        now: NOW,
+        launchedAt,
+        previous: { kind: "Booting", instance: {} },
+      }).kind,
+    ).toBe("Lost");
+    expect(toInstanceState(undefined, { now: NOW }).kind).toBe("Lost");
+  });
+
+  it("marks a silent running instance overdue after the boot timeout", () => {
+    const early = toInstanceState(ec2("running"), { now: NOW });
+    expect(early).toMatchObject({ kind: "Booting", overdue: false });
+    const late = toInstanceState(ec2("running"), { now: later(60 * 60_000) });
+    expect(late).toMatchObject({ kind: "Booting", overdue: true });
+    expect(toInstanceState(ec2("running"), { now: NOW, bootTimeoutMs: 1 })).toMatchObject({
+      overdue: true,
+    });
+  });
+
+  it("carries the last accepted report through an unreadable one, and a final one wins", () => {
+    const tags = { "nebula:report": "v1 seq=9 chunks=2 sha256=0000000000000000" };
+    const previous = { kind: "Running", report: report(3, false, [running()]), instance: {} };
+    const unknown = toInstanceState(ec2("running", { tags }), { now: NOW, previous });
+    expect(unknown).toMatchObject({
+      kind: "Unknown",
+      reason: "ReportUnreadable",
+      report: { seq: 3 },
+      message: expect.stringContaining("chunk 1 of 2 is missing"),
+    });
+    const final = { ...previous, report: report(4, true, [exited(0)]) };
+    expect(toInstanceState(ec2("running", { tags }), { now: NOW, previous: final }).kind).toBe(
+      "Terminal",
+    );
+  });
+
+  it("says which input it could not read", () => {
+    expect(toInstanceState({ InstanceId: 7 }, { now: NOW })).toMatchObject({
+      kind: "Unknown",
+      reason: "InstanceUnreadable",
+    });
+    expect(toInstanceState(ec2("hibernating"), { now: NOW })).toMatchObject({
+      kind: "Unknown",
+      reason: "UnknownInstanceState",
+    });
+  });
+
+  it("writes a stable Lost message that says the instance vanished without reporting", () => {
+    const a = toInstanceState(ec2("stopped", { code: "Server.SpotInstanceTermination" }), {
+      now: NOW,
+    });
+    const b = toInstanceState(ec2("stopped", { code: "Server.SpotInstanceTermination" }), {
+      now: later(60_000),
+    });
+    expect(a.kind === "Lost" && a.message).toBe(
+      "instance i-0abc was reclaimed by a Spot interruption (Server.SpotInstanceTermination: detail) and vanished without reporting its final container state",
+    );
+    expect(b.kind === "Lost" && b.message).toBe(a.kind === "Lost" && a.message);
+  });
+});
+
+const arbitraryTags = fc.dictionary(
+  fc.constantFrom("nebula:report", "nebula:report:1", "nebula:report:2", "Name"),
+  fc.oneof(fc.string(), fc.constant("v1 seq=1 chunks=1 sha256=0123456789abcdef")),
+);
+
+describe("properties", () => {
+  it("is total: arbitrary JSON for the instance, the report or the console never throws", () => {
+    fc.assert(
+      fc.property(
+        fc.jsonValue(),
+        fc.jsonValue(),
+        fc.option(fc.string(), { nil: undefined }),
+        arbitraryTags,
+        fc.constantFrom("pending", "running", "stopped", "weird"),
+        (instance, previousReport, consoleOutput, tags, stateName) => {
+          const options = {
+            now: NOW,
+            previous: { report: previousReport },
+            ...(consoleOutput === undefined ? {} : { consoleOutput }),
+          };
+          const a = toInstanceState(instance, options);
+          if (instance !== null && a.kind !== "Terminal") {
+            expect(a).toMatchObject({ kind: "Unknown", reason: "InstanceUnreadable" });
+          }
+          const b = toInstanceState(ec2(stateName, { tags }), options);
+          expect([
+            "Pending",
+            "Booting",
+            "Running",
+            "Stopping",
+            "Terminal",
+            "Lost",
+            "Unknown",
+          ]).toContain(b.kind);
+          expect(toPodStatus(pod(), b, { now: NOW }).phase).toBeTypeOf("string");
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it("is deterministic and does not mutate its inputs", () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom("pending", "running", "stopping", "stopped", "terminated"),
+        fc.constantFrom(undefined, ...STATE_REASONS.map((r) => r.code).filter(Boolean)),
+        fc.constantFrom(...Object.values(REPORTS).filter((r) => typeof r === "object")),
+        (stateName, code, rep) => {
+          const instance = ec2(stateName, { ...(code ? { code } : {}), report: rep });
+          const copy = structuredClone(instance);
+          const first = toInstanceState(instance, { now: NOW });
+          const second = toInstanceState(instance, { now: NOW });
+          expect(second).toEqual(first);
+          expect(instance).toEqual(copy);
+          const p = pod("OnFailure");
+          const podCopy = structuredClone(p);
+          expect(toPodStatus(p, first, { now: NOW })).toEqual(toPodStatus(p, second, { now: NOW }));
+          expect(p).toEqual(podCopy);
+        },
+      ),
+    );
+  });
+
+  it("applies report sequence numbers monotonically, whatever order the reports arrive in", () => {
+    const containerState = fc.constantFrom(running(), crashLooping(2), exited(1));
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.nat({ max: 1000 }), { minLength: 1, maxLength: 8 }),
+        fc.array(containerState, { minLength: 8, maxLength: 8 }),
+        (seqs, states) => {
+          let state: InstanceState | undefined;
+          let highest = -1;
+          seqs.forEach((seq, i) => {
+            const rep = report(seq, false, [states[i] ?? running()]);
+            state = toInstanceState(ec2("running", { report: rep }), {
+              now: later(i * 1000),
+              ...(state === undefined ? {} : { previous: state }),
+            });
+            highest = Math.max(highest, seq);
+            expect(state.report?.seq).toBe(highest);
+          });
+          // The Pod status is the one the newest report alone gives.
+          const newest = seqs.indexOf(highest);
+          const alone = toInstanceState(
+            ec2("running", { report: report(highest, false, [states[newest] ?? running()]) }),
+            { now: NOW },
+          );
+          if (state === undefined) return;
+          expect(toPodStatus(pod(), state, { now: NOW }).containerStatuses).toEqual(
+            toPodStatus(pod(), alone, { now: NOW }).containerStatuses,
+          );
+        },
+      ),
+    );
+  });
+
+  it("never reports Succeeded for a stopped or vanished instance without a report", () => {
+    const containers = fc.uniqueArray(fc.constantFrom("app", "sidecar", "worker"), {
+      minLength: 1,
+      maxLength: 3,
+    });
+    fc.assert(
+      fc.property(
+        fc.constantFrom("stopped", "terminated", "absent"),
+        fc.constantFrom(...STATE_REASONS.map((r) => r.code)),
+        fc.constantFrom("Always" as const, "OnFailure" as const, "Never" as const),
+        containers,
+        fc.boolean(),
+        fc.option(fc.string(), { nil: undefined }),
+        (stateName, code, policy, names, withInit, consoleOutput) => {
+          const state = toInstanceState(
+            stateName === "absent" ? undefined : ec2(stateName, code === undefined ? {} : { code }),
+            { now: NOW, ...(consoleOutput === undefined ? {} : { consoleOutput }) },
+          );
+          const p = pod(
+            policy,
+            names.map((name) => ({ name })),
+            withInit ? [{ name: "init" }] : [],
+          );
+          const status = toPodStatus(p, state, { now: NOW });
+          expect(status.phase).toBe("Failed");
+          for (const c of [
+            ...(status.initContainerStatuses ?? []),
+            ...(status.containerStatuses ?? []),
+          ]) {
+            expect(c.state?.terminated).toMatchObject({
+              exitCode: 137,
+              reason: "ContainerStatusUnknown",
+              message: expect.stringContaining("vanished without reporting"),
+            });
+          }
+        },
+      ),
+    );
+  });
+});
