@@ -135,7 +135,7 @@ export function parseWorkloadInput(value: unknown): RollupResult<WorkloadInput> 
  * ```ts
  * const wd = rollupWorkloadDeployment(deploymentInput, { now });
  * const status = rollupWorkload(
- *   { generation: 7, placements: [{ name: "eu", desiredReplicas: 1, ...wd }] },
+ *   { generation: 7, placements: [{ ...wd, name: "eu" }] },
  *   { now, previous: workload.status?.conditions },
  * );
  * ```
