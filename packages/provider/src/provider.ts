@@ -624,6 +624,10 @@ export class Ec2PodProvider implements PodLifecycle {
     if (record.state === undefined) this.#refreshState(record);
     const state = record.state;
     if (state === undefined) return;
+    // Stopped without a readable report: hold the last status until the console has been read
+    // (after the settle window), so the Pod is not failed, nor its instance reclaimed, on a guess.
+    if (record.observed?.state === "stopped" && !record.missing && needsConsoleOutput(state))
+      return;
     const status = podStatus({
       pod: withStatus(record),
       state,

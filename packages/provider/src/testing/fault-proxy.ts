@@ -28,6 +28,8 @@ export interface FaultProxy {
   readonly forwarded: Map<string, number>;
   /** Faults injected, by kind. */
   readonly injected: Map<FaultKind, number>;
+  /** Every request received: its action and form parameters. */
+  readonly log: Array<{ action: string; params: URLSearchParams }>;
   /** Adds rules (consumed in order). */
   inject(...rules: FaultRule[]): void;
   /** Removes all remaining rules. */
@@ -57,6 +59,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const received = new Map<string, number>();
   const forwarded = new Map<string, number>();
   const injected = new Map<FaultKind, number>();
+  const log: Array<{ action: string; params: URLSearchParams }> = [];
 
   const forward = async (req: IncomingMessage, body: Buffer) => {
     const headers: Record<string, string> = {};
@@ -73,8 +76,10 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     try {
       const body = await readBody(req);
-      const action = new URLSearchParams(body.toString("utf8")).get("Action") ?? "?";
+      const params = new URLSearchParams(body.toString("utf8"));
+      const action = params.get("Action") ?? "?";
       bump(received, action);
+      log.push({ action, params });
       const index = rules.findIndex(
         (r) => r.times > 0 && (r.action === undefined || r.action === action),
       );
@@ -125,6 +130,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     received,
     forwarded,
     injected,
+    log,
     inject: (...more) => void rules.push(...more),
     clear: () => void rules.splice(0, rules.length),
     close: () =>

@@ -1,0 +1,382 @@
+import { Buffer } from "node:buffer";
+import {
+  CreateTagsCommand,
+  DescribeInstanceAttributeCommand,
+  type EC2Client,
+  RunInstancesCommand,
+  StopInstancesCommand,
+} from "@aws-sdk/client-ec2";
+import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
+import { type Moto, startMoto } from "@nebula/test-peers";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseProviderConfig } from "./config.js";
+import { buildRunInstancesInput } from "./launch.js";
+import { podFacts } from "./pod.js";
+import { Ec2PodProvider } from "./provider.js";
+import { countCalls } from "./testing/calls.js";
+import { testPod } from "./testing/fixtures.js";
+import {
+  fakeClock,
+  type MotoNetwork,
+  motoConfig,
+  nodeInstances,
+  prepareMoto,
+  statusLog,
+} from "./testing/moto-env.js";
+
+const USER_DATA = "#!/bin/bash\necho nebula\n";
+
+let moto: Moto;
+let network: MotoNetwork;
+let ec2: EC2Client;
+
+beforeAll(async () => {
+  moto = await startMoto();
+  network = await prepareMoto(moto);
+  ec2 = moto.ec2();
+});
+
+afterAll(async () => {
+  ec2?.destroy();
+  await moto?.stop();
+});
+
+function uid(n: number, prefix = "00000000"): string {
+  return `${prefix}-0000-4000-8000-${n.toString().padStart(12, "0")}`;
+}
+
+function live(instances: Awaited<ReturnType<typeof nodeInstances>>) {
+  return instances.filter(
+    (i) => i.State?.Name !== "terminated" && i.State?.Name !== "shutting-down",
+  );
+}
+
+async function reportTags(instanceId: string, report: ExitReport): Promise<void> {
+  const tags = Object.entries(encodeReportTags(report)).map(([Key, Value]) => ({ Key, Value }));
+  await ec2.send(new CreateTagsCommand({ Resources: [instanceId], Tags: tags }));
+}
+
+const completed = (seq: number, exitCode: number): ExitReport => ({
+  v: 1,
+  seq,
+  time: "2026-11-30T05:00:00Z",
+  final: true,
+  containers: [
+    {
+      name: "app",
+      init: false,
+      state: "terminated",
+      restarts: 0,
+      exitCode,
+      reason: exitCode === 0 ? "Completed" : "Error",
+      startedAt: "2026-11-30T04:59:00Z",
+      finishedAt: "2026-11-30T05:00:00Z",
+    },
+  ],
+});
+
+describe("launch", () => {
+  it("launches one instance with the C1 settings and reports the Pod", async () => {
+    const log = statusLog();
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "launch", { tags: { team: "ml" } }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    provider.onStatusChange(log.listener);
+    const calls = countCalls(provider.client);
+    const pod = testPod("web-0", uid(1));
+    await provider.createPod(pod);
+    await provider.createPod(pod);
+    expect(calls.get("RunInstancesCommand")).toBe(1);
+
+    const [instance, ...others] = await nodeInstances(ec2, "launch");
+    expect(others).toEqual([]);
+    const tags = Object.fromEntries((instance?.Tags ?? []).map((t) => [t.Key, t.Value]));
+    expect(tags).toMatchObject({
+      "nebula:cluster": "it",
+      "nebula:node": "launch",
+      "nebula:pod-uid": uid(1),
+      "nebula:pod": "default/web-0",
+      Name: "launch/default/web-0",
+      team: "ml",
+    });
+    expect(instance?.MetadataOptions).toMatchObject({
+      HttpTokens: "required",
+      HttpPutResponseHopLimit: 1,
+    });
+    expect(instance?.IamInstanceProfile?.Arn).toMatch(/instance-profile\/nebula-host$/);
+    const id = instance?.InstanceId ?? "";
+    const shutdown = await ec2.send(
+      new DescribeInstanceAttributeCommand({
+        InstanceId: id,
+        Attribute: "instanceInitiatedShutdownBehavior",
+      }),
+    );
+    expect(shutdown.InstanceInitiatedShutdownBehavior?.Value).toBe("stop");
+    const userData = await ec2.send(
+      new DescribeInstanceAttributeCommand({ InstanceId: id, Attribute: "userData" }),
+    );
+    expect(Buffer.from(userData.UserData?.Value ?? "", "base64").toString()).toBe(USER_DATA);
+
+    const result = await provider.pollOnce();
+    expect(result).toMatchObject({ ok: true, instances: 1, describeCalls: 1, consoleCalls: 0 });
+    const status = provider.getPodStatus("default", "web-0");
+    expect(status?.phase).toBe("Pending");
+    expect(log.last("web-0")).toEqual(status);
+    expect(provider.listPods().map((p) => p.metadata?.name)).toEqual(["web-0"]);
+    await provider.stop();
+  });
+
+  it("after a restart, adopts the instance instead of launching again", async () => {
+    const config = motoConfig(moto, network, "adopt");
+    const first = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    const pod = testPod("job", uid(2));
+    await first.createPod(pod);
+    await first.stop();
+
+    const second = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    const calls = countCalls(second.client);
+    await second.pollOnce();
+    await second.createPod(pod);
+    expect(calls.get("RunInstancesCommand")).toBeUndefined();
+    expect(live(await nodeInstances(ec2, "adopt"))).toHaveLength(1);
+    await second.stop();
+  });
+
+  it("refuses a Pod it cannot place, with a typed error and no launch", async () => {
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "refuse"),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    const gpu = testPod("gpu", uid(3), { resources: { limits: { "nvidia.com/gpu": "1" } } });
+    await expect(provider.createPod(gpu)).rejects.toMatchObject({ code: "InvalidPodSpec" });
+    expect(await nodeInstances(ec2, "refuse")).toEqual([]);
+    expect(provider.listPods()).toEqual([]);
+    await provider.stop();
+  });
+});
+
+describe("poll", () => {
+  it("reads more than one page, one sequence per cycle, no per-instance call", async () => {
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "pages", { pageSize: 5 }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    for (let i = 0; i < 12; i++) await provider.createPod(testPod(`p-${i}`, uid(100 + i)));
+    const calls = countCalls(provider.client);
+    const result = await provider.pollOnce();
+    expect(result).toMatchObject({ ok: true, instances: 12, describeCalls: 3 });
+    expect([...calls]).toEqual([["DescribeInstancesCommand", 3]]);
+    expect(provider.listPods().every((p) => p.status?.phase === "Pending")).toBe(true);
+    await provider.stop();
+  });
+
+  it("maps a final exit report in the tags to the Pod status and reclaims the instance", async () => {
+    const log = statusLog();
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "report"),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    provider.onStatusChange(log.listener);
+    await provider.createPod(testPod("ok", uid(200)));
+    await provider.createPod(testPod("bad", uid(201)));
+    const [a, b] = await nodeInstances(ec2, "report");
+    const byUid = (i: typeof a) => i?.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value;
+    const ok = byUid(a) === uid(200) ? a : b;
+    const bad = ok === a ? b : a;
+    await reportTags(ok?.InstanceId ?? "", completed(3, 0));
+    await reportTags(bad?.InstanceId ?? "", completed(3, 1));
+    // The host powers off after its final report.
+    await ec2.send(
+      new StopInstancesCommand({ InstanceIds: [ok?.InstanceId ?? "", bad?.InstanceId ?? ""] }),
+    );
+
+    const calls = countCalls(provider.client);
+    await provider.pollOnce();
+    expect(log.last("ok")?.phase).toBe("Succeeded");
+    expect(log.last("bad")?.phase).toBe("Failed");
+    expect(log.last("bad")?.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(1);
+    expect(calls.get("GetConsoleOutputCommand")).toBeUndefined();
+    // Status written → the stopped instances are terminated together.
+    await provider.pollOnce();
+    expect(calls.get("TerminateInstancesCommand")).toBe(1);
+    expect(calls.get("StopInstancesCommand")).toBeUndefined();
+    expect(live(await nodeInstances(ec2, "report"))).toEqual([]);
+    await provider.stop();
+  });
+});
+
+describe("console fallback", () => {
+  it("reads the console once, only for a stopped instance without report tags, after the settle window", async () => {
+    const clock = fakeClock();
+    const log = statusLog();
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "console", { consoleSettleSeconds: 30 }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      now: clock.now,
+    });
+    provider.onStatusChange(log.listener);
+    await provider.createPod(testPod("silent", uid(300)));
+    await provider.createPod(testPod("tagged", uid(301)));
+    const instances = await nodeInstances(ec2, "console");
+    const idOf = (u: string) =>
+      instances.find((i) => i.Tags?.some((t) => t.Key === "nebula:pod-uid" && t.Value === u))
+        ?.InstanceId ?? "";
+    await reportTags(idOf(uid(301)), completed(1, 0));
+    await ec2.send(new StopInstancesCommand({ InstanceIds: [idOf(uid(300)), idOf(uid(301))] }));
+
+    const calls = countCalls(provider.client);
+    expect((await provider.pollOnce()).consoleCalls).toBe(0);
+    clock.advance(10_000);
+    expect((await provider.pollOnce()).consoleCalls).toBe(0);
+    clock.advance(25_000);
+    expect((await provider.pollOnce()).consoleCalls).toBe(1);
+    expect((await provider.pollOnce()).consoleCalls).toBe(0);
+    expect(calls.get("GetConsoleOutputCommand")).toBe(1);
+    // moto's console holds a boot log and no report: the Pod failed, its fate unknown, never Succeeded.
+    const silent = log.last("silent");
+    expect(silent?.phase).toBe("Failed");
+    expect(silent?.containerStatuses?.[0]?.state?.terminated).toMatchObject({
+      exitCode: 137,
+      reason: "ContainerStatusUnknown",
+    });
+    expect(log.all("silent").some((s) => s.phase === "Succeeded")).toBe(false);
+    expect(log.last("tagged")?.phase).toBe("Succeeded");
+    await provider.stop();
+  });
+});
+
+describe("reclaim", () => {
+  it("batches the stops and terminates of many deleted Pods", async () => {
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "batch"),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    const pods = Array.from({ length: 12 }, (_, i) => testPod(`d-${i}`, uid(400 + i)));
+    for (const pod of pods) await provider.createPod(pod);
+    await provider.pollOnce();
+    const calls = countCalls(provider.client);
+    await Promise.all(pods.map((pod) => provider.deletePod(pod)));
+    expect(calls.get("StopInstancesCommand")).toBe(1);
+    // moto stops instantly: the next poll sees them stopped and terminates all in one call.
+    await provider.pollOnce();
+    expect(calls.get("TerminateInstancesCommand")).toBe(1);
+    await provider.pollOnce();
+    expect(live(await nodeInstances(ec2, "batch"))).toEqual([]);
+    expect(provider.listPods()).toEqual([]);
+    // Deleting again is harmless.
+    await provider.deletePod(pods[0] ?? testPod("x", uid(499)));
+    await provider.stop();
+  });
+});
+
+describe("leak collection", () => {
+  it("marks, then terminates, an instance launched before a crash whose Pod is gone; spares live ones", async () => {
+    const config = motoConfig(moto, network, "leaks", {
+      leakCollection: { graceSeconds: 0, intervalSeconds: 10 },
+    });
+    // A provider that "crashed" right after RunInstances: the instance exists, nobody recorded it.
+    const parsed = parseProviderConfig(config);
+    const orphanPod = testPod("orphan", uid(500));
+    await ec2.send(
+      new RunInstancesCommand(
+        buildRunInstancesInput({
+          pod: podFacts(orphanPod),
+          config: parsed,
+          instanceType: "t3.micro",
+          userData: USER_DATA,
+        }),
+      ),
+    );
+    const clock = fakeClock(Date.now() + 60_000);
+    const liveUids = new Set([uid(501), uid(502)]);
+    const provider = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => liveUids,
+      now: clock.now,
+    });
+    await provider.createPod(testPod("alive", uid(501)));
+    // The crashed launch of a Pod that still exists: the restarted provider adopts it.
+    await ec2.send(
+      new RunInstancesCommand(
+        buildRunInstancesInput({
+          pod: podFacts(testPod("survivor", uid(502))),
+          config: parsed,
+          instanceType: "t3.micro",
+          userData: USER_DATA,
+        }),
+      ),
+    );
+    await provider.pollOnce();
+    const calls = countCalls(provider.client);
+    await provider.createPod(testPod("survivor", uid(502)));
+    expect(calls.get("RunInstancesCommand")).toBeUndefined();
+
+    const first = await provider.collectLeaks();
+    expect(first.mark).toHaveLength(1);
+    expect(first.terminate).toEqual([]);
+    const orphanId = first.mark[0] ?? "";
+    const marked = (await nodeInstances(ec2, "leaks")).find((i) => i.InstanceId === orphanId);
+    expect(marked?.Tags?.some((t) => t.Key === "nebula:orphaned-at")).toBe(true);
+
+    // Next pass, still orphaned: terminated. The live Pods' instances are untouched.
+    clock.advance(10_000);
+    await provider.pollOnce();
+    const second = await provider.collectLeaks();
+    expect(second.terminate).toEqual([orphanId]);
+    const after = await nodeInstances(ec2, "leaks");
+    expect(
+      live(after)
+        .map((i) => i.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value)
+        .sort(),
+    ).toEqual([uid(501), uid(502)]);
+    await provider.stop();
+  });
+
+  it("removes the mark when the Pod turns out to be live (one stale read kills nothing)", async () => {
+    const config = motoConfig(moto, network, "unmark", {
+      leakCollection: { graceSeconds: 0, intervalSeconds: 10 },
+    });
+    const clock = fakeClock(Date.now() + 60_000);
+    let liveUids = new Set<string>();
+    const owner = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    await owner.createPod(testPod("flaky", uid(600)));
+    await owner.stop();
+    const provider = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => liveUids,
+      now: clock.now,
+    });
+    const stale = await provider.collectLeaks();
+    expect(stale.mark).toHaveLength(1);
+    liveUids = new Set([uid(600)]);
+    clock.advance(60_000);
+    await provider.pollOnce();
+    const fresh = await provider.collectLeaks();
+    expect(fresh).toEqual({ mark: [], terminate: [], unmark: stale.mark });
+    const instance = (await nodeInstances(ec2, "unmark"))[0];
+    expect(instance?.State?.Name).toBe("running");
+    expect(instance?.Tags?.some((t) => t.Key === "nebula:orphaned-at")).toBe(false);
+    await provider.stop();
+  });
+});
