@@ -329,7 +329,7 @@ export function toInstanceState(instance: unknown, options: ToInstanceStateOptio
       facts.launchTime !== undefined && observedAt.getTime() - facts.launchTime.getTime() > timeout;
     return { kind: "Booting", observedAt, instance: facts, overdue };
   }
-  return { kind: "Running", observedAt, instance: facts, report: best };
+  return withReport({ kind: "Running", observedAt, instance: facts, report: best }, best);
 }
 
 /**
@@ -347,15 +347,26 @@ export function needsConsoleOutput(state: InstanceState): boolean {
 }
 
 function withReport<T extends InstanceState>(state: T, report: ExitReport | undefined): T {
-  return report === undefined ? state : { ...state, report };
+  if (report === undefined) return state;
+  accepted.add(report);
+  return { ...state, report };
 }
+
+/**
+ * Reports this module accepted, so that a previous state's report is not validated again on
+ * every poll. Only a cache: the output is the same with or without it.
+ */
+const accepted = new WeakSet<object>();
 
 function readPrevious(previous: ToInstanceStateOptions["previous"]): ExitReport | undefined {
   if (previous === undefined || previous === null || typeof previous !== "object") return undefined;
   const report = previous.report;
-  if (report === undefined) return undefined;
+  if (report === undefined || report === null) return undefined;
+  if (typeof report === "object" && accepted.has(report)) return report as ExitReport;
   const parsed = ExitReport.safeParse(report);
-  return parsed.success ? parsed.data : undefined;
+  if (!parsed.success) return undefined;
+  accepted.add(parsed.data);
+  return parsed.data;
 }
 
 /**

@@ -1,0 +1,113 @@
+/**
+ * Mapping cost for one poll of 10,000 instances (10 `DescribeInstances` pages of 1,000), next to
+ * the floor: merely reading the same pages. Run: `npm run bench` in this package.
+ *
+ * Mix per poll: 70 % running and reporting, 10 % crash-looping, 10 % booting (no report yet),
+ * 5 % stopped with a final report, 5 % stopped without one. Each instance's previous state (from
+ * the poll before) is passed in, as the provider does.
+ */
+import { expect, test } from "vitest";
+import {
+  type InstanceState,
+  parseDescribeInstancesPage,
+  toInstanceReason,
+  toInstanceState,
+  toPodStatus,
+} from "./index.js";
+import { crashLooping, ec2, exited, NOW, pod, report, running } from "./test-fixtures.js";
+
+const INSTANCES = 10_000;
+const PAGE_SIZE = 1_000;
+
+function instance(i: number): Record<string, unknown> {
+  const id = { InstanceId: `i-${i.toString(16).padStart(17, "0")}` };
+  const slot = i % 20;
+  if (slot < 14)
+    return {
+      ...ec2("running", { report: report(3, false, [running(), running("sidecar")]) }),
+      ...id,
+    };
+  if (slot < 16)
+    return {
+      ...ec2("running", { report: report(9, false, [crashLooping(4), running("sidecar")]) }),
+      ...id,
+    };
+  if (slot < 18) return { ...ec2("running"), ...id };
+  if (slot < 19) {
+    return {
+      ...ec2("stopped", {
+        code: "Client.InstanceInitiatedShutdown",
+        report: report(12, true, [exited(0), exited(0, "sidecar")]),
+      }),
+      ...id,
+    };
+  }
+  return { ...ec2("stopped", { code: "Server.SpotInstanceTermination" }), ...id };
+}
+
+const pages = Array.from({ length: INSTANCES / PAGE_SIZE }, (_, p) => ({
+  Reservations: Array.from({ length: PAGE_SIZE }, (_, i) => ({
+    ReservationId: `r-${p}-${i}`,
+    Instances: [instance(p * PAGE_SIZE + i)],
+  })),
+  NextToken: p < INSTANCES / PAGE_SIZE - 1 ? `token-${p + 1}` : undefined,
+}));
+
+const thePod = pod("Always", [{ name: "app" }, { name: "sidecar" }]);
+
+// The previous poll's states, keyed by instance ID, as the provider keeps them.
+const previous = new Map<string, InstanceState>();
+for (const page of pages) {
+  for (const reservation of page.Reservations) {
+    for (const raw of reservation.Instances) {
+      previous.set(String(raw.InstanceId), toInstanceState(raw, { now: NOW }));
+    }
+  }
+}
+
+let sink = 0;
+
+const FLOOR = "floor: read the DescribeInstances pages (zod)" as const;
+const MAP = "map: read + toInstanceState + toPodStatus" as const;
+const MAP_REVERSE = "map + reverse: ... + toInstanceReason" as const;
+
+function floor(): void {
+  for (const page of pages) sink += parseDescribeInstancesPage(page).instances.length;
+}
+
+function map(reverse: boolean): void {
+  for (const page of pages) {
+    for (const reservation of page.Reservations) {
+      for (const raw of reservation.Instances) {
+        const state = toInstanceState(raw, {
+          now: NOW,
+          previous: previous.get(String(raw.InstanceId)),
+        });
+        const status = toPodStatus(thePod, state, { now: NOW });
+        sink += reverse
+          ? toInstanceReason({ spec: thePod.spec, status }).ready
+            ? 1
+            : 0
+          : (status.containerStatuses?.length ?? 0);
+      }
+    }
+  }
+}
+
+test(`one poll of ${INSTANCES} instances`, { timeout: 600_000 }, async ({ bench }) => {
+  const results = await bench.compare(
+    bench(FLOOR, floor),
+    bench(MAP, () => map(false)),
+    bench(MAP_REVERSE, () => map(true)),
+    { time: 3_000, iterations: 10 },
+  );
+  const perInstanceUs = (name: typeof FLOOR | typeof MAP | typeof MAP_REVERSE) =>
+    (results.get(name).latency.mean * 1000) / INSTANCES;
+  const floorUs = perInstanceUs(FLOOR);
+  const lines = [FLOOR, MAP, MAP_REVERSE].map((name) => {
+    const us = perInstanceUs(name);
+    return `${name.padEnd(48)} ${us.toFixed(2).padStart(8)} µs/instance  ${(us / floorUs).toFixed(1).padStart(5)}× floor`;
+  });
+  console.log(`\nPer instance, one poll of ${INSTANCES} instances:\n${lines.join("\n")}`);
+  expect(sink).toBeGreaterThan(0);
+});
