@@ -104,6 +104,7 @@ const Pod = z.looseObject({
 });
 type ContainerSpec = z.infer<typeof Container>;
 type PodSpec = z.infer<typeof Pod>;
+type Agent = ResolvedRenderOptions["agents"][number];
 
 /** One container as the host supervisor will run it. */
 export interface ContainerPlan {
@@ -257,12 +258,10 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions): PodPlan {
     ...initContainers.map((c) => ({ c, init: true })),
     ...spec.containers.map((c) => ({ c, init: false })),
   ];
-  const agentsFor = (name: string, init: boolean): string[][] =>
-    init
-      ? options.agents.filter((a) => a.containers?.includes(name)).map((a) => a.command)
-      : options.agents
-          .filter((a) => a.containers === undefined || a.containers.includes(name))
-          .map((a) => a.command);
+  const agentsFor = (name: string, init: boolean): Agent[] =>
+    options.agents.filter((a) =>
+      a.containers === undefined ? !init : a.containers.includes(name),
+    );
   for (const agent of options.agents) {
     for (const target of agent.containers ?? []) {
       if (!all.some(({ c }) => c.name === target)) {
@@ -315,7 +314,7 @@ function planContainer(
   meta: NonNullable<PodSpec["metadata"]>,
   spec: PodSpec["spec"],
   volumes: Map<string, string>,
-  agents: string[][],
+  agents: readonly Agent[],
 ): ContainerPlan {
   const image = checkText(c.image ?? "", `${where}.image`);
   if (image.trim() === "" || /\s/.test(image)) {
@@ -475,6 +474,13 @@ function planContainer(
       `--mount=type=bind,source=${source},target=${target}${mount.readOnly ? ",readonly" : ""}`,
     );
   }
+  for (const agent of agents) {
+    for (const m of agent.mounts) {
+      flags.push(
+        `--mount=type=bind,source=${m.hostPath},target=${m.containerPath}${m.readOnly ? ",readonly" : ""}`,
+      );
+    }
+  }
   if (c.tty) flags.push("--tty");
 
   const terminationMessagePath = checkText(
@@ -499,7 +505,7 @@ function planContainer(
     hostIpEnv,
     terminationMessagePath,
     terminationMessagePolicy: c.terminationMessagePolicy ?? "File",
-    agents,
+    agents: agents.map((a) => a.command),
     weight: { env: envBytes, argv: argvBytes },
   };
 }

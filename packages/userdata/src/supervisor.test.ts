@@ -1,0 +1,554 @@
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { V1Container, V1Pod } from "@kubernetes/client-node";
+import type { ContainerReport, ExitReport } from "@nebula/state-mapping";
+import { afterEach, describe, expect, it } from "vitest";
+import { type RenderOptionsInput, renderUserData } from "./index.js";
+import { type FakeImage, HOST_IP, INSTANCE_ID, TestHost } from "./testing/host.js";
+
+const FAST: RenderOptionsInput = {
+  backoff: { initialSeconds: 1, maxSeconds: 2, resetAfterSeconds: 600 },
+  report: { retryAttempts: 8, retryBaseMs: 50 },
+};
+
+function pod(
+  containers: V1Container[],
+  spec: Partial<V1Pod["spec"]> = {},
+  annotations: Record<string, string> = {},
+): V1Pod {
+  return {
+    metadata: { name: "job-1", namespace: "batch", uid: "uid-1", annotations },
+    spec: { restartPolicy: "Never", terminationGracePeriodSeconds: 5, containers, ...spec },
+  };
+}
+
+const hosts: TestHost[] = [];
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((h) => h.close()));
+});
+
+async function run(
+  p: V1Pod,
+  images: Record<string, FakeImage>,
+  options: RenderOptionsInput = {},
+  host: Partial<{ awsCli: boolean; failCreateTags: number }> = {},
+) {
+  const rendered = renderUserData(p, { ...FAST, ...options });
+  if (!rendered.ok) throw rendered.error;
+  const h = new TestHost({ images, ...host });
+  hosts.push(h);
+  expect(await h.boot(rendered.value)).toBe(0);
+  return h;
+}
+
+const last = (reports: ExitReport[]) => reports[reports.length - 1];
+const container = (r: ExitReport | undefined, name: string): ContainerReport | undefined =>
+  r?.containers.find((c) => c.name === name);
+const text = (b64: string | undefined) => Buffer.from(b64 ?? "", "base64").toString("utf8");
+
+describe("the generated user-data on a host", () => {
+  it("installs the unit, runs a container that exits 0, reports Completed and powers off", async () => {
+    const h = await run(pod([{ name: "app", image: "fake/ok:1" }]), {
+      "fake/ok:1": { script: "echo working; exit 0" },
+    });
+    expect(await h.finished()).toBe(0);
+    const unit = h.calls().filter((c) => c.startsWith("systemctl"));
+    expect(unit).toEqual([
+      "systemctl daemon-reload",
+      "systemctl enable --now --no-block nebula-supervisor.service",
+    ]);
+    expect(h.poweredOff()).toBe(true);
+    const final = last(h.tagReports());
+    expect(final).toMatchObject({ v: 1, final: true });
+    expect(container(final, "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 0,
+      reason: "Completed",
+      restarts: 0,
+    });
+    expect(h.badSignatures()).toBe(0);
+    expect(last(h.consoleReports())).toEqual(final);
+  });
+
+  it("writes the unit of the guest contract, with the endpoint overrides it ran with", async () => {
+    const h = await run(pod([{ name: "app", image: "fake/ok:1" }]), {
+      "fake/ok:1": { script: "exit 0" },
+    });
+    await h.finished();
+    const unit = readFileSync(join(h.dir, "unit"), "utf8");
+    expect(unit).toContain("ExecStart=/usr/local/lib/nebula/supervisor.sh\n");
+    expect(unit).toContain("Type=simple\n");
+    expect(unit).toContain("KillMode=mixed\n");
+    expect(unit).toContain("TimeoutStopSec=35\n");
+    expect(unit).toMatch(
+      /^Environment=AWS_EC2_METADATA_SERVICE_ENDPOINT=http:\/\/127\.0\.0\.1:\d+$/m,
+    );
+    expect(unit).toMatch(/^Environment=AWS_ENDPOINT_URL_EC2=http:\/\/127\.0\.0\.1:\d+$/m);
+    expect(unit).not.toContain("AWS_CA_BUNDLE");
+    const seqs = h.tagReports().map((r) => r.seq);
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    expect(new Set(seqs).size).toBe(seqs.length);
+  });
+
+  it("reports exit 1 as Error and, with restartPolicy Never, as terminal", async () => {
+    const h = await run(pod([{ name: "app", image: "fake/fail:1" }]), {
+      "fake/fail:1": { script: "exit 1" },
+    });
+    await h.finished();
+    const app = container(last(h.tagReports()), "app");
+    expect(app).toMatchObject({ state: "terminated", exitCode: 1, reason: "Error", restarts: 0 });
+    expect(app?.signal).toBeUndefined();
+    expect(last(h.tagReports())?.final).toBe(true);
+    expect(h.poweredOff()).toBe(true);
+  });
+
+  it("reports an OOM kill as OOMKilled, which wins over the exit code, without a signal", async () => {
+    const h = await run(pod([{ name: "app", image: "fake/oom:1" }]), {
+      "fake/oom:1": { script: ': >"$FAKE_CTR/oom"; exit 137' },
+    });
+    await h.finished();
+    const app = container(last(h.tagReports()), "app");
+    expect(app).toMatchObject({ state: "terminated", exitCode: 137, reason: "OOMKilled" });
+    expect(app?.signal).toBeUndefined();
+  });
+
+  it("reports deaths by SIGTERM and SIGKILL with their signal", async () => {
+    const h = await run(
+      pod([
+        { name: "a", image: "fake/term:1" },
+        { name: "b", image: "fake/kill:1" },
+      ]),
+      {
+        "fake/term:1": { script: "kill -TERM $$" },
+        "fake/kill:1": { script: "kill -KILL $$" },
+      },
+    );
+    await h.finished();
+    const final = last(h.tagReports());
+    expect(container(final, "a")).toMatchObject({
+      state: "terminated",
+      exitCode: 143,
+      signal: 15,
+      reason: "Error",
+    });
+    expect(container(final, "b")).toMatchObject({
+      state: "terminated",
+      exitCode: 137,
+      signal: 9,
+      reason: "Error",
+    });
+  });
+
+  it("retries a failing pull with back-off, reporting ErrImagePull then ImagePullBackOff", async () => {
+    const h = await run(pod([{ name: "app", image: "fake/flaky:1" }]), {
+      "fake/flaky:1": { script: "exit 0", pullFailures: 2 },
+    });
+    await h.finished();
+    const states = h.tagReports().map((r) => container(r, "app"));
+    const reasons = states.map((c) => `${c?.state}:${c?.reason ?? ""}`);
+    expect(reasons).toEqual([
+      "waiting:ContainerCreating",
+      "waiting:ErrImagePull",
+      "waiting:ImagePullBackOff",
+      "running:",
+      "terminated:Completed",
+    ]);
+    expect(text(states[1]?.messageB64)).toContain("pull access denied for fake/flaky:1");
+    expect(h.dockerCalls("pull")).toHaveLength(3);
+  });
+
+  it("gives up pulling after the configured attempts: terminal, reported, powered off", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/missing:1" }]),
+      {},
+      { imagePull: { maxAttempts: 2 } },
+    );
+    await h.finished();
+    const final = last(h.tagReports());
+    expect(final?.final).toBe(true);
+    expect(container(final, "app")).toMatchObject({ state: "waiting", reason: "ImagePullBackOff" });
+    expect(text(container(final, "app")?.messageB64)).toContain(
+      "manifest for fake/missing:1 not found",
+    );
+    expect(h.dockerCalls("create")).toHaveLength(0);
+    expect(h.poweredOff()).toBe(true);
+  });
+
+  it("restarts with the kubelet's doubling back-off, reports CrashLoopBackOff, and stops at the restart cap", async () => {
+    const h = await run(
+      pod(
+        [{ name: "app", image: "fake/crash:1" }],
+        { restartPolicy: "Always" },
+        { "nebula.dev/restart-limit": "3" },
+      ),
+      { "fake/crash:1": { script: 'echo "attempt" >>"$TERMINATION_LOG"; exit 1' } },
+      { backoff: { initialSeconds: 1, maxSeconds: 4, resetAfterSeconds: 600 } },
+    );
+    await h.finished();
+    const waits = h
+      .tagReports()
+      .map((r) => container(r, "app"))
+      .filter((c) => c?.reason === "CrashLoopBackOff");
+    expect(waits.map((c) => text(c?.messageB64))).toEqual([
+      "back-off 1s restarting failed container=app pod=batch/job-1(uid-1)",
+      "back-off 2s restarting failed container=app pod=batch/job-1(uid-1)",
+      "back-off 4s restarting failed container=app pod=batch/job-1(uid-1)",
+    ]);
+    expect(waits.map((c) => c?.restarts)).toEqual([1, 2, 3]);
+    expect(waits[0]?.last).toMatchObject({ exitCode: 1, reason: "Error" });
+    const final = last(h.tagReports());
+    expect(final?.final).toBe(true);
+    expect(container(final, "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 1,
+      restarts: 3,
+      last: { exitCode: 1 },
+    });
+    expect(h.dockerCalls("create")).toHaveLength(4);
+    expect(h.poweredOff()).toBe(true);
+  });
+
+  it("with restartPolicy OnFailure, restarts a failure and treats exit 0 as terminal", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/second-time:1" }], { restartPolicy: "OnFailure" }),
+      {
+        "fake/second-time:1": {
+          script: 'm="$FAKE_CTR/../../ran"; if [ -e "$m" ]; then exit 0; fi; : >"$m"; exit 1',
+        },
+      },
+    );
+    await h.finished();
+    const final = last(h.tagReports());
+    expect(final?.final).toBe(true);
+    expect(container(final, "app")).toMatchObject({
+      state: "terminated",
+      reason: "Completed",
+      restarts: 1,
+      last: { exitCode: 1 },
+    });
+  });
+
+  it("a restart cap of 0 makes the first exit terminal even under restartPolicy Always", async () => {
+    const h = await run(
+      pod(
+        [{ name: "app", image: "fake/ok:1" }],
+        { restartPolicy: "Always" },
+        { "nebula.dev/restart-limit": "0" },
+      ),
+      { "fake/ok:1": { script: "exit 0" } },
+    );
+    await h.finished();
+    expect(container(last(h.tagReports()), "app")).toMatchObject({
+      state: "terminated",
+      reason: "Completed",
+      restarts: 0,
+    });
+    expect(h.poweredOff()).toBe(true);
+  });
+
+  it("runs init containers in order, and a failed one (restartPolicy Never) ends the Pod before the app starts", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/ok:1" }], {
+        initContainers: [
+          { name: "setup", image: "fake/ok:1" },
+          { name: "migrate", image: "fake/fail:1" },
+        ],
+      }),
+      {
+        "fake/ok:1": { script: "exit 0" },
+        "fake/fail:1": { script: "echo 'migration 42 failed' >\"$TERMINATION_LOG\"; exit 2" },
+      },
+    );
+    await h.finished();
+    const final = last(h.tagReports());
+    expect(final?.final).toBe(true);
+    expect(container(final, "setup")).toMatchObject({
+      init: true,
+      state: "terminated",
+      reason: "Completed",
+    });
+    expect(container(final, "migrate")).toMatchObject({
+      init: true,
+      state: "terminated",
+      exitCode: 2,
+      reason: "Error",
+    });
+    expect(text(container(final, "migrate")?.messageB64)).toBe("migration 42 failed\n");
+    expect(container(final, "app")).toMatchObject({
+      init: false,
+      state: "waiting",
+      reason: "PodInitializing",
+    });
+    expect(h.dockerCalls("create").map((c) => /--name=nebula-([a-z]+)/.exec(c)?.[1])).toEqual([
+      "setup",
+      "migrate",
+    ]);
+  });
+
+  it("runs the app after its init containers succeed", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/ok:1" }], {
+        initContainers: [{ name: "setup", image: "fake/ok:1" }],
+      }),
+      {
+        "fake/ok:1": { script: "exit 0" },
+      },
+    );
+    await h.finished();
+    expect(h.dockerCalls("create").map((c) => /--name=nebula-([a-z]+)/.exec(c)?.[1])).toEqual([
+      "setup",
+      "app",
+    ]);
+    expect(container(last(h.tagReports()), "app")).toMatchObject({
+      state: "terminated",
+      reason: "Completed",
+    });
+  });
+
+  it("reports a sidecar's exit while the app runs, and ends when the app ends", async () => {
+    const h = await run(
+      pod([
+        { name: "app", image: "fake/slow:1" },
+        { name: "sidecar", image: "fake/fail:1" },
+      ]),
+      {
+        "fake/slow:1": { script: "sleep 3; exit 0" },
+        "fake/fail:1": { script: "exit 3" },
+      },
+    );
+    await h.finished();
+    const reports = h.tagReports();
+    const middle = reports.find(
+      (r) =>
+        container(r, "sidecar")?.state === "terminated" && container(r, "app")?.state === "running",
+    );
+    expect(middle?.final).toBe(false);
+    expect(container(middle, "sidecar")).toMatchObject({ exitCode: 3, reason: "Error" });
+    const final = last(reports);
+    expect(final?.final).toBe(true);
+    expect(container(final, "app")).toMatchObject({ state: "terminated", reason: "Completed" });
+  });
+
+  it("reports a container that cannot start as ContainerCannotRun", async () => {
+    const h = await run(pod([{ name: "app", image: "fake/broken:1", command: ["/missing"] }]), {
+      "fake/broken:1": { script: "exit 0", noStart: true },
+    });
+    await h.finished();
+    const app = container(last(h.tagReports()), "app");
+    expect(app).toMatchObject({ state: "terminated", reason: "ContainerCannotRun", exitCode: 128 });
+    expect(text(app?.messageB64)).toContain("no such file or directory");
+  });
+
+  it("takes the termination message from the log tail (80 lines, 2048 bytes) under FallbackToLogsOnError", async () => {
+    const h = await run(
+      pod([
+        { name: "app", image: "fake/noisy:1", terminationMessagePolicy: "FallbackToLogsOnError" },
+      ]),
+      {
+        "fake/noisy:1": { script: 'for i in $(seq 1 100); do echo "line $i"; done; exit 1' },
+      },
+    );
+    await h.finished();
+    const message = text(last(h.consoleReports())?.containers[0]?.messageB64);
+    const lines = message.trimEnd().split("\n");
+    expect(lines).toHaveLength(80);
+    expect(lines[0]).toBe("line 21");
+    expect(lines[79]).toBe("line 100");
+  });
+
+  it("prefers the file, ignores logs on success, and truncates: 4096 bytes on the console, the tag budget on tags", async () => {
+    const h = await run(
+      pod([
+        { name: "big", image: "fake/big:1", terminationMessagePolicy: "FallbackToLogsOnError" },
+        { name: "quiet", image: "fake/quiet:1", terminationMessagePolicy: "FallbackToLogsOnError" },
+      ]),
+      {
+        "fake/big:1": {
+          script:
+            'echo "log line"; head -c 5000 /dev/zero | tr "\\0" x >"$TERMINATION_LOG"; exit 1',
+        },
+        "fake/quiet:1": { script: 'echo "log line"; exit 0' },
+      },
+    );
+    await h.finished();
+    const consoleBig = container(last(h.consoleReports()), "big");
+    expect(text(consoleBig?.messageB64)).toBe("x".repeat(4096));
+    expect(container(last(h.consoleReports()), "quiet")?.messageB64).toBeUndefined();
+    const tagBig = container(last(h.tagReports()), "big");
+    expect(text(tagBig?.messageB64)).toBe("x".repeat(512));
+    expect(tagBig?.truncated).toBe(true);
+  });
+
+  it("on SIGTERM (instance stopped by the controller) stops the containers with the grace period and writes the final report", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/server:1" }], {
+        restartPolicy: "Always",
+        terminationGracePeriodSeconds: 7,
+      }),
+      {
+        "fake/server:1": {
+          script: "trap 'echo bye >\"$TERMINATION_LOG\"; exit 0' TERM; while :; do sleep 0.1; done",
+        },
+      },
+    );
+    await h.until(() => h.tagWrites.some((w) => w["nebula:report"]?.includes("seq=2") === true));
+    h.terminate();
+    expect(await h.finished()).toBe(0);
+    expect(h.dockerCalls("stop")).toEqual([
+      expect.stringMatching(/^docker stop -t 7 [0-9a-f]{64}$/),
+    ]);
+    const final = last(h.tagReports());
+    expect(final?.final).toBe(true);
+    expect(container(final, "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 0,
+      reason: "Completed",
+      restarts: 0,
+    });
+    expect(text(container(final, "app")?.messageB64)).toBe("bye\n");
+    expect(h.poweredOff()).toBe(false);
+  });
+
+  it("writes through the aws CLI when present, retrying a throttled CreateTags", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/ok:1" }]),
+      { "fake/ok:1": { script: "exit 0" } },
+      {},
+      { awsCli: true, failCreateTags: 2 },
+    );
+    await h.finished();
+    const calls = h.awsCalls();
+    expect(calls[0]?.slice(0, 2)).toEqual([
+      "--endpoint-url",
+      expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
+    ]);
+    expect(calls[0]?.slice(2, 9)).toEqual([
+      "ec2",
+      "create-tags",
+      "--region",
+      "us-east-1",
+      "--resources",
+      INSTANCE_ID,
+      "--tags",
+    ]);
+    expect(calls[1]).toEqual(calls[0]);
+    const reports = h.tagReports();
+    expect(reports.map((r) => r.seq)).toEqual([1, 2, 3]);
+    expect(last(reports)?.final).toBe(true);
+  });
+
+  it("retries a throttled CreateTags through its own SigV4 signer", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/ok:1" }]),
+      { "fake/ok:1": { script: "exit 0" } },
+      {},
+      { failCreateTags: 3 },
+    );
+    await h.finished();
+    expect(h.tagReports().map((r) => r.seq)).toEqual([1, 2, 3]);
+    expect(h.badSignatures()).toBe(0);
+  });
+
+  it("passes hostile strings byte for byte and fills the downward API", async () => {
+    const nasty = [
+      "it's",
+      '"double"',
+      "$(touch /tmp/pwned)",
+      "`id`",
+      "line1\nline2",
+      "--leading-dash",
+      "-e",
+      "tab\there",
+      "ünïcødé ✓",
+      "\\back\\slash",
+      "*",
+      "",
+      "a b  c",
+    ];
+    const h = await run(
+      pod([
+        {
+          name: "app",
+          image: "fake/echo:1",
+          command: ["/bin/recorder", ...nasty],
+          args: nasty,
+          env: [
+            ...nasty.map((value, i) => ({ name: `NASTY_${i}`, value })),
+            { name: "NODE_IP", valueFrom: { fieldRef: { fieldPath: "status.hostIP" } } },
+            { name: "MY_NS", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+          ],
+        },
+      ]),
+      {
+        "fake/echo:1": {
+          script: 'printf "%s\\0" "$@" >"$FAKE_CTR/argv.out"; env -0 >"$FAKE_CTR/env.out"',
+        },
+      },
+    );
+    await h.finished();
+    const dir = join(h.dir, "docker");
+    const ctr =
+      readdirSync(dir).find((f) => f.startsWith("removed-")) ?? readdirSync(join(dir, "c"))[0];
+    const base = ctr?.startsWith("removed-") ? join(dir, ctr) : join(dir, "c", ctr ?? "");
+    const argv = readFileSync(join(base, "argv.out"), "utf8").split("\0").slice(0, -1);
+    expect(argv).toEqual([...nasty, ...nasty]);
+    expect(readFileSync(join(base, "entrypoint"), "utf8")).toBe("/bin/recorder");
+    const env = new Map(
+      readFileSync(join(base, "env.out"), "utf8")
+        .split("\0")
+        .slice(0, -1)
+        .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+    );
+    nasty.forEach((value, i) => expect(env.get(`NASTY_${i}`)).toBe(value));
+    expect(env.get("NODE_IP")).toBe(HOST_IP);
+    expect(env.get("MY_NS")).toBe("batch");
+    expect(existsSync("/tmp/pwned")).toBe(false);
+  });
+
+  it("wraps a container with agents in the shim, keeping the image's ENTRYPOINT and CMD", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/agented:1" }]),
+      {
+        "fake/agented:1": {
+          script: "exit 0",
+          entrypoint: ["/docker-entrypoint.sh", 'it\'s "quoted" $(x)'],
+          cmd: ["serve", "--port=80"],
+        },
+      },
+      {
+        agents: [
+          {
+            name: "sandd",
+            command: ["/opt/sandd/sandd", "--socket=/run/sandd.sock"],
+            mounts: [{ hostPath: "/opt/sandd", containerPath: "/opt/sandd" }],
+          },
+        ],
+      },
+    );
+    await h.finished();
+    const [create] = h.dockerCalls("create");
+    expect(create).toContain("--entrypoint=/bin/sh");
+    expect(create).toContain(
+      "--mount=type=bind\\,source=/usr/local/lib/nebula/shim-0.sh\\,target=/.nebula/shim\\,readonly",
+    );
+    expect(create).toContain(
+      "--mount=type=bind\\,source=/opt/sandd\\,target=/opt/sandd\\,readonly",
+    );
+    const dir = join(h.dir, "docker");
+    const ctr =
+      readdirSync(dir).find((f) => f.startsWith("removed-")) ??
+      `c/${readdirSync(join(dir, "c"))[0]}`;
+    const argv = readFileSync(join(dir, ctr, "argv"), "utf8")
+      .split("\0")
+      .slice(0, -1);
+    expect(argv).toEqual([
+      "/.nebula/shim",
+      "/docker-entrypoint.sh",
+      'it\'s "quoted" $(x)',
+      "serve",
+      "--port=80",
+    ]);
+    const shim = readFileSync(join(h.dir, "lib", "shim-0.sh"), "utf8");
+    expect(shim).toContain("'/opt/sandd/sandd' '--socket=/run/sandd.sock' &\nexec \"$@\"\n");
+  });
+});

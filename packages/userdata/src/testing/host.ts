@@ -1,0 +1,384 @@
+/**
+ * Test host for the generated user-data (unit tests only): runs the real script under bash in a
+ * private mount namespace (the guest contract's paths bind-mounted from a temp dir), with recording
+ * stand-ins for docker, aws, systemctl and shutdown on PATH and an in-process IMDSv2 + EC2 endpoint
+ * that checks every CreateTags signature (SigV4) and keeps the instance's tags.
+ */
+import { spawn } from "node:child_process";
+import { createHash, createHmac } from "node:crypto";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gunzipSync } from "node:zlib";
+import { decodeConsoleOutput, decodeReportTags, type ExitReport } from "@nebula/state-mapping";
+import type { RenderedUserData } from "../render.js";
+
+const STANDINS = fileURLToPath(new URL("./standins", import.meta.url));
+export const INSTANCE_ID = "i-0123456789abcdef0";
+export const REGION = "us-east-1";
+export const HOST_IP = "10.0.0.7";
+const CREDS = {
+  AccessKeyId: "ASIATESTKEY",
+  SecretAccessKey: "test/secret+key",
+  Token: "session-token",
+};
+
+/** A fake image: a bash script that plays the container's process. */
+export interface FakeImage {
+  /** Bash body run as the container process, with the container's argv as "$@" and its env. */
+  readonly script: string;
+  /** Pulls that fail before one succeeds (default 0). */
+  readonly pullFailures?: number;
+  /** `docker start` fails (the executable is missing). */
+  readonly noStart?: boolean;
+  /** The image's ENTRYPOINT / CMD, for the agent shim's lookup. */
+  readonly entrypoint?: readonly string[];
+  readonly cmd?: readonly string[];
+}
+
+export interface HostOptions {
+  readonly images: Record<string, FakeImage>;
+  /** Put the aws CLI stand-in on PATH (default: no aws CLI, so the supervisor signs with curl + openssl). */
+  readonly awsCli?: boolean;
+  /** CreateTags calls that fail (throttled) before they succeed. */
+  readonly failCreateTags?: number;
+}
+
+/**
+ * A directory of symlinks to the system's tools minus `aws`, so "no aws CLI on this host" is real
+ * even where Debian's awscli is installed. Built once per process.
+ */
+function systemPathWithoutAws(): string {
+  const dir = join(tmpdir(), `nebula-userdata-syspath-${process.pid}`);
+  if (existsSync(join(dir, ".done"))) return dir;
+  mkdirSync(dir, { recursive: true });
+  for (const from of [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+  ]) {
+    if (!existsSync(from)) continue;
+    for (const name of readdirSync(from)) {
+      if (name === "aws" || existsSync(join(dir, name))) continue;
+      try {
+        symlinkSync(join(from, name), join(dir, name));
+      } catch {}
+    }
+  }
+  writeFileSync(join(dir, ".done"), "");
+  return dir;
+}
+
+const key = (image: string) => image.replace(/[^A-Za-z0-9._-]/g, "_");
+
+/** One running guest. */
+export class TestHost {
+  readonly dir: string;
+  /** Every tag write the EC2 endpoint (or the aws stand-in) accepted, in order. */
+  readonly tagWrites: Record<string, string>[] = [];
+  /** The instance's tags, merged as EC2 merges them. */
+  readonly tags: Record<string, string> = {};
+  private server: Server | undefined;
+  private failTags: number;
+  private rejected = 0;
+
+  constructor(private readonly options: HostOptions) {
+    this.dir = mkdtempSync(join(tmpdir(), "nebula-userdata-"));
+    this.failTags = options.failCreateTags ?? 0;
+    for (const sub of ["lib", "state", "units", "docker/images", "bin"])
+      mkdirSync(join(this.dir, sub), { recursive: true });
+    writeFileSync(join(this.dir, "console"), "");
+    writeFileSync(join(this.dir, "calls"), "");
+    for (const name of ["docker", "systemctl", "shutdown", ...(options.awsCli ? ["aws"] : [])]) {
+      writeFileSync(join(this.dir, "bin", name), readFileSync(join(STANDINS, name)), {
+        mode: 0o755,
+      });
+    }
+    if (options.awsCli && this.failTags > 0)
+      writeFileSync(join(this.dir, "aws-fail"), String(this.failTags));
+    for (const [image, spec] of Object.entries(options.images)) {
+      const base = join(this.dir, "docker/images", key(image));
+      writeFileSync(`${base}.sh`, spec.script);
+      if (spec.pullFailures) writeFileSync(`${base}.pullfail`, String(spec.pullFailures));
+      if (spec.noStart) writeFileSync(`${base}.nostart`, "");
+      const quoted = (list: readonly string[]) =>
+        list.map((s) => `${JSON.stringify(s)}\n`).join("");
+      if (spec.entrypoint) writeFileSync(`${base}.entrypoint`, quoted(spec.entrypoint));
+      if (spec.cmd) writeFileSync(`${base}.cmd`, quoted(spec.cmd));
+    }
+  }
+
+  /** Runs the user-data (gunzipping it first when gzipped, as cloud-init does) and returns once it exits. */
+  async boot(rendered: RenderedUserData): Promise<number> {
+    let bytes = Buffer.from(rendered.userData, "base64");
+    if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = gunzipSync(bytes);
+    writeFileSync(join(this.dir, "user-data"), bytes);
+    const port = await this.listen();
+    const mounts = [
+      "set -e",
+      "mkdir -p /usr/local/lib/nebula /var/lib/nebula /etc/systemd/system",
+      'mount --bind "$FAKE_HOST_DIR/lib" /usr/local/lib/nebula',
+      'mount --bind "$FAKE_HOST_DIR/state" /var/lib/nebula',
+      'mount --bind "$FAKE_HOST_DIR/units" /etc/systemd/system',
+      'mount --bind "$FAKE_HOST_DIR/console" /dev/console',
+      'exec bash "$FAKE_HOST_DIR/user-data" >"$FAKE_HOST_DIR/user-data.log" 2>&1',
+    ].join("\n");
+    const env: Record<string, string> = {
+      PATH: `${join(this.dir, "bin")}:${systemPathWithoutAws()}`,
+      HOME: this.dir,
+      FAKE_HOST_DIR: this.dir,
+      FAKE_DOCKER_DIR: join(this.dir, "docker"),
+      AWS_EC2_METADATA_SERVICE_ENDPOINT: `http://127.0.0.1:${port}`,
+      AWS_ENDPOINT_URL_EC2: `http://127.0.0.1:${port}`,
+    };
+    return await new Promise((resolve, reject) => {
+      const child = spawn(
+        "unshare",
+        ["--mount", "--propagation", "private", "bash", "-c", mounts],
+        { env, stdio: "ignore" },
+      );
+      child.on("error", reject);
+      child.on("exit", (code) => resolve(code ?? -1));
+    });
+  }
+
+  /** Resolves when the supervisor has exited (or rejects after `limitMs`, with its log). */
+  async finished(limitMs = 90_000): Promise<number> {
+    await this.until(() => existsSync(join(this.dir, "supervisor.rc")), limitMs);
+    return Number(readFileSync(join(this.dir, "supervisor.rc"), "utf8").trim());
+  }
+
+  /** Polls `check` every 50 ms; rejects with the supervisor log when `limitMs` passes first. */
+  async until(check: () => boolean, limitMs = 60_000): Promise<void> {
+    const start = Date.now();
+    while (!check()) {
+      if (Date.now() - start > limitMs) {
+        throw new Error(
+          `test host: condition not met in ${limitMs} ms\n--- supervisor log ---\n${this.supervisorLog()}\n--- calls ---\n${this.calls().join("\n")}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** Sends SIGTERM to the supervisor, as systemd does when the instance is stopped. */
+  terminate(): void {
+    process.kill(Number(readFileSync(join(this.dir, "supervisor.pid"), "utf8")), "SIGTERM");
+  }
+
+  supervisorPid(): number | undefined {
+    const file = join(this.dir, "supervisor.pid");
+    return existsSync(file) ? Number(readFileSync(file, "utf8")) : undefined;
+  }
+
+  /** docker / systemctl / shutdown invocations, one line each, `%q`-quoted. */
+  calls(): string[] {
+    const lines = readFileSync(join(this.dir, "calls"), "utf8").split("\n");
+    const docker = existsSync(join(this.dir, "docker/calls"))
+      ? readFileSync(join(this.dir, "docker/calls"), "utf8").split("\n")
+      : [];
+    return [...lines, ...docker].filter((l) => l !== "");
+  }
+
+  dockerCalls(command: string): string[] {
+    return this.calls().filter(
+      (l) => l.startsWith(`docker ${command} `) || l === `docker ${command}`,
+    );
+  }
+
+  /** The argv the aws stand-in got, per call. */
+  awsCalls(): string[][] {
+    const dir = join(this.dir, "aws-calls");
+    if (!existsSync(dir)) return [];
+    return readdirSync(dir)
+      .sort()
+      .map((f) => readFileSync(join(dir, f), "utf8").split("\0").slice(0, -1));
+  }
+
+  poweredOff(): boolean {
+    return existsSync(join(this.dir, "powered-off"));
+  }
+
+  supervisorLog(): string {
+    const file = join(this.dir, "supervisor.log");
+    return existsSync(file) ? readFileSync(file, "utf8") : "(no supervisor log)";
+  }
+
+  consoleText(): string {
+    return readFileSync(join(this.dir, "console"), "utf8");
+  }
+
+  /** Every report line on the console, decoded by `@nebula/state-mapping`, in order. */
+  consoleReports(): ExitReport[] {
+    return this.consoleText()
+      .split("\n")
+      .filter((l) => l.startsWith("NEBULA-REPORT "))
+      .map((line) => {
+        const read = decodeConsoleOutput(line);
+        if (read.kind !== "report")
+          throw new Error(
+            `unreadable console report: ${JSON.stringify(read)} in ${line.slice(0, 120)}`,
+          );
+        return read.report;
+      });
+  }
+
+  /** Every report written to the tags, decoded by `@nebula/state-mapping` after each write. */
+  tagReports(): ExitReport[] {
+    const writes = this.options.awsCli ? this.awsTagWrites() : this.tagWrites;
+    const merged: Record<string, string> = {};
+    return writes.map((write) => {
+      Object.assign(merged, write);
+      const read = decodeReportTags(merged);
+      if (read.kind !== "report") throw new Error(`unreadable tag report: ${JSON.stringify(read)}`);
+      return read.report;
+    });
+  }
+
+  /** Tags per aws stand-in call that succeeded (the failed ones are left out, as EC2 would). */
+  private awsTagWrites(): Record<string, string>[] {
+    const failed = this.options.failCreateTags ?? 0;
+    return this.awsCalls()
+      .slice(failed)
+      .map((argv) => {
+        const json = argv[argv.indexOf("--tags") + 1] ?? "[]";
+        const tags = JSON.parse(json) as { Key: string; Value: string }[];
+        return Object.fromEntries(tags.map((t) => [t.Key, t.Value]));
+      });
+  }
+
+  /** Requests the endpoint refused because their signature did not verify. */
+  badSignatures(): number {
+    return this.rejected;
+  }
+
+  /** Kills what is left (after a failed test) and stops the endpoint. */
+  async close(): Promise<void> {
+    const pid = this.supervisorPid();
+    if (pid !== undefined && !existsSync(join(this.dir, "supervisor.rc"))) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+    }
+    const containers = join(this.dir, "docker/c");
+    if (existsSync(containers)) {
+      for (const id of readdirSync(containers)) {
+        const pidFile = join(containers, id, "pid");
+        if (existsSync(pidFile) && !existsSync(join(containers, id, "exit"))) {
+          try {
+            process.kill(Number(readFileSync(pidFile, "utf8")), "SIGKILL");
+          } catch {}
+        }
+      }
+    }
+    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+  }
+
+  private async listen(): Promise<number> {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        const body = Buffer.concat(chunks).toString("utf8");
+        const [status, text] = this.handle(req, body);
+        res.writeHead(status, { "Content-Type": "text/plain" });
+        res.end(text);
+      });
+    });
+    await new Promise<void>((r) => this.server?.listen(0, "127.0.0.1", r));
+    return (this.server.address() as AddressInfo).port;
+  }
+
+  private handle(req: IncomingMessage, body: string): [number, string] {
+    const url = req.url ?? "/";
+    if (req.method === "PUT" && url === "/latest/api/token") return [200, "imds-token"];
+    if (url.startsWith("/latest/meta-data/")) {
+      if (req.headers["x-aws-ec2-metadata-token"] !== "imds-token") return [401, "missing token"];
+      const path = url.slice("/latest/meta-data/".length);
+      const meta: Record<string, string> = {
+        "instance-id": INSTANCE_ID,
+        "placement/region": REGION,
+        "local-ipv4": HOST_IP,
+        "iam/security-credentials/": "nebula-host",
+        "iam/security-credentials/nebula-host": JSON.stringify(
+          { Code: "Success", ...CREDS, Expiration: "2099-01-01T00:00:00Z" },
+          null,
+          2,
+        ),
+      };
+      const value = meta[path];
+      return value === undefined ? [404, "not found"] : [200, value];
+    }
+    if (req.method === "POST" && url === "/") {
+      if (!this.verify(req, body)) {
+        this.rejected++;
+        return [
+          403,
+          "<Response><Errors><Error><Code>SignatureDoesNotMatch</Code></Error></Errors></Response>",
+        ];
+      }
+      if (this.failTags > 0) {
+        this.failTags--;
+        return [
+          503,
+          "<Response><Errors><Error><Code>RequestLimitExceeded</Code></Error></Errors></Response>",
+        ];
+      }
+      const form = new URLSearchParams(body);
+      if (form.get("Action") !== "CreateTags" || form.get("ResourceId.1") !== INSTANCE_ID)
+        return [400, "bad request"];
+      const write: Record<string, string> = {};
+      for (let i = 1; form.has(`Tag.${i}.Key`); i++)
+        write[form.get(`Tag.${i}.Key`) ?? ""] = form.get(`Tag.${i}.Value`) ?? "";
+      this.tagWrites.push(write);
+      Object.assign(this.tags, write);
+      return [200, "<CreateTagsResponse><return>true</return></CreateTagsResponse>"];
+    }
+    return [404, "not found"];
+  }
+
+  /** Recomputes the SigV4 signature of a CreateTags request. */
+  private verify(req: IncomingMessage, body: string): boolean {
+    const auth = String(req.headers.authorization ?? "");
+    const match =
+      /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/ec2\/aws4_request, SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$/.exec(
+        auth,
+      );
+    if (!match) return false;
+    const [, accessKey, day, region, signedHeaders, signature] = match as unknown as string[];
+    if (accessKey !== CREDS.AccessKeyId || region !== REGION) return false;
+    if (req.headers["x-amz-security-token"] !== CREDS.Token) return false;
+    const names = (signedHeaders ?? "").split(";");
+    const canonicalHeaders = names
+      .map((n) => `${n}:${String(req.headers[n] ?? "").trim()}\n`)
+      .join("");
+    const hash = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");
+    const canonical = ["POST", "/", "", canonicalHeaders, signedHeaders, hash(body)].join("\n");
+    const amzDate = String(req.headers["x-amz-date"] ?? "");
+    const toSign = [
+      "AWS4-HMAC-SHA256",
+      amzDate,
+      `${day}/${region}/ec2/aws4_request`,
+      hash(canonical),
+    ].join("\n");
+    const hmac = (k: Buffer | string, s: string) =>
+      createHmac("sha256", k).update(s, "utf8").digest();
+    let k = hmac(`AWS4${CREDS.SecretAccessKey}`, day ?? "");
+    for (const part of [region ?? "", "ec2", "aws4_request"]) k = hmac(k, part);
+    return createHmac("sha256", k).update(toSign, "utf8").digest("hex") === signature;
+  }
+}
