@@ -152,3 +152,31 @@ describe("statusChanged", () => {
     expect(statusChanged(a, b)).toBe(true);
   });
 });
+
+describe("setCondition on values outside its types", () => {
+  it("turns a bad status into Unknown and leaves out a bad observedGeneration", () => {
+    const [condition] = setCondition(
+      undefined,
+      {
+        type: "Available",
+        status: "Yes" as unknown as "True",
+        reason: "Fine",
+        message: "",
+        observedGeneration: -2,
+      },
+      t0,
+    );
+    expect(condition).toEqual({
+      type: "Available",
+      status: "Unknown",
+      reason: "Fine",
+      message: "",
+      lastTransitionTime: "2026-11-30T05:00:00Z",
+    });
+  });
+
+  it("returns the conditions unchanged for a missing update", () => {
+    const stored = setCondition(undefined, crashing, t0);
+    expect(setCondition(stored, undefined as unknown as ConditionUpdate, t1)).toEqual(stored);
+  });
+});

@@ -63,9 +63,10 @@ export function formatTime(now: Date): string {
  *   reason, message and `observedGeneration` are replaced;
  * - further conditions of the same type (a malformed stored list) are dropped.
  *
- * Pure: the input array is not modified. The reason is replaced by `Unknown` when it is not a
- * valid condition reason, and the message is cut to Kubernetes' limit, so the result always
- * passes the API server's validation.
+ * Pure: the input array is not modified. A status other than True/False/Unknown becomes
+ * `Unknown`, an invalid reason becomes `Unknown`, an `observedGeneration` that is not a
+ * non-negative integer is left out, and the message is cut to Kubernetes' limit, so that a
+ * condition with a valid `type` always passes the API server's validation.
  *
  * @param conditions - the stored conditions (`undefined` means none).
  * @param update - the condition to set.
@@ -85,19 +86,22 @@ export function setCondition(
   now: Date,
 ): Condition[] {
   const list = Array.isArray(conditions) ? conditions : [];
+  if (typeof update !== "object" || update === null) return [...list];
   const index = list.findIndex((c) => c?.type === update.type);
   const existing = index >= 0 ? list[index] : undefined;
+  const status = ConditionStatus.safeParse(update.status).data ?? "Unknown";
   const keepTime =
     existing !== undefined &&
-    existing.status === update.status &&
+    existing.status === status &&
     typeof existing.lastTransitionTime === "string" &&
     existing.lastTransitionTime !== "";
+  const generation = update.observedGeneration;
   const next: Condition = {
     type: update.type,
-    status: update.status,
-    ...(update.observedGeneration === undefined
-      ? {}
-      : { observedGeneration: update.observedGeneration }),
+    status,
+    ...(typeof generation === "number" && Number.isSafeInteger(generation) && generation >= 0
+      ? { observedGeneration: generation }
+      : {}),
     lastTransitionTime: keepTime ? existing.lastTransitionTime : formatTime(now),
     reason:
       typeof update.reason === "string" &&

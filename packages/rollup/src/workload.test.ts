@@ -165,6 +165,28 @@ describe("placements (table)", () => {
       ],
     },
     {
+      name: "instances beyond desired in one placement, none in the other",
+      placements: [
+        placement("eu", 2, [ready("eu-0"), ready("eu-1"), ready("eu-2")]),
+        placement("us", 1, [failing("us-0", "ImageUnavailable")]),
+      ],
+      available: [
+        "True",
+        "AvailablePlacementFound",
+        "1/2 placements have ready instances; 3/3 instances are ready; 1 could not pull its image",
+      ],
+      replicasReady: [
+        "False",
+        "ImageUnavailable",
+        "1/2 placements have all desired instances ready; 3/3 instances are ready; 1 could not pull its image",
+      ],
+      degraded: ["True", "ImageUnavailable", "1 of 3 instances could not pull its image (us-0)."],
+      perPlacement: [
+        ["eu", "True", "ReadyInstanceFound"],
+        ["us", "False", "ImageUnavailable"],
+      ],
+    },
+    {
       name: "no placements",
       placements: [],
       available: ["True", "NoReplicasDesired", "No placements are defined"],
