@@ -50,7 +50,7 @@ export const ProviderConfigSchema = z
     clusterName: z
       .string()
       .min(1)
-      .max(256)
+      .max(128)
       .regex(/^[A-Za-z0-9+\-=.,_:@/ ]+$/, "cluster name has characters EC2 tags do not allow"),
     /** Name of the virtual Node; tagged `nebula:node`. Polling and leak collection only see these. */
     nodeName: z.string().min(1).max(253),

@@ -15,8 +15,11 @@ export interface LaunchInput {
   readonly pod: PodFacts;
   /** The instance type ({@link resolveInstanceType}). */
   readonly instanceType: string;
-  /** The user-data script (or gzip bytes) from `@nebula/userdata`, not yet base64. */
-  readonly userData: string | Uint8Array;
+  /**
+   * The user-data: as `@nebula/userdata`'s `renderUserData` gives it (`{ userData: base64, bytes }`),
+   * or a script / bytes not yet base64-encoded.
+   */
+  readonly userData: string | Uint8Array | { readonly userData: string; readonly bytes: number };
   /** The provider configuration. */
   readonly config: ProviderConfig;
 }
@@ -38,12 +41,17 @@ export interface LaunchInput {
  */
 export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandInput {
   const { pod, config, instanceType } = input;
-  const userData =
-    typeof input.userData === "string" ? Buffer.from(input.userData, "utf8") : input.userData;
-  if (userData.byteLength > MAX_USER_DATA_BYTES) {
+  const raw = input.userData;
+  const [base64, bytes] =
+    typeof raw === "string"
+      ? [Buffer.from(raw, "utf8").toString("base64"), Buffer.byteLength(raw, "utf8")]
+      : raw instanceof Uint8Array
+        ? [Buffer.from(raw).toString("base64"), raw.byteLength]
+        : [raw.userData, raw.bytes];
+  if (bytes > MAX_USER_DATA_BYTES) {
     throw new ProviderError(
       "InvalidPodSpec",
-      `pod ${pod.key}: user-data is ${userData.byteLength} bytes, over EC2's limit of ${MAX_USER_DATA_BYTES}`,
+      `pod ${pod.key}: user-data is ${bytes} bytes, over EC2's limit of ${MAX_USER_DATA_BYTES}`,
     );
   }
   const profile = config.instanceProfile.startsWith("arn:")
@@ -58,7 +66,7 @@ export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandI
     SubnetId: pickSubnet(pod.uid, config.subnetIds),
     SecurityGroupIds: [...config.securityGroupIds],
     IamInstanceProfile: profile,
-    UserData: Buffer.from(userData).toString("base64"),
+    UserData: base64,
     InstanceInitiatedShutdownBehavior: "stop",
     MetadataOptions: {
       HttpTokens: "required",

@@ -1,4 +1,5 @@
 import { Buffer } from "node:buffer";
+import { gunzipSync } from "node:zlib";
 import {
   CreateTagsCommand,
   DescribeInstanceAttributeCommand,
@@ -78,9 +79,9 @@ const completed = (seq: number, exitCode: number): ExitReport => ({
 describe("launch", () => {
   it("launches one instance with the C1 settings and reports the Pod", async () => {
     const log = statusLog();
+    // The real user-data from @nebula/userdata (no renderUserData override).
     const provider = new Ec2PodProvider({
       config: motoConfig(moto, network, "launch", { tags: { team: "ml" } }),
-      renderUserData: () => USER_DATA,
       livePodUids: () => [],
     });
     provider.onStatusChange(log.listener);
@@ -117,7 +118,12 @@ describe("launch", () => {
     const userData = await ec2.send(
       new DescribeInstanceAttributeCommand({ InstanceId: id, Attribute: "userData" }),
     );
-    expect(Buffer.from(userData.UserData?.Value ?? "", "base64").toString()).toBe(USER_DATA);
+    const bytes = Buffer.from(userData.UserData?.Value ?? "", "base64");
+    expect(bytes.length).toBeLessThanOrEqual(16 * 1024);
+    // @nebula/userdata gzips when the script is over 16 KiB (cloud-init gunzips it).
+    const script = (bytes[0] === 0x1f && bytes[1] === 0x8b ? gunzipSync(bytes) : bytes).toString();
+    expect(script).toMatch(/^#!\/bin\/bash/);
+    expect(script).toContain("nebula");
 
     const result = await provider.pollOnce();
     expect(result).toMatchObject({ ok: true, instances: 1, describeCalls: 1, consoleCalls: 0 });

@@ -10,10 +10,11 @@ import {
 } from "@aws-sdk/client-ec2";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import { type InstanceState, needsConsoleOutput, toInstanceState } from "@nebula/state-mapping";
+import { type RenderOptionsInput, renderUserData } from "@nebula/userdata";
 import { InstanceBatcher } from "./batch.js";
 import { type ProviderConfig, parseProviderConfig } from "./config.js";
 import { ProviderError, toProviderError } from "./errors.js";
-import { buildRunInstancesInput } from "./launch.js";
+import { buildRunInstancesInput, type LaunchInput } from "./launch.js";
 import { type LeakPlan, planLeakCollection } from "./leaks.js";
 import { initialPacing, isOutage, nextPacing, type Pacing, type PacingBounds } from "./pacing.js";
 import { type PodFacts, podFacts, resolveInstanceType } from "./pod.js";
@@ -74,10 +75,15 @@ export interface Ec2PodProviderOptions {
   /** The configuration (validated with {@link parseProviderConfig}). */
   readonly config: unknown;
   /**
-   * Builds a Pod's user-data (`@nebula/userdata`'s `renderUserData`, with the options your host
-   * needs). Returns the script or gzip bytes; the provider base64-encodes it.
+   * Options for `@nebula/userdata`'s `renderUserData`, which builds each Pod's user-data (the host
+   * supervisor). `cluster` defaults to the configured `clusterName`.
    */
-  readonly renderUserData: (pod: V1Pod) => string | Uint8Array;
+  readonly userData?: RenderOptionsInput;
+  /**
+   * Replaces `renderUserData` (tests, or a custom host). Returns a script or bytes (the provider
+   * base64-encodes them) or an already rendered `{ userData: base64, bytes }`.
+   */
+  readonly renderUserData?: (pod: V1Pod) => LaunchInput["userData"];
   /**
    * UIDs of the Pods that exist and are bound to this node (from the virtual node's Pod informer).
    * The leak collector reads it after listing instances; an instance whose Pod UID is not in it
@@ -544,7 +550,7 @@ export class Ec2PodProvider implements PodLifecycle {
         pod: record.facts,
         config: this.config,
         instanceType,
-        userData: this.#options.renderUserData(record.pod),
+        userData: this.#userData(record),
       });
       const output = await this.#call(
         () => this.client.send(new RunInstancesCommand(input)),
@@ -572,6 +578,22 @@ export class Ec2PodProvider implements PodLifecycle {
     } finally {
       record.launching = false;
     }
+  }
+
+  #userData(record: PodRecord): LaunchInput["userData"] {
+    if (this.#options.renderUserData) return this.#options.renderUserData(record.pod);
+    const rendered = renderUserData(record.pod, {
+      cluster: this.config.clusterName,
+      ...this.#options.userData,
+    });
+    if (!rendered.ok) {
+      throw new ProviderError(
+        "InvalidPodSpec",
+        `pod ${record.facts.key}: ${rendered.error.message}`,
+        { cause: rendered.error },
+      );
+    }
+    return rendered.value;
   }
 
   #observe(record: PodRecord, instance: ObservedInstance): void {

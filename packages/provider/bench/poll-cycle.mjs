@@ -1,0 +1,156 @@
+// Benchmark: EC2 API calls and provider CPU time per poll cycle, against a real moto server.
+// Run with `npm run bench` in packages/provider (it builds the package first).
+//
+// For each N it launches N instances tagged for one virtual node (in batches of 1000, then one
+// CreateTags per instance for its Pod UID), lets a provider adopt the N Pods, and measures poll
+// cycles: API calls by operation (counted in the SDK middleware stack), CPU time of this process
+// (process.cpuUsage: SDK, XML parsing, state mapping, status computation) and wall time (which
+// includes moto's own work in its process).
+import {
+  CreateSecurityGroupCommand,
+  CreateSubnetCommand,
+  CreateTagsCommand,
+  CreateVpcCommand,
+  RunInstancesCommand,
+} from "@aws-sdk/client-ec2";
+import { Ec2PodProvider } from "@nebula/provider";
+import { MOTO_CREDENTIALS, startMoto } from "@nebula/test-peers";
+
+const SIZES = (process.env.NEBULA_BENCH_SIZES ?? "10,100,1000,5000").split(",").map(Number);
+const CYCLES = Number(process.env.NEBULA_BENCH_CYCLES ?? 3);
+
+function uid(n, size) {
+  return `${size.toString(16).padStart(8, "0")}-0000-4000-8000-${n.toString().padStart(12, "0")}`;
+}
+
+function pod(name, podUid) {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: "bench", uid: podUid },
+    spec: { restartPolicy: "Never", containers: [{ name: "app", image: "busybox" }] },
+  };
+}
+
+function countCalls(client) {
+  const counts = new Map();
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      counts.set(context.commandName, (counts.get(context.commandName) ?? 0) + 1);
+      return next(args);
+    },
+    { step: "initialize", name: "benchCallCounter" },
+  );
+  return counts;
+}
+
+const moto = await startMoto();
+process.env.AWS_ACCESS_KEY_ID = MOTO_CREDENTIALS.accessKeyId;
+process.env.AWS_SECRET_ACCESS_KEY = MOTO_CREDENTIALS.secretAccessKey;
+const ec2 = moto.ec2();
+const rows = [];
+try {
+  const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.0.0.0/16" }));
+  const subnet = await ec2.send(
+    new CreateSubnetCommand({ VpcId: vpc.Vpc.VpcId, CidrBlock: "10.0.0.0/16" }),
+  );
+  const sg = await ec2.send(
+    new CreateSecurityGroupCommand({
+      VpcId: vpc.Vpc.VpcId,
+      GroupName: "bench",
+      Description: "bench",
+    }),
+  );
+  for (const size of SIZES) {
+    const nodeName = `bench-${size}`;
+    const ids = [];
+    for (let left = size; left > 0; left -= 1000) {
+      const count = Math.min(1000, left);
+      const out = await ec2.send(
+        new RunInstancesCommand({
+          ImageId: "ami-0a1b2c3d",
+          InstanceType: "t3.micro",
+          MinCount: count,
+          MaxCount: count,
+          SubnetId: subnet.Subnet.SubnetId,
+          TagSpecifications: [
+            {
+              ResourceType: "instance",
+              Tags: [
+                { Key: "nebula:cluster", Value: "bench" },
+                { Key: "nebula:node", Value: nodeName },
+              ],
+            },
+          ],
+        }),
+      );
+      ids.push(...out.Instances.map((i) => i.InstanceId));
+    }
+    for (let i = 0; i < ids.length; i++) {
+      await ec2.send(
+        new CreateTagsCommand({
+          Resources: [ids[i]],
+          Tags: [
+            { Key: "nebula:pod-uid", Value: uid(i, size) },
+            { Key: "nebula:pod", Value: `bench/p-${i}` },
+          ],
+        }),
+      );
+    }
+    const provider = new Ec2PodProvider({
+      config: {
+        clusterName: "bench",
+        nodeName,
+        region: moto.region,
+        subnetIds: [subnet.Subnet.SubnetId],
+        securityGroupIds: [sg.GroupId],
+        imageId: "ami-0a1b2c3d",
+        instanceProfile: "nebula-host",
+        instanceTypes: { default: "t3.micro" },
+        endpoint: moto.endpoint,
+      },
+      livePodUids: () => [],
+    });
+    const calls = countCalls(provider.client);
+    await provider.pollOnce();
+    for (let i = 0; i < size; i++) await provider.createPod(pod(`p-${i}`, uid(i, size)));
+    if (calls.get("RunInstancesCommand"))
+      throw new Error("the provider launched instead of adopting");
+    calls.clear();
+    let cpuUs = 0;
+    let wallMs = 0;
+    for (let c = 0; c < CYCLES; c++) {
+      const cpu = process.cpuUsage();
+      const start = performance.now();
+      const result = await provider.pollOnce();
+      wallMs += performance.now() - start;
+      const used = process.cpuUsage(cpu);
+      cpuUs += used.user + used.system;
+      if (!result.ok || result.instances !== size)
+        throw new Error(`poll saw ${result.instances} of ${size}`);
+    }
+    const perCycle = (name) => (calls.get(name) ?? 0) / CYCLES;
+    const total = [...calls.values()].reduce((a, b) => a + b, 0) / CYCLES;
+    rows.push({
+      instances: size,
+      "DescribeInstances/cycle": perCycle("DescribeInstancesCommand"),
+      "target ⌈N/1000⌉": Math.ceil(size / 1000),
+      "other calls/cycle": total - perCycle("DescribeInstancesCommand"),
+      "provider CPU ms/cycle": Math.round(cpuUs / CYCLES / 100) / 10,
+      "wall ms/cycle (incl. moto)": Math.round(wallMs / CYCLES),
+    });
+    await provider.stop();
+    provider.client.destroy();
+  }
+} finally {
+  ec2.destroy();
+  await moto.stop();
+}
+console.table(rows);
+const at = (n) => rows.find((r) => r.instances === n);
+if (at(1000) && at(5000)) {
+  const ratio = at(5000)["provider CPU ms/cycle"] / at(1000)["provider CPU ms/cycle"];
+  console.log(
+    `CPU per cycle, 5000 vs 1000 instances (same run): ${ratio.toFixed(2)}x for 5x the instances`,
+  );
+}
