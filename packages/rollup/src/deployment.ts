@@ -208,6 +208,17 @@ export function tallyDeployment(
     return acc;
   };
 
+  // Instances share a handful of reasons: resolve each distinct value once.
+  const resolved = new Map<unknown, ResolvedReason>();
+  const resolve = (reason: unknown): ResolvedReason => {
+    let r = resolved.get(reason);
+    if (r === undefined) {
+      r = catalog.resolve(reason);
+      resolved.set(reason, r);
+    }
+    return r;
+  };
+
   let ready = 0;
   for (const item of instances) {
     const instance = (typeof item === "object" && item !== null ? item : {}) as Partial<
@@ -217,7 +228,7 @@ export function tallyDeployment(
       ready++;
       continue;
     }
-    const acc = groupFor(catalog.resolve(instance.reason));
+    const acc = groupFor(resolve(instance.reason));
     const name = typeof instance.name === "string" ? instance.name : "";
     acc.count++;
     keepSmallest(acc.names, name);
