@@ -28,6 +28,9 @@ describe("formatTime", () => {
   it("formats an invalid date as the epoch instead of throwing", () => {
     expect(formatTime(new Date(Number.NaN))).toBe("1970-01-01T00:00:00Z");
     expect(formatTime("yesterday" as unknown as Date)).toBe("1970-01-01T00:00:00Z");
+    expect(formatTime(new Date("+010000-01-01T00:00:00Z"))).toBe("1970-01-01T00:00:00Z");
+    expect(formatTime(new Date("9999-12-31T23:59:59Z"))).toBe("9999-12-31T23:59:59Z");
+    expect(formatTime(new Date("0000-01-01T00:00:00Z"))).toBe("0000-01-01T00:00:00Z");
   });
 });
 

@@ -40,10 +40,15 @@ export type Condition = z.infer<typeof Condition>;
 /** A condition to set: everything but `lastTransitionTime`, which {@link setCondition} decides. */
 export type ConditionUpdate = Omit<Condition, "lastTransitionTime">;
 
+/** 0000-01-01T00:00:00Z and 9999-12-31T23:59:59Z: the range RFC 3339 can write. */
+const MIN_RFC3339_MS = -62167219200000;
+const MAX_RFC3339_MS = 253402300799000;
+
 /**
  * Formats `now` the way Kubernetes stores `lastTransitionTime`: RFC 3339, UTC, whole seconds
  * (sub-second parts would not survive a round trip through the API server). Total: an invalid
- * date formats as the Unix epoch, `1970-01-01T00:00:00Z`.
+ * date, or one outside the years 0000–9999 that RFC 3339 can write, formats as the Unix epoch,
+ * `1970-01-01T00:00:00Z`.
  *
  * @example
  * ```ts
@@ -52,7 +57,7 @@ export type ConditionUpdate = Omit<Condition, "lastTransitionTime">;
  */
 export function formatTime(now: Date): string {
   const ms = now instanceof Date ? now.getTime() : Number.NaN;
-  const safe = Number.isFinite(ms) && Math.abs(ms) <= 8.64e15 ? ms : 0;
+  const safe = Number.isFinite(ms) && ms >= MIN_RFC3339_MS && ms <= MAX_RFC3339_MS ? ms : 0;
   return `${new Date(safe).toISOString().slice(0, 19)}Z`;
 }
 
