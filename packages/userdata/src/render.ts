@@ -217,6 +217,7 @@ function podData(plan: PodPlan, options: ResolvedRenderOptions): string {
 function shim(agents: readonly (readonly string[])[]): string {
   return [
     "#!/bin/sh",
+    "# shellcheck disable=SC2016 # agent arguments are literal strings",
     "# Nebula agent shim: starts the agents in the background, then execs the workload as PID 1,",
     "# so no agent outlives its workload.",
     ...agents.map((argv) => `${argv.map(shQuote).join(" ")} &`),

@@ -499,7 +499,7 @@ describe("the generated user-data on a host", () => {
         .slice(0, -1)
         .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
     );
-    nasty.forEach((value, i) => expect(env.get(`NASTY_${i}`)).toBe(value));
+    for (const [i, value] of nasty.entries()) expect(env.get(`NASTY_${i}`)).toBe(value);
     expect(env.get("NODE_IP")).toBe(HOST_IP);
     expect(env.get("MY_NS")).toBe("batch");
     expect(existsSync("/tmp/pwned")).toBe(false);

@@ -1,0 +1,327 @@
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { gunzipSync } from "node:zlib";
+import type { V1Pod } from "@kubernetes/client-node";
+import { REPORT_CHUNK_SIZE, REPORT_TAG_KEY } from "@nebula/state-mapping";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  bashQuote,
+  expandKubernetesReferences,
+  MAX_USER_DATA_BYTES,
+  renderUserData,
+  shQuote,
+  supervisorScript,
+} from "./index.js";
+import { SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
+import { typicalPod } from "./testing/pods.js";
+
+const asPod = (value: unknown) => value as V1Pod;
+function errorOf(pod: unknown, options = {}) {
+  const result = renderUserData(asPod(pod), options);
+  if (result.ok) throw new Error("expected an error");
+  return result.error;
+}
+const withApp = (app: Record<string, unknown>, spec: Record<string, unknown> = {}) =>
+  asPod({
+    metadata: { name: "p" },
+    spec: { containers: [{ name: "app", image: "busybox:1", ...app }], ...spec },
+  });
+
+describe("renderUserData", () => {
+  it("renders a typical Pod to a gzipped bash script under 16 KiB, deterministically", () => {
+    const a = renderUserData(typicalPod());
+    const b = renderUserData(typicalPod());
+    expect(a).toEqual(b);
+    if (!a.ok) throw a.error;
+    const bytes = Buffer.from(a.value.userData, "base64");
+    expect(bytes.length).toBe(a.value.bytes);
+    expect(a.value.bytes).toBeLessThanOrEqual(MAX_USER_DATA_BYTES);
+    expect(a.value.gzipped).toBe(true);
+    expect(gunzipSync(bytes).toString("utf8")).toBe(a.value.script);
+    expect(a.value.script.startsWith("#!/bin/bash\n")).toBe(true);
+  });
+
+  it("leaves small scripts in clear unless asked, and honours compression: always / never", () => {
+    const never = renderUserData(typicalPod(), { compression: "never" });
+    expect(never.ok ? never.value.gzipped : never.error.code).toBe("TooLarge");
+    const always = renderUserData(typicalPod(), { compression: "always" });
+    expect(always.ok && always.value.gzipped).toBe(true);
+  });
+
+  it("embeds the report constants of @nebula/state-mapping in the supervisor", () => {
+    const script = supervisorScript();
+    expect(script).not.toMatch(/@@[A-Z_]+@@/);
+    expect(script).toContain(`REPORT_TAG_KEY='${REPORT_TAG_KEY}'`);
+    expect(script).toContain(`REPORT_CHUNK_SIZE=${REPORT_CHUNK_SIZE}\n`);
+  });
+
+  it("ships the supervisor exactly as src/supervisor.sh (run `npm run embed` after editing it)", () => {
+    expect(SUPERVISOR_TEMPLATE).toBe(
+      readFileSync(new URL("./supervisor.sh", import.meta.url), "utf8"),
+    );
+  });
+
+  it("renders limits, user, capabilities, working dir and GPUs as docker flags", () => {
+    const result = renderUserData(
+      withApp(
+        {
+          workingDir: "/srv",
+          securityContext: {
+            runAsUser: 1000,
+            runAsGroup: 2000,
+            capabilities: { add: ["NET_ADMIN"], drop: ["ALL"] },
+            allowPrivilegeEscalation: false,
+          },
+          resources: { limits: { memory: "1Gi", cpu: "250m", "nvidia.com/gpu": "2" } },
+          volumeMounts: [{ name: "scratch", mountPath: "/scratch" }],
+        },
+        { volumes: [{ name: "scratch", emptyDir: {} }] },
+      ),
+    );
+    if (!result.ok) throw result.error;
+    const flags = /^C0_FLAGS=\((.*)\)$/m.exec(result.value.script)?.[1];
+    expect(flags).toBe(
+      "$'--workdir=/srv' $'--user=1000:2000' $'--security-opt=no-new-privileges' $'--cap-add=NET_ADMIN' $'--cap-drop=ALL' $'--memory=1073741824b' $'--cpus=0.25' $'--gpus=2' $'--mount=type=bind,source=/var/lib/nebula/volumes/scratch,target=/scratch'",
+    );
+    expect(result.value.script).toContain(
+      "mkdir -p $'/usr/local/lib/nebula' $'/var/lib/nebula' $'/var/lib/nebula/volumes/scratch'",
+    );
+  });
+
+  it("sets TimeoutStopSec to the grace period plus 30 s", () => {
+    const result = renderUserData(withApp({}, { terminationGracePeriodSeconds: 120 }));
+    expect(result.ok && result.value.script).toContain("'TimeoutStopSec=150'");
+  });
+
+  it("ignores the API server's kube-api-access projected volume and its mount", () => {
+    const result = renderUserData(
+      withApp(
+        {
+          volumeMounts: [
+            {
+              name: "kube-api-access-x7k2p",
+              mountPath: "/var/run/secrets/kubernetes.io/serviceaccount",
+              readOnly: true,
+            },
+          ],
+        },
+        {
+          volumes: [
+            {
+              name: "kube-api-access-x7k2p",
+              projected: { sources: [{ serviceAccountToken: { path: "token" } }] },
+            },
+          ],
+        },
+      ),
+    );
+    expect(result.ok && result.value.script).not.toContain("serviceaccount");
+  });
+});
+
+describe("renderUserData refuses, with a typed error that says where", () => {
+  it("a Pod without containers, or with an empty image", () => {
+    expect(errorOf({ spec: { containers: [] } })).toMatchObject({
+      code: "InvalidPod",
+      path: "spec.containers",
+    });
+    expect(errorOf(withApp({ image: "" }))).toMatchObject({
+      code: "InvalidPod",
+      path: "spec.containers[app].image",
+      message: "container app has no image",
+    });
+    expect(errorOf({ spec: {} })).toMatchObject({ code: "InvalidPod", path: "spec.containers" });
+    expect(errorOf(null).code).toBe("InvalidPod");
+  });
+
+  it("an env value from a Secret, naming the container and the variable", () => {
+    const error = errorOf(
+      withApp({
+        env: [{ name: "TOKEN", valueFrom: { secretKeyRef: { name: "api", key: "token" } } }],
+      }),
+    );
+    expect(error).toMatchObject({
+      code: "SecretInUserData",
+      path: "spec.containers[app].env[TOKEN]",
+    });
+    expect(error.message).toBe(
+      "container app env TOKEN comes from Secret api; Secret values are never written into user-data",
+    );
+    expect(errorOf(withApp({ envFrom: [{ secretRef: { name: "api" } }] })).code).toBe(
+      "SecretInUserData",
+    );
+    expect(errorOf(withApp({}, { imagePullSecrets: [{ name: "regcred" }] })).code).toBe(
+      "SecretInUserData",
+    );
+  });
+
+  it("ConfigMap refs and unsupported downward-API fields", () => {
+    expect(
+      errorOf(
+        withApp({ env: [{ name: "C", valueFrom: { configMapKeyRef: { name: "cm", key: "k" } } }] }),
+      ),
+    ).toMatchObject({
+      code: "UnsupportedEnvSource",
+      path: "spec.containers[app].env[C]",
+    });
+    expect(
+      errorOf(
+        withApp({
+          env: [{ name: "M", valueFrom: { resourceFieldRef: { resource: "limits.memory" } } }],
+        }),
+      ).code,
+    ).toBe("UnsupportedEnvSource");
+    expect(
+      errorOf(
+        withApp({ env: [{ name: "S", valueFrom: { fieldRef: { fieldPath: "status.phase" } } }] }),
+      ).code,
+    ).toBe("UnsupportedEnvSource");
+  });
+
+  it("unsupported volumes and subPath mounts", () => {
+    expect(
+      errorOf(withApp({}, { volumes: [{ name: "conf", configMap: { name: "c" } }] })),
+    ).toMatchObject({
+      code: "UnsupportedVolume",
+      path: "spec.volumes[conf]",
+      message: 'volume "conf" is of kind configMap; the host supports emptyDir and hostPath only',
+    });
+    expect(
+      errorOf(
+        withApp(
+          { volumeMounts: [{ name: "d", mountPath: "/d", subPath: "x" }] },
+          { volumes: [{ name: "d", emptyDir: {} }] },
+        ),
+      ).code,
+    ).toBe("UnsupportedVolume");
+    expect(errorOf(withApp({ volumeMounts: [{ name: "nope", mountPath: "/d" }] })).code).toBe(
+      "InvalidPod",
+    );
+  });
+
+  it("native sidecars, bad annotations, NUL bytes, duplicate names, bad options", () => {
+    expect(
+      errorOf(
+        withApp({}, { initContainers: [{ name: "side", image: "x:1", restartPolicy: "Always" }] }),
+      ).code,
+    ).toBe("UnsupportedField");
+    expect(
+      errorOf({
+        metadata: { annotations: { "nebula.dev/restart-limit": "lots" } },
+        spec: { containers: [{ name: "a", image: "x:1" }] },
+      }),
+    ).toMatchObject({
+      code: "InvalidPod",
+      path: "metadata.annotations[nebula.dev/restart-limit]",
+    });
+    expect(errorOf(withApp({ args: ["a\0b"] }))).toMatchObject({
+      code: "InvalidPod",
+      path: "spec.containers[app].args[0]",
+    });
+    expect(
+      errorOf(withApp({}, { initContainers: [{ name: "app", image: "x:1" }] })).message,
+    ).toContain("used twice");
+    expect(errorOf(withApp({}), { backoff: { initialSeconds: 0 } })).toMatchObject({
+      code: "InvalidOptions",
+      path: "backoff.initialSeconds",
+    });
+  });
+
+  it("user-data that does not fit even gzipped, naming the size and what made it large", () => {
+    const random =
+      fc.sample(fc.string({ minLength: 30000, maxLength: 30000, unit: "grapheme" }), {
+        numRuns: 1,
+        seed: 7,
+      })[0] ?? "";
+    const error = errorOf(withApp({ env: [{ name: "BLOB", value: random }] }));
+    expect(error.code).toBe("TooLarge");
+    expect(error.message).toMatch(
+      /^user-data is \d+ bytes gzipped \(\d+ in clear\), over EC2's limit of 16384; the largest parts before compression: env of container app \(\d+ bytes\)/,
+    );
+  });
+
+  it("never throws, whatever it is handed", () => {
+    fc.assert(
+      fc.property(fc.anything(), fc.anything(), (pod, options) => {
+        const result = renderUserData(pod as V1Pod, options as never);
+        expect(typeof result.ok).toBe("boolean");
+      }),
+      { numRuns: 300 },
+    );
+    fc.assert(
+      fc.property(
+        fc.record({
+          name: fc.string(),
+          image: fc.string(),
+          command: fc.array(fc.string()),
+          env: fc.array(fc.record({ name: fc.string(), value: fc.string() })),
+        }),
+        (container) => {
+          const result = renderUserData(asPod({ spec: { containers: [container] } }));
+          expect(typeof result.ok).toBe("boolean");
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe("Kubernetes $(VAR) expansion", () => {
+  const env = new Map([
+    ["NAME", "web"],
+    ["EMPTY", ""],
+  ]);
+  it("follows the kubelet's rules", () => {
+    expect(expandKubernetesReferences("--name=$(NAME)", env)).toBe("--name=web");
+    expect(expandKubernetesReferences("$$(NAME) $$ $x $(UNKNOWN) $(EMPTY)| $(unclosed", env)).toBe(
+      "$(NAME) $ $x $(UNKNOWN) | $(unclosed",
+    );
+    expect(expandKubernetesReferences("trailing $", env)).toBe("trailing $");
+  });
+
+  it("renders env values and args expanded, in order", () => {
+    const result = renderUserData(
+      withApp({
+        command: ["/bin/app", "$(GREETING)"],
+        env: [
+          { name: "WHO", value: "world" },
+          { name: "GREETING", value: "hello $(WHO)" },
+        ],
+      }),
+    );
+    if (!result.ok) throw result.error;
+    expect(result.value.script).toContain("C0_CMD=($'/bin/app' $'hello world')");
+  });
+});
+
+describe("quoting", () => {
+  const roundTrip = (shell: string, quote: (s: string) => string, strings: string[]) => {
+    const script = strings.map((s) => `printf '%s\\0' ${quote(s)}`).join("\n");
+    const out = spawnSync(shell, ["-c", script], {
+      encoding: "buffer",
+      env: { LC_ALL: "C", PATH: process.env.PATH },
+    });
+    return out.stdout.toString("utf8").split("\0").slice(0, -1);
+  };
+  const noNul = fc.string({ unit: "binary", maxLength: 40 }).filter((s) => !s.includes("\0"));
+
+  it("bashQuote: bash gives back exactly the same bytes, on one line", () => {
+    fc.assert(
+      fc.property(fc.array(noNul, { minLength: 1, maxLength: 20 }), (strings) => {
+        for (const s of strings) expect(bashQuote(s)).not.toContain("\n");
+        expect(roundTrip("bash", bashQuote, strings)).toEqual(strings);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it("shQuote: POSIX sh (dash) gives back exactly the same bytes", () => {
+    fc.assert(
+      fc.property(fc.array(noNul, { minLength: 1, maxLength: 20 }), (strings) => {
+        expect(roundTrip("sh", shQuote, strings)).toEqual(strings);
+      }),
+      { numRuns: 40 },
+    );
+  });
+});

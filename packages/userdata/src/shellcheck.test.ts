@@ -1,0 +1,95 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { V1Pod } from "@kubernetes/client-node";
+import { describe, expect, it } from "vitest";
+import { type RenderOptionsInput, renderUserData } from "./index.js";
+import { typicalPod } from "./testing/pods.js";
+
+/** The files a user-data script writes: the script itself, and each heredoc it installs. */
+function parts(script: string): Record<string, { text: string; shell: string }> {
+  const out: Record<string, { text: string; shell: string }> = {
+    "user-data": { text: script, shell: "bash" },
+  };
+  for (const m of script.matchAll(
+    /^(cat|base64 -d) >(\S+) <<'(NEBULA_[A-Z]+)'\n([\s\S]*?)^\3$/gm,
+  )) {
+    const [, how, path, , body] = m;
+    const text =
+      how === "cat"
+        ? (body ?? "")
+        : Buffer.from((body ?? "").replace(/\n/g, ""), "base64").toString("utf8");
+    out[path ?? ""] = { text, shell: path?.includes("shim") ? "sh" : "bash" };
+  }
+  return out;
+}
+
+const variants: [string, V1Pod, RenderOptionsInput][] = [
+  ["typical app + sidecar", typicalPod(), {}],
+  ["minimal", { spec: { containers: [{ name: "a", image: "busybox" }] } }, {}],
+  [
+    "init containers, volumes, hostile strings, unlimited restarts",
+    {
+      metadata: { name: "x", annotations: { "nebula.dev/restart-limit": "unlimited" } },
+      spec: {
+        restartPolicy: "OnFailure",
+        initContainers: [
+          {
+            name: "init",
+            image: "busybox",
+            command: ["sh", "-c", "echo '$(x)' `id` \"$HOME\"\nexit 0"],
+          },
+        ],
+        containers: [
+          {
+            name: "app",
+            image: "busybox",
+            args: ["--flag", "ünï", "'", "\\"],
+            env: [{ name: "A", value: "$(B) ${C} `d`" }],
+            volumeMounts: [{ name: "data", mountPath: "/data" }],
+          },
+        ],
+        volumes: [{ name: "data", hostPath: { path: "/mnt/data", type: "DirectoryOrCreate" } }],
+      },
+    },
+    {},
+  ],
+  [
+    "agents",
+    typicalPod(),
+    { agents: [{ name: "sandd", command: ["/opt/sandd", "--x='1'", "$(y)"] }] },
+  ],
+];
+
+describe("shellcheck (Debian's package) passes on every generated script", () => {
+  const version = spawnSync("shellcheck", ["--version"], { encoding: "utf8" });
+  it("is installed", () => {
+    expect(version.status).toBe(0);
+  });
+
+  for (const [name, pod, options] of variants) {
+    it(name, () => {
+      const result = renderUserData(pod, options);
+      if (!result.ok) throw result.error;
+      const dir = mkdtempSync(join(tmpdir(), "nebula-shellcheck-"));
+      const files = Object.entries(parts(result.value.script));
+      expect(files.map(([path]) => path)).toEqual(
+        expect.arrayContaining([
+          "user-data",
+          "/usr/local/lib/nebula/supervisor.sh",
+          "/usr/local/lib/nebula/pod.sh",
+        ]),
+      );
+      for (const [path, { text, shell }] of files) {
+        const file = join(dir, path.replaceAll("/", "_"));
+        writeFileSync(file, text);
+        const check = spawnSync("shellcheck", ["--shell", shell, "--severity", "style", file], {
+          encoding: "utf8",
+        });
+        expect(`${path}: ${check.stdout}`).toBe(`${path}: `);
+        expect(check.status).toBe(0);
+      }
+    });
+  }
+});
