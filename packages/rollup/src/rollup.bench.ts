@@ -4,7 +4,7 @@
  * The figure to report is the ratio, measured side by side in this one run.
  *
  * Mix: 60 % ready; the rest spread over InstanceCrashing, ImageUnavailable, Provisioning and
- * OutOfMemory, with 21 distinct messages. The roll-up is run as the operator runs it: with the
+ * OutOfMemory, with up to 21 distinct messages. The roll-up is run as the operator runs it: with the
  * previously stored conditions passed in.
  *
  * The roll-up measured is the built bundle (`dist/index.js`, which the `bench` script builds
