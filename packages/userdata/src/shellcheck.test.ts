@@ -46,6 +46,7 @@ const variants: [string, V1Pod, RenderOptionsInput][] = [
             name: "app",
             image: "busybox",
             args: ["--flag", "ünï", "'", "\\"],
+            // biome-ignore lint/suspicious/noTemplateCurlyInString: a literal shell expression, on purpose
             env: [{ name: "A", value: "$(B) ${C} `d`" }],
             volumeMounts: [{ name: "data", mountPath: "/data" }],
           },

@@ -53,7 +53,13 @@ export interface HostOptions {
   readonly awsCli?: boolean;
   /** CreateTags calls that fail (throttled) before they succeed. */
   readonly failCreateTags?: number;
+  /** `fake` (default): the recording stand-in; `podman`: real podman + runc through a docker wrapper. */
+  readonly docker?: "fake" | "podman";
+  /** Extra environment for the guest (e.g. `NEBULA_PODMAN_ROOT`). */
+  readonly env?: Record<string, string>;
 }
+
+const PODMAN_DOCKER = fileURLToPath(new URL("./podman/docker", import.meta.url));
 
 /**
  * A directory of symlinks to the system's tools minus `aws`, so "no aws CLI on this host" is real
@@ -104,9 +110,9 @@ export class TestHost {
     writeFileSync(join(this.dir, "console"), "");
     writeFileSync(join(this.dir, "calls"), "");
     for (const name of ["docker", "systemctl", "shutdown", ...(options.awsCli ? ["aws"] : [])]) {
-      writeFileSync(join(this.dir, "bin", name), readFileSync(join(STANDINS, name)), {
-        mode: 0o755,
-      });
+      const source =
+        name === "docker" && options.docker === "podman" ? PODMAN_DOCKER : join(STANDINS, name);
+      writeFileSync(join(this.dir, "bin", name), readFileSync(source), { mode: 0o755 });
     }
     if (options.awsCli && this.failTags > 0)
       writeFileSync(join(this.dir, "aws-fail"), String(this.failTags));
@@ -144,6 +150,7 @@ export class TestHost {
       FAKE_DOCKER_DIR: join(this.dir, "docker"),
       AWS_EC2_METADATA_SERVICE_ENDPOINT: `http://127.0.0.1:${port}`,
       AWS_ENDPOINT_URL_EC2: `http://127.0.0.1:${port}`,
+      ...this.options.env,
     };
     return await new Promise((resolve, reject) => {
       const child = spawn(

@@ -1,0 +1,356 @@
+/**
+ * The generated user-data against REAL containers: podman + runc as the host's docker CLI (through
+ * src/testing/podman/docker), a busybox-static image made offline with `podman import`, and the
+ * same IMDS/EC2 endpoint and systemctl/shutdown stand-ins as the unit tests.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { V1Container, V1Pod } from "@kubernetes/client-node";
+import type { ContainerReport, ExitReport } from "@nebula/state-mapping";
+import fc from "fast-check";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { expandKubernetesReferences, type RenderOptionsInput, renderUserData } from "./index.js";
+import { TestHost } from "./testing/host.js";
+
+const ROOT = join(tmpdir(), "nebula-userdata-podman");
+const IMAGE = "localhost/nebula-busybox:1";
+const IMAGE_EP = "localhost/nebula-busybox-entrypoint:1";
+const podman = (...args: string[]) =>
+  execFileSync(
+    "podman",
+    [
+      "--root",
+      join(ROOT, "storage"),
+      "--runroot",
+      join(ROOT, "run"),
+      "--runtime",
+      "/usr/sbin/runc",
+      "--cgroup-manager=cgroupfs",
+      "--events-backend=file",
+      ...args,
+    ],
+    {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+
+const FAST: RenderOptionsInput = {
+  backoff: { initialSeconds: 1, maxSeconds: 2, resetAfterSeconds: 600 },
+  imagePull: { maxAttempts: 2 },
+  report: { retryAttempts: 8, retryBaseMs: 50 },
+};
+
+beforeAll(() => {
+  mkdirSync(ROOT, { recursive: true });
+  const have = spawnSync("podman", [
+    "--root",
+    join(ROOT, "storage"),
+    "--runroot",
+    join(ROOT, "run"),
+    "image",
+    "exists",
+    IMAGE_EP,
+  ]);
+  if (have.status === 0) return;
+  // A busybox-static rootfs: /bin/busybox plus one symlink per applet (what `busybox --install -s` makes).
+  const rootfs = mkdtempSync(join(tmpdir(), "nebula-busybox-"));
+  mkdirSync(join(rootfs, "bin"));
+  mkdirSync(join(rootfs, "tmp"));
+  writeFileSync(join(rootfs, "bin/busybox"), readFileSync("/bin/busybox"), { mode: 0o755 });
+  for (const applet of execFileSync("/bin/busybox", ["--list"], { encoding: "utf8" }).split("\n")) {
+    if (applet && applet !== "busybox") symlinkSync("busybox", join(rootfs, "bin", applet));
+  }
+  // The recorder: writes the exact argv and environment it was exec'd with.
+  writeFileSync(
+    join(rootfs, "bin/recorder"),
+    "#!/bin/sh\ncat /proc/$$/cmdline >/out/argv\ncat /proc/$$/environ >/out/env\n",
+  );
+  chmodSync(join(rootfs, "bin/recorder"), 0o755);
+  execFileSync("tar", ["-C", rootfs, "-cf", join(ROOT, "rootfs.tar"), "."]);
+  podman("import", "--change", "ENV PATH=/bin", join(ROOT, "rootfs.tar"), IMAGE);
+  podman(
+    "import",
+    "--change",
+    "ENV PATH=/bin",
+    "--change",
+    'ENTRYPOINT ["/bin/sh", "-c"]',
+    "--change",
+    'CMD ["echo $$ >/out/workload-pid; echo from-image-cmd >/out/cmd"]',
+    join(ROOT, "rootfs.tar"),
+    IMAGE_EP,
+  );
+  rmSync(rootfs, { recursive: true, force: true });
+}, 300_000);
+
+const hosts: TestHost[] = [];
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((h) => h.close()));
+  podman("rm", "-af", "-t", "0");
+});
+afterAll(() => {
+  spawnSync("podman", [
+    "--root",
+    join(ROOT, "storage"),
+    "--runroot",
+    join(ROOT, "run"),
+    "rm",
+    "-af",
+    "-t",
+    "0",
+  ]);
+});
+
+function outDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "nebula-userdata-out-"));
+  chmodSync(dir, 0o777);
+  return dir;
+}
+
+function pod(containers: V1Container[], out: string, spec: Partial<V1Pod["spec"]> = {}): V1Pod {
+  return {
+    metadata: { name: "it", namespace: "test", uid: "uid-it" },
+    spec: {
+      restartPolicy: "Never",
+      terminationGracePeriodSeconds: 5,
+      containers: containers.map((c) => ({
+        ...c,
+        volumeMounts: [{ name: "out", mountPath: "/out" }],
+      })),
+      volumes: [{ name: "out", hostPath: { path: out } }],
+      ...spec,
+    },
+  };
+}
+
+async function run(p: V1Pod, options: RenderOptionsInput = {}) {
+  const rendered = renderUserData(p, { ...FAST, ...options });
+  if (!rendered.ok) throw rendered.error;
+  const h = new TestHost({ images: {}, docker: "podman", env: { NEBULA_PODMAN_ROOT: ROOT } });
+  hosts.push(h);
+  expect(await h.boot(rendered.value)).toBe(0);
+  return h;
+}
+
+const last = (reports: ExitReport[]) => reports[reports.length - 1];
+const container = (r: ExitReport | undefined, name: string): ContainerReport | undefined =>
+  r?.containers.find((c) => c.name === name);
+const nul = (file: string) => readFileSync(file, "utf8").split("\0").slice(0, -1);
+
+describe("user-data with real podman + runc", () => {
+  it("random strings in command, args and env reach the container byte for byte", async () => {
+    const text = fc
+      .oneof(
+        fc.string({ unit: "binary-ascii", maxLength: 24 }),
+        fc.string({ unit: "grapheme", maxLength: 12 }),
+        fc.constantFrom("$(HOME)", "$$(X)", "`id`", "-", "--x", "'\"", "a\nb", ""),
+      )
+      .filter((s) => !s.includes("\0"));
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(text, { maxLength: 6 }),
+        fc.array(text, { maxLength: 6 }),
+        fc.array(text, { minLength: 1, maxLength: 6 }),
+        async (command, args, values) => {
+          const out = outDir();
+          const env = values.map((value, i) => ({ name: `PROP_${i}`, value }));
+          const h = await run(
+            pod(
+              [{ name: "app", image: IMAGE, command: ["/bin/recorder", ...command], args, env }],
+              out,
+            ),
+          );
+          await h.finished(120_000);
+          const known = new Map<string, string>();
+          for (const { name, value } of env)
+            known.set(name, expandKubernetesReferences(value, known));
+          const argv = nul(join(out, "argv"));
+          expect(argv.slice(2)).toEqual(
+            [...command, ...args].map((s) => expandKubernetesReferences(s, known)),
+          );
+          const got = new Map(
+            nul(join(out, "env")).map((kv) => [
+              kv.slice(0, kv.indexOf("=")),
+              kv.slice(kv.indexOf("=") + 1),
+            ]),
+          );
+          for (const [name, value] of known) expect(got.get(name)).toBe(value);
+          expect(container(last(h.tagReports()), "app")).toMatchObject({
+            state: "terminated",
+            exitCode: 0,
+            reason: "Completed",
+          });
+          await h.close();
+        },
+      ),
+      { numRuns: 8 },
+    );
+  });
+
+  it("captures exit codes, signals and the termination message from podman inspect, with real time stamps", async () => {
+    const out = outDir();
+    const h = await run(
+      pod(
+        [
+          {
+            name: "fails",
+            image: IMAGE,
+            command: ["/bin/sh", "-c", "echo 'bad config' >/dev/termination-log; exit 3"],
+          },
+          // PID 1 of a PID namespace ignores its own SIGKILL; a child is killed and PID 1 exits 128+9.
+          {
+            name: "killed",
+            image: IMAGE,
+            command: ["/bin/sh", "-c", "sleep 100 & kill -KILL $!; wait $!"],
+          },
+          {
+            name: "logs",
+            image: IMAGE,
+            command: ["/bin/sh", "-c", "echo one; echo two; exit 1"],
+            terminationMessagePolicy: "FallbackToLogsOnError",
+          },
+        ],
+        out,
+      ),
+    );
+    await h.finished(120_000);
+    const final = last(h.tagReports());
+    expect(final?.final).toBe(true);
+    expect(container(final, "fails")).toMatchObject({
+      state: "terminated",
+      exitCode: 3,
+      reason: "Error",
+    });
+    expect(Buffer.from(container(final, "fails")?.messageB64 ?? "", "base64").toString()).toBe(
+      "bad config\n",
+    );
+    expect(container(final, "killed")).toMatchObject({ exitCode: 137, signal: 9, reason: "Error" });
+    expect(Buffer.from(container(final, "logs")?.messageB64 ?? "", "base64").toString()).toBe(
+      "one\ntwo\n",
+    );
+    const times = container(final, "fails");
+    expect(times?.startedAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(Date.parse(times?.finishedAt ?? "")).toBeGreaterThanOrEqual(
+      Date.parse(times?.startedAt ?? ""),
+    );
+    expect(h.poweredOff()).toBe(true);
+  });
+
+  it("reports an image that cannot be pulled, then gives up", async () => {
+    const h = await run(pod([{ name: "app", image: "localhost:1/nebula/absent:1" }], outDir()));
+    await h.finished(120_000);
+    const reasons = h.tagReports().map((r) => container(r, "app")?.reason);
+    expect(reasons).toEqual(["ContainerCreating", "ErrImagePull", "ImagePullBackOff"]);
+    expect(last(h.tagReports())?.final).toBe(true);
+  });
+
+  it("restarts a crashing container with back-off up to the cap", async () => {
+    const h = await run({
+      ...pod([{ name: "app", image: IMAGE, command: ["/bin/sh", "-c", "exit 1"] }], outDir(), {
+        restartPolicy: "Always",
+      }),
+      metadata: { name: "it", annotations: { "nebula.dev/restart-limit": "2" } },
+    });
+    await h.finished(120_000);
+    const final = last(h.tagReports());
+    expect(container(final, "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 1,
+      restarts: 2,
+      last: { exitCode: 1, reason: "Error" },
+    });
+    expect(
+      h.tagReports().filter((r) => container(r, "app")?.reason === "CrashLoopBackOff"),
+    ).toHaveLength(2);
+  });
+
+  it("on SIGTERM stops the container with docker stop -t <grace> and writes the final report", async () => {
+    const h = await run(
+      pod(
+        [
+          {
+            name: "app",
+            image: IMAGE,
+            command: ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.2; done"],
+          },
+        ],
+        outDir(),
+        { restartPolicy: "Always" },
+      ),
+    );
+    await h.until(
+      () => h.tagReports().some((r) => container(r, "app")?.state === "running"),
+      120_000,
+    );
+    h.terminate();
+    expect(await h.finished(120_000)).toBe(0);
+    expect(container(last(h.tagReports()), "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 0,
+      reason: "Completed",
+    });
+    expect(last(h.tagReports())?.final).toBe(true);
+    expect(h.poweredOff()).toBe(false);
+  });
+
+  it("runs agents through the shim: the workload is PID 1 with the image's ENTRYPOINT and CMD, and the agent dies with it", async () => {
+    const out = outDir();
+    const h = await run(pod([{ name: "app", image: IMAGE_EP }], out), {
+      agents: [
+        {
+          name: "sandd",
+          command: ["/bin/sh", "-c", "echo started >/out/agent; exec sleep 987654"],
+        },
+      ],
+    });
+    await h.finished(120_000);
+    expect(readFileSync(join(out, "workload-pid"), "utf8").trim()).toBe("1");
+    expect(readFileSync(join(out, "cmd"), "utf8")).toBe("from-image-cmd\n");
+    expect(existsSync(join(out, "agent"))).toBe(true);
+    expect(spawnSync("pgrep", ["-f", "sleep 987654"]).status).toBe(1);
+    expect(container(last(h.tagReports()), "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 0,
+    });
+  });
+
+  it("reports a memory-limit kill as the runtime records it (OOMKilled when inspect says so)", async () => {
+    // The kernel kills the container's PID 1 in its memory cgroup. Whether podman's inspect then says
+    // OOMKilled depends on conmon and the cgroup setup (on this cgroup-v1 sandbox podman 4.3 says
+    // false); the report must agree with inspect either way, and the exit code is 137.
+    const h = await run(
+      pod(
+        [
+          {
+            name: "app",
+            image: IMAGE,
+            command: ["/bin/tail", "/dev/zero"],
+            resources: { limits: { memory: "32Mi" } },
+          },
+        ],
+        outDir(),
+      ),
+    );
+    await h.finished(120_000);
+    const app = container(last(h.tagReports()), "app");
+    const id = (app?.containerID ?? "").replace("docker://", "");
+    const oom = podman("inspect", "--format", "{{.State.OOMKilled}}", id).trim();
+    expect(app).toMatchObject({
+      state: "terminated",
+      exitCode: 137,
+      reason: oom === "true" ? "OOMKilled" : "Error",
+    });
+    if (oom !== "true") expect(app?.signal).toBe(9);
+  });
+});
