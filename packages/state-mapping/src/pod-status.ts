@@ -340,11 +340,10 @@ export function lostPodReason(
 }
 
 function vanishedMessage(state: Extract<InstanceState, { kind: "Lost" }>): string {
-  const who =
-    state.instance === undefined ? "The instance" : `The instance ${state.instance.instanceId}`;
+  // Built from the frozen Lost message only, so that later observations write nothing new.
   const problem =
     state.reportProblem === undefined ? "" : ` Its report was unreadable: ${state.reportProblem}.`;
-  return `${who} vanished without reporting this container's exit: ${state.message}.${problem}`;
+  return `The instance vanished without reporting this container's exit: ${state.message}.${problem}`;
 }
 
 function readPod(pod: unknown): PodView {

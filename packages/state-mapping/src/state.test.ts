@@ -212,6 +212,31 @@ describe("toInstanceState", () => {
     expect(again.kind).toBe("Lost");
   });
 
+  it("keeps why an instance was lost when it is terminated or disappears afterwards", () => {
+    const spot = toInstanceState(ec2("stopped", { code: "Server.SpotInstanceTermination" }), {
+      now: NOW,
+    });
+    const terminated = toInstanceState(
+      ec2("terminated", { code: "Client.UserInitiatedShutdown" }),
+      {
+        now: later(60_000),
+        previous: spot,
+      },
+    );
+    const gone = toInstanceState(undefined, { now: later(120_000), previous: terminated });
+    for (const state of [terminated, gone]) {
+      expect(state).toMatchObject({
+        kind: "Lost",
+        cause: "SpotInterruption",
+        message: spot.kind === "Lost" ? spot.message : "",
+      });
+    }
+    const p = pod("Never");
+    const first = toPodStatus(p, spot, { now: NOW });
+    const last = toPodStatus({ ...p, status: first }, gone, { now: later(120_000) });
+    expect(last).toEqual(first);
+  });
+
   it("gives a fresh launch a grace period before calling an unlisted instance lost", () => {
     const launchedAt = later(-30_000);
     expect(toInstanceState(undefined, { now: NOW, launchedAt }).kind).toBe("Pending");

@@ -153,6 +153,10 @@ export interface PreviousObservation {
   readonly report?: unknown;
   /** Present when the previous observation saw the instance in `DescribeInstances`. */
   readonly instance?: unknown;
+  /** A previous `Lost` state's cause: kept, so a later termination or disappearance does not rewrite why it was lost. */
+  readonly cause?: unknown;
+  /** A previous `Lost` state's message, kept with its cause. */
+  readonly message?: unknown;
 }
 
 /** Options of {@link toInstanceState}. */
@@ -215,6 +219,8 @@ export function toInstanceState(instance: unknown, options: ToInstanceStateOptio
     ? decodeConsoleOutput(options.consoleOutput)
     : { kind: "absent" };
 
+  const frozen = frozenLoss(options.previous);
+
   if (instance === undefined || instance === null) {
     const { best, problem } = pickReport(previousReport, { kind: "absent" }, consoleRead);
     if (best?.final) return withReport({ kind: "Terminal", observedAt, report: best }, best);
@@ -232,8 +238,8 @@ export function toInstanceState(instance: unknown, options: ToInstanceStateOptio
       {
         kind: "Lost",
         observedAt,
-        cause: "Absent",
-        message: lostMessage(undefined, "Absent", best),
+        cause: frozen?.cause ?? "Absent",
+        message: frozen?.message ?? lostMessage(undefined, "Absent", best),
         consoleConsulted,
         ...(problem === undefined ? {} : { reportProblem: problem }),
       },
@@ -273,8 +279,8 @@ export function toInstanceState(instance: unknown, options: ToInstanceStateOptio
         kind: "Lost",
         observedAt,
         instance: facts,
-        cause: facts.cause,
-        message: lostMessage(facts, facts.cause, best),
+        cause: frozen?.cause ?? facts.cause,
+        message: frozen?.message ?? lostMessage(facts, facts.cause, best),
         consoleConsulted,
         ...(unreadable ? { reportProblem: problem } : {}),
       },
@@ -350,6 +356,35 @@ function withReport<T extends InstanceState>(state: T, report: ExitReport | unde
   if (report === undefined) return state;
   accepted.add(report);
   return { ...state, report };
+}
+
+const LOST_CAUSES: ReadonlySet<string> = new Set<LostCause>([
+  "SpotInterruption",
+  "InsufficientCapacity",
+  "UserInitiatedShutdown",
+  "InstanceInitiatedShutdown",
+  "InternalError",
+  "VolumeLimitExceeded",
+  "ScheduledStop",
+  "Other",
+  "None",
+  "Absent",
+]);
+
+/**
+ * Why a previously `Lost` instance was lost. The first loss is the truth: the controller's own
+ * `TerminateInstances` afterwards (or the instance dropping out of `DescribeInstances`) must not
+ * rewrite a Spot interruption into "terminated by an API call", nor churn the Pod's status.
+ */
+function frozenLoss(
+  previous: ToInstanceStateOptions["previous"],
+): { cause: LostCause; message: string } | undefined {
+  if (previous === undefined || previous === null || previous.kind !== "Lost") return undefined;
+  const { cause, message } = previous;
+  if (typeof cause !== "string" || !LOST_CAUSES.has(cause) || typeof message !== "string") {
+    return undefined;
+  }
+  return { cause: cause as LostCause, message };
 }
 
 /**
