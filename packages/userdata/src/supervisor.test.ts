@@ -68,6 +68,12 @@ describe("the generated user-data on a host", () => {
     });
     expect(h.badSignatures()).toBe(0);
     expect(last(h.consoleReports())).toEqual(final);
+    // Only keys the instance role's policy allows (policies/instance-report-tags.json).
+    const allowed = JSON.parse(
+      readFileSync(new URL("../policies/instance-report-tags.json", import.meta.url), "utf8"),
+    ).Statement[0].Condition["ForAllValues:StringEquals"]["aws:TagKeys"] as string[];
+    for (const write of h.tagWrites)
+      for (const key of Object.keys(write)) expect(allowed).toContain(key);
   });
 
   it("writes the unit of the guest contract, with the endpoint overrides it ran with", async () => {
