@@ -1,4 +1,9 @@
 import { defineConfig } from "tsup";
 import { libraryConfig } from "../../tsup.base.ts";
 
-export default defineConfig(libraryConfig);
+export default defineConfig({
+  ...libraryConfig,
+  entry: ["src/index.ts", "src/vitest.ts", "src/vitest-global-setup.ts"],
+  // vitest is the repository's test runner (a root devDependency): never bundle it.
+  external: ["vitest", "vitest/node"],
+});

@@ -1,3 +1,12 @@
+export {
+  CONTROL_PLANE_ADMIN,
+  type ControlPlane,
+  type ControlPlaneConnection,
+  type ControlPlaneInfo,
+  type ControlPlaneOptions,
+  connectControlPlane,
+  startControlPlane,
+} from "./control-plane.js";
 export { TestPeerError, type TestPeerErrorCode } from "./errors.js";
 export {
   connectMoto,
@@ -16,4 +25,10 @@ export {
   DEFAULT_K8S_VERSION,
   DEFAULT_MOTO_VERSION,
 } from "./paths.js";
+export {
+  startTestPeers,
+  type TestPeers,
+  type TestPeersInfo,
+  type TestPeersOptions,
+} from "./peers.js";
 export { freePort } from "./ports.js";

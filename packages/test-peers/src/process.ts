@@ -42,6 +42,7 @@ interface Live {
 }
 
 const live = new Set<Live>();
+const paths = new Set<string>();
 let handlersInstalled = false;
 
 function killGroup(pid: number, signal: NodeJS.Signals): void {
@@ -52,13 +53,37 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
+function endWatchdog(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(pid, "SIGTERM");
+  } catch {
+    // Already gone.
+  }
+}
+
 function killEverythingNow(): void {
   for (const entry of live) {
     killGroup(entry.pid, "SIGKILL");
-    if (entry.watchdog !== undefined) killGroup(entry.watchdog, "SIGKILL");
+    endWatchdog(entry.watchdog);
     for (const path of entry.cleanupPaths) rmSync(path, { recursive: true, force: true });
   }
   live.clear();
+  for (const path of paths) rmSync(path, { recursive: true, force: true });
+  paths.clear();
+}
+
+/**
+ * Deletes `path` (recursively) if this process exits or is interrupted before the returned
+ * function is called; calling it deletes the path now and forgets it.
+ */
+export function trackPath(path: string): () => void {
+  installHandlers();
+  paths.add(path);
+  return () => {
+    rmSync(path, { recursive: true, force: true });
+    paths.delete(path);
+  };
 }
 
 function installHandlers(): void {
@@ -80,9 +105,10 @@ function installHandlers(): void {
 
 // Kills the peer's group and deletes its paths when this Node process disappears without
 // stopping it (SIGKILL, crash): a signal handler cannot run then.
-const WATCHDOG = `parent=$1; pid=$2; shift 2
-while kill -0 "$parent" 2>/dev/null && kill -0 "$pid" 2>/dev/null; do sleep 1; done
-if ! kill -0 "$parent" 2>/dev/null; then kill -KILL -- "-$pid" 2>/dev/null; rm -rf -- "$@"; fi`;
+const WATCHDOG = `parent=$1; pid=$2; shift 2; s=
+trap 'kill "$s" 2>/dev/null; wait "$s" 2>/dev/null; exit 0' TERM
+while kill -0 "$parent" 2>/dev/null && kill -0 "$pid" 2>/dev/null; do sleep 1 & s=$!; wait "$s"; done
+if ! kill -0 "$parent" 2>/dev/null; then kill -KILL "-$pid" 2>/dev/null; rm -rf -- "$@"; fi`;
 
 /**
  * Spawns a peer process in its own process group, keeps the tail of its output, and makes sure
@@ -130,7 +156,7 @@ export function spawnPeer(options: SpawnPeerOptions): PeerProcess {
       done = true;
       if (entry !== undefined) {
         live.delete(entry);
-        if (entry.watchdog !== undefined) killGroup(entry.watchdog, "SIGKILL");
+        endWatchdog(entry.watchdog);
       }
       resolve(code ?? signal ?? "unknown");
     });
@@ -160,7 +186,10 @@ export function spawnPeer(options: SpawnPeerOptions): PeerProcess {
     ],
     { detached: true, stdio: "ignore" },
   );
-  watchdog.on("error", () => {});
+  const watchdogExited = new Promise<void>((resolve) => {
+    watchdog.once("error", () => resolve());
+    watchdog.once("exit", () => resolve());
+  });
   watchdog.unref();
   entry = { pid, watchdog: watchdog.pid, cleanupPaths: options.cleanupPaths ?? [] };
   live.add(entry);
@@ -177,6 +206,10 @@ export function spawnPeer(options: SpawnPeerOptions): PeerProcess {
     hasExited: () => done,
     outputTail: () => tail,
     async stop(graceMs = 10_000) {
+      // Keep the event loop alive until the processes are reaped, or Node could exit first and
+      // leave them to an init that may not reap them.
+      child.ref();
+      watchdog.ref();
       if (!done) {
         killGroup(pid, "SIGTERM");
         const timer = setTimeout(() => killGroup(pid, "SIGKILL"), graceMs);
@@ -187,8 +220,9 @@ export function spawnPeer(options: SpawnPeerOptions): PeerProcess {
       killGroup(pid, "SIGKILL");
       if (entry !== undefined) {
         live.delete(entry);
-        if (entry.watchdog !== undefined) killGroup(entry.watchdog, "SIGKILL");
+        endWatchdog(entry.watchdog);
       }
+      await watchdogExited;
     },
   };
 }

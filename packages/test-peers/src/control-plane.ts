@@ -1,0 +1,408 @@
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { KubeConfig } from "@kubernetes/client-node";
+import { z } from "zod";
+import { issueCert, issueCertSync, makeCa, makeSigningKey } from "./certs.js";
+import { TestPeerError } from "./errors.js";
+import { cacheDir, DEFAULT_K8S_VERSION } from "./paths.js";
+import { freePort } from "./ports.js";
+import { type PeerProcess, spawnPeer, trackPath, waitUntil } from "./process.js";
+
+/** The user the default kubeconfig authenticates as (group `system:masters`). */
+export const CONTROL_PLANE_ADMIN = { user: "admin", groups: ["system:masters"] } as const;
+
+const ControlPlaneOptionsSchema = z.strictObject({
+  kubeApiserver: z.string().min(1).optional(),
+  etcd: z.string().min(1).optional(),
+  startTimeoutMs: z.number().int().positive().optional(),
+  apiserverArgs: z.array(z.string().startsWith("--")).optional(),
+});
+
+/** Options of {@link startControlPlane}. Every field is optional. */
+export interface ControlPlaneOptions {
+  /**
+   * Path of `kube-apiserver`. Default: `TEST_ASSET_KUBE_APISERVER`, else
+   * `$KUBEBUILDER_ASSETS/kube-apiserver`, else
+   * `$NEBULA_CACHE_DIR/control-plane/<NEBULA_K8S_VERSION or v1.35.4>/kube-apiserver`.
+   */
+  kubeApiserver?: string;
+  /** Path of `etcd`, found like `kubeApiserver` (`TEST_ASSET_ETCD`, `KUBEBUILDER_ASSETS`, cache). */
+  etcd?: string;
+  /** How long to wait for etcd, `/healthz` and the `default` namespace (default 90 s). */
+  startTimeoutMs?: number;
+  /**
+   * Extra kube-apiserver flags, appended after the defaults (a later flag wins), e.g.
+   * `["--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"]`.
+   */
+  apiserverArgs?: string[];
+}
+
+/**
+ * What a test needs to reach a running control plane: plain data, so a vitest global setup can
+ * `provide` it to workers. Turn it into clients with {@link connectControlPlane}.
+ */
+export interface ControlPlaneInfo {
+  /** `https://127.0.0.1:<port>`. */
+  server: string;
+  /** The admin kubeconfig (YAML). */
+  kubeconfig: string;
+  /** The serving CA certificate, PEM. */
+  caCert: string;
+  /** Folder with `client-ca.crt`/`client-ca.key`, used to mint client certificates. */
+  certDir: string;
+  /** `gitVersion` from `/version`, e.g. `v1.35.4`. */
+  version: string;
+}
+
+/** A handle on a running control plane, from {@link startControlPlane} or {@link connectControlPlane}. */
+export interface ControlPlaneConnection {
+  /** `https://127.0.0.1:<port>`. */
+  readonly server: string;
+  /** `gitVersion` from `/version`. */
+  readonly version: string;
+  /** A kubeconfig (YAML) for the admin user (`admin`, group `system:masters`) that client-node loads as is. */
+  readonly kubeconfig: string;
+  /** A fresh `KubeConfig` loaded from {@link ControlPlaneConnection.kubeconfig}. */
+  kubeConfig(): KubeConfig;
+  /**
+   * A `KubeConfig` for another user: a new client certificate with CN = `user` and O = `groups`,
+   * signed by the control plane's client CA. RBAC applies to it (grant with Roles/Bindings).
+   */
+  clientFor(user: string, groups?: readonly string[]): KubeConfig;
+  /** The same, as kubeconfig YAML (for a child process or kubectl). */
+  kubeconfigFor(user: string, groups?: readonly string[]): string;
+  /** The plain data to hand to another process (see {@link connectControlPlane}). */
+  info(): ControlPlaneInfo;
+}
+
+/** A control plane this process started, from {@link startControlPlane}. */
+export interface ControlPlane extends ControlPlaneConnection {
+  /** Stops kube-apiserver, then etcd, and deletes the temporary folder (certificates, etcd data). */
+  stop(): Promise<void>;
+}
+
+function binary(explicit: string | undefined, perBinaryEnv: string, name: string): string {
+  if (explicit !== undefined) return explicit;
+  const override = process.env[perBinaryEnv];
+  if (override !== undefined && override !== "") return override;
+  const assets = process.env.KUBEBUILDER_ASSETS;
+  if (assets !== undefined && assets !== "") return join(assets, name);
+  const version = process.env.NEBULA_K8S_VERSION || DEFAULT_K8S_VERSION;
+  return join(cacheDir(), "control-plane", version, name);
+}
+
+const b64 = (text: string): string => Buffer.from(text, "utf8").toString("base64");
+
+/** Renders a single-cluster, single-user kubeconfig. */
+function renderKubeconfig(
+  server: string,
+  caCert: string,
+  user: string,
+  cert: string,
+  key: string,
+): string {
+  return [
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters:",
+    "  - name: nebula-test",
+    "    cluster:",
+    `      server: ${server}`,
+    `      certificate-authority-data: ${b64(caCert)}`,
+    "users:",
+    `  - name: ${JSON.stringify(user)}`,
+    "    user:",
+    `      client-certificate-data: ${b64(cert)}`,
+    `      client-key-data: ${b64(key)}`,
+    "contexts:",
+    "  - name: nebula-test",
+    "    context:",
+    "      cluster: nebula-test",
+    `      user: ${JSON.stringify(user)}`,
+    "current-context: nebula-test",
+    "",
+  ].join("\n");
+}
+
+interface TlsClient {
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+/** GET over HTTPS with client-certificate auth; resolves status and body. */
+function httpsGet(url: string, tls: TlsClient): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: "GET", ...tls, timeout: 5_000 }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        body += chunk;
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("timeout", () => req.destroy(new Error("timeout")));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+const UserName = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[^\n\\/]+$/);
+const Groups = z.array(UserName);
+
+const VersionSchema = z.object({ gitVersion: z.string() });
+
+/**
+ * Starts a real etcd and kube-apiserver on free loopback ports, envtest-style: throwaway CAs
+ * (serving, client, service-account signing), a client-certificate admin in `system:masters`,
+ * `--authorization-mode=RBAC`, the `ServiceAccount` admission plugin disabled (no controller
+ * creates default service accounts). Resolves once `/healthz` is ok and the `default`
+ * namespace exists.
+ *
+ * Use it through the vitest global setup (one per test run) or, for a test that needs its own,
+ * directly. No controller-manager and no scheduler run: bind Pods yourself (`spec.nodeName`) and
+ * finish graceful deletions yourself, as a kubelet would.
+ *
+ * @example
+ * ```ts
+ * const cp = await startControlPlane();
+ * const core = cp.kubeConfig().makeApiClient(CoreV1Api);
+ * await core.listNamespace();
+ * await cp.stop();
+ * ```
+ */
+export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const parsed = ControlPlaneOptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new TestPeerError(
+      "InvalidOptions",
+      `startControlPlane: ${z.prettifyError(parsed.error)}`,
+      {
+        cause: parsed.error,
+      },
+    );
+  }
+  const apiserverBin = binary(
+    parsed.data.kubeApiserver,
+    "TEST_ASSET_KUBE_APISERVER",
+    "kube-apiserver",
+  );
+  const etcdBin = binary(parsed.data.etcd, "TEST_ASSET_ETCD", "etcd");
+  for (const path of [apiserverBin, etcdBin]) {
+    if (!existsSync(path)) {
+      throw new TestPeerError(
+        "BinaryMissing",
+        `${path} not found: run \`bash scripts/bootstrap.sh control-plane\` (or set KUBEBUILDER_ASSETS)`,
+      );
+    }
+  }
+  const timeoutMs = parsed.data.startTimeoutMs ?? 90_000;
+
+  const dir = mkdtempSync(join(tmpdir(), "nebula-control-plane-"));
+  const release = trackPath(dir);
+  const certDir = join(dir, "pki");
+  let etcd: PeerProcess | undefined;
+  let apiserver: PeerProcess | undefined;
+  const stopAll = async (): Promise<void> => {
+    await apiserver?.stop(20_000);
+    await etcd?.stop(10_000);
+    release();
+  };
+
+  try {
+    mkdirSync(certDir, { mode: 0o700 });
+    const [servingCa] = await Promise.all([
+      makeCa(certDir, "serving-ca", "nebula-test-peers serving CA"),
+      makeCa(certDir, "client-ca", "nebula-test-peers client CA"),
+      makeSigningKey(certDir, "sa-signer"),
+    ]);
+    const [serving, admin] = await Promise.all([
+      issueCert({
+        caDir: certDir,
+        ca: "serving-ca",
+        commonName: "localhost",
+        organizations: ["nebula-test-peers"],
+        usage: "server",
+      }),
+      issueCert({
+        caDir: certDir,
+        ca: "client-ca",
+        commonName: CONTROL_PLANE_ADMIN.user,
+        organizations: CONTROL_PLANE_ADMIN.groups,
+        usage: "client",
+      }),
+    ]);
+    writeFileSync(join(certDir, "apiserver.crt"), serving.cert);
+    writeFileSync(join(certDir, "apiserver.key"), serving.key, { mode: 0o600 });
+
+    // etcd, plain HTTP on loopback (as envtest runs it).
+    const clientPort = await freePort();
+    const peerPort = await freePort();
+    const etcdUrl = `http://127.0.0.1:${clientPort}`;
+    const peerUrl = `http://127.0.0.1:${peerPort}`;
+    etcd = spawnPeer({
+      name: "etcd",
+      command: etcdBin,
+      args: [
+        `--data-dir=${join(dir, "etcd")}`,
+        `--listen-client-urls=${etcdUrl}`,
+        `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=${peerUrl}`,
+        `--initial-advertise-peer-urls=${peerUrl}`,
+        `--initial-cluster=default=${peerUrl}`,
+        "--unsafe-no-fsync=true",
+        "--log-level=warn",
+      ],
+      cleanupPaths: [dir],
+    });
+    const etcdProcess = etcd;
+    await waitUntil(
+      async () => {
+        const response = await fetch(`${etcdUrl}/health`);
+        return response.ok && (await response.text()).includes('"health":"true"');
+      },
+      { what: `etcd on ${etcdUrl}`, timeoutMs, process: etcdProcess },
+    );
+
+    const port = await freePort();
+    const server = `https://127.0.0.1:${port}`;
+    apiserver = spawnPeer({
+      name: "kube-apiserver",
+      command: apiserverBin,
+      args: [
+        "--service-cluster-ip-range=10.0.0.0/24",
+        "--allow-privileged=true",
+        "--disable-admission-plugins=ServiceAccount",
+        `--cert-dir=${certDir}`,
+        `--tls-cert-file=${join(certDir, "apiserver.crt")}`,
+        `--tls-private-key-file=${join(certDir, "apiserver.key")}`,
+        "--authorization-mode=RBAC",
+        `--secure-port=${port}`,
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        `--service-account-issuer=${server}/`,
+        `--service-account-key-file=${join(certDir, "sa-signer.pub")}`,
+        `--service-account-signing-key-file=${join(certDir, "sa-signer.key")}`,
+        `--etcd-servers=${etcdUrl}`,
+        `--client-ca-file=${join(certDir, "client-ca.crt")}`,
+        ...(parsed.data.apiserverArgs ?? []),
+      ],
+      cleanupPaths: [dir],
+    });
+    const apiProcess = apiserver;
+    const tls = { ca: servingCa.cert, cert: admin.cert, key: admin.key };
+    await waitUntil(
+      async () => {
+        const health = await httpsGet(`${server}/healthz`, tls);
+        return health.status === 200 && health.body === "ok";
+      },
+      {
+        what: `kube-apiserver /healthz on ${server}`,
+        timeoutMs,
+        intervalMs: 250,
+        process: apiProcess,
+      },
+    );
+    await waitUntil(
+      async () => (await httpsGet(`${server}/api/v1/namespaces/default`, tls)).status === 200,
+      { what: "the default namespace", timeoutMs, intervalMs: 250, process: apiProcess },
+    );
+    const versionResponse = await httpsGet(`${server}/version`, tls);
+    const version = VersionSchema.safeParse(JSON.parse(versionResponse.body));
+    const connection = connectControlPlane({
+      server,
+      kubeconfig: renderKubeconfig(
+        server,
+        servingCa.cert,
+        CONTROL_PLANE_ADMIN.user,
+        admin.cert,
+        admin.key,
+      ),
+      caCert: servingCa.cert,
+      certDir,
+      version: version.success ? version.data.gitVersion : "unknown",
+    });
+    return Object.assign(connection, { stop: stopAll });
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
+
+const ControlPlaneInfoSchema = z.object({
+  server: z.url(),
+  kubeconfig: z.string().min(1),
+  caCert: z.string().includes("BEGIN CERTIFICATE"),
+  certDir: z.string().min(1),
+  version: z.string(),
+});
+
+/**
+ * Connects to a control plane started elsewhere (typically by the vitest global setup, which
+ * `provide`s its {@link ControlPlaneInfo}). The connection mints clients but cannot stop it.
+ *
+ * @example
+ * ```ts
+ * import { inject } from "vitest";
+ * const cp = connectControlPlane(inject("nebulaTestPeers").controlPlane);
+ * const viewer = cp.clientFor("alice", ["viewers"]);
+ * ```
+ */
+export function connectControlPlane(info: ControlPlaneInfo): ControlPlaneConnection {
+  const parsed = ControlPlaneInfoSchema.safeParse(info);
+  if (!parsed.success) {
+    throw new TestPeerError(
+      "InvalidOptions",
+      `connectControlPlane: ${z.prettifyError(parsed.error)}`,
+      {
+        cause: parsed.error,
+      },
+    );
+  }
+  const data = parsed.data;
+  const load = (yaml: string): KubeConfig => {
+    const kc = new KubeConfig();
+    kc.loadFromString(yaml);
+    return kc;
+  };
+  const kubeconfigFor = (user: string, groups: readonly string[] = []): string => {
+    const parsedUser = UserName.safeParse(user);
+    const parsedGroups = Groups.safeParse(groups);
+    if (!parsedUser.success || !parsedGroups.success) {
+      throw new TestPeerError(
+        "InvalidOptions",
+        `clientFor: user and group names must be non-empty and contain no '/', '\\' or newline`,
+        { cause: parsedUser.error ?? parsedGroups.error },
+      );
+    }
+    if (!existsSync(join(data.certDir, "client-ca.key"))) {
+      throw new TestPeerError(
+        "NotProvided",
+        `clientFor: ${data.certDir} is gone (control plane stopped?)`,
+      );
+    }
+    const pair = issueCertSync({
+      caDir: data.certDir,
+      ca: "client-ca",
+      commonName: parsedUser.data,
+      organizations: parsedGroups.data,
+      usage: "client",
+    });
+    return renderKubeconfig(data.server, data.caCert, parsedUser.data, pair.cert, pair.key);
+  };
+  return {
+    server: data.server,
+    version: data.version,
+    kubeconfig: data.kubeconfig,
+    kubeConfig: () => load(data.kubeconfig),
+    kubeconfigFor,
+    clientFor: (user, groups) => load(kubeconfigFor(user, groups)),
+    info: () => ({ ...data }),
+  };
+}
