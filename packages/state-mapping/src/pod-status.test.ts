@@ -283,6 +283,46 @@ describe("toPodStatus", () => {
     expect(condition(status, "PodReadyToStartContainers")?.status).toBe("False");
   });
 
+  it("says so when the report left a container out to fit its tag budget", () => {
+    const rep = { ...report(2, false, [running("first")]), containersOmitted: 1 };
+    const status = toPodStatus(pod("Always", [{ name: "first" }, { name: "second" }]), live(rep), {
+      now: NOW,
+    });
+    expect(status.containerStatuses?.[1]?.state).toEqual({
+      waiting: {
+        reason: "ContainerStatusUnknown",
+        message: "the instance's report left out 1 container(s) to fit its tag budget",
+      },
+    });
+  });
+
+  it("writes nothing new when nothing changed: mapping its own output again is a fixed point", () => {
+    const states = [
+      live(report(1, false, [running()])),
+      live(report(4, false, [crashLooping(3)])),
+      live(report(6, true, [exited(1)])),
+      toInstanceState(ec2("running"), { now: NOW }),
+      toInstanceState(ec2("stopped", { code: "Server.InternalError" }), { now: NOW }),
+      toInstanceState(undefined, { now: NOW }),
+      toInstanceState(ec2("running", { tags: { "nebula:report": "garbage" } }), { now: NOW }),
+    ];
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...states),
+        fc.constantFrom("Always" as const, "OnFailure" as const, "Never" as const),
+        fc.integer({ min: 1, max: 10 ** 9 }),
+        (state, policy, ms) => {
+          const p = pod(policy, [{ name: "app" }], [{ name: "init" }]);
+          const first = toPodStatus(p, state, { now: NOW });
+          const again = toPodStatus({ ...p, status: first }, state, {
+            now: new Date(NOW.getTime() + ms),
+          });
+          expect(again).toEqual(first);
+        },
+      ),
+    );
+  });
+
   it("is total on a malformed Pod", () => {
     const state: InstanceState = live(report(1, false, [running()]));
     fc.assert(

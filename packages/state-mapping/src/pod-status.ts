@@ -144,6 +144,12 @@ export function toPodStatus(
 
   const waitingDefault = (init: boolean): { reason: string; message?: string } => {
     if (state.kind === "Unknown") return { reason: "ReportUnreadable", message: state.message };
+    if (report?.containersOmitted !== undefined) {
+      return {
+        reason: "ContainerStatusUnknown",
+        message: `the instance's report left out ${report.containersOmitted} container(s) to fit its tag budget`,
+      };
+    }
     if (state.kind === "Booting" && state.overdue) {
       return {
         reason: "ContainerCreating",
