@@ -9,6 +9,28 @@ export {
 } from "./control-plane.js";
 export { TestPeerError, type TestPeerErrorCode } from "./errors.js";
 export {
+  buildTestImage,
+  ensureGuestImages,
+  GUEST_BUSYBOX_ALIASES,
+  GUEST_BUSYBOX_IMAGE,
+  GUEST_OOMKILL_IMAGE,
+  type GuestImages,
+  type GuestPhase,
+  HostSimulatorError,
+  type HostSimulatorErrorCode,
+  type InstanceHostGuest,
+  type InstanceHosts,
+  type InstanceHostsOptions,
+  NEBULA_CLUSTER_TAG,
+  NEBULA_POD_UID_TAG,
+  type PhaseChange,
+  type ShutdownOrigin,
+  startInstanceHosts,
+  type TestImageFile,
+  type TestImageSpec,
+  type UnitState,
+} from "./host/index.js";
+export {
   connectMoto,
   MOTO_CREDENTIALS,
   type Moto,

@@ -1,0 +1,83 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { type ImdsIdentity, type ImdsServer, startImdsServer } from "./imds.js";
+
+const IDENTITY: ImdsIdentity = {
+  instanceId: "i-0123456789abcdef0",
+  region: "eu-west-1",
+  availabilityZone: "eu-west-1a",
+  roleName: "nebula-host",
+  instanceProfileArn: "arn:aws:iam::123456789012:instance-profile/nebula-host",
+  imageId: "ami-12345678",
+  instanceType: "m5.large",
+  privateIp: "10.0.0.7",
+  accountId: "123456789012",
+  tokensRequired: true,
+};
+
+let server: ImdsServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+async function token(endpoint: string, ttl = "60"): Promise<Response> {
+  return fetch(`${endpoint}/latest/api/token`, {
+    method: "PUT",
+    headers: { "x-aws-ec2-metadata-token-ttl-seconds": ttl },
+  });
+}
+
+describe("startImdsServer", () => {
+  it("serves identity and role credentials to a holder of a token", async () => {
+    server = await startImdsServer(IDENTITY);
+    const t = await (await token(server.endpoint)).text();
+    const get = async (path: string) =>
+      fetch(`${server?.endpoint}${path}`, { headers: { "x-aws-ec2-metadata-token": t } });
+    expect(await (await get("/latest/meta-data/instance-id")).text()).toBe(IDENTITY.instanceId);
+    expect(await (await get("/latest/meta-data/placement/region")).text()).toBe("eu-west-1");
+    expect(await (await get("/latest/meta-data/iam/security-credentials/")).text()).toBe(
+      "nebula-host",
+    );
+    const creds = (await (
+      await get("/latest/meta-data/iam/security-credentials/nebula-host")
+    ).json()) as {
+      AccessKeyId: string;
+    };
+    expect(creds).toMatchObject({ Code: "Success", Type: "AWS-HMAC" });
+    expect(creds.AccessKeyId).toMatch(/^ASIA/);
+    expect((await get("/latest/meta-data/iam/security-credentials/other")).status).toBe(404);
+    const doc = await (await get("/latest/dynamic/instance-identity/document")).json();
+    expect(doc).toMatchObject({ instanceId: IDENTITY.instanceId, region: "eu-west-1" });
+  });
+
+  it("enforces IMDSv2: no token, a bad token, an expired token or a bad TTL are refused", async () => {
+    let clock = 1_000_000;
+    server = await startImdsServer(IDENTITY, () => clock);
+    const url = `${server.endpoint}/latest/meta-data/instance-id`;
+    expect((await fetch(url)).status).toBe(401);
+    expect((await fetch(url, { headers: { "x-aws-ec2-metadata-token": "nope" } })).status).toBe(
+      401,
+    );
+    expect((await token(server.endpoint, "0")).status).toBe(400);
+    expect((await token(server.endpoint, "21601")).status).toBe(400);
+    const forwarded = await fetch(`${server.endpoint}/latest/api/token`, {
+      method: "PUT",
+      headers: { "x-aws-ec2-metadata-token-ttl-seconds": "60", "x-forwarded-for": "1.2.3.4" },
+    });
+    expect(forwarded.status).toBe(403);
+    const t = await (await token(server.endpoint, "1")).text();
+    expect((await fetch(url, { headers: { "x-aws-ec2-metadata-token": t } })).status).toBe(200);
+    clock += 1001;
+    expect((await fetch(url, { headers: { "x-aws-ec2-metadata-token": t } })).status).toBe(401);
+  });
+
+  it("answers 404 for credentials when the instance has no profile, and allows IMDSv1 when optional", async () => {
+    server = await startImdsServer({ ...IDENTITY, roleName: undefined, tokensRequired: false });
+    expect(
+      (await fetch(`${server.endpoint}/latest/meta-data/iam/security-credentials/`)).status,
+    ).toBe(404);
+    expect(await (await fetch(`${server.endpoint}/latest/meta-data/instance-id`)).text()).toBe(
+      IDENTITY.instanceId,
+    );
+  });
+});

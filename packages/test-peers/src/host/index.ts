@@ -1,0 +1,20 @@
+export { HostSimulatorError, type HostSimulatorErrorCode } from "./errors.js";
+export type { GuestPhase, PhaseChange, ShutdownOrigin, UnitState } from "./guest.js";
+export {
+  buildTestImage,
+  ensureGuestImages,
+  GUEST_BUSYBOX_ALIASES,
+  GUEST_BUSYBOX_IMAGE,
+  GUEST_OOMKILL_IMAGE,
+  type GuestImages,
+  type TestImageFile,
+  type TestImageSpec,
+} from "./images.js";
+export {
+  type InstanceHostGuest,
+  type InstanceHosts,
+  type InstanceHostsOptions,
+  NEBULA_CLUSTER_TAG,
+  NEBULA_POD_UID_TAG,
+  startInstanceHosts,
+} from "./simulator.js";

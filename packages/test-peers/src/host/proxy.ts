@@ -1,0 +1,186 @@
+import { Buffer } from "node:buffer";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import {
+  type InstanceItem,
+  listInstanceItems,
+  rewriteInstanceStates,
+  type StateOverride,
+} from "./overlay.js";
+
+/** What the EC2 proxy asks of the simulator. */
+export interface ProxyHooks {
+  /** For each instance in a `DescribeInstances` (or `RunInstances`) answer: what to show instead of moto's state. */
+  observe(item: InstanceItem, sentAt: number): StateOverride | undefined;
+  /** After moto accepted a state change (`StopInstances`, `TerminateInstances`, `StartInstances`). */
+  stateChanged(
+    action: "StopInstances" | "TerminateInstances" | "StartInstances",
+    instanceIds: string[],
+  ): void;
+  /** The guest's serial console for `GetConsoleOutput`, or `undefined` to let moto answer. */
+  consoleOutput(instanceId: string): Buffer | undefined;
+}
+
+/** A running EC2 proxy. */
+export interface Ec2Proxy {
+  /** `http://127.0.0.1:<port>`. */
+  readonly endpoint: string;
+  close(): Promise<void>;
+}
+
+const HOP_HEADERS = new Set([
+  "host",
+  "connection",
+  "content-length",
+  "transfer-encoding",
+  "expect",
+  "keep-alive",
+]);
+/** EC2 returns the most recent 64 KB of console output. */
+const CONSOLE_LIMIT = 64 * 1024;
+
+/** Takes `instance-state-name` filters off a DescribeInstances request; returns the rest renumbered. */
+export function takeStateFilter(params: URLSearchParams): {
+  params: URLSearchParams;
+  states: Set<string> | undefined;
+} {
+  const filters = new Map<string, { name: string; values: string[] }>();
+  const rest = new URLSearchParams();
+  for (const [key, value] of params) {
+    const match = /^Filter\.(\d+)\.(Name|Value\.\d+)$/.exec(key);
+    if (match?.[1] === undefined) {
+      rest.append(key, value);
+      continue;
+    }
+    const filter = filters.get(match[1]) ?? { name: "", values: [] };
+    if (match[2] === "Name") filter.name = value;
+    else filter.values.push(value);
+    filters.set(match[1], filter);
+  }
+  let states: Set<string> | undefined;
+  let n = 0;
+  for (const [, filter] of [...filters].sort(([a], [b]) => Number(a) - Number(b))) {
+    if (filter.name === "instance-state-name") {
+      states = new Set([...(states ?? []), ...filter.values]);
+      continue;
+    }
+    n++;
+    rest.append(`Filter.${n}.Name`, filter.name);
+    for (const [i, value] of filter.values.entries())
+      rest.append(`Filter.${n}.Value.${i + 1}`, value);
+  }
+  return { params: rest, states };
+}
+
+function instanceIds(params: URLSearchParams): string[] {
+  return [...params].filter(([key]) => /^InstanceId\.\d+$/.test(key)).map(([, value]) => value);
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+/**
+ * Starts the EC2 proxy in front of moto that shows what moto cannot: `pending` while a guest
+ * boots, `stopping` / `shutting-down` while it shuts down, `Client.InstanceInitiatedShutdown`
+ * when it powered itself off, and the guest's real serial console in `GetConsoleOutput`. Every
+ * other request goes to moto untouched.
+ *
+ * @param upstream - moto's endpoint.
+ * @param hooks - the simulator's side.
+ */
+export async function startEc2Proxy(upstream: string, hooks: ProxyHooks): Promise<Ec2Proxy> {
+  const forward = async (
+    req: IncomingMessage,
+    body: Buffer,
+  ): Promise<{ status: number; type: string; text: string }> => {
+    const headers: Record<string, string> = {};
+    for (const [key, value] of Object.entries(req.headers)) {
+      if (!HOP_HEADERS.has(key) && typeof value === "string") headers[key] = value;
+    }
+    const response = await fetch(`${upstream}${req.url ?? "/"}`, {
+      method: req.method ?? "POST",
+      headers,
+      ...(req.method === "GET" || req.method === "HEAD" ? {} : { body }),
+    });
+    return {
+      status: response.status,
+      type: response.headers.get("content-type") ?? "text/xml",
+      text: await response.text(),
+    };
+  };
+  const reply = (res: ServerResponse, status: number, type: string, text: string) => {
+    res.writeHead(status, { "content-type": type, "content-length": Buffer.byteLength(text) });
+    res.end(text);
+  };
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const sentAt = Date.now();
+    const body = await readBody(req);
+    const isForm = (req.headers["content-type"] ?? "").includes("x-www-form-urlencoded");
+    const params = isForm ? new URLSearchParams(body.toString("utf8")) : new URLSearchParams();
+    const action = params.get("Action");
+    if (action === "DescribeInstances") {
+      const { params: rest, states } = takeStateFilter(params);
+      const answer = await forward(req, Buffer.from(rest.toString()));
+      if (answer.status !== 200) return reply(res, answer.status, answer.type, answer.text);
+      return reply(
+        res,
+        200,
+        answer.type,
+        rewriteInstanceStates(answer.text, (item) => hooks.observe(item, sentAt), states),
+      );
+    }
+    if (action === "GetConsoleOutput") {
+      const id = params.get("InstanceId") ?? "";
+      const output = hooks.consoleOutput(id);
+      if (output !== undefined) {
+        const tail = output.subarray(Math.max(0, output.length - CONSOLE_LIMIT));
+        const xml = `<?xml version="1.0" encoding="UTF-8"?>\n<GetConsoleOutputResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>nebula-sim</requestId><instanceId>${id}</instanceId><timestamp>${new Date().toISOString()}</timestamp><output>${tail.toString("base64")}</output></GetConsoleOutputResponse>`;
+        return reply(res, 200, "text/xml", xml);
+      }
+    }
+    const answer = await forward(req, body);
+    if (answer.status === 200) {
+      if (
+        action === "StopInstances" ||
+        action === "TerminateInstances" ||
+        action === "StartInstances"
+      ) {
+        hooks.stateChanged(action, instanceIds(params));
+      } else if (action === "RunInstances") {
+        for (const item of listInstanceItems(answer.text)) hooks.observe(item, sentAt);
+      }
+    }
+    reply(res, answer.status, answer.type, answer.text);
+  };
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (!res.headersSent) {
+        reply(
+          res,
+          502,
+          "text/xml",
+          `<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>InternalError</Code><Message>instance-host simulator proxy: ${String(error).replace(/[<&>]/g, " ")}</Message></Error></Errors><RequestID>nebula-sim</RequestID></Response>`,
+        );
+      } else res.destroy();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen({ host: "127.0.0.1", port: 0 }, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

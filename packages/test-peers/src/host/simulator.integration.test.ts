@@ -1,0 +1,277 @@
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import {
+  CreateTagsCommand,
+  DescribeInstancesCommand,
+  EC2Client,
+  GetConsoleOutputCommand,
+  type Instance,
+  RunInstancesCommand,
+  StopInstancesCommand,
+  TerminateInstancesCommand,
+} from "@aws-sdk/client-ec2";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MOTO_CREDENTIALS, type Moto, NEBULA_INSTANCE_PROFILE, startMoto } from "../moto.js";
+import type { InstanceHosts } from "./simulator.js";
+import { startInstanceHosts } from "./simulator.js";
+
+let moto: Moto;
+let hosts: InstanceHosts;
+let ec2: EC2Client;
+
+beforeAll(async () => {
+  moto = await startMoto();
+  hosts = await startInstanceHosts({
+    ec2Endpoint: moto.endpoint,
+    region: moto.region,
+    bootDelayMs: 3000,
+  });
+  ec2 = new EC2Client({
+    endpoint: hosts.ec2Endpoint,
+    region: moto.region,
+    credentials: { ...MOTO_CREDENTIALS },
+  });
+});
+
+afterAll(async () => {
+  ec2?.destroy();
+  await hosts?.close();
+  await moto?.stop();
+});
+
+async function launch(userData: string, podUid: string): Promise<string> {
+  const out = await ec2.send(
+    new RunInstancesCommand({
+      ImageId: "ami-12345678",
+      InstanceType: "m5.large",
+      MinCount: 1,
+      MaxCount: 1,
+      ClientToken: podUid,
+      UserData: Buffer.from(userData).toString("base64"),
+      IamInstanceProfile: { Name: NEBULA_INSTANCE_PROFILE },
+      InstanceInitiatedShutdownBehavior: "stop",
+      MetadataOptions: { HttpTokens: "required", HttpPutResponseHopLimit: 1 },
+      TagSpecifications: [
+        {
+          ResourceType: "instance",
+          Tags: [
+            { Key: "nebula:cluster", Value: "sim-test" },
+            { Key: "nebula:pod-uid", Value: podUid },
+            { Key: "nebula:pod", Value: `default/${podUid}` },
+          ],
+        },
+      ],
+    }),
+  );
+  const id = out.Instances?.[0]?.InstanceId;
+  if (id === undefined) throw new Error("RunInstances returned no instance");
+  return id;
+}
+
+async function describeOne(id: string): Promise<Instance> {
+  const out = await ec2.send(new DescribeInstancesCommand({ InstanceIds: [id] }));
+  const instance = out.Reservations?.[0]?.Instances?.[0];
+  if (instance === undefined) throw new Error(`${id} not found`);
+  return instance;
+}
+
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Order of the first occurrence of each marker in text; -1 for a missing one. */
+function positions(text: string, markers: string[]): number[] {
+  return markers.map((m) => text.indexOf(m));
+}
+
+// A user-data that reports through the channels of the guest contract: IMDSv2 for identity and
+// role credentials, CreateTags signed with those credentials (curl --aws-sigv4) against
+// AWS_ENDPOINT_URL_EC2, the serial console, then `shutdown -h now`.
+const TAG_AND_POWER_OFF = `#!/bin/bash
+set -euo pipefail
+imds=$AWS_EC2_METADATA_SERVICE_ENDPOINT
+token=$(curl -sSf -X PUT "$imds/latest/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
+md() { curl -sSf -H "X-aws-ec2-metadata-token: $token" "$imds/latest/meta-data/$1"; }
+id=$(md instance-id)
+region=$(md placement/region)
+role=$(md iam/security-credentials/)
+creds=$(md "iam/security-credentials/$role")
+field() { printf '%s\\n' "$creds" | sed -n "s/.*\\"$1\\" *: *\\"\\([^\\"]*\\)\\".*/\\1/p"; }
+echo "guest $id in $region has role $role" >>/dev/console
+curl -sSf --aws-sigv4 "aws:amz:$region:ec2" --user "$(field AccessKeyId):$(field SecretAccessKey)" \\
+  -H "x-amz-security-token: $(field Token)" \\
+  --data-urlencode Action=CreateTags --data-urlencode Version=2016-11-15 \\
+  --data-urlencode "ResourceId.1=$id" --data-urlencode Tag.1.Key=nebula:test \\
+  --data-urlencode "Tag.1.Value=written by $id" "$AWS_ENDPOINT_URL_EC2/" >/dev/null
+echo "tag written; powering off" >>/dev/console
+shutdown -h now
+`;
+
+describe("startInstanceHosts", () => {
+  it("plays a guest that writes a tag with its IMDS credentials and powers off: the instance ends stopped with its tag", async () => {
+    const id = await launch(TAG_AND_POWER_OFF, "pod-tag-and-off");
+    // The first view through the proxy is the boot, which moto skips.
+    expect((await describeOne(id)).State?.Name).toBe("pending");
+    const guest = await hosts.waitForPhase(id, "off");
+    expect(guest.userDataExit === 0 || guest.userDataExit === null).toBe(true);
+    const instance = await describeOne(id);
+    expect(instance.State?.Name).toBe("stopped");
+    expect(instance.StateReason?.Code).toBe("Client.InstanceInitiatedShutdown");
+    expect(instance.Tags).toContainEqual({ Key: "nebula:test", Value: `written by ${id}` });
+    expect(guest.history.map((h) => h.phase)).toEqual(["booting", "running", "stopping", "off"]);
+    expect(guest.console()).toContain(
+      `guest ${id} in ${moto.region} has role ${NEBULA_INSTANCE_PROFILE}`,
+    );
+    // moto itself agrees (the proxy only adds what moto cannot show).
+    const direct = moto.ec2();
+    const raw = await direct.send(new DescribeInstancesCommand({ InstanceIds: [id] }));
+    expect(raw.Reservations?.[0]?.Instances?.[0]?.State?.Name).toBe("stopped");
+    direct.destroy();
+    // The console channel is the guest's real console.
+    const consoleOut = await ec2.send(new GetConsoleOutputCommand({ InstanceId: id }));
+    expect(Buffer.from(consoleOut.Output ?? "", "base64").toString()).toContain(
+      "tag written; powering off",
+    );
+  });
+
+  it("stops the unit in order when the controller stops the instance, showing stopping meanwhile", async () => {
+    const supervisor = `#!/bin/bash
+log() { echo "supervisor: $*" >>/dev/console; }
+docker run -d --name app localhost/nebula-sim/busybox:latest sh -c 'while :; do sleep 1; done' >/dev/null
+log "app running=$(docker inspect --format '{{.State.Running}}' app) started=$(docker inspect --format '{{.State.StartedAt}}' app)"
+on_term() {
+  log "SIGTERM received"
+  docker stop -t 2 app >/dev/null
+  log "app stopped exit=$(docker inspect --format '{{.State.ExitCode}}' app)"
+  while [ ! -e /var/lib/nebula/release ]; do sleep 0.1; done
+  curl -sSf "$AWS_EC2_METADATA_SERVICE_ENDPOINT/latest/meta-data/instance-id" -H "X-aws-ec2-metadata-token: $(curl -sSf -X PUT "$AWS_EC2_METADATA_SERVICE_ENDPOINT/latest/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')" >/dev/null
+  log "final report written"
+  exit 0
+}
+trap on_term TERM
+log "ready"
+while :; do sleep 1 & wait $!; done
+`;
+    const userData = `#!/bin/bash
+set -euo pipefail
+mkdir -p /usr/local/lib/nebula /var/lib/nebula
+cat >/usr/local/lib/nebula/supervisor.sh <<'SUPERVISOR'
+${supervisor}SUPERVISOR
+chmod 755 /usr/local/lib/nebula/supervisor.sh
+cat >/etc/systemd/system/nebula-supervisor.service <<UNIT
+[Unit]
+Description=Nebula host supervisor
+[Service]
+Type=simple
+ExecStart=/usr/local/lib/nebula/supervisor.sh
+KillMode=mixed
+TimeoutStopSec=40
+Environment=AWS_EC2_METADATA_SERVICE_ENDPOINT=$AWS_EC2_METADATA_SERVICE_ENDPOINT
+Environment=AWS_ENDPOINT_URL_EC2=$AWS_ENDPOINT_URL_EC2
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl enable --now --no-block nebula-supervisor.service
+`;
+    const id = await launch(userData, "pod-controller-stop");
+    const guest = await hosts.waitForPhase(id, "running");
+    await until("the supervisor to be ready", () =>
+      guest.console().includes("supervisor: ready") ? true : undefined,
+    );
+    expect(guest.units()).toMatchObject([{ name: "nebula-supervisor.service", state: "active" }]);
+    expect(guest.console()).toMatch(
+      /app running=true started=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/,
+    );
+    // Private paths: the unit file exists for the guest, not on this machine.
+    expect(existsSync(join(guest.dir, "root/etc/systemd/system/nebula-supervisor.service"))).toBe(
+      true,
+    );
+
+    const stop = await ec2.send(new StopInstancesCommand({ InstanceIds: [id] }));
+    expect(stop.StoppingInstances?.[0]?.CurrentState?.Name).toBe("stopping");
+    await until("the app container to be stopped", () =>
+      guest.console().includes("app stopped") ? true : undefined,
+    );
+    // The supervisor cannot finish until the test releases it: EC2 must still say stopping.
+    expect((await describeOne(id)).State?.Name).toBe("stopping");
+    expect(guest.units()[0]?.state).toBe("deactivating");
+    writeFileSync(join(guest.dir, "root/var/lib/nebula/release"), "");
+    await hosts.waitForPhase(id, "off");
+    const instance = await describeOne(id);
+    expect(instance.State?.Name).toBe("stopped");
+    expect(instance.StateReason?.Code).toBe("Client.UserInitiatedShutdown");
+    expect(guest.units()[0]?.state).toBe("inactive");
+    const order = positions(guest.console(), [
+      "supervisor: SIGTERM received",
+      "supervisor: app stopped exit=137",
+      "supervisor: final report written",
+      "Stopped nebula-supervisor.service",
+      "reboot: Power down",
+    ]);
+    expect(order.every((p) => p >= 0)).toBe(true);
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+    expect(readFileSync(guest.eventsPath, "utf8")).toContain("killMode=mixed timeoutStopMs=40000");
+  });
+
+  it("reports a scripted OOM kill through docker, and kills a unit that outlives its TimeoutStopSec on terminate", async () => {
+    const userData = `#!/bin/bash
+set -euo pipefail
+docker pull nebula-sim/oomkill >/dev/null
+docker run -d --name hog -e NEBULA_SIM_OOM_AFTER=0.5 nebula-sim/oomkill >/dev/null
+echo "hog exited $(docker wait hog)" >>/dev/console
+echo "hog state $(docker inspect --format '{{.State.OOMKilled}} {{.State.ExitCode}}' hog)" >>/dev/console
+if docker pull example.com/not-here:1 2>>/dev/console; then echo "pull: ok" >>/dev/console; else echo "pull: failed" >>/dev/console; fi
+cat >/etc/systemd/system/stubborn.service <<'UNIT'
+[Service]
+ExecStart=/bin/bash -c 'trap "echo stubborn ignores TERM >>/dev/console" TERM; echo stubborn up >>/dev/console; while :; do sleep 1; done'
+TimeoutStopSec=5
+UNIT
+systemctl enable --now stubborn
+`;
+    const id = await launch(userData, "pod-oom-and-terminate");
+    const guest = await hosts.waitForPhase(id, "running");
+    await until("the stubborn unit", () =>
+      guest.console().includes("stubborn up") ? true : undefined,
+    );
+    expect(guest.console()).toContain("hog exited 137");
+    expect(guest.console()).toContain("hog state true 137");
+    expect(guest.console()).toContain("pull: failed");
+
+    await ec2.send(new TerminateInstancesCommand({ InstanceIds: [id] }));
+    expect((await describeOne(id)).State?.Name).toBe("shutting-down");
+    await hosts.waitForPhase(id, "terminated");
+    expect((await describeOne(id)).State?.Name).toBe("terminated");
+    expect(guest.units()).toMatchObject([{ name: "stubborn.service", state: "failed" }]);
+    expect(guest.console()).toContain("stubborn ignores TERM");
+    expect(readFileSync(guest.eventsPath, "utf8")).toContain(
+      "unit stubborn.service stop timed out: SIGKILL",
+    );
+  });
+
+  it("leaves instances without Nebula's tags alone and forgets guests whose instance vanished", async () => {
+    const other = await ec2.send(
+      new RunInstancesCommand({ ImageId: "ami-12345678", MinCount: 1, MaxCount: 1 }),
+    );
+    const otherId = other.Instances?.[0]?.InstanceId ?? "";
+    expect((await describeOne(otherId)).State?.Name).toBe("running");
+    expect(hosts.guest(otherId)).toBeUndefined();
+
+    const id = await launch("#!/bin/bash\nsleep 600\n", "pod-vanishes");
+    await hosts.waitForPhase(id, "running");
+    await ec2.send(new CreateTagsCommand({ Resources: [id], Tags: [{ Key: "x", Value: "y" }] }));
+    await moto.reset();
+    const guest = await hosts.waitForPhase(id, "terminated");
+    expect(readFileSync(guest.eventsPath, "utf8")).toContain("vanished from moto");
+  });
+});

@@ -1,0 +1,555 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  DescribeInstanceAttributeCommand,
+  DescribeInstancesCommand,
+  EC2Client,
+  type Instance,
+  StopInstancesCommand,
+  TerminateInstancesCommand,
+} from "@aws-sdk/client-ec2";
+import { z } from "zod";
+import { HostSimulatorError } from "./errors.js";
+import {
+  Guest,
+  type GuestPhase,
+  type PhaseChange,
+  type ShutdownOrigin,
+  type UnitState,
+} from "./guest.js";
+import { ensureGuestImages } from "./images.js";
+import { startImdsServer } from "./imds.js";
+import { EC2_STATES, type InstanceItem, type StateOverride } from "./overlay.js";
+import { type Ec2Proxy, startEc2Proxy } from "./proxy.js";
+import { ENTER_SCRIPT } from "./shims.js";
+import { decodeUserData } from "./userdata.js";
+
+/** Tag that marks an instance as Nebula's (brief C1); the simulator plays only such instances. */
+export const NEBULA_CLUSTER_TAG = "nebula:cluster";
+/** Tag with the Pod UID (brief C1); required too. */
+export const NEBULA_POD_UID_TAG = "nebula:pod-uid";
+
+const OptionsSchema = z.strictObject({
+  ec2Endpoint: z.url(),
+  region: z.string().min(1),
+  credentials: z
+    .strictObject({ accessKeyId: z.string().min(1), secretAccessKey: z.string().min(1) })
+    .optional(),
+  cluster: z.string().min(1).optional(),
+  bootDelayMs: z.number().int().nonnegative().optional(),
+  pollIntervalMs: z.number().int().positive().optional(),
+  workDir: z.string().min(1).optional(),
+  keepOutput: z.boolean().optional(),
+  guestEnv: z.record(z.string(), z.string()).optional(),
+  hideAwsCli: z.boolean().optional(),
+  runtime: z.string().min(1).optional(),
+  ulimits: z
+    .strictObject({ nofile: z.string().regex(/^\d+:\d+$/), nproc: z.string().regex(/^\d+:\d+$/) })
+    .optional(),
+  containerNetwork: z.string().min(1).optional(),
+  busybox: z.string().min(1).optional(),
+});
+
+/** Options of {@link startInstanceHosts}. Only `ec2Endpoint` and `region` are required. */
+export interface InstanceHostsOptions {
+  /** moto's endpoint, `http://127.0.0.1:<port>` (e.g. `moto.endpoint`). Guests send their reports here. */
+  ec2Endpoint: string;
+  /** The region (moto reads it from the signature; guests read it from IMDS). */
+  region: string;
+  /** Credentials for the simulator's own EC2 calls. Default: moto's dummies. */
+  credentials?: { accessKeyId: string; secretAccessKey: string };
+  /** Play only instances whose `nebula:cluster` tag has this value. Default: every Nebula instance. */
+  cluster?: string;
+  /** How long a guest stays `pending` before it runs (ms). Default 1000. */
+  bootDelayMs?: number;
+  /** How often moto is polled for launches, stops and terminations done behind the proxy's back (ms). Default 250. */
+  pollIntervalMs?: number;
+  /**
+   * Directory for the guests' output (one subdirectory per instance). Default: a new temporary
+   * directory, removed by `close()` unless `keepOutput` is set. A directory you give is kept.
+   */
+  workDir?: string;
+  /** Keep the output directory after `close()`. Default: `true` for a given `workDir`, else `false`. */
+  keepOutput?: boolean;
+  /** Extra environment for the user-data (e.g. `AWS_CA_BUNDLE`). */
+  guestEnv?: Record<string, string>;
+  /**
+   * Hide the host's `aws` CLI from guests (so the supervisor takes its curl + openssl path).
+   * Default `true`: Debian's aws CLI 2.9 ignores `AWS_ENDPOINT_URL_EC2` and would send reports to real AWS.
+   */
+  hideAwsCli?: boolean;
+  /** The OCI runtime podman uses. Default `/usr/sbin/runc`. */
+  runtime?: string;
+  /**
+   * Container `--ulimit` defaults as `soft:hard` (a guest's own `--ulimit` wins). Default: nofile
+   * `1024:<hard limit>`, nproc `<hard limit>:<hard limit>` (at most `kernel.pid_max` and 65536),
+   * read from the guest's own limits, because runc cannot raise a limit above its caller's.
+   */
+  ulimits?: { nofile: string; nproc: string };
+  /** Container `--network` when the guest gives none. Default `host` (no per-container network setup). */
+  containerNetwork?: string;
+  /** The static busybox the guest images are built from. Default `/bin/busybox`. */
+  busybox?: string;
+}
+
+/** One guest as tests see it. */
+export interface InstanceHostGuest {
+  /** The EC2 instance ID. */
+  readonly instanceId: string;
+  /** Where the guest is in its life. */
+  readonly phase: GuestPhase;
+  /** Every phase it went through, in order, with times. */
+  readonly history: readonly PhaseChange[];
+  /** The guest's output directory. */
+  readonly dir: string;
+  /** Its serial console file (what it appended to `/dev/console`). */
+  readonly consolePath: string;
+  /** The user-data's stdout and stderr (`user-data.log`). */
+  readonly userDataLogPath: string;
+  /** The simulator's timeline of the guest (`events.log`): systemctl calls, signals, power-off. */
+  readonly eventsPath: string;
+  /** Every `docker` call the guest made (`docker/docker.log`). */
+  readonly dockerLogPath: string;
+  /** The guest's IMDS endpoint. */
+  readonly imdsEndpoint: string;
+  /** User-data exit code: `undefined` before it ran, `null` while running or when killed. */
+  readonly userDataExit: number | null | undefined;
+  /** Whether the guest powered itself off. */
+  readonly instanceInitiated: boolean;
+  /** The units the guest installed, with their states. */
+  units(): { name: string; state: UnitState; pid: number | undefined; exitCode: number | null }[];
+  /** The path of a unit's output (its "journal"). */
+  unitLogPath(unit: string): string;
+  /** The console's text so far. */
+  console(): string;
+}
+
+/** A running instance-host simulator, from {@link startInstanceHosts}. */
+export interface InstanceHosts {
+  /**
+   * The EC2 endpoint the code under test should use: a proxy in front of moto that shows the
+   * intermediate states (`pending`, `stopping`, `shutting-down`) for as long as the guests really
+   * take, and the guests' real consoles in `GetConsoleOutput`.
+   */
+  readonly ec2Endpoint: string;
+  /** moto's own endpoint (what guests report to). */
+  readonly motoEndpoint: string;
+  /** The output directory (one subdirectory per instance). */
+  readonly workDir: string;
+  /** The guest of an instance, if the simulator has seen it. */
+  guest(instanceId: string): InstanceHostGuest | undefined;
+  /** Every guest the simulator has seen. */
+  guests(): InstanceHostGuest[];
+  /**
+   * Waits until the instance's guest is in one of `phases`.
+   *
+   * @throws {@link HostSimulatorError} `Timeout` after `timeoutMs` (default 60 s), with the guest's console tail.
+   */
+  waitForPhase(
+    instanceId: string,
+    phases: GuestPhase | readonly GuestPhase[],
+    timeoutMs?: number,
+  ): Promise<InstanceHostGuest>;
+  /** Stops playing: kills every guest at once, removes their containers, closes the proxy. */
+  close(): Promise<void>;
+  /** Same as `close()`, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+function which(command: string): boolean {
+  try {
+    execFileSync("sh", ["-c", `command -v ${command}`], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function view(guest: Guest): InstanceHostGuest {
+  return {
+    instanceId: guest.instanceId,
+    get phase() {
+      return guest.phase;
+    },
+    history: guest.history,
+    dir: guest.dir,
+    consolePath: guest.consolePath,
+    userDataLogPath: join(guest.dir, "user-data.log"),
+    eventsPath: join(guest.dir, "events.log"),
+    dockerLogPath: join(guest.dir, "docker", "docker.log"),
+    imdsEndpoint: guest.imdsEndpoint,
+    get userDataExit() {
+      return guest.userDataExit;
+    },
+    get instanceInitiated() {
+      return guest.instanceInitiated;
+    },
+    units: () => guest.units(),
+    unitLogPath: (unit: string) => join(guest.dir, "units", `${unit}.log`),
+    console: () => {
+      try {
+        return readFileSync(guest.consolePath, "utf8");
+      } catch {
+        return "";
+      }
+    },
+  };
+}
+
+const INSTANCE_INITIATED = {
+  code: "Client.InstanceInitiatedShutdown",
+  message: "Client.InstanceInitiatedShutdown: Instance initiated shutdown",
+};
+
+/**
+ * Starts the instance-host simulator: for every instance launched in moto with Nebula's tags
+ * (`nebula:cluster`, `nebula:pod-uid`), it plays the VM's guest per the guest contract. After a
+ * boot delay it runs the decoded user-data with bash as root in a sandbox of its own (private
+ * `/etc/systemd/system`, `/usr/local/lib/nebula`, `/var/lib/nebula`, `/dev/console`), with an
+ * IMDSv2 endpoint, `systemctl`, `shutdown` and a `docker` backed by podman + runc. A guest
+ * power-off becomes StopInstances in moto; a stop or terminate through the API becomes an
+ * orderly guest shutdown. Point the code under test at {@link InstanceHosts.ec2Endpoint} to see
+ * the intermediate states that moto skips.
+ *
+ * Needs root, `unshare`, `podman`, `runc`, `curl` and a static busybox (Debian: util-linux,
+ * podman, runc, curl, busybox-static).
+ *
+ * @example
+ * ```ts
+ * const moto = await startMoto();
+ * const hosts = await startInstanceHosts({ ec2Endpoint: moto.endpoint, region: moto.region });
+ * const ec2 = new EC2Client({ endpoint: hosts.ec2Endpoint, region: moto.region, credentials: MOTO_CREDENTIALS });
+ * // ... RunInstances with Nebula's tags and user-data, then:
+ * await hosts.waitForPhase(instanceId, "off");
+ * await hosts.close();
+ * ```
+ */
+export async function startInstanceHosts(options: InstanceHostsOptions): Promise<InstanceHosts> {
+  const parsed = OptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new HostSimulatorError(
+      "InvalidOptions",
+      `startInstanceHosts: ${z.prettifyError(parsed.error)}`,
+      {
+        cause: parsed.error,
+      },
+    );
+  }
+  const o = parsed.data;
+  const runtime = o.runtime ?? "/usr/sbin/runc";
+  const missing = ["unshare", "podman", "curl", "tar"].filter((c) => !which(c));
+  if (!existsSync(runtime)) missing.push(runtime);
+  if (typeof process.getuid === "function" && process.getuid() !== 0) missing.push("root (uid 0)");
+  if (missing.length > 0) {
+    throw new HostSimulatorError(
+      "PrerequisiteMissing",
+      `startInstanceHosts needs ${missing.join(", ")} (run bash scripts/bootstrap.sh as root)`,
+    );
+  }
+  await ensureGuestImages(o.busybox);
+  const ownDir = o.workDir === undefined;
+  const workDir = o.workDir ?? mkdtempSync(join(tmpdir(), "nebula-hosts-"));
+  const keepOutput = o.keepOutput ?? !ownDir;
+  mkdirSync(join(workDir, "s"), { recursive: true });
+  const enterScript = join(workDir, "enter.sh");
+  writeFileSync(enterScript, ENTER_SCRIPT, { mode: 0o755 });
+  const nofile = o.ulimits === undefined ? "" : `nofile=${o.ulimits.nofile}`;
+  const nproc = o.ulimits === undefined ? "" : `nproc=${o.ulimits.nproc}`;
+  const credentials = o.credentials ?? { accessKeyId: "testing", secretAccessKey: "testing" };
+  const ec2 = new EC2Client({
+    endpoint: o.ec2Endpoint,
+    region: o.region,
+    credentials,
+    maxAttempts: 5,
+  });
+  const guests = new Map<string, Guest>();
+  const starting = new Set<Promise<unknown>>();
+  let closed = false;
+
+  const isOurs = (tags: Readonly<Record<string, string>>): boolean =>
+    tags[NEBULA_CLUSTER_TAG] !== undefined &&
+    tags[NEBULA_POD_UID_TAG] !== undefined &&
+    (o.cluster === undefined || tags[NEBULA_CLUSTER_TAG] === o.cluster);
+
+  const track = <T>(promise: Promise<T>): void => {
+    const p = promise.catch(() => undefined);
+    starting.add(p);
+    void p.finally(() => starting.delete(p));
+  };
+
+  const roleOf = async (profileArn: string | undefined): Promise<string | undefined> => {
+    if (profileArn === undefined) return undefined;
+    const profile = profileArn.split("/").at(-1) ?? profileArn;
+    try {
+      const date = new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+/, "");
+      const response = await fetch(`${o.ec2Endpoint}/`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/x-www-form-urlencoded",
+          "x-amz-date": date,
+          authorization: `AWS4-HMAC-SHA256 Credential=${credentials.accessKeyId}/${date.slice(0, 8)}/us-east-1/iam/aws4_request, SignedHeaders=host;x-amz-date, Signature=0`,
+        },
+        body: new URLSearchParams({
+          Action: "GetInstanceProfile",
+          InstanceProfileName: profile,
+          Version: "2010-05-08",
+        }),
+      });
+      const role = /<RoleName>([^<]+)<\/RoleName>/.exec(await response.text())?.[1];
+      return role ?? profile;
+    } catch {
+      return profile;
+    }
+  };
+
+  const powerOff = async (guest: Guest, origin: ShutdownOrigin): Promise<void> => {
+    if (origin !== "guest" || closed) return;
+    try {
+      const attribute = await ec2.send(
+        new DescribeInstanceAttributeCommand({
+          InstanceId: guest.instanceId,
+          Attribute: "instanceInitiatedShutdownBehavior",
+        }),
+      );
+      const behaviour = attribute.InstanceInitiatedShutdownBehavior?.Value ?? "stop";
+      guest.event(
+        `power off → ${behaviour === "terminate" ? "TerminateInstances" : "StopInstances"} in moto`,
+      );
+      if (behaviour === "terminate") {
+        await ec2.send(new TerminateInstancesCommand({ InstanceIds: [guest.instanceId] }));
+        await guest.terminate();
+      } else {
+        await ec2.send(new StopInstancesCommand({ InstanceIds: [guest.instanceId] }));
+      }
+    } catch (error) {
+      guest.event(`power off could not reach moto: ${String(error)}; the instance is gone`);
+      await guest.terminate();
+    }
+  };
+
+  const launch = (instanceId: string): Guest => {
+    const dir = join(workDir, instanceId);
+    mkdirSync(dir, { recursive: true });
+    const guest = new Guest({
+      instanceId,
+      dir,
+      socketPath: join(workDir, "s", `${instanceId}.sock`),
+      enterScript,
+      ec2Endpoint: o.ec2Endpoint,
+      guestEnv: o.guestEnv ?? {},
+      hidePaths: o.hideAwsCli === false ? [] : ["/usr/bin/aws", "/usr/local/bin/aws"],
+      bootDelayMs: o.bootDelayMs ?? 1000,
+      runtime,
+      nofile,
+      nproc,
+      network: o.containerNetwork ?? "host",
+      onPowerOff: powerOff,
+    });
+    guests.set(instanceId, guest);
+    guest.event("discovered");
+    track(
+      (async () => {
+        const described = await ec2.send(
+          new DescribeInstancesCommand({ InstanceIds: [instanceId] }),
+        );
+        const reservation = described.Reservations?.[0];
+        const instance: Instance | undefined = reservation?.Instances?.[0];
+        const userData = await ec2.send(
+          new DescribeInstanceAttributeCommand({ InstanceId: instanceId, Attribute: "userData" }),
+        );
+        const imds = await startImdsServer({
+          instanceId,
+          region: o.region,
+          availabilityZone: instance?.Placement?.AvailabilityZone ?? `${o.region}a`,
+          roleName: await roleOf(instance?.IamInstanceProfile?.Arn),
+          instanceProfileArn: instance?.IamInstanceProfile?.Arn,
+          imageId: instance?.ImageId ?? "ami-00000000",
+          instanceType: instance?.InstanceType ?? "m5.large",
+          privateIp: instance?.PrivateIpAddress ?? "10.0.0.10",
+          accountId: reservation?.OwnerId ?? "123456789012",
+          tokensRequired: instance?.MetadataOptions?.HttpTokens === "required",
+        });
+        if (guest.phase === "terminated") {
+          await imds.close();
+          return;
+        }
+        await guest.prepare(imds);
+        if (guest.phase !== "booting") return;
+        const encoded = userData.UserData?.Value;
+        const decoded = encoded === undefined ? undefined : decodeUserData(encoded);
+        if (decoded !== undefined && !decoded.ok) guest.userDataUnreadable(decoded.error.message);
+        guest.boot(decoded?.ok === true ? decoded.script : undefined);
+      })().catch(async (error: unknown) => {
+        guest.event(`could not start the guest: ${String(error)}`);
+        await guest.terminate();
+      }),
+    );
+    return guest;
+  };
+
+  /** Reconciles a guest with moto's state; returns what the proxy should show. */
+  const observe = (item: InstanceItem, sentAt: number): StateOverride | undefined => {
+    if (closed || !isOurs(item.tags)) return undefined;
+    const moto = item.stateName;
+    let guest = guests.get(item.instanceId);
+    if (guest === undefined) {
+      if (moto !== "running" && moto !== "pending") return undefined;
+      guest = launch(item.instanceId);
+    } else reconcile(guest, moto, sentAt);
+    return overrideFor(guest, moto);
+  };
+
+  /** `sentAt`: when the view of moto was asked for; a view older than the guest's last power-off is stale. */
+  const reconcile = (guest: Guest, moto: string, sentAt: number): void => {
+    const phase = guest.phase;
+    if (moto === "stopped" || moto === "stopping") {
+      if (phase === "booting" || phase === "running") track(guest.shutdown("api-stop"));
+    } else if (moto === "terminated" || moto === "shutting-down") {
+      if (phase === "booting" || phase === "running" || phase === "stopping")
+        track(guest.shutdown("api-terminate"));
+      else if (phase === "off") track(guest.terminate());
+    } else if (moto === "running" || moto === "pending") {
+      if (phase === "off" && !guest.powerOffInFlight && sentAt > guest.poweredOffAt) {
+        guest.event("started again (StartInstances)");
+        guest.boot(undefined);
+      }
+    }
+  };
+
+  const overrideFor = (guest: Guest, moto: string): StateOverride | undefined => {
+    switch (guest.phase) {
+      case "booting":
+        return moto === "running" || moto === "pending" ? { state: EC2_STATES.pending } : undefined;
+      case "stopping":
+        return {
+          state: EC2_STATES.stopping,
+          ...(guest.instanceInitiated ? { stateReason: INSTANCE_INITIATED } : {}),
+        };
+      case "shutting-down":
+        return { state: EC2_STATES["shutting-down"] };
+      default:
+        return guest.instanceInitiated && (moto === "stopped" || moto === "terminated")
+          ? { stateReason: INSTANCE_INITIATED }
+          : undefined;
+    }
+  };
+
+  const proxy: Ec2Proxy = await startEc2Proxy(o.ec2Endpoint, {
+    observe,
+    stateChanged: (action, ids) => {
+      const moto =
+        action === "StopInstances"
+          ? "stopped"
+          : action === "TerminateInstances"
+            ? "terminated"
+            : "running";
+      for (const id of ids) {
+        const guest = guests.get(id);
+        if (guest !== undefined) reconcile(guest, moto, Date.now());
+      }
+    },
+    consoleOutput: (id) => {
+      const guest = guests.get(id);
+      if (guest === undefined) return undefined;
+      try {
+        return readFileSync(guest.consolePath);
+      } catch {
+        return undefined;
+      }
+    },
+  });
+
+  let timer: NodeJS.Timeout | undefined;
+  const poll = async (): Promise<void> => {
+    const seen = new Set<string>();
+    const sentAt = Date.now();
+    let token: string | undefined;
+    do {
+      const page = await ec2.send(
+        new DescribeInstancesCommand({
+          Filters: [
+            { Name: "tag-key", Values: [NEBULA_POD_UID_TAG] },
+            ...(o.cluster === undefined
+              ? []
+              : [{ Name: `tag:${NEBULA_CLUSTER_TAG}`, Values: [o.cluster] }]),
+          ],
+          ...(token === undefined ? {} : { NextToken: token }),
+        }),
+      );
+      for (const reservation of page.Reservations ?? []) {
+        for (const instance of reservation.Instances ?? []) {
+          if (instance.InstanceId === undefined) continue;
+          seen.add(instance.InstanceId);
+          const tags = Object.fromEntries(
+            (instance.Tags ?? []).map((t) => [t.Key ?? "", t.Value ?? ""]),
+          );
+          observe(
+            { instanceId: instance.InstanceId, stateName: instance.State?.Name ?? "", tags },
+            sentAt,
+          );
+        }
+      }
+      token = page.NextToken;
+    } while (token !== undefined && token !== "");
+    for (const [id, guest] of guests) {
+      if (!seen.has(id) && guest.phase !== "terminated" && !guest.powerOffInFlight) {
+        guest.event("the instance vanished from moto (reset?): killing the guest");
+        track(guest.destroy());
+      }
+    }
+  };
+  const loop = () => {
+    if (closed) return;
+    poll()
+      .catch(() => undefined)
+      .finally(() => {
+        if (!closed) timer = setTimeout(loop, o.pollIntervalMs ?? 250);
+      });
+  };
+  loop();
+
+  const hosts: InstanceHosts = {
+    ec2Endpoint: proxy.endpoint,
+    motoEndpoint: o.ec2Endpoint,
+    workDir,
+    guest: (id) => {
+      const guest = guests.get(id);
+      return guest === undefined ? undefined : view(guest);
+    },
+    guests: () => [...guests.values()].map(view),
+    async waitForPhase(instanceId, phases, timeoutMs = 60_000) {
+      const wanted = typeof phases === "string" ? [phases] : phases;
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        if (closed) throw new HostSimulatorError("Closed", "the instance-host simulator is closed");
+        const guest = guests.get(instanceId);
+        if (guest !== undefined && wanted.includes(guest.phase)) return view(guest);
+        if (Date.now() > deadline) {
+          const tail = guest === undefined ? "(never seen)" : view(guest).console().slice(-2000);
+          throw new HostSimulatorError(
+            "Timeout",
+            `guest ${instanceId} did not reach ${wanted.join("|")} in ${timeoutMs} ms (phase ${guest?.phase ?? "none"}); console tail:\n${tail}`,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (timer !== undefined) clearTimeout(timer);
+      await Promise.allSettled([...guests.values()].map((g) => g.destroy()));
+      await Promise.allSettled([...starting]);
+      await proxy.close();
+      ec2.destroy();
+      if (!keepOutput) rmSync(workDir, { recursive: true, force: true });
+      else rmSync(join(workDir, "s"), { recursive: true, force: true });
+    },
+    [Symbol.asyncDispose]() {
+      return hosts.close();
+    },
+  };
+  return hosts;
+}
