@@ -8,6 +8,7 @@ import {
   StopInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
+import { MemoryStore, type TeardownEvent } from "@nebula/teardown";
 import { type Moto, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseProviderConfig } from "./config.js";
@@ -384,5 +385,59 @@ describe("leak collection", () => {
     expect(instance?.State?.Name).toBe("running");
     expect(instance?.Tags?.some((t) => t.Key === "nebula:orphaned-at")).toBe(false);
     await provider.stop();
+  });
+});
+
+describe("durable teardown", () => {
+  it("records the teardown on the Pod's store and resumes it after a crash, in C7 order", async () => {
+    const store = new MemoryStore();
+    const deleted: string[] = [];
+    const events: string[] = [];
+    const config = motoConfig(moto, network, "durable");
+    const teardown = (sink: string[]) => ({
+      store,
+      deletePod: async (effect: { namespace: string; name: string; uid: string }) => {
+        deleted.push(`${effect.namespace}/${effect.name}@${effect.uid}`);
+        store.remove(`${effect.namespace}/${effect.name}`);
+      },
+      onEvent: (event: TeardownEvent) => {
+        if (event.type === "transition")
+          sink.push(`${event.transition.from}->${event.transition.to}`);
+        if (event.type === "issuing") sink.push(event.effects.map((e) => e.kind).join(","));
+      },
+    });
+    const pod = testPod("durable", uid(700));
+    store.put("default/durable", { metadata: { name: "durable" } }, uid(700));
+
+    const first = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(700)],
+      teardown: teardown(events),
+    });
+    await first.createPod(pod);
+    await first.pollOnce();
+    await first.deletePod(pod);
+    // The intent is on the Pod before anything else, and the stop went out.
+    expect(store.get("default/durable")?.record).toContain('"phase":"stopping"');
+    await first.stop(); // the provider "crashes" here
+
+    const second = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(700)],
+      teardown: teardown(events),
+    });
+    await second.pollOnce();
+    await second.deletePod(pod);
+    for (let i = 0; i < 4 && store.get("default/durable") !== undefined; i++)
+      await second.pollOnce();
+
+    expect(store.get("default/durable")).toBeUndefined();
+    expect(deleted).toEqual([`default/durable@${uid(700)}`]);
+    const order = events.filter((e) => !e.includes("->"));
+    expect(order).toEqual(["StopInstance", "TerminateInstance", "DeletePod"]);
+    expect(live(await nodeInstances(ec2, "durable"))).toEqual([]);
+    await second.stop();
   });
 });

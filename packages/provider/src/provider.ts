@@ -10,6 +10,20 @@ import {
 } from "@aws-sdk/client-ec2";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import { type InstanceState, needsConsoleOutput, toInstanceState } from "@nebula/state-mapping";
+import {
+  type AuxiliaryObject,
+  type InstanceObservation,
+  MemoryStore,
+  type ObserveInput,
+  type PodTeardownEffect,
+  type PodTeardownObservation,
+  type PodTeardownParams,
+  podTeardown,
+  type TeardownEvent,
+  TeardownExecutor,
+  type TeardownStore,
+  type TickResult,
+} from "@nebula/teardown";
 import { type RenderOptionsInput, renderUserData } from "@nebula/userdata";
 import { InstanceBatcher } from "./batch.js";
 import { type ProviderConfig, parseProviderConfig } from "./config.js";
@@ -90,12 +104,35 @@ export interface Ec2PodProviderOptions {
    * is an orphan.
    */
   readonly livePodUids: () => Promise<Iterable<string>> | Iterable<string>;
+  /**
+   * Durable teardown. Without it, teardown records live in memory (a `MemoryStore`) and are rebuilt
+   * from EC2 after a restart; with it, they are recorded on the Pods (compare-and-swap) by the
+   * virtual node's store and resume after a crash at the phase they reached.
+   */
+  readonly teardown?: ProviderTeardownOptions;
   /** An EC2 client to use instead of the one built from the configuration (adaptive retry). */
   readonly client?: EC2Client;
   /** The clock, ms since the epoch (tests pass a fake one). Default `Date.now`. */
   readonly now?: () => number;
   /** Where the provider writes one-line diagnostics. Default: nowhere. */
   readonly log?: (level: "info" | "warn" | "error", message: string) => void;
+}
+
+/** Where teardowns are recorded, and the effects only the virtual node can perform. */
+export interface ProviderTeardownOptions {
+  /**
+   * The store of teardown records, keyed `namespace/name` (the Kubernetes Pod store of the
+   * virtual node: records in the `teardown.nebula.dev/record` annotation).
+   */
+  readonly store: TeardownStore;
+  /** Deletes the Pod object with grace 0 and a UID precondition; 404 counts as success. */
+  readonly deletePod: (effect: Extract<PodTeardownEffect, { kind: "DeletePod" }>) => Promise<void>;
+  /** Deletes one auxiliary object the Pod owned; 404 counts as success. */
+  readonly deleteAuxiliary?: (object: AuxiliaryObject) => Promise<void>;
+  /** The auxiliary objects a Pod owns (deleted after its instance is reclaimed). Default none. */
+  readonly auxiliaries?: (pod: V1Pod) => AuxiliaryObject[];
+  /** Receives every teardown event (transitions, effects issued, holds, errors). */
+  readonly onEvent?: (event: TeardownEvent) => void;
 }
 
 /** What one poll cycle did. */
@@ -112,13 +149,17 @@ export interface PollResult {
   readonly error?: ProviderError;
 }
 
-interface Reclaim {
-  phase: "stopping" | "terminating" | "done";
-  stopRequestedAt: number;
-  deadline: number;
-  terminateRequestedAt?: number;
-  inFlight: boolean;
-}
+/** Annotation prefix of a pre-terminate hold on a Pod (its holders delay `terminating`). */
+const PRE_TERMINATE_HOLD_PREFIX = "pre-terminate.teardown.nebula.dev/";
+
+const POLLED_OR_TERMINATED = [
+  "pending",
+  "running",
+  "stopping",
+  "stopped",
+  "shutting-down",
+  "terminated",
+] as const;
 
 interface PodRecord {
   pod: V1Pod;
@@ -140,7 +181,9 @@ interface PodRecord {
   status?: V1PodStatus;
   deliveredKey?: string;
   deleted: boolean;
-  reclaim?: Reclaim;
+  /** The teardown: running, or finished (the instance is reclaimed). */
+  teardown?: "active" | "done";
+  ticking?: boolean;
 }
 
 const CONSOLE_RETRY_MS = 5 * 60 * 1000;
@@ -190,6 +233,12 @@ export class Ec2PodProvider implements PodLifecycle {
   #leakTimer: ReturnType<typeof setTimeout> | undefined;
   #running = false;
   #polling: Promise<PollResult> | undefined;
+  readonly #memoryStore: MemoryStore | undefined;
+  readonly #executor: TeardownExecutor<
+    PodTeardownObservation,
+    PodTeardownEffect,
+    PodTeardownParams
+  >;
 
   /** @param options - see {@link Ec2PodProviderOptions}. */
   constructor(options: Ec2PodProviderOptions) {
@@ -221,6 +270,33 @@ export class Ec2PodProvider implements PodLifecycle {
       outageAfterFailures: this.config.outageAfterFailures,
     };
     this.#pacing = initialPacing(this.#bounds);
+    const teardown = options.teardown;
+    this.#memoryStore = teardown ? undefined : new MemoryStore();
+    const memory = this.#memoryStore;
+    this.#executor = new TeardownExecutor({
+      teardown: podTeardown,
+      store: teardown?.store ?? (memory as MemoryStore),
+      now: this.#now,
+      observe: (input) => this.#observeTeardown(input),
+      handlers: {
+        StopInstance: (effect) => this.#stopInstance(effect.instanceId),
+        TerminateInstance: (effect) => this.#terminateInstance(effect.instanceId),
+        DeleteAuxiliary: async (effect) => {
+          if (!teardown?.deleteAuxiliary) {
+            throw new ProviderError(
+              "InvalidConfiguration",
+              "no deleteAuxiliary handler is configured",
+            );
+          }
+          await teardown.deleteAuxiliary(effect.object);
+        },
+        DeletePod: async (effect) => {
+          if (teardown) await teardown.deletePod(effect);
+          else memory?.remove(`${effect.namespace}/${effect.name}`);
+        },
+      },
+      ...(teardown?.onEvent ? { onEvent: teardown.onEvent } : {}),
+    });
   }
 
   // ---- Pod lifecycle -------------------------------------------------------------------------
@@ -296,9 +372,14 @@ export class Ec2PodProvider implements PodLifecycle {
       const seen = this.#lastInstances?.find((i) => i.podUid === facts.uid);
       if (seen) this.#observe(record, seen);
     }
+    if (record.instanceId === undefined && this.#lastInstances === undefined) {
+      // Before the first poll: look for an instance launched by an earlier run of the provider.
+      await this.pollOnce();
+      const seen = this.#seenPod(facts.uid);
+      if (seen) this.#observe(record, seen);
+    }
     record.deleted = true;
-    this.#startReclaim(record);
-    await this.#advanceReclaim(record);
+    await this.#startReclaim(record);
   }
 
   /** {@inheritDoc PodLifecycle.getPodStatus} */
@@ -316,7 +397,7 @@ export class Ec2PodProvider implements PodLifecycle {
   /** {@inheritDoc PodLifecycle.listPods} */
   listPods(): V1Pod[] {
     return [...this.#records.values()]
-      .filter((r) => !r.deleted || r.reclaim?.phase !== "done")
+      .filter((r) => !r.deleted || r.teardown !== "done")
       .map(withStatus);
   }
 
@@ -674,76 +755,109 @@ export class Ec2PodProvider implements PodLifecycle {
     }
     record.deliveredKey = key;
     // The terminal status is written: reclaim the instance (the report has been read).
-    if (terminal && record.instanceId !== undefined) this.#startReclaim(record);
+    if (terminal && record.instanceId !== undefined) await this.#startReclaim(record);
   }
 
-  #startReclaim(record: PodRecord): void {
-    if (record.reclaim) return;
-    const now = this.#now();
-    const graceMs = (record.facts.gracePeriodSeconds + this.config.apiHeadroomSeconds) * 1000;
-    record.reclaim = {
-      phase: "stopping",
-      stopRequestedAt: now,
-      deadline: now + graceMs,
-      inFlight: false,
-    };
+  /**
+   * Starts the Pod's teardown (`@nebula/teardown`'s `podTeardown`), durably recorded in the store
+   * before any effect: stop, wait (grace + headroom from the stop request), terminate, wait, release,
+   * then remove the Pod (deleted Pods) or clear the record (finished Pods, whose status stays).
+   */
+  async #startReclaim(record: PodRecord): Promise<void> {
+    if (record.teardown !== undefined) return;
+    record.teardown = "active";
+    const { facts } = record;
+    this.#memoryStore?.get(facts.key) ?? this.#memoryStore?.put(facts.key, {}, facts.uid);
+    const result = await this.#executor.request(facts.key, {
+      params: {
+        namespace: facts.namespace,
+        name: facts.name,
+        podUid: facts.uid,
+        ...(record.instanceId === undefined ? {} : { instanceId: record.instanceId }),
+        gracePeriodSeconds: facts.gracePeriodSeconds,
+        headroomSeconds: this.config.apiHeadroomSeconds,
+        auxiliaries: this.#options.teardown?.auxiliaries?.(record.pod) ?? [],
+        finish: record.deleted ? "delete-pod" : "clear",
+      },
+      cause: record.deleted ? "DeletionRequested" : "TerminalStatusWritten",
+      uid: facts.uid,
+    });
+    this.#afterTick(record, result);
   }
 
   async #advanceReclaim(record: PodRecord): Promise<void> {
-    const reclaim = record.reclaim;
-    if (!reclaim || reclaim.phase === "done" || reclaim.inFlight) return;
-    const state = record.observed?.state;
-    const gone = record.missing || state === "terminated";
-    if (record.instanceId === undefined) {
-      // Never launched (or not yet found): nothing to reclaim unless a poll finds it.
-      if (record.deleted && this.#lastInstances !== undefined && !record.launching) {
-        reclaim.phase = "done";
-        this.#forget(record);
-      }
+    if (record.teardown !== "active" || record.ticking) return;
+    record.ticking = true;
+    try {
+      this.#afterTick(record, await this.#executor.tick(record.facts.key));
+    } finally {
+      record.ticking = false;
+    }
+  }
+
+  #afterTick(record: PodRecord, result: TickResult): void {
+    switch (result.status) {
+      case "complete":
+      case "absent":
+      case "idle":
+        record.teardown = "done";
+        if (record.deleted) this.#forget(record);
+        return;
+      case "error":
+        this.#log(
+          "warn",
+          `teardown of pod ${record.facts.key}: ${result.error.message} (will retry)`,
+        );
+        return;
+      case "invalid":
+      case "foreign":
+        this.#log("error", `teardown of pod ${record.facts.key}: ${result.reason}`);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** EC2 state of an instance as the latest poll saw it, for the teardown's observation. */
+  #instanceObservation(instanceId: string | undefined): InstanceObservation {
+    if (instanceId === undefined) return "absent";
+    if (this.#lastInstances === undefined || !this.#health.ready) return "unknown";
+    const seen = this.#lastInstances.find((i) => i.instanceId === instanceId);
+    if (!seen) return "absent";
+    const state = seen.state;
+    return (POLLED_OR_TERMINATED as readonly string[]).includes(state)
+      ? (state as InstanceObservation)
+      : "unknown";
+  }
+
+  #observeTeardown(input: ObserveInput): PodTeardownObservation {
+    const params = input.record.params as { instanceId?: unknown };
+    const instanceId = typeof params.instanceId === "string" ? params.instanceId : undefined;
+    const annotations =
+      (input.subject as { metadata?: { annotations?: Record<string, string> } } | undefined)
+        ?.metadata?.annotations ?? {};
+    const holds = Object.keys(annotations).filter((k) => k.startsWith(PRE_TERMINATE_HOLD_PREFIX));
+    return { instance: this.#instanceObservation(instanceId), pod: "present", holds };
+  }
+
+  async #stopInstance(instanceId: string): Promise<void> {
+    const seen = this.#instanceObservation(instanceId);
+    // Already stopped or further: nothing to ask EC2 (the teardown only needs "stopped or gone").
+    if (
+      seen === "stopped" ||
+      seen === "shutting-down" ||
+      seen === "terminated" ||
+      seen === "absent"
+    ) {
       return;
     }
-    const instanceId = record.instanceId;
-    reclaim.inFlight = true;
-    try {
-      if (reclaim.phase === "stopping") {
-        if (
-          gone ||
-          state === "stopped" ||
-          state === "shutting-down" ||
-          this.#now() >= reclaim.deadline
-        ) {
-          reclaim.phase = "terminating";
-        } else if (state !== "stopping") {
-          const outcome = await this.#stop.add(instanceId);
-          if (outcome === "notFound") reclaim.phase = "terminating";
-          return;
-        } else return;
-      }
-      if (reclaim.phase === "terminating") {
-        if (gone) {
-          reclaim.phase = "done";
-          if (record.deleted) this.#forget(record);
-          return;
-        }
-        const now = this.#now();
-        if (state === "shutting-down") return;
-        if (
-          reclaim.terminateRequestedAt === undefined ||
-          now - reclaim.terminateRequestedAt > 60_000
-        ) {
-          reclaim.terminateRequestedAt = now;
-          const outcome = await this.#terminate.add(instanceId);
-          if (outcome === "notFound") {
-            reclaim.phase = "done";
-            if (record.deleted) this.#forget(record);
-          }
-        }
-      }
-    } catch (error) {
-      this.#log("warn", `reclaim of pod ${record.facts.key}: ${String(error)} (will retry)`);
-    } finally {
-      reclaim.inFlight = false;
-    }
+    await this.#stop.add(instanceId);
+  }
+
+  async #terminateInstance(instanceId: string): Promise<void> {
+    const seen = this.#instanceObservation(instanceId);
+    if (seen === "shutting-down" || seen === "terminated" || seen === "absent") return;
+    await this.#terminate.add(instanceId);
   }
 
   #forget(record: PodRecord): void {
@@ -784,6 +898,10 @@ export class Ec2PodProvider implements PodLifecycle {
       // Outage begins or ends: every Pod's status says so.
       await Promise.all([...this.#records.values()].map((r) => this.#publish(r)));
     }
+  }
+
+  #seenPod(uid: string): ObservedInstance | undefined {
+    return this.#lastInstances?.find((i) => i.podUid === uid);
   }
 
   #recordByKey(namespace: string, name: string): PodRecord | undefined {
