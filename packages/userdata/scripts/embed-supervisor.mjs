@@ -5,12 +5,12 @@ import { readFileSync, writeFileSync } from "node:fs";
 
 const source = readFileSync(new URL("../src/supervisor.sh", import.meta.url), "utf8");
 const out = `// Generated from supervisor.sh by scripts/embed-supervisor.mjs. Do not edit; run \`npm run embed\`.
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: bash source text, not a JavaScript template
 
 /**
  * The host supervisor's bash source, with \`@@NAME@@\` placeholders for the exit-report constants
  * of \`@nebula/state-mapping\` (filled in by {@link supervisorScript}).
  */
-// biome-ignore lint/suspicious/noTemplateCurlyInString: bash source text, not a JavaScript template
 export const SUPERVISOR_TEMPLATE: string =
   ${JSON.stringify(source)};
 `;
