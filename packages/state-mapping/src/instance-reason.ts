@@ -28,25 +28,18 @@ export interface InstanceReasonResult {
   readonly message: string;
 }
 
-const text = z
-  .string()
-  .nullish()
-  .catch(undefined)
-  .transform((v) => v ?? undefined);
-const num = z
-  .number()
-  .nullish()
-  .catch(undefined)
-  .transform((v) => v ?? undefined);
+// Anything that is not a string (or number) reads as absent: `null`, a wrong type, ...
+const text = z.string().optional().catch(undefined);
+const num = z.number().optional().catch(undefined);
 
 const Terminated = z.looseObject({ exitCode: num, signal: num, reason: text, message: text });
 const ContainerState = z
   .looseObject({
-    running: z.looseObject({}).nullish().catch(undefined),
-    waiting: z.looseObject({ reason: text, message: text }).nullish().catch(undefined),
-    terminated: Terminated.nullish().catch(undefined),
+    running: z.looseObject({}).optional().catch(undefined),
+    waiting: z.looseObject({ reason: text, message: text }).optional().catch(undefined),
+    terminated: Terminated.optional().catch(undefined),
   })
-  .nullish()
+  .optional()
   .catch(undefined);
 
 /** The parts of a `V1ContainerStatus` the reverse mapping reads. */
@@ -56,7 +49,7 @@ const ContainerStatus = z.looseObject({
   state: ContainerState,
   lastState: ContainerState,
   restartCount: num,
-  ready: z.boolean().nullish().catch(undefined),
+  ready: z.boolean().optional().catch(undefined),
 });
 type ContainerStatus = z.output<typeof ContainerStatus>;
 
@@ -80,9 +73,9 @@ const PodStatus = z.looseObject({
   phase: text,
   reason: text,
   message: text,
-  conditions: z.array(Condition).nullish().catch(undefined),
-  containerStatuses: z.array(ContainerStatus).nullish().catch(undefined),
-  initContainerStatuses: z.array(ContainerStatus).nullish().catch(undefined),
+  conditions: z.array(Condition).optional().catch(undefined),
+  containerStatuses: z.array(ContainerStatus).optional().catch(undefined),
+  initContainerStatuses: z.array(ContainerStatus).optional().catch(undefined),
 });
 type PodStatus = z.output<typeof PodStatus>;
 
@@ -93,19 +86,19 @@ const ContainerSpec = z.looseObject({
   resources: z
     .looseObject({
       limits: z
-        .looseObject({ memory: z.union([z.string(), z.number()]).nullish().catch(undefined) })
-        .nullish()
+        .looseObject({ memory: z.union([z.string(), z.number()]).optional().catch(undefined) })
+        .optional()
         .catch(undefined),
     })
-    .nullish()
+    .optional()
     .catch(undefined),
 });
 const PodSpec = z
   .looseObject({
     containers: z.array(ContainerSpec).catch([]),
-    initContainers: z.array(ContainerSpec).nullish().catch(undefined),
+    initContainers: z.array(ContainerSpec).optional().catch(undefined),
   })
-  .nullish()
+  .optional()
   .catch(undefined);
 type PodSpec = z.output<typeof PodSpec>;
 

@@ -35,18 +35,18 @@ export interface ToPodStatusOptions {
 
 const date = z
   .union([z.date(), z.iso.datetime({ offset: true })])
-  .nullish()
+  .optional()
   .catch(undefined)
   .transform((value) => {
-    if (value === null || value === undefined) return undefined;
+    if (value === undefined) return undefined;
     const d = typeof value === "string" ? new Date(value) : value;
     return Number.isNaN(d.getTime()) ? undefined : d;
   });
 
 const ContainerSpec = z.looseObject({
   name: z.string(),
-  image: z.string().nullish().catch(undefined),
-  restartPolicy: z.string().nullish().catch(undefined),
+  image: z.string().optional().catch(undefined),
+  restartPolicy: z.string().optional().catch(undefined),
 });
 
 /** The parts of a Pod this mapping reads, validated at the boundary (bad parts read as absent). */
@@ -54,21 +54,21 @@ const PodView = z.looseObject({
   spec: z
     .looseObject({
       containers: z.array(ContainerSpec).catch([]),
-      initContainers: z.array(ContainerSpec).nullish().catch(undefined),
-      restartPolicy: z.string().nullish().catch(undefined),
+      initContainers: z.array(ContainerSpec).optional().catch(undefined),
+      restartPolicy: z.string().optional().catch(undefined),
     })
     .catch({ containers: [] }),
   status: z
     .looseObject({
       conditions: z
         .array(z.looseObject({ type: z.string(), status: z.string(), lastTransitionTime: date }))
-        .nullish()
+        .optional()
         .catch(undefined),
       startTime: date,
-      podIP: z.string().nullish().catch(undefined),
-      hostIP: z.string().nullish().catch(undefined),
+      podIP: z.string().optional().catch(undefined),
+      hostIP: z.string().optional().catch(undefined),
     })
-    .nullish()
+    .optional()
     .catch(undefined),
 });
 type PodView = z.output<typeof PodView>;
