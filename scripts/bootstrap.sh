@@ -101,7 +101,7 @@ have_asset_overrides() {
 
 go_env() {
   export GOMODCACHE="$cache_dir/go/mod" GOCACHE="$cache_dir/go/build"
-  export CGO_ENABLED=0 GOFLAGS=-mod=mod GOWORK=off
+  export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=mod" GOWORK=off
 }
 
 build_kube_apiserver() {
@@ -166,22 +166,32 @@ step_control_plane() {
     log "control-plane: $k8s_version cached in $out"
     return 0
   fi
+  # The machine's Go lives in /usr/local/go on this image; a fresh shell may lack it on PATH.
+  command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
   command -v go >/dev/null || die "control-plane: needs Go (1.24 or newer) on PATH"
   go_env
   mkdir -p "$out"
-  local work
+  local work started=$SECONDS
   work="$(mktemp -d "$cache_dir/control-plane/.build.XXXXXX")"
-  trap 'rm -rf "$work"' RETURN
-  local started=$SECONDS
-  if [ ! -x "$out/kube-apiserver" ]; then
-    log "control-plane: building kube-apiserver $k8s_version (first time: many minutes)"
-    (build_kube_apiserver "$out" "$work")
-  fi
-  if [ ! -x "$out/etcd" ] || [ "$(cat "$out/etcd.version" 2>/dev/null)" != "$etcd_version" ]; then
-    log "control-plane: building etcd $etcd_version"
-    (build_etcd "$out" "$work")
-    echo "$etcd_version" >"$out/etcd.version"
-  fi
+  # A subshell outside any `if`, so that `set -e` holds inside it; its status is read after.
+  local status=0
+  set +e
+  (
+    set -e
+    if [ ! -x "$out/kube-apiserver" ]; then
+      log "control-plane: building kube-apiserver $k8s_version (first time: many minutes)"
+      build_kube_apiserver "$out" "$work"
+    fi
+    if [ ! -x "$out/etcd" ] || [ "$(cat "$out/etcd.version" 2>/dev/null)" != "$etcd_version" ]; then
+      log "control-plane: building etcd $etcd_version"
+      build_etcd "$out" "$work"
+      echo "$etcd_version" >"$out/etcd.version"
+    fi
+  )
+  status=$?
+  set -e
+  rm -rf "$work"
+  [ "$status" -eq 0 ] || die "control-plane: build failed (status $status)"
   log "control-plane: built in $((SECONDS - started))s into $out"
   "$out/kube-apiserver" --version >&2
   "$out/etcd" --version | head -1 >&2

@@ -18,9 +18,12 @@ export interface CertPair {
   key: string;
 }
 
-/** Escapes a value for an `openssl -subj` string (`/` and `\` are special there). */
+/**
+ * Escapes a value for an `openssl -subj` string, where `/`, `+`, `=` and `\` are special: a
+ * backslash makes any following character literal, so every non-alphanumeric one gets one.
+ */
 function subjectValue(value: string): string {
-  return value.replace(/[\\/]/g, (c) => `\\${c}`);
+  return value.replace(/[^A-Za-z0-9]/g, (c) => `\\${c}`);
 }
 
 function subject(commonName: string, organizations: readonly string[]): string {

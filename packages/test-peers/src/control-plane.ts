@@ -149,11 +149,12 @@ function httpsGet(url: string, tls: TlsClient): Promise<{ status: number; body: 
   });
 }
 
+/** A Kubernetes user or group name as a client certificate carries it: printable ASCII. */
 const UserName = z
   .string()
   .min(1)
-  .max(200)
-  .regex(/^[^\n\\/]+$/);
+  .max(64)
+  .regex(/^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$/);
 const Groups = z.array(UserName);
 
 const VersionSchema = z.object({ gitVersion: z.string() });
@@ -377,7 +378,7 @@ export function connectControlPlane(info: ControlPlaneInfo): ControlPlaneConnect
     if (!parsedUser.success || !parsedGroups.success) {
       throw new TestPeerError(
         "InvalidOptions",
-        `clientFor: user and group names must be non-empty and contain no '/', '\\' or newline`,
+        "clientFor: user and group names must be 1-64 printable ASCII characters, no leading or trailing space",
         { cause: parsedUser.error ?? parsedGroups.error },
       );
     }

@@ -1,0 +1,37 @@
+/**
+ * Start-up cost of the peers from the cache (binaries built, venv installed): start, wait until
+ * ready, stop; what a test run pays once in its global setup. Run: `npm run bench` in this package.
+ */
+import { expect, test } from "vitest";
+import { startControlPlane } from "./control-plane.js";
+import { startMoto } from "./moto.js";
+import { startTestPeers } from "./peers.js";
+
+const MOTO = "moto (start + stop)";
+const CONTROL_PLANE = "control plane: etcd + kube-apiserver (start + stop)";
+const BOTH = "whole set, side by side (startTestPeers + stop)";
+let started = 0;
+
+test("cached start-up of the test peers", { timeout: 900_000 }, async ({ bench }) => {
+  const results = await bench.compare(
+    bench(MOTO, async () => {
+      await (await startMoto()).stop();
+      started++;
+    }),
+    bench(CONTROL_PLANE, async () => {
+      await (await startControlPlane()).stop();
+      started++;
+    }),
+    bench(BOTH, async () => {
+      await (await startTestPeers()).stop();
+      started++;
+    }),
+    { time: 0, iterations: 3, warmupIterations: 0, warmupTime: 0 },
+  );
+  const lines = [MOTO, CONTROL_PLANE, BOTH].map((name) => {
+    const { mean, min, max } = results.get(name).latency;
+    return `${name.padEnd(54)} mean ${(mean / 1000).toFixed(2)} s  (min ${(min / 1000).toFixed(2)}, max ${(max / 1000).toFixed(2)})`;
+  });
+  console.log(`\nCached start-up, 3 runs each:\n${lines.join("\n")}`);
+  expect(started).toBeGreaterThanOrEqual(9);
+});
