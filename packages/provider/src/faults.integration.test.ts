@@ -84,10 +84,11 @@ describe("faults between the SDK and EC2", () => {
       expect(log.all(name).filter((s) => s.phase === "Failed")).toEqual([]);
       expect(provider.getPodStatus("default", name)?.phase).toBe("Pending");
     }
+    // The launch whose response was lost is resolved either way: an SDK retry with the same token
+    // (moto ignores ClientToken and starts a second instance, which the poll terminates), or the
+    // poll adopting the instance by its Pod UID tag before the launch is retried.
     const all = await nodeInstances(ec2, "faults");
-    // moto ignores ClientToken, so the retry after the dropped response started a second
-    // instance; the poll saw two instances for one UID and terminated the unrecorded one.
-    expect(all.length).toBeGreaterThan(pods.length);
+    expect(proxy.forwarded.get("RunInstances") ?? 0).toBeGreaterThanOrEqual(pods.length);
     const counts = liveByUid(all);
     expect([...counts.keys()].sort()).toEqual(pods.map((p) => p.metadata?.uid).sort());
     expect([...counts.values()].every((n) => n === 1)).toBe(true);

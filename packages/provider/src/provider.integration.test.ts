@@ -159,6 +159,32 @@ describe("launch", () => {
     await second.stop();
   });
 
+  it("relaunching with the same token leaves one instance (moto ignores ClientToken: the poll terminates the copy)", async () => {
+    const config = motoConfig(moto, network, "token");
+    const provider = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    const pod = testPod("twice", uid(4));
+    await provider.createPod(pod);
+    const [recorded] = await nodeInstances(ec2, "token");
+    const again = buildRunInstancesInput({
+      pod: podFacts(pod),
+      config: parseProviderConfig(config),
+      instanceType: "t3.micro",
+      userData: USER_DATA,
+    });
+    expect(again.ClientToken).toBe(uid(4));
+    const copy = await ec2.send(new RunInstancesCommand(again));
+    // Real EC2 would answer with the recorded instance here; moto starts another.
+    expect(copy.Instances?.[0]?.InstanceId).not.toBe(recorded?.InstanceId);
+    await provider.pollOnce();
+    await provider.stop();
+    const after = live(await nodeInstances(ec2, "token"));
+    expect(after.map((i) => i.InstanceId)).toEqual([recorded?.InstanceId]);
+  });
+
   it("refuses a Pod it cannot place, with a typed error and no launch", async () => {
     const provider = new Ec2PodProvider({
       config: motoConfig(moto, network, "refuse"),
