@@ -28,7 +28,7 @@ test("cached start-up of the test peers", { timeout: 900_000 }, async ({ bench }
     }),
     { time: 0, iterations: 3, warmupIterations: 0, warmupTime: 0 },
   );
-  const lines = [MOTO, CONTROL_PLANE, BOTH].map((name) => {
+  const lines = ([MOTO, CONTROL_PLANE, BOTH] as const).map((name) => {
     const { mean, min, max } = results.get(name).latency;
     return `${name.padEnd(54)} mean ${(mean / 1000).toFixed(2)} s  (min ${(min / 1000).toFixed(2)}, max ${(max / 1000).toFixed(2)})`;
   });
