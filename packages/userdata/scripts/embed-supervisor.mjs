@@ -1,7 +1,9 @@
 // Regenerates src/supervisor.sh.ts from src/supervisor.sh, so the bash source stays a real,
 // shellcheck-able file while the package ships it as a string constant (no fs at render time).
 // Run: npm run embed (a unit test fails when the two differ).
+import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 
 const source = readFileSync(new URL("../src/supervisor.sh", import.meta.url), "utf8");
 const out = `// Generated from supervisor.sh by scripts/embed-supervisor.mjs. Do not edit; run \`npm run embed\`.
@@ -14,4 +16,7 @@ const out = `// Generated from supervisor.sh by scripts/embed-supervisor.mjs. Do
 export const SUPERVISOR_TEMPLATE: string =
   ${JSON.stringify(source)};
 `;
-writeFileSync(new URL("../src/supervisor.sh.ts", import.meta.url), out);
+const target = fileURLToPath(new URL("../src/supervisor.sh.ts", import.meta.url));
+writeFileSync(target, out);
+// Format as the repository does, so regenerating leaves no diff.
+execFileSync("npx", ["biome", "format", "--write", target], { stdio: "ignore" });

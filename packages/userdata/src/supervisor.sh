@@ -362,7 +362,12 @@ capture() {
   local i=$1 id=${S[cid.$1]} info code oom started finished image file msg=
   info=$(docker inspect --format '{{.State.ExitCode}}|{{.State.OOMKilled}}|{{.State.Running}}|{{.State.StartedAt}}|{{.State.FinishedAt}}|{{.Image}}' "$id" 2>/dev/null)
   IFS='|' read -r code oom _ started finished image <<<"$info"
-  [[ $code =~ ^-?[0-9]+$ ]] || code=${2:-137}
+  set -- "$1" "$2" "$3" "$4"
+  if ! [[ $code =~ ^-?[0-9]+$ ]] && [ -z "$3" ]; then
+    # The runtime lost the container: the kubelet's shape for a container it cannot find.
+    set -- "$1" 137 ContainerStatusUnknown "The container could not be located when the pod was terminated"
+  fi
+  [[ $code =~ ^-?[0-9]+$ ]] || code=$2
   if [ -n "$2" ] && ((code == 0)); then code=$2; fi
   S[t.code.$i]=$code
   S[t.signal.$i]=

@@ -335,6 +335,22 @@ describe("the generated user-data on a host", () => {
     expect(container(final, "app")).toMatchObject({ state: "terminated", reason: "Completed" });
   });
 
+  it("reports a container the runtime lost as ContainerStatusUnknown, exit 137", async () => {
+    const h = await run(pod([{ name: "app", image: "fake/vanish:1" }]), {
+      "fake/vanish:1": { script: 'sleep 0.5; rm -rf "$FAKE_CTR"; sleep 1' },
+    });
+    await h.finished();
+    const app = container(last(h.tagReports()), "app");
+    expect(app).toMatchObject({
+      state: "terminated",
+      exitCode: 137,
+      reason: "ContainerStatusUnknown",
+    });
+    expect(text(app?.messageB64)).toBe(
+      "The container could not be located when the pod was terminated",
+    );
+  });
+
   it("reports a container that cannot start as ContainerCannotRun", async () => {
     const h = await run(pod([{ name: "app", image: "fake/broken:1", command: ["/missing"] }]), {
       "fake/broken:1": { script: "exit 0", noStart: true },
