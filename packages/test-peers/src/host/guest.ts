@@ -70,6 +70,10 @@ export interface GuestSettings {
   readonly bootDelayMs: number;
   /** podman's OCI runtime. */
   readonly runtime: string;
+  /** The simulator run's ID (container label `nebula-sim.run`). */
+  readonly runId: string;
+  /** Called with the process group of every guest process the simulator spawns. */
+  readonly onSpawn: (pgid: number) => void;
   /** `--ulimit` defaults for containers. */
   readonly nofile: string;
   readonly nproc: string;
@@ -212,6 +216,7 @@ export class Guest {
       "docker",
       dockerShim({
         instanceId,
+        runId: this.#settings.runId,
         stateDir: join(dir, "docker"),
         runtime: this.#settings.runtime,
         nofile: this.#settings.nofile,
@@ -279,7 +284,7 @@ export class Guest {
   #spawn(argv: readonly string[], env: Record<string, string>, logPath: string): ChildProcess {
     const fd = openSync(logPath, "a");
     try {
-      return spawn(
+      const child = spawn(
         "unshare",
         [
           "--mount",
@@ -293,6 +298,8 @@ export class Guest {
         ],
         { detached: true, env, stdio: ["ignore", fd, fd] },
       );
+      if (child.pid !== undefined) this.#settings.onSpawn(child.pid);
+      return child;
     } finally {
       closeSync(fd);
     }

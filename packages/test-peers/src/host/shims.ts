@@ -16,6 +16,8 @@ export function shellQuote(value: string): string {
 export interface DockerShimSettings {
   /** The guest's instance ID (container label `nebula-sim.guest` and name prefix). */
   readonly instanceId: string;
+  /** The simulator run's ID (container label `nebula-sim.run`, for cleanup after a crash). */
+  readonly runId: string;
   /** A per-guest directory for the name map and the `docker.log` call log. */
   readonly stateDir: string;
   /** The OCI runtime podman uses. */
@@ -41,6 +43,7 @@ export function dockerShim(settings: DockerShimSettings): string {
 # docker for guest ${settings.instanceId}: the Nebula instance-host simulator's Docker CLI over podman + runc.
 set -u
 GUEST=${shellQuote(settings.instanceId)}
+RUN=${shellQuote(settings.runId)}
 STATE=${shellQuote(settings.stateDir)}
 PODMAN=(podman --runtime ${shellQuote(settings.runtime)} --cgroup-manager=cgroupfs)
 NOFILE=${shellQuote(settings.nofile)}
@@ -118,7 +121,7 @@ run_or_create() {  # $1 = run|create, then docker's arguments
     done
     opts=("\${kept[@]}")
   fi
-  local -a extra=(--label "nebula-sim.guest=$GUEST")
+  local -a extra=(--label "nebula-sim.guest=$GUEST" --label "nebula-sim.run=$RUN")
   [[ -n $name ]] && extra+=(--name "nsim-$GUEST--$name")
   ((has_pull)) || extra+=(--pull=never)
   ((has_net)) || extra+=(--network "$NETWORK")
@@ -254,3 +257,17 @@ done <"$mounts"
 cd /
 exec "$@"
 `;
+
+/**
+ * The simulator's watchdog, run as `bash -c WATCHDOG_SCRIPT watchdog <node-pid> <pgid-file> <run-id> <runtime>`:
+ * when the Node process that runs the simulator disappears without `close()` (SIGKILL, crash), it
+ * kills every guest process group listed in the file and removes the run's containers. `close()`
+ * ends it with SIGTERM first.
+ */
+export const WATCHDOG_SCRIPT = `parent=$1; pgids=$2; run=$3; runtime=$4; s=
+trap 'kill "$s" 2>/dev/null; exit 0' TERM
+while kill -0 "$parent" 2>/dev/null; do sleep 1 & s=$!; wait "$s"; done
+while read -r pg; do [ -n "$pg" ] && kill -KILL -- "-$pg" 2>/dev/null; done <"$pgids"
+podman --runtime "$runtime" --cgroup-manager=cgroupfs ps -aq --filter "label=nebula-sim.run=$run" |
+  xargs -r podman --runtime "$runtime" --cgroup-manager=cgroupfs rm -f -t 0 >/dev/null 2>&1
+exit 0`;

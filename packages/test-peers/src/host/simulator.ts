@@ -1,5 +1,14 @@
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -23,7 +32,7 @@ import { ensureGuestImages } from "./images.js";
 import { startImdsServer } from "./imds.js";
 import { EC2_STATES, type InstanceItem, type StateOverride } from "./overlay.js";
 import { type Ec2Proxy, startEc2Proxy } from "./proxy.js";
-import { ENTER_SCRIPT } from "./shims.js";
+import { ENTER_SCRIPT, WATCHDOG_SCRIPT } from "./shims.js";
 import { decodeUserData } from "./userdata.js";
 
 /** Tag that marks an instance as Nebula's (brief C1); the simulator plays only such instances. */
@@ -264,6 +273,18 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
     credentials,
     maxAttempts: 5,
   });
+  const runId = randomUUID().slice(0, 8);
+  const pgidFile = join(workDir, "pgids");
+  writeFileSync(pgidFile, "");
+  const watchdog = spawn(
+    "bash",
+    ["-c", WATCHDOG_SCRIPT, "watchdog", String(process.pid), pgidFile, runId, runtime],
+    {
+      detached: true,
+      stdio: "ignore",
+    },
+  );
+  watchdog.unref();
   const guests = new Map<string, Guest>();
   const starting = new Set<Promise<unknown>>();
   let closed = false;
@@ -342,6 +363,8 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       hidePaths: o.hideAwsCli === false ? [] : ["/usr/bin/aws", "/usr/local/bin/aws"],
       bootDelayMs: o.bootDelayMs ?? 1000,
       runtime,
+      runId,
+      onSpawn: (pgid: number) => appendFileSync(pgidFile, `${pgid}\n`),
       nofile,
       nproc,
       network: o.containerNetwork ?? "host",
@@ -542,6 +565,13 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       if (timer !== undefined) clearTimeout(timer);
       await Promise.allSettled([...guests.values()].map((g) => g.destroy()));
       await Promise.allSettled([...starting]);
+      if (watchdog.pid !== undefined) {
+        try {
+          process.kill(watchdog.pid, "SIGTERM");
+        } catch {
+          // Gone.
+        }
+      }
       await proxy.close();
       ec2.destroy();
       if (!keepOutput) rmSync(workDir, { recursive: true, force: true });
