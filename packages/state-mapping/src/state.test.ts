@@ -5,6 +5,7 @@ import {
   encodeConsoleLine,
   type InstanceState,
   needsConsoleOutput,
+  type PreviousObservation,
   toInstanceReason,
   toInstanceState,
   toPodStatus,
@@ -319,7 +320,10 @@ describe("properties", () => {
         (instance, previousReport, consoleOutput, tags, stateName) => {
           const options = {
             now: NOW,
-            previous: { report: previousReport },
+            // Half the time a plausible previous state, half the time anything at all (persisted JSON).
+            previous: (typeof previousReport === "object" && previousReport !== null
+              ? previousReport
+              : { report: previousReport }) as PreviousObservation,
             ...(consoleOutput === undefined ? {} : { consoleOutput }),
           };
           const a = toInstanceState(instance, options);
@@ -340,6 +344,37 @@ describe("properties", () => {
         },
       ),
       { numRuns: 300 },
+    );
+  });
+
+  it("is total on a previous observation of any shape", () => {
+    fc.assert(
+      fc.property(
+        fc.record(
+          {
+            kind: fc.oneof(
+              fc.constantFrom("Lost", "Terminal", "Running", "Booting"),
+              fc.jsonValue(),
+            ),
+            cause: fc.oneof(fc.constantFrom("SpotInterruption", "Absent", "Bogus"), fc.jsonValue()),
+            message: fc.jsonValue(),
+            instance: fc.jsonValue(),
+            report: fc.jsonValue(),
+          },
+          { requiredKeys: [] },
+        ),
+        fc.constantFrom(undefined, "running", "stopped"),
+        (previous, stateName) => {
+          const state = toInstanceState(stateName === undefined ? undefined : ec2(stateName), {
+            now: NOW,
+            previous: previous as PreviousObservation,
+          });
+          if (state.kind === "Lost") {
+            expect(state.message).toBeTypeOf("string");
+            expect(toPodStatus(pod(), state, { now: NOW }).phase).toBe("Failed");
+          }
+        },
+      ),
     );
   });
 
