@@ -223,6 +223,42 @@ describe("toInstanceReason on a Pod", () => {
     });
   });
 
+  it("reads the Pod's own status.reason when no container says more", () => {
+    expect(
+      toInstanceReason({
+        phase: "Pending",
+        reason: "InsufficientCapacity",
+        message: "launch is being retried: RunInstances failed (InsufficientInstanceCapacity)",
+        containerStatuses: [
+          {
+            name: "app",
+            image: "x",
+            imageID: "",
+            restartCount: 0,
+            ready: false,
+            state: { waiting: { reason: "ContainerCreating" } },
+          },
+        ],
+      }),
+    ).toEqual({
+      reason: "InsufficientCapacity",
+      ready: false,
+      message: "launch is being retried: RunInstances failed (InsufficientInstanceCapacity).",
+    });
+    expect(toInstanceReason({ phase: "Pending", reason: "InvalidPodSpec" }).reason).toBe(
+      "InvalidSpec",
+    );
+    expect(toInstanceReason({ phase: "Pending", reason: "QuotaExceeded" }).reason).toBe(
+      "QuotaExceeded",
+    );
+    expect(toInstanceReason({ phase: "Failed", reason: "Evicted" }).reason).toBe("InstanceLost");
+    // A reason that is not a failure never hides what the containers say.
+    expect(
+      toInstanceReason({ ...status([{ ready: true, state: { running: {} } }]), reason: "Ready" })
+        .reason,
+    ).toBe("Ready");
+  });
+
   it("is total: arbitrary JSON gives one of INSTANCE_REASONS", () => {
     fc.assert(
       fc.property(fc.jsonValue(), (value) => {

@@ -122,6 +122,20 @@ const CONFIG_WAITING_REASONS = new Set([
 const START_FAILURE_REASONS = new Set(["ContainerCannotRun", "StartError"]);
 const STARTING_REASONS = new Set(["ContainerCreating", "PodInitializing"]);
 
+/**
+ * Pod-level `status.reason` values (besides the names in `INSTANCE_REASONS` themselves) that say
+ * why a Pod is not running: ours (`SpotInterruption`), the provider's launch errors
+ * (`InvalidPodSpec`, `InvalidConfiguration`) and the kubelet's/virtual-kubelet's.
+ */
+const POD_REASONS: Readonly<Record<string, InstanceReason>> = {
+  SpotInterruption: "InstanceLost",
+  InvalidPodSpec: "InvalidSpec",
+  InvalidConfiguration: "ConfigurationError",
+  NodeLost: "InstanceLost",
+  ProviderFailed: "InstanceLost",
+  NotFound: "InstanceLost",
+};
+
 const SIGNALS: Readonly<Record<number, string>> = {
   1: "SIGHUP",
   2: "SIGINT",
@@ -232,7 +246,17 @@ function fromPod(status: PodStatus, spec: PodSpec): InstanceReasonResult {
       message: `the instance could not be placed${scheduled.message ? `: ${quoteless(scheduled.message)}` : ""}.`,
     });
   }
-  if (app.length === 0 && init.length === 0 && status.phase === "Failed") {
+  const podReason =
+    POD_REASONS[status.reason ?? ""] ??
+    (isInstanceReason(status.reason) && rankOf(status.reason) < rankOf("Provisioning")
+      ? status.reason
+      : undefined);
+  if (podReason !== undefined) {
+    findings.push({
+      reason: podReason,
+      message: status.message ? sentence(status.message) : `the instance reports ${status.reason}.`,
+    });
+  } else if (app.length === 0 && init.length === 0 && status.phase === "Failed") {
     findings.push({
       reason: "InstanceLost",
       message: status.message
