@@ -27,7 +27,7 @@ LOG_TAIL_BYTES=2048
 LOG_TAIL_LINES=80
 
 # Pod data: N, NAMES, INIT, IMAGES, PULL_POLICY, TM_PATH, TM_POLICY, HAS_CMD, HAS_ARGS, SHIM,
-# C<i>_FLAGS, C<i>_CMD, C<i>_ARGS, C<i>_HOSTIP, POD_REF, POD_UID, RESTART_POLICY, GRACE_SECONDS,
+# C<i>_FLAGS, C<i>_CMD, C<i>_ARGS, C<i>_HOSTIP, POD_NAME, POD_NAMESPACE, POD_UID, RESTART_POLICY, GRACE_SECONDS,
 # RESTART_LIMIT, BACKOFF_INITIAL, BACKOFF_MAX, BACKOFF_RESET, PULL_ATTEMPTS, REPORT_ATTEMPTS, REPORT_BASE_MS.
 # shellcheck source=/dev/null
 . "$LIB/pod.sh"
@@ -48,6 +48,11 @@ declare -A S
 declare -a WATCHER
 
 log() { printf 'nebula-supervisor: %s\n' "$*"; }
+# Seconds as Go prints a time.Duration: 40s, 1m20s, 5m0s, 1h0m0s.
+go_duration() {
+  local s=$1
+  if ((s < 60)); then printf '%ds' "$s"; elif ((s < 3600)); then printf '%dm%ds' $((s / 60)) $((s % 60)); else printf '%dh%dm%ds' $((s / 3600)) $((s % 3600 / 60)) $((s % 60)); fi
+}
 now() { date +%s; }
 b64() { printf '%s' "$1" | base64 -w0; }
 b64url() { printf '%s' "$1" | base64 -w0 | tr '+/' '-_' | tr -d '='; }
@@ -534,7 +539,8 @@ decide() {
   S[restarts.$i]=$((${S[restarts.$i]} + 1))
   S[quick.$i]=$((${S[quick.$i]} + 1))
   back_off "$i"
-  set_waiting "$i" CrashLoopBackOff "$(b64 "back-off ${S[delay.$i]}s restarting failed container=${NAMES[i]} pod=$POD_REF($POD_UID)")"
+  # The kubelet's words: a Go duration, and the Pod as name_namespace(uid).
+  set_waiting "$i" CrashLoopBackOff "$(b64 "back-off $(go_duration "${S[delay.$i]}") restarting failed container=${NAMES[i]} pod=${POD_NAME}_${POD_NAMESPACE}($POD_UID)")"
 }
 
 # Stops every running container with the Pod's grace period and captures the exits.
@@ -590,7 +596,7 @@ main() {
     exit 0
   fi
   trap 'TERM_REQUESTED=1' TERM INT
-  log "supervising pod $POD_REF ($N containers)"
+  log "supervising pod $POD_NAMESPACE/$POD_NAME ($N containers)"
   identify 30 || log "no instance identity from IMDS; reporting on the console only"
   for ((i = 0; i < N; i++)); do
     S[restarts.$i]=0

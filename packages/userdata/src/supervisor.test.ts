@@ -196,9 +196,9 @@ describe("the generated user-data on a host", () => {
       .map((r) => container(r, "app"))
       .filter((c) => c?.reason === "CrashLoopBackOff");
     expect(waits.map((c) => text(c?.messageB64))).toEqual([
-      "back-off 1s restarting failed container=app pod=batch/job-1(uid-1)",
-      "back-off 2s restarting failed container=app pod=batch/job-1(uid-1)",
-      "back-off 4s restarting failed container=app pod=batch/job-1(uid-1)",
+      "back-off 1s restarting failed container=app pod=job-1_batch(uid-1)",
+      "back-off 2s restarting failed container=app pod=job-1_batch(uid-1)",
+      "back-off 4s restarting failed container=app pod=job-1_batch(uid-1)",
     ]);
     expect(waits.map((c) => c?.restarts)).toEqual([1, 2, 3]);
     expect(waits[0]?.last).toMatchObject({ exitCode: 1, reason: "Error" });
