@@ -74,14 +74,15 @@ scripted_start() {  # $1 = podman id: give a scripted container its outcome once
   if [[ $outcome == oomkill ]]; then : >"$dir/oom"; fi
 }
 # translate VALUE_OPTIONS args...: container references become podman references.
+# Also sets POS: the container references as the guest gave them (for docker's echo of names).
 translate() {
-  local value_opts=" $1 " a; shift; OUT=()
+  local value_opts=" $1 " a; shift; OUT=(); POS=()
   while (($#)); do
     a=$1; shift
     if [[ $a == -* ]]; then
       OUT+=("$a")
       if [[ $a != *=* && $value_opts == *" $a "* && $# -gt 0 ]]; then OUT+=("$1"); shift; fi
-    else OUT+=("$(ref "$a")"); fi
+    else OUT+=("$(ref "$a")"); POS+=("$a"); fi
   done
 }
 BOOL=" -d --detach -i --interactive -t --tty --rm --privileged --init --read-only --no-healthcheck --oom-kill-disable -P --publish-all --sig-proxy --disable-content-trust -q --quiet "
@@ -157,8 +158,7 @@ case $sub in
   start)
     translate "--detach-keys" "$@"
     "\${PODMAN[@]}" start "\${OUT[@]}" >/dev/null || exit $?
-    for a in "\${OUT[@]}"; do [[ $a == -* ]] || scripted_start "$a"; done
-    for a in "$@"; do [[ $a == -* ]] || printf '%s\\n' "$a"; done
+    for a in "\${POS[@]}"; do scripted_start "$(ref "$a")"; printf '%s\\n' "$a"; done
     exit 0 ;;
   inspect)
     translate "-f --format --type" "$@"
@@ -169,14 +169,14 @@ case $sub in
   wait) translate "--condition --interval -i" "$@"; exec "\${PODMAN[@]}" wait "\${OUT[@]}" ;;
   logs) translate "--tail -n --since --until" "$@"; exec "\${PODMAN[@]}" logs "\${OUT[@]}" ;;
   stop) translate "-t --time -s --signal" "$@"; "\${PODMAN[@]}" stop "\${OUT[@]}" >/dev/null || exit $?
-    for a in "$@"; do [[ $a == -* ]] || printf '%s\\n' "$a"; done; exit 0 ;;
+    printf '%s\\n' "\${POS[@]}"; exit 0 ;;
   kill) translate "-s --signal" "$@"; "\${PODMAN[@]}" kill "\${OUT[@]}" >/dev/null || exit $?
-    for a in "$@"; do [[ $a == -* ]] || printf '%s\\n' "$a"; done; exit 0 ;;
+    printf '%s\\n' "\${POS[@]}"; exit 0 ;;
   restart) translate "-t --time" "$@"; exec "\${PODMAN[@]}" restart "\${OUT[@]}" ;;
   rm)
     translate "-t --time" "$@"
     "\${PODMAN[@]}" rm "\${OUT[@]}" >/dev/null; rc=$?
-    for a in "$@"; do [[ $a == -* ]] || { forget "$a"; ((rc)) || printf '%s\\n' "$a"; }; done
+    for a in "\${POS[@]}"; do forget "$a"; ((rc)) || printf '%s\\n' "$a"; done
     exit $rc ;;
   cp)
     args=()

@@ -1,0 +1,218 @@
+import { execFile, spawn } from "node:child_process";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureGuestImages } from "./images.js";
+import { dockerShim, WATCHDOG_SCRIPT } from "./shims.js";
+
+const run = promisify(execFile);
+const RUNTIME = "/usr/sbin/runc";
+
+// Two guests' docker CLIs, side by side, against the real podman + runc.
+let work: string;
+const docker: Record<"a" | "b", string> = { a: "", b: "" };
+
+beforeAll(async () => {
+  await ensureGuestImages();
+  work = mkdtempSync(join(tmpdir(), "nebula-shims-"));
+  for (const guest of ["a", "b"] as const) {
+    const dir = join(work, guest);
+    mkdirSync(dir);
+    const path = join(dir, "docker");
+    writeFileSync(
+      path,
+      dockerShim({
+        instanceId: `i-shimtest${guest}`,
+        runId: "shimtest",
+        stateDir: join(dir, "state"),
+        runtime: RUNTIME,
+        nofile: "",
+        nproc: "",
+        network: "host",
+      }),
+    );
+    chmodSync(path, 0o755);
+    docker[guest] = path;
+  }
+});
+
+afterAll(async () => {
+  const { stdout } = await run("podman", [
+    "ps",
+    "-aq",
+    "--filter",
+    "label=nebula-sim.run=shimtest",
+  ]);
+  const ids = stdout.split("\n").filter((l) => l !== "");
+  if (ids.length > 0) await run("podman", ["rm", "-f", "-t", "0", ...ids]);
+  rmSync(work, { recursive: true, force: true });
+});
+
+async function dockerIn(
+  guest: "a" | "b",
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(docker[guest], args);
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code?: number; stdout?: string; stderr?: string };
+    return { code: e.code ?? -1, stdout: e.stdout ?? "", stderr: e.stderr ?? "" };
+  }
+}
+
+describe("the guest docker CLI", () => {
+  it("keeps container names per guest and runs the contract's subset against real containers", async () => {
+    const a = await dockerIn(
+      "a",
+      "run",
+      "-d",
+      "--name",
+      "app",
+      "busybox",
+      "sh",
+      "-c",
+      "echo from-a; echo line2; sleep 30",
+    );
+    const b = await dockerIn(
+      "b",
+      "create",
+      "--name",
+      "app",
+      "busybox",
+      "sh",
+      "-c",
+      "echo from-b >/msg; exit 3",
+    );
+    expect(a.code).toBe(0);
+    expect(b.code).toBe(0);
+    expect(a.stdout.trim()).toMatch(/^[0-9a-f]{64}$/);
+    expect(b.stdout.trim()).not.toBe(a.stdout.trim());
+
+    expect((await dockerIn("b", "start", "app")).stdout.trim()).toBe("app");
+    expect((await dockerIn("b", "wait", "app")).stdout.trim()).toBe("3");
+    const state = await dockerIn(
+      "b",
+      "inspect",
+      "--format",
+      "{{.State.ExitCode}} {{.State.OOMKilled}} {{.State.FinishedAt}}",
+      "app",
+    );
+    expect(state.stdout.trim()).toMatch(/^3 false \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+    const json = JSON.parse((await dockerIn("b", "inspect", "app")).stdout) as {
+      State: { ExitCode: number };
+    }[];
+    expect(json[0]?.State.ExitCode).toBe(3);
+    const copied = join(work, "msg");
+    expect((await dockerIn("b", "cp", "app:/msg", copied)).code).toBe(0);
+    expect(readFileSync(copied, "utf8")).toBe("from-b\n");
+
+    expect(
+      (await dockerIn("a", "inspect", "--format", "{{.State.Running}}", "app")).stdout.trim(),
+    ).toBe("true");
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect((await dockerIn("a", "logs", "--tail", "1", "app")).stdout).toBe("line2\n");
+    // The container's main process got the explicit --ulimit nofile soft limit.
+    const limits = await dockerIn("a", "exec", "app", "cat", "/proc/1/limits");
+    expect(limits.stdout).toMatch(/Max open files\s+1024\s/);
+    expect((await dockerIn("a", "stop", "-t", "1", "app")).stdout.trim()).toBe("app");
+    expect(
+      (await dockerIn("a", "inspect", "--format", "{{.State.ExitCode}}", "app")).stdout.trim(),
+    ).toBe("137");
+    expect((await dockerIn("a", "ps", "-a", "-q")).stdout.trim().split("\n")).toHaveLength(1);
+
+    expect((await dockerIn("a", "rm", "-f", "app")).code).toBe(0);
+    // Guest b's "app" is untouched; guest a may reuse the name.
+    expect(
+      (await dockerIn("b", "inspect", "--format", "{{.State.ExitCode}}", "app")).stdout.trim(),
+    ).toBe("3");
+    expect(
+      (await dockerIn("a", "run", "--rm", "--name", "app", "busybox", "sh", "-c", "exit 7")).code,
+    ).toBe(7);
+    expect((await dockerIn("a", "inspect", "app")).code).not.toBe(0);
+  });
+
+  it("pulls only local images and fails fast on others, as an unreachable registry would", async () => {
+    expect((await dockerIn("a", "pull", "busybox")).code).toBe(0);
+    const missing = await dockerIn("a", "pull", "registry.example/none:1");
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain("pull access denied for registry.example/none:1");
+    const runMissing = await dockerIn("a", "run", "-d", "registry.example/none:1");
+    expect(runMissing.code).toBe(125);
+  });
+
+  it("turns the scripted OOM image into an OOMKilled exit 137, also in the foreground and with a command given", async () => {
+    const fg = await dockerIn(
+      "a",
+      "run",
+      "--name",
+      "hog",
+      "-e",
+      "NEBULA_SIM_OOM_AFTER=0.3",
+      "nebula-sim/oomkill",
+      "ignored",
+      "args",
+    );
+    expect(fg.code).toBe(137);
+    const state = await dockerIn(
+      "a",
+      "inspect",
+      "--format",
+      "{{.State.OOMKilled}} {{.State.ExitCode}}",
+      "hog",
+    );
+    expect(state.stdout.trim()).toBe("true 137");
+    expect(
+      (
+        await dockerIn(
+          "a",
+          "create",
+          "--name",
+          "hog2",
+          "-e",
+          "NEBULA_SIM_OOM_AFTER=0.3",
+          "nebula-sim/oomkill",
+        )
+      ).code,
+    ).toBe(0);
+    await dockerIn("a", "start", "hog2");
+    expect((await dockerIn("a", "wait", "hog2")).stdout.trim()).toBe("137");
+    expect(
+      (await dockerIn("a", "inspect", "--format", "{{.State.OOMKilled}}", "hog2")).stdout.trim(),
+    ).toBe("true");
+  });
+});
+
+describe("the watchdog", () => {
+  it("kills the guests' process groups and removes the run's containers when the simulator's process dies", async () => {
+    const parent = spawn("sleep", ["600"], { stdio: "ignore" });
+    const guestProcess = spawn("sleep", ["600"], { detached: true, stdio: "ignore" });
+    const pgids = join(work, "pgids");
+    writeFileSync(pgids, `${guestProcess.pid}\n`);
+    const container = await dockerIn("a", "run", "-d", "busybox", "sleep", "600");
+    expect(container.code).toBe(0);
+    const watchdog = spawn(
+      "bash",
+      ["-c", WATCHDOG_SCRIPT, "watchdog", String(parent.pid), pgids, "shimtest", RUNTIME],
+      {
+        stdio: "ignore",
+      },
+    );
+    const guestGone = new Promise((resolve) =>
+      guestProcess.once("exit", (_code, signal) => resolve(signal)),
+    );
+    const watchdogDone = new Promise((resolve) => watchdog.once("exit", resolve));
+    parent.kill("SIGKILL");
+    expect(await guestGone).toBe("SIGKILL");
+    await watchdogDone;
+    const { stdout } = await run("podman", [
+      "ps",
+      "-aq",
+      "--filter",
+      "label=nebula-sim.run=shimtest",
+    ]);
+    expect(stdout.trim()).toBe("");
+  });
+});
