@@ -211,8 +211,9 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   let etcd: PeerProcess | undefined;
   let apiserver: PeerProcess | undefined;
   const stopAll = async (): Promise<void> => {
-    await apiserver?.stop(20_000);
-    await etcd?.stop(10_000);
+    // Throwaway state: a short grace keeps teardown inside vitest's teardownTimeout (10 s).
+    await apiserver?.stop(5_000);
+    await etcd?.stop(3_000);
     release();
   };
 

@@ -39,6 +39,8 @@ interface Live {
   pid: number;
   watchdog: number | undefined;
   cleanupPaths: readonly string[];
+  /** Resolves once the peer and its watchdog have exited and been reaped. */
+  reaped: Promise<unknown>;
 }
 
 const live = new Set<Live>();
@@ -62,8 +64,10 @@ function endWatchdog(pid: number | undefined): void {
   }
 }
 
-function killEverythingNow(): void {
+function killEverythingNow(): Promise<unknown>[] {
+  const reaped: Promise<unknown>[] = [];
   for (const entry of live) {
+    reaped.push(entry.reaped);
     killGroup(entry.pid, "SIGKILL");
     endWatchdog(entry.watchdog);
     for (const path of entry.cleanupPaths) rmSync(path, { recursive: true, force: true });
@@ -71,6 +75,7 @@ function killEverythingNow(): void {
   live.clear();
   for (const path of paths) rmSync(path, { recursive: true, force: true });
   paths.clear();
+  return reaped;
 }
 
 /**
@@ -89,14 +94,25 @@ export function trackPath(path: string): () => void {
 function installHandlers(): void {
   if (handlersInstalled) return;
   handlersInstalled = true;
-  process.on("exit", killEverythingNow);
+  process.on("exit", () => {
+    killEverythingNow();
+  });
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
     const onSignal = (): void => {
-      killEverythingNow();
-      // Alone on this signal, we replaced Node's default (exit): restore it and re-raise.
+      const reaped = killEverythingNow();
+      // Alone on this signal, we replaced Node's default (exit). Reap the killed peers first
+      // (an orphan is left to an init that may never reap it), then restore it and re-raise.
       if (process.listenerCount(signal) === 1) {
-        process.removeListener(signal, onSignal);
-        process.kill(process.pid, signal);
+        let raised = false;
+        const reraise = (): void => {
+          if (raised) return;
+          raised = true;
+          clearTimeout(timer);
+          process.removeListener(signal, onSignal);
+          process.kill(process.pid, signal);
+        };
+        const timer = setTimeout(reraise, 3_000);
+        void Promise.all(reaped).then(reraise);
       }
     };
     process.on(signal, onSignal);
@@ -191,7 +207,12 @@ export function spawnPeer(options: SpawnPeerOptions): PeerProcess {
     watchdog.once("exit", () => resolve());
   });
   watchdog.unref();
-  entry = { pid, watchdog: watchdog.pid, cleanupPaths: options.cleanupPaths ?? [] };
+  entry = {
+    pid,
+    watchdog: watchdog.pid,
+    cleanupPaths: options.cleanupPaths ?? [],
+    reaped: Promise.all([exited, watchdogExited]),
+  };
   live.add(entry);
   // The peer must never keep a test runner alive on its own: stop() or the exit handler ends it.
   child.unref();

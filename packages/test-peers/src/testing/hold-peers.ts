@@ -1,0 +1,7 @@
+// Starts a whole set of peers, prints its info as one JSON line, and waits to be killed.
+// Used by interrupt.integration.test.ts: node --import ./ts-hooks.mjs hold-peers.ts
+import { startTestPeers } from "../peers.js";
+
+const peers = await startTestPeers();
+process.stdout.write(`${JSON.stringify(peers.info())}\n`);
+setInterval(() => {}, 60_000);
