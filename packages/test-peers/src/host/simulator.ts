@@ -517,7 +517,14 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       token = page.NextToken;
     } while (token !== undefined && token !== "");
     for (const [id, guest] of guests) {
-      if (!seen.has(id) && guest.phase !== "terminated" && !guest.powerOffInFlight) {
+      // A guest discovered (through the proxy) after this poll was sent is not missing from it.
+      const discoveredAt = guest.history[0]?.at ?? 0;
+      if (
+        !seen.has(id) &&
+        discoveredAt < sentAt &&
+        guest.phase !== "terminated" &&
+        !guest.powerOffInFlight
+      ) {
         guest.event("the instance vanished from moto (reset?): killing the guest");
         track(guest.destroy());
       }

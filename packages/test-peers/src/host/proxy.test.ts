@@ -1,0 +1,149 @@
+import { readFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EC2_STATES, listInstanceItems } from "./overlay.js";
+import { type Ec2Proxy, startEc2Proxy, takeStateFilter } from "./proxy.js";
+
+const DESCRIBE = readFileSync(
+  new URL("../../fixtures/host/describe-instances.xml", import.meta.url),
+  "utf8",
+);
+const STOP = readFileSync(
+  new URL("../../fixtures/host/stop-instances.xml", import.meta.url),
+  "utf8",
+);
+
+describe("takeStateFilter", () => {
+  it("removes instance-state-name filters and renumbers the others", () => {
+    const params = new URLSearchParams({
+      Action: "DescribeInstances",
+      "Filter.1.Name": "instance-state-name",
+      "Filter.1.Value.1": "pending",
+      "Filter.1.Value.2": "running",
+      "Filter.2.Name": "tag:nebula:cluster",
+      "Filter.2.Value.1": "c1",
+    });
+    const { params: rest, states } = takeStateFilter(params);
+    expect([...(states ?? [])]).toEqual(["pending", "running"]);
+    expect(Object.fromEntries(rest)).toEqual({
+      Action: "DescribeInstances",
+      "Filter.1.Name": "tag:nebula:cluster",
+      "Filter.1.Value.1": "c1",
+    });
+  });
+
+  it("keeps every other parameter and every other filter, in order", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.tuple(
+            fc.constantFrom("tag-key", "instance-id", "instance-state-name"),
+            fc.array(fc.string(), { maxLength: 3 }),
+          ),
+          {
+            maxLength: 5,
+          },
+        ),
+        (filters) => {
+          const params = new URLSearchParams({ Action: "DescribeInstances", MaxResults: "5" });
+          filters.forEach(([name, values], n) => {
+            params.append(`Filter.${n + 1}.Name`, name);
+            for (const [i, v] of values.entries())
+              params.append(`Filter.${n + 1}.Value.${i + 1}`, v);
+          });
+          const { params: rest, states } = takeStateFilter(params);
+          const kept = filters.filter(([name]) => name !== "instance-state-name");
+          expect(rest.get("MaxResults")).toBe("5");
+          kept.forEach(([name, values], n) => {
+            expect(rest.get(`Filter.${n + 1}.Name`)).toBe(name);
+            expect(rest.getAll(`Filter.${n + 1}.Value.1`)).toEqual(values.slice(0, 1));
+          });
+          expect(rest.get(`Filter.${kept.length + 1}.Name`)).toBeNull();
+          const stateValues = filters
+            .filter(([name]) => name === "instance-state-name")
+            .flatMap(([, v]) => v);
+          expect(states === undefined ? [] : [...states].sort()).toEqual(
+            [...new Set(stateValues)].sort(),
+          );
+        },
+      ),
+    );
+  });
+});
+
+describe("startEc2Proxy", () => {
+  let upstream: Server;
+  let proxy: Ec2Proxy;
+  const seenBodies: string[] = [];
+  const changes: string[] = [];
+  const [first, second] = listInstanceItems(DESCRIBE).map((i) => i.instanceId);
+
+  beforeAll(async () => {
+    upstream = createServer((req, res) => {
+      let body = "";
+      req.on("data", (chunk: Buffer) => {
+        body += chunk.toString();
+      });
+      req.on("end", () => {
+        seenBodies.push(body);
+        const action = new URLSearchParams(body).get("Action");
+        res.writeHead(200, { "content-type": "text/xml" });
+        res.end(
+          action === "StopInstances"
+            ? STOP
+            : action === "DescribeInstances"
+              ? DESCRIBE
+              : "<Other/>",
+        );
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
+    const { port } = upstream.address() as AddressInfo;
+    proxy = await startEc2Proxy(`http://127.0.0.1:${port}`, {
+      observe: (item) => (item.instanceId === first ? { state: EC2_STATES.pending } : undefined),
+      stateChanged: (action, ids) => changes.push(`${action} ${ids.join(",")}`),
+      consoleOutput: (id) => (id === first ? Buffer.from("NEBULA-REPORT v1 abc\n") : undefined),
+    });
+  });
+
+  afterAll(async () => {
+    await proxy.close();
+    await new Promise((resolve) => upstream.close(resolve));
+  });
+
+  const call = async (params: Record<string, string>) =>
+    (
+      await fetch(`${proxy.endpoint}/`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded; charset=utf-8" },
+        body: new URLSearchParams({ Version: "2016-11-15", ...params }),
+      })
+    ).text();
+
+  it("overlays DescribeInstances and applies a state filter after the overlay", async () => {
+    const all = await call({ Action: "DescribeInstances" });
+    expect(listInstanceItems(all).map((i) => i.stateName)).toEqual([
+      "pending",
+      "stopped",
+      "running",
+    ]);
+    const pendingOnly = await call({
+      Action: "DescribeInstances",
+      "Filter.1.Name": "instance-state-name",
+      "Filter.1.Value.1": "pending",
+    });
+    expect(listInstanceItems(pendingOnly).map((i) => i.instanceId)).toEqual([first]);
+    expect(seenBodies.at(-1)).not.toContain("instance-state-name");
+  });
+
+  it("tells the simulator about accepted stops and serves the guest's console", async () => {
+    await call({ Action: "StopInstances", "InstanceId.1": second ?? "" });
+    expect(changes).toEqual([`StopInstances ${second}`]);
+    const console = await call({ Action: "GetConsoleOutput", InstanceId: first ?? "" });
+    const output = /<output>([^<]*)<\/output>/.exec(console)?.[1] ?? "";
+    expect(Buffer.from(output, "base64").toString()).toBe("NEBULA-REPORT v1 abc\n");
+    expect(await call({ Action: "GetConsoleOutput", InstanceId: second ?? "" })).toBe("<Other/>");
+  });
+});
