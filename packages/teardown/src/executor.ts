@@ -130,7 +130,7 @@ export interface ExecutorOptions<O, E extends EffectDescription, P> {
   /** One handler per effect kind. */
   readonly handlers: EffectHandlers<E>;
   /** Observes the world for the current phase (instance state, whether objects still exist). */
-  readonly observe: (input: ObserveInput) => Promise<O> | O;
+  readonly observe: (input: ObserveInput) => Promise<NoInfer<O>> | NoInfer<O>;
   /** The clock, in milliseconds since the epoch. Default `Date.now`. */
   readonly now?: () => number;
   /** Receives every {@link TeardownEvent}. Must not throw (exceptions are swallowed). */
