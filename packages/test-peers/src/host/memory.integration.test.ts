@@ -112,6 +112,7 @@ describe(`${GUESTS} idle guests`, () => {
     timeout: 600_000,
   }, async () => {
     const before = memAvailableKiB();
+    const launchedAt = Date.now();
     const rssBefore = process.memoryUsage().rss;
     const launched = await ec2.send(
       new RunInstancesCommand({
@@ -142,6 +143,7 @@ describe(`${GUESTS} idle guests`, () => {
         await new Promise((resolve) => setTimeout(resolve, 200));
       }
     }
+    const allIdleSeconds = (Date.now() - launchedAt) / 1000;
     const described = await ec2.send(new DescribeInstancesCommand({ InstanceIds: ids }));
     const states = (described.Reservations ?? []).flatMap((r) =>
       (r.Instances ?? []).map((i) => i.State?.Name),
@@ -182,6 +184,7 @@ describe(`${GUESTS} idle guests`, () => {
     const systemDrop = before - memAvailableKiB();
     const figures = {
       guests: GUESTS,
+      launchToAllIdleSeconds: +allIdleSeconds.toFixed(1),
       guestProcesses: guestPids.length,
       guestPssMiB: +(guestPss / 1024).toFixed(1),
       containerProcesses: containerPids.size,
