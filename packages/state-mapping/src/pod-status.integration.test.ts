@@ -211,4 +211,34 @@ describe("Pod statuses written to a real kube-apiserver", () => {
     });
     expect(toInstanceReason(current).reason).toBe("Completed");
   });
+
+  it("accepts Running → Unknown (unreadable report) → Running, and a crash loop's restarts", async () => {
+    let current = await createPod(pod("Always"));
+    const first = toInstanceState(ec2("running", { report: report(1, false, [running()]) }), {
+      now: NOW,
+    });
+    current = await writeStatus(current, toPodStatus(current, first, { now: NOW }));
+    expect(current.status?.phase).toBe("Running");
+
+    const unreadable = toInstanceState(
+      ec2("running", { tags: { "nebula:report": "v1 seq=2 chunks=1 sha256=0000000000000000" } }),
+      { now: NOW, previous: first },
+    );
+    current = await writeStatus(current, toPodStatus(current, unreadable, { now: NOW }));
+    expect(current.status?.phase).toBe("Unknown");
+    expect(current.status?.reason).toBe("ReportUnreadable");
+
+    const crashing = toInstanceState(
+      ec2("running", { report: report(3, false, [crashLooping(1)]) }),
+      {
+        now: NOW,
+        previous: unreadable,
+      },
+    );
+    current = await writeStatus(current, toPodStatus(current, crashing, { now: NOW }));
+    expect(current.status?.phase).toBe("Running");
+    expect(current.status?.reason).toBeUndefined();
+    expect(current.status?.containerStatuses?.[0]?.restartCount).toBe(1);
+    expect(toInstanceReason(current).reason).toBe("InstanceCrashing");
+  });
 });
