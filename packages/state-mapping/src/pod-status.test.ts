@@ -336,3 +336,83 @@ describe("toPodStatus", () => {
     );
   });
 });
+
+describe("invariants over arbitrary reports", () => {
+  const names = ["app", "side", "init"] as const;
+  const termination = fc.record({
+    exitCode: fc.integer({ min: -1, max: 255 }),
+    reason: fc.constantFrom("Completed", "Error", "OOMKilled", "ContainerCannotRun"),
+  });
+  const container = fc.record(
+    {
+      name: fc.constantFrom(...names, "stranger"),
+      init: fc.boolean(),
+      state: fc.constantFrom("waiting" as const, "running" as const, "terminated" as const),
+      restarts: fc.nat({ max: 50 }),
+      reason: fc.constantFrom(
+        "CrashLoopBackOff",
+        "ErrImagePull",
+        "Completed",
+        "Error",
+        "OOMKilled",
+      ),
+      exitCode: fc.integer({ min: -1, max: 255 }),
+      last: termination,
+    },
+    { requiredKeys: ["name", "init", "state", "restarts"] },
+  );
+  const anyReport = fc.record({
+    seq: fc.nat(),
+    final: fc.boolean(),
+    containers: fc.array(container, { maxLength: 5 }),
+  });
+
+  it("gives every spec container exactly one status with exactly one state, and a valid phase", () => {
+    fc.assert(
+      fc.property(
+        anyReport,
+        fc.constantFrom("pending", "running", "stopping", "stopped", "terminated", "absent"),
+        fc.constantFrom("Always" as const, "OnFailure" as const, "Never" as const),
+        fc.boolean(),
+        (r, ec2State, policy, withInit) => {
+          const rep = report(r.seq, r.final, r.containers);
+          const state =
+            ec2State === "absent"
+              ? toInstanceState(undefined, { now: NOW, previous: { report: rep, instance: {} } })
+              : toInstanceState(ec2(ec2State, { report: rep }), { now: NOW });
+          const p = pod(
+            policy,
+            [{ name: "app" }, { name: "side" }],
+            withInit ? [{ name: "init" }] : [],
+          );
+          const status = toPodStatus(p, state, { now: NOW });
+          expect(["Pending", "Running", "Succeeded", "Failed", "Unknown"]).toContain(status.phase);
+          expect(status.containerStatuses?.map((c) => c.name)).toEqual(["app", "side"]);
+          expect(status.initContainerStatuses?.map((c) => c.name)).toEqual(
+            withInit ? ["init"] : undefined,
+          );
+          for (const c of [
+            ...(status.containerStatuses ?? []),
+            ...(status.initContainerStatuses ?? []),
+          ]) {
+            expect(Object.keys(c.state ?? {})).toHaveLength(1);
+            if (c.ready) expect(c.state?.running).toBeDefined();
+            expect(c.restartCount).toBeGreaterThanOrEqual(0);
+          }
+          const types = status.conditions?.map((c) => c.type) ?? [];
+          expect(new Set(types).size).toBe(types.length);
+          if (status.phase === "Succeeded") {
+            for (const c of status.containerStatuses ?? [])
+              expect(c.state?.terminated?.exitCode).toBe(0);
+          }
+          if (state.kind === "Terminal" || state.kind === "Lost") {
+            expect(["Succeeded", "Failed"]).toContain(status.phase);
+          }
+          expect(status.hostIPs?.[0]?.ip).toBe(status.hostIP);
+          expect(status.podIPs?.[0]?.ip).toBe(status.podIP);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});
