@@ -1,0 +1,39 @@
+import { ApiException } from "@kubernetes/client-node";
+
+/** Machine-readable codes of {@link KubeError}. */
+export type KubeErrorCode =
+  /** Options failed validation. */
+  | "InvalidOptions"
+  /** A store key is not `namespace/name` or `name`. */
+  | "InvalidKey"
+  /** A request to the API server failed (transport, authorization, unexpected status). */
+  | "RequestFailed";
+
+/** An error of `@nebula/kube`, with a machine-readable `code` and the original `cause`. */
+export class KubeError extends Error {
+  /** Machine-readable code. */
+  readonly code: KubeErrorCode;
+  override readonly name = "KubeError";
+  constructor(code: KubeErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/**
+ * The HTTP status of a failed `@kubernetes/client-node` request, or `undefined` when there was no
+ * response (transport failure).
+ *
+ * @example
+ * ```ts
+ * try { await api.read(spec); } catch (error) { if (statusOf(error) === 404) return undefined; throw error; }
+ * ```
+ */
+export function statusOf(error: unknown): number | undefined {
+  if (error instanceof ApiException) return error.code;
+  if (typeof error === "object" && error !== null && "code" in error) {
+    const code = (error as { code: unknown }).code;
+    if (typeof code === "number" && code >= 100 && code < 600) return code;
+  }
+  return undefined;
+}

@@ -1,0 +1,11 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["src/**/*.integration.test.ts"],
+    // One kube-apiserver + etcd for the run (no moto): see vitest.peers.ts.
+    globalSetup: ["./vitest.peers.ts"],
+    testTimeout: 120_000,
+    hookTimeout: 300_000,
+  },
+});
