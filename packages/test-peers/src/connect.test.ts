@@ -3,7 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeCa } from "./certs.js";
-import { type ControlPlaneInfo, connectControlPlane, startControlPlane } from "./control-plane.js";
+import {
+  type ControlPlaneInfo,
+  connectControlPlane,
+  startControlPlane,
+  withOverrides,
+} from "./control-plane.js";
 import { TestPeerError } from "./errors.js";
 import { connectMoto, NEBULA_INSTANCE_PROFILE, startMoto } from "./moto.js";
 
@@ -116,5 +121,20 @@ describe("missing binaries and bad options", () => {
     expect(await codeOf(() => startControlPlane({ apiserverArgs: ["no-dashes"] }))).toBe(
       "InvalidOptions",
     );
+  });
+});
+
+describe("withOverrides", () => {
+  it("replaces defaults by flag name and appends new flags", () => {
+    expect(
+      withOverrides(
+        ["--authorization-mode=RBAC", "--allow-privileged=true"],
+        ["--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"],
+      ),
+    ).toEqual([
+      "--allow-privileged=true",
+      "--authorization-mode=Node,RBAC",
+      "--enable-admission-plugins=NodeRestriction",
+    ]);
   });
 });

@@ -158,6 +158,53 @@ describe("shared control plane (from the global setup)", () => {
 });
 
 describe("a control plane of its own", () => {
+  it("runs the Node authorizer and NodeRestriction on request: a node writes only its own objects", async () => {
+    const cp = await startControlPlane({
+      apiserverArgs: [
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+      ],
+    });
+    try {
+      const admin = cp.kubeConfig().makeApiClient(CoreV1Api);
+      const node = cp.clientFor("system:node:vnode-1", ["system:nodes"]);
+      const nodeCore = node.makeApiClient(CoreV1Api);
+      await nodeCore.createNode({ body: { metadata: { name: "vnode-1" } } });
+      const other = await nodeCore
+        .createNode({ body: { metadata: { name: "vnode-2" } } })
+        .then(() => 201, statusOf);
+      expect(other).toBe(403);
+
+      await admin.createNode({ body: { metadata: { name: "vnode-2" } } });
+      for (const nodeName of ["vnode-1", "vnode-2"]) {
+        await admin.createNamespacedPod({
+          namespace: "default",
+          body: {
+            metadata: { name: `on-${nodeName}` },
+            spec: { nodeName, containers: [{ name: "main", image: "busybox" }] },
+          },
+        });
+      }
+      // The Node authorizer's graph: a node reads and writes only the Pods bound to it.
+      const setRunning = async (name: string): Promise<number | undefined> => {
+        try {
+          const pod = await nodeCore.readNamespacedPod({ name, namespace: "default" });
+          pod.status = { ...pod.status, phase: "Running" };
+          await nodeCore.replaceNamespacedPodStatus({ name, namespace: "default", body: pod });
+          return 200;
+        } catch (error) {
+          return statusOf(error);
+        }
+      };
+      expect(await setRunning("on-vnode-1")).toBe(200);
+      expect(await setRunning("on-vnode-2")).toBe(403);
+      const mine = await admin.readNamespacedPod({ name: "on-vnode-1", namespace: "default" });
+      expect(mine.status?.phase).toBe("Running");
+    } finally {
+      await cp.stop();
+    }
+  });
+
   it("stops cleanly: no process, port or temporary folder left", async () => {
     const cp = await startControlPlane();
     const { certDir, server } = cp.info();

@@ -33,7 +33,8 @@ export interface ControlPlaneOptions {
   /** How long to wait for etcd, `/healthz` and the `default` namespace (default 90 s). */
   startTimeoutMs?: number;
   /**
-   * Extra kube-apiserver flags, appended after the defaults (a later flag wins), e.g.
+   * Extra kube-apiserver flags (`--name=value`); each replaces the default flag of the same name,
+   * the others are appended. E.g.
    * `["--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"]`.
    */
   apiserverArgs?: string[];
@@ -91,6 +92,14 @@ function binary(explicit: string | undefined, perBinaryEnv: string, name: string
   if (assets !== undefined && assets !== "") return join(assets, name);
   const version = process.env.NEBULA_K8S_VERSION || DEFAULT_K8S_VERSION;
   return join(cacheDir(), "control-plane", version, name);
+}
+
+const flagName = (arg: string): string => arg.split("=", 1)[0] ?? arg;
+
+/** The defaults with every flag named in `extra` replaced by its value(s) there. */
+export function withOverrides(defaults: readonly string[], extra: readonly string[]): string[] {
+  const replaced = new Set(extra.map(flagName));
+  return [...defaults.filter((arg) => !replaced.has(flagName(arg))), ...extra];
 }
 
 const b64 = (text: string): string => Buffer.from(text, "utf8").toString("base64");
@@ -277,24 +286,26 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     apiserver = spawnPeer({
       name: "kube-apiserver",
       command: apiserverBin,
-      args: [
-        "--service-cluster-ip-range=10.0.0.0/24",
-        "--allow-privileged=true",
-        "--disable-admission-plugins=ServiceAccount",
-        `--cert-dir=${certDir}`,
-        `--tls-cert-file=${join(certDir, "apiserver.crt")}`,
-        `--tls-private-key-file=${join(certDir, "apiserver.key")}`,
-        "--authorization-mode=RBAC",
-        `--secure-port=${port}`,
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
-        `--service-account-issuer=${server}/`,
-        `--service-account-key-file=${join(certDir, "sa-signer.pub")}`,
-        `--service-account-signing-key-file=${join(certDir, "sa-signer.key")}`,
-        `--etcd-servers=${etcdUrl}`,
-        `--client-ca-file=${join(certDir, "client-ca.crt")}`,
-        ...(parsed.data.apiserverArgs ?? []),
-      ],
+      args: withOverrides(
+        [
+          "--service-cluster-ip-range=10.0.0.0/24",
+          "--allow-privileged=true",
+          "--disable-admission-plugins=ServiceAccount",
+          `--cert-dir=${certDir}`,
+          `--tls-cert-file=${join(certDir, "apiserver.crt")}`,
+          `--tls-private-key-file=${join(certDir, "apiserver.key")}`,
+          "--authorization-mode=RBAC",
+          `--secure-port=${port}`,
+          "--bind-address=127.0.0.1",
+          "--advertise-address=127.0.0.1",
+          `--service-account-issuer=${server}/`,
+          `--service-account-key-file=${join(certDir, "sa-signer.pub")}`,
+          `--service-account-signing-key-file=${join(certDir, "sa-signer.key")}`,
+          `--etcd-servers=${etcdUrl}`,
+          `--client-ca-file=${join(certDir, "client-ca.crt")}`,
+        ],
+        parsed.data.apiserverArgs ?? [],
+      ),
       cleanupPaths: [dir],
     });
     const apiProcess = apiserver;
