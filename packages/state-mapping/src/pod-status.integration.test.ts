@@ -129,6 +129,24 @@ describe("Pod statuses written to a real kube-apiserver", () => {
       "OutOfMemory",
     ],
     [
+      "a crash loop the supervisor gave up on",
+      pod("Always"),
+      live(report(9, true, [crashLooping(5)])),
+      "Failed",
+      "InstanceCrashing",
+    ],
+    [
+      "an image never pulled (final report)",
+      pod("Always"),
+      live(
+        report(9, true, [
+          { name: "app", init: false, state: "waiting", restarts: 0, reason: "ImagePullBackOff" },
+        ]),
+      ),
+      "Failed",
+      "ImageUnavailable",
+    ],
+    [
       "a spot interruption without a report",
       pod("OnFailure"),
       toInstanceState(ec2("stopped", { code: "Server.SpotInstanceTermination" }), { now: NOW }),

@@ -128,6 +128,38 @@ describe("toPodStatus", () => {
     });
   });
 
+  it("shows a crash loop the supervisor gave up on as the last exit, not a back-off", () => {
+    const rep = report(9, true, [crashLooping(5)]);
+    const status = toPodStatus(pod("Always"), live(rep), { now: NOW });
+    expect(status.phase).toBe("Failed");
+    expect(status.containerStatuses?.[0]).toMatchObject({
+      restartCount: 5,
+      state: { terminated: { exitCode: 1, reason: "Error" } },
+    });
+    expect(status.containerStatuses?.[0]?.lastState).toBeUndefined();
+  });
+
+  it("keeps a final report's never-started container waiting with its reason, in a Failed Pod", () => {
+    const rep = report(9, true, [
+      {
+        name: "app",
+        init: false,
+        state: "waiting",
+        restarts: 0,
+        reason: "ImagePullBackOff",
+        messageB64: b64('failed to pull image "registry.example/app:1": not found'),
+      },
+    ]);
+    const status = toPodStatus(pod("Always"), live(rep), { now: NOW });
+    expect(status.phase).toBe("Failed");
+    expect(status.containerStatuses?.[0]?.state).toEqual({
+      waiting: {
+        reason: "ImagePullBackOff",
+        message: 'failed to pull image "registry.example/app:1": not found',
+      },
+    });
+  });
+
   it("reports an OOM kill and a signal as the host saw them", () => {
     const rep = report(2, true, [
       exited(137, "app", { reason: "OOMKilled" }),

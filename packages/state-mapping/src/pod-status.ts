@@ -104,6 +104,9 @@ const OWNED_CONDITIONS = new Set([
  * - The phase follows the kubelet's rules: `Succeeded` only when every container that must finish
  *   finished with 0, `Running` while `restartPolicy` restarts a failed container (a crash-looping
  *   Pod is `Running`), `Failed` otherwise once terminal.
+ * - In a final report, a container that was waiting to restart shows its last exit as its final
+ *   `terminated` state (no back-off is running any more); one that never started (an image never
+ *   pulled) stays `waiting` with its reason, in a `Failed` Pod.
  * - A `Lost` instance gives `Failed`, and every container without a reported exit is `terminated`
  *   with reason `ContainerStatusUnknown`, exit 137 and a message saying the instance vanished
  *   without reporting. It is never `Succeeded` on a guess.
@@ -172,8 +175,16 @@ export function toPodStatus(
     if (entry?.containerID !== undefined) status.containerID = containerId(entry.containerID);
     if (entry?.last !== undefined)
       status.lastState = { terminated: terminated(entry.last, entry.containerID) };
-    if (entry === undefined || (terminal && entry.state !== "terminated")) {
-      if (terminal) {
+    // Whose fate is unknown: a lost instance's containers that had not finished when it last
+    // reported; a final report's containers that it leaves out or still shows running.
+    const fateUnknown =
+      entry === undefined
+        ? terminal
+        : state.kind === "Lost"
+          ? entry.state !== "terminated"
+          : state.kind === "Terminal" && entry.state === "running";
+    if (entry === undefined || fateUnknown) {
+      if (fateUnknown) {
         status.state = {
           terminated: {
             exitCode: UNKNOWN_EXIT_CODE,
@@ -188,6 +199,13 @@ export function toPodStatus(
       } else {
         status.state = { waiting: waitingDefault(init) };
       }
+      return status;
+    }
+    if (state.kind === "Terminal" && entry.state === "waiting" && entry.last !== undefined) {
+      // No restart is coming any more: the last exit is the container's final state. (A final
+      // report's container that never started, e.g. an image never pulled, stays waiting.)
+      status.state = { terminated: terminated(entry.last, entry.containerID) };
+      delete status.lastState;
       return status;
     }
     status.state = currentState(entry);
