@@ -25,7 +25,7 @@ import { TestHost } from "./testing/host.js";
 
 const ROOT = join(tmpdir(), "nebula-userdata-podman");
 const IMAGE = "localhost/nebula-busybox:1";
-const IMAGE_EP = "localhost/nebula-busybox-entrypoint:1";
+const IMAGE_EP = "localhost/nebula-busybox-entrypoint:2";
 const podman = (...args: string[]) =>
   execFileSync(
     "podman",
@@ -87,7 +87,7 @@ beforeAll(() => {
     "--change",
     'ENTRYPOINT ["/bin/sh", "-c"]',
     "--change",
-    'CMD ["echo $$ >/out/workload-pid; echo from-image-cmd >/out/cmd"]',
+    'CMD ["i=0; while [ ! -e /out/agent ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; echo $$ >/out/workload-pid; echo from-image-cmd >/out/cmd"]',
     join(ROOT, "rootfs.tar"),
     IMAGE_EP,
   );
@@ -95,8 +95,10 @@ beforeAll(() => {
 }, 300_000);
 
 const hosts: TestHost[] = [];
+const outs: string[] = [];
 afterEach(async () => {
   await Promise.all(hosts.splice(0).map((h) => h.close()));
+  for (const dir of outs.splice(0)) rmSync(dir, { recursive: true, force: true });
   podman("rm", "-af", "-t", "0");
 });
 afterAll(() => {
@@ -115,6 +117,7 @@ afterAll(() => {
 function outDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "nebula-userdata-out-"));
   chmodSync(dir, 0o777);
+  outs.push(dir);
   return dir;
 }
 

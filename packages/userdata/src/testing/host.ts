@@ -12,6 +12,8 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
+  rmSync,
   symlinkSync,
   writeFileSync,
 } from "node:fs";
@@ -66,9 +68,9 @@ const PODMAN_DOCKER = fileURLToPath(new URL("./podman/docker", import.meta.url))
  * even where Debian's awscli is installed. Built once per process.
  */
 function systemPathWithoutAws(): string {
-  const dir = join(tmpdir(), `nebula-userdata-syspath-${process.pid}`);
-  if (existsSync(join(dir, ".done"))) return dir;
-  mkdirSync(dir, { recursive: true });
+  const dir = join(tmpdir(), "nebula-userdata-syspath");
+  if (existsSync(dir)) return dir;
+  const building = mkdtempSync(join(tmpdir(), "nebula-userdata-syspath-"));
   for (const from of [
     "/usr/local/sbin",
     "/usr/local/bin",
@@ -79,13 +81,17 @@ function systemPathWithoutAws(): string {
   ]) {
     if (!existsSync(from)) continue;
     for (const name of readdirSync(from)) {
-      if (name === "aws" || existsSync(join(dir, name))) continue;
+      if (name === "aws" || existsSync(join(building, name))) continue;
       try {
-        symlinkSync(join(from, name), join(dir, name));
+        symlinkSync(join(from, name), join(building, name));
       } catch {}
     }
   }
-  writeFileSync(join(dir, ".done"), "");
+  try {
+    renameSync(building, dir); // atomic: parallel workers race, one wins
+  } catch {
+    rmSync(building, { recursive: true, force: true });
+  }
   return dir;
 }
 
@@ -156,7 +162,8 @@ export class TestHost {
       const child = spawn(
         "unshare",
         ["--mount", "--propagation", "private", "bash", "-c", mounts],
-        { env, stdio: "ignore" },
+        // cwd: the guest's own directory (conmon, for one, drops files such as `oom` into its cwd).
+        { env, stdio: "ignore", cwd: this.dir },
       );
       child.on("error", reject);
       child.on("exit", (code) => resolve(code ?? -1));
@@ -293,6 +300,7 @@ export class TestHost {
       }
     }
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+    rmSync(this.dir, { recursive: true, force: true });
   }
 
   private async listen(): Promise<number> {
