@@ -113,7 +113,8 @@ const OWNED_CONDITIONS = new Set([
  * - `Unknown` (an unreadable report on a live instance) gives phase `Unknown`, with the last
  *   accepted report's containers shown not ready.
  * - Conditions `PodScheduled`, `PodReadyToStartContainers` (true while the host supervisor is up
- *   and reporting), `Initialized`, `ContainersReady`, `Ready` are set with the kubelet's reasons (`ContainersNotInitialized`, `ContainersNotReady`, `PodCompleted`); their
+ *   and reporting), `Initialized`, `ContainersReady`, `Ready` are set with the kubelet's reasons
+ *   (`ContainersNotInitialized`, `ContainersNotReady`, `PodCompleted`); their
  *   `lastTransitionTime` only moves when their status flips. Other conditions are kept.
  *
  * @example
@@ -216,12 +217,7 @@ export function toPodStatus(
     return status;
   };
 
-  const initContainerStatuses: V1ContainerStatus[] = [];
-  for (const spec of initSpecs) {
-    const built = build(spec, true);
-    // The kubelet runs init containers in order: one that has not reported waits behind the others.
-    initContainerStatuses.push(built);
-  }
+  const initContainerStatuses = initSpecs.map((spec) => build(spec, true));
   let initialized = initDone(initContainerStatuses);
   const containerStatuses = appSpecs.map((spec) => {
     const built = build(spec, false);
@@ -305,7 +301,7 @@ export function toPodStatus(
         : condition("Ready", false, notReadyReason, notReadyMessage),
   ];
   const others = (Array.isArray(pod?.status?.conditions) ? pod.status.conditions : []).filter(
-    (c) => !OWNED_CONDITIONS.has(c?.type),
+    (c) => c !== null && typeof c === "object" && !OWNED_CONDITIONS.has(c.type),
   );
 
   const kept: Record<string, unknown> = {};
