@@ -168,6 +168,14 @@ const Groups = z.array(UserName);
 
 const VersionSchema = z.object({ gitVersion: z.string() });
 
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Starts a real etcd and kube-apiserver on free loopback ports, envtest-style: throwaway CAs
  * (serving, client, service-account signing), a client-certificate admin in `system:masters`,
@@ -212,7 +220,26 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       );
     }
   }
-  const timeoutMs = parsed.data.startTimeoutMs ?? 90_000;
+  // Another process may take a port between freePort() and the bind: start again, as envtest does.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(parsed.data, apiserverBin, etcdBin);
+    } catch (error) {
+      const portTaken =
+        error instanceof TestPeerError &&
+        error.code === "StartFailed" &&
+        /address already in use/i.test(error.message);
+      if (!portTaken || attempt >= 3) throw error;
+    }
+  }
+}
+
+async function startOnce(
+  options: z.infer<typeof ControlPlaneOptionsSchema>,
+  apiserverBin: string,
+  etcdBin: string,
+): Promise<ControlPlane> {
+  const timeoutMs = options.startTimeoutMs ?? 90_000;
 
   const dir = mkdtempSync(join(tmpdir(), "nebula-control-plane-"));
   const release = trackPath(dir);
@@ -304,7 +331,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
           `--etcd-servers=${etcdUrl}`,
           `--client-ca-file=${join(certDir, "client-ca.crt")}`,
         ],
-        parsed.data.apiserverArgs ?? [],
+        options.apiserverArgs ?? [],
       ),
       cleanupPaths: [dir],
     });
@@ -327,7 +354,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       { what: "the default namespace", timeoutMs, intervalMs: 250, process: apiProcess },
     );
     const versionResponse = await httpsGet(`${server}/version`, tls);
-    const version = VersionSchema.safeParse(JSON.parse(versionResponse.body));
+    const version = VersionSchema.safeParse(parseJson(versionResponse.body));
     const connection = connectControlPlane({
       server,
       kubeconfig: renderKubeconfig(
