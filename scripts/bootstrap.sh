@@ -6,8 +6,9 @@
 #   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, control-plane
 #
 # Steps:
-#   apt            Debian packages every helper needs (podman runc busybox-static shellcheck awscli
-#                  uidmap, plus python3-venv when Python lacks venv). Skipped when all are installed.
+#   apt            Debian packages the tests need (podman runc busybox-static shellcheck awscli
+#                  uidmap openssl procps, plus python3-venv when Python lacks venv). Skipped when all
+#                  are installed.
 #   moto           A Python virtual environment with moto[server] pinned to $NEBULA_MOTO_VERSION,
 #                  at $NEBULA_CACHE_DIR/moto-venv.
 #   control-plane  kube-apiserver and etcd built from their Go modules with the machine's Go
@@ -46,7 +47,8 @@ with_lock() {
 
 # --- apt -------------------------------------------------------------------------------------
 
-apt_packages=(podman runc busybox-static shellcheck awscli uidmap)
+# openssl mints the control plane's certificates; procps gives the tests pgrep.
+apt_packages=(podman runc busybox-static shellcheck awscli uidmap openssl procps)
 
 step_apt() {
   local missing=() pkg
@@ -168,7 +170,7 @@ step_control_plane() {
   fi
   # The machine's Go lives in /usr/local/go on this image; a fresh shell may lack it on PATH.
   command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
-  command -v go >/dev/null || die "control-plane: needs Go (1.24 or newer) on PATH"
+  command -v go >/dev/null || die "control-plane: needs Go 1.24 or newer on PATH (Debian's is too old)"
   go_env
   mkdir -p "$out"
   local work started=$SECONDS
