@@ -49,20 +49,35 @@ process.env.AWS_ACCESS_KEY_ID = MOTO_CREDENTIALS.accessKeyId;
 process.env.AWS_SECRET_ACCESS_KEY = MOTO_CREDENTIALS.secretAccessKey;
 const ec2 = moto.ec2();
 const rows = [];
-try {
-  const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.0.0.0/16" }));
-  const subnet = await ec2.send(
-    new CreateSubnetCommand({ VpcId: vpc.Vpc.VpcId, CidrBlock: "10.0.0.0/16" }),
-  );
-  const sg = await ec2.send(
-    new CreateSecurityGroupCommand({
-      VpcId: vpc.Vpc.VpcId,
-      GroupName: "bench",
-      Description: "bench",
+const progress = (message) => process.stderr.write(`[bench] ${message}\n`);
+
+/** Runs `task` over `items` with `limit` calls in flight. */
+async function inParallel(items, limit, task) {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < items.length) await task(items[next++]);
     }),
   );
+}
+
+try {
   for (const size of SIZES) {
+    // A fresh moto state per size, so each measurement sees only its own instances.
+    await moto.reset();
+    const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.0.0.0/16" }));
+    const subnet = await ec2.send(
+      new CreateSubnetCommand({ VpcId: vpc.Vpc.VpcId, CidrBlock: "10.0.0.0/16" }),
+    );
+    const sg = await ec2.send(
+      new CreateSecurityGroupCommand({
+        VpcId: vpc.Vpc.VpcId,
+        GroupName: "bench",
+        Description: "bench",
+      }),
+    );
     const nodeName = `bench-${size}`;
+    progress(`${size}: launching`);
     const ids = [];
     for (let left = size; left > 0; left -= 1000) {
       const count = Math.min(1000, left);
@@ -86,8 +101,9 @@ try {
       );
       ids.push(...out.Instances.map((i) => i.InstanceId));
     }
-    for (let i = 0; i < ids.length; i++) {
-      await ec2.send(
+    progress(`${size}: tagging each instance with its Pod UID`);
+    await inParallel([...ids.keys()], 8, (i) =>
+      ec2.send(
         new CreateTagsCommand({
           Resources: [ids[i]],
           Tags: [
@@ -95,8 +111,9 @@ try {
             { Key: "nebula:pod", Value: `bench/p-${i}` },
           ],
         }),
-      );
-    }
+      ),
+    );
+    progress(`${size}: measuring`);
     const provider = new Ec2PodProvider({
       config: {
         clusterName: "bench",
