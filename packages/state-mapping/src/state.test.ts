@@ -200,6 +200,22 @@ describe("toInstanceState", () => {
     expect(after.reason).toBeUndefined();
   });
 
+  it("ignores a previous observation of another instance", () => {
+    const old = toInstanceState(ec2("running", { report: report(40, false, [crashLooping(3)]) }), {
+      now: NOW,
+    });
+    const replacement = {
+      ...ec2("running", { report: report(1, false, [running()]) }),
+      InstanceId: "i-0new",
+    };
+    const state = toInstanceState(replacement, { now: later(1000), previous: old });
+    expect(state).toMatchObject({
+      kind: "Running",
+      report: { seq: 1 },
+      instance: { instanceId: "i-0new" },
+    });
+  });
+
   it("never goes back from Lost to a live state", () => {
     const lost = toInstanceState(undefined, {
       now: NOW,

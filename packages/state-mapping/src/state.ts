@@ -151,7 +151,11 @@ export interface PreviousObservation {
   readonly kind?: string;
   /** The previously accepted report (validated again; an invalid one is ignored). */
   readonly report?: unknown;
-  /** Present when the previous observation saw the instance in `DescribeInstances`. */
+  /**
+   * Present when the previous observation saw the instance in `DescribeInstances`. When it
+   * names another `instanceId` than the instance now observed, the previous observation is
+   * ignored (the Pod's instance was replaced).
+   */
   readonly instance?: unknown;
   /** A previous `Lost` state's cause: kept, so a later termination or disappearance does not rewrite why it was lost. */
   readonly cause?: unknown;
@@ -210,6 +214,19 @@ interface Candidates {
  */
 export function toInstanceState(instance: unknown, options: ToInstanceStateOptions): InstanceState {
   const observedAt = options.now;
+  // A previous observation of another instance (the Pod's instance was replaced) says nothing
+  // about this one: its report's seq must not hide this instance's first reports.
+  const effective = sameInstance(options.previous, instance)
+    ? options
+    : { ...options, previous: undefined };
+  return mapInstance(instance, effective, observedAt);
+}
+
+function mapInstance(
+  instance: unknown,
+  options: ToInstanceStateOptions,
+  observedAt: Date,
+): InstanceState {
   const previousReport = readPrevious(options.previous);
   const previousSawInstance =
     options.previous?.instance !== undefined && options.previous?.instance !== null;
@@ -336,6 +353,12 @@ export function toInstanceState(instance: unknown, options: ToInstanceStateOptio
     return { kind: "Booting", observedAt, instance: facts, overdue };
   }
   return withReport({ kind: "Running", observedAt, instance: facts, report: best }, best);
+}
+
+function sameInstance(previous: ToInstanceStateOptions["previous"], instance: unknown): boolean {
+  const before = (previous?.instance as { instanceId?: unknown } | null | undefined)?.instanceId;
+  const now = (instance as { InstanceId?: unknown } | null | undefined)?.InstanceId;
+  return typeof before !== "string" || typeof now !== "string" || before === now;
 }
 
 /**
