@@ -153,7 +153,7 @@ export class KubernetesAnnotationStore implements TeardownStore {
   /**
    * Writes the record (and the subject patch) as one merge patch with `resourceVersion` (and `uid`)
    * preconditions. 409 → `conflict`, unless the object now has another UID (recreated) → `gone`;
-   * 404 → `gone`.
+   * 404 → `gone`; 422 on a UID that no longer matches → `gone`.
    * @throws KubeError (`InvalidKey`, `RequestFailed`) on a bad key or any other failure.
    */
   async write(
@@ -200,6 +200,12 @@ export class KubernetesAnnotationStore implements TeardownStore {
       const status = statusOf(error);
       if (status === 404) return { status: "gone" };
       if (status === 409) return this.#classifyConflict(key, expectedUid);
+      // A UID that no longer matches is refused as "metadata.uid is immutable" (422) when the
+      // resourceVersion happens not to: the object was replaced.
+      if (status === 422 && expectedUid !== undefined) {
+        const now = await this.read(key);
+        if (!now.found || now.uid !== expectedUid) return { status: "gone" };
+      }
       throw requestFailed(`PATCH ${this.#options.kind} ${key}`, error);
     }
   }

@@ -14,13 +14,13 @@ export interface DeleteTarget {
   /** Kind, e.g. `Pod`. */
   readonly kind: string;
   /** Namespace (omit for cluster-scoped objects). */
-  readonly namespace?: string;
+  readonly namespace?: string | undefined;
   /** Name. */
   readonly name: string;
   /** UID precondition: the object is deleted only if it still has this UID. */
   readonly uid: string;
   /** Grace period in seconds; omit for the object's own default. Nebula removes Pods with 0. */
-  readonly gracePeriodSeconds?: number;
+  readonly gracePeriodSeconds?: number | undefined;
 }
 
 /** What a precondition delete did. */
