@@ -6,9 +6,7 @@ export type StateMappingErrorCode =
   /** The EC2 instance does not have the shape `DescribeInstances` returns. */
   | "INSTANCE_UNREADABLE"
   /** A `DescribeInstances` page does not have the shape EC2 returns. */
-  | "PAGE_UNREADABLE"
-  /** A Pod or Instance object status does not have the shape Kubernetes returns. */
-  | "STATUS_UNREADABLE";
+  | "PAGE_UNREADABLE";
 
 /**
  * A typed error from reading input at this package's boundary. It carries a machine-readable
