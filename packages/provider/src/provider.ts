@@ -732,7 +732,8 @@ export class Ec2PodProvider implements PodLifecycle {
     if (record.observed?.state === "stopped" && !record.missing && needsConsoleOutput(state))
       return;
     const status = podStatus({
-      pod: withStatus(record),
+      // No copy: the mapping is pure and reads the Pod only (copies are made for listeners).
+      pod: record.status === undefined ? record.pod : { ...record.pod, status: record.status },
       state,
       now: new Date(this.#now()),
       launchError: record.launchError,
