@@ -385,6 +385,15 @@ describe("properties", () => {
             now: NOW,
             previous: previous as PreviousObservation,
           });
+          expect([
+            "Pending",
+            "Booting",
+            "Running",
+            "Stopping",
+            "Terminal",
+            "Lost",
+            "Unknown",
+          ]).toContain(state.kind);
           if (state.kind === "Lost") {
             expect(state.message).toBeTypeOf("string");
             expect(toPodStatus(pod(), state, { now: NOW }).phase).toBe("Failed");
