@@ -1,3 +1,4 @@
+export { summarizeEvent, type TeardownEventSummary } from "./events.js";
 export {
   type EffectContext,
   type EffectHandlers,
