@@ -467,3 +467,32 @@ describe("durable teardown", () => {
     await second.stop();
   });
 });
+
+describe("the loops", () => {
+  it("start(): the poll loop drives a finished instance to a terminal Pod and reclaims it (the incident)", async () => {
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "loop", { pollIntervalSeconds: 1 }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(800)],
+    });
+    const terminal = new Promise<string | undefined>((resolve) => {
+      provider.onStatusChange(({ status, terminal: done }) => {
+        if (done) resolve(status.phase);
+      });
+    });
+    await provider.createPod(testPod("done", uid(800)));
+    provider.start();
+    const [instance] = await nodeInstances(ec2, "loop");
+    await reportTags(instance?.InstanceId ?? "", completed(2, 0));
+    await ec2.send(new StopInstancesCommand({ InstanceIds: [instance?.InstanceId ?? ""] }));
+    expect(await terminal).toBe("Succeeded");
+    let state = instance?.State?.Name;
+    for (let i = 0; i < 30 && state !== "terminated"; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      state = (await nodeInstances(ec2, "loop"))[0]?.State?.Name;
+    }
+    await provider.stop();
+    expect(state).toBe("terminated");
+    expect(provider.getPodStatus("default", "done")?.phase).toBe("Succeeded");
+  });
+});
