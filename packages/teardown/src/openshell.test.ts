@@ -17,6 +17,9 @@ import { decodeRecord } from "./record.js";
 import { MemoryStore, type StoreWrite, type TeardownStore } from "./store.js";
 import { type CrashPoint, Process } from "./testkit.js";
 
+/** Crash loops and properties run hundreds of teardowns; give them room on a loaded machine. */
+const HEAVY_TIMEOUT_MS = 120_000;
+
 type OpenShellEffect =
   | { readonly kind: "DeletePod"; readonly name: string; readonly uid: string }
   | { readonly kind: "DeleteSecret"; readonly name: string };
@@ -277,151 +280,163 @@ describe("the OpenShell stop order (worked example)", () => {
 
     for (const when of ["before", "after"] as const) {
       for (const downtimeMs of [500, 10 * 60_000]) {
-        it(`resumes after a crash ${when} each effect k, down ${downtimeMs} ms`, async () => {
-          const total = await counted;
-          for (let at = 0; at < total; at++) {
-            const world = new World();
-            const crash: CrashPoint = { at, when };
-            const first = new Process(crash);
-            await runProcess(world, first);
-            expect(first.alive, `crash point ${at} was reached`).toBe(false);
-            world.t += downtimeMs;
-            // All in-memory state is gone: a fresh process, executor and clock resume from the store.
-            await runProcess(world, new Process());
-            expect(world.violations, `crash ${when} effect ${at}`).toEqual([]);
-            expectCompleted(world);
-          }
-        });
+        it(
+          `resumes after a crash ${when} each effect k, down ${downtimeMs} ms`,
+          async () => {
+            const total = await counted;
+            for (let at = 0; at < total; at++) {
+              const world = new World();
+              const crash: CrashPoint = { at, when };
+              const first = new Process(crash);
+              await runProcess(world, first);
+              expect(first.alive, `crash point ${at} was reached`).toBe(false);
+              world.t += downtimeMs;
+              // All in-memory state is gone: a fresh process, executor and clock resume from the store.
+              await runProcess(world, new Process());
+              expect(world.violations, `crash ${when} effect ${at}`).toEqual([]);
+              expectCompleted(world);
+            }
+          },
+          HEAVY_TIMEOUT_MS,
+        );
       }
     }
 
-    it("survives any sequence of crashes across restarts (property)", async () => {
-      const crashPoint = fc.record({
-        at: fc.nat({ max: 8 }),
-        when: fc.constantFrom("before" as const, "after" as const),
-      });
-      await fc.assert(
-        fc.asyncProperty(
-          fc.array(crashPoint, { maxLength: 8 }),
-          fc.array(fc.integer({ min: 0, max: 120_000 }), { minLength: 8, maxLength: 8 }),
-          async (crashes, downtimes) => {
-            const world = new World();
-            for (const [i, crash] of crashes.entries()) {
-              await runProcess(world, new Process(crash));
-              world.t += downtimes[i] ?? 0;
-            }
-            await runProcess(world, new Process());
-            expectCompleted(world);
-          },
-        ),
-        { numRuns: 200 },
-      );
-    });
+    it(
+      "survives any sequence of crashes across restarts (property)",
+      async () => {
+        const crashPoint = fc.record({
+          at: fc.nat({ max: 8 }),
+          when: fc.constantFrom("before" as const, "after" as const),
+        });
+        await fc.assert(
+          fc.asyncProperty(
+            fc.array(crashPoint, { maxLength: 8 }),
+            fc.array(fc.integer({ min: 0, max: 120_000 }), { minLength: 8, maxLength: 8 }),
+            async (crashes, downtimes) => {
+              const world = new World();
+              for (const [i, crash] of crashes.entries()) {
+                await runProcess(world, new Process(crash));
+                world.t += downtimes[i] ?? 0;
+              }
+              await runProcess(world, new Process());
+              expectCompleted(world);
+            },
+          ),
+          { numRuns: 200 },
+        );
+      },
+      HEAVY_TIMEOUT_MS,
+    );
   });
 
   describe("races: stop request, reconcile ticks and crash-restart against one store", () => {
-    it("never violates the order, never goes back, never acts after a lost compare-and-swap", async () => {
-      let conflicts = 0;
-      await fc.assert(
-        fc.asyncProperty(
-          fc.scheduler(),
-          fc.integer({ min: 1, max: 12 }),
-          fc.integer({ min: 0, max: 12 }),
-          fc.boolean(),
-          async (s, ticks, crashAfter, crashes) => {
-            const world = new World();
-            const calls = new AsyncLocalStorage<number>();
-            // Per call: the sequence of side effects it performed.
-            const trace = new Map<number, string[]>();
-            const note = (what: string) => {
-              const id = calls.getStore();
-              if (id !== undefined) trace.get(id)?.push(what);
-            };
-            const checked = world.checkedStore();
-            const traced: TeardownStore = {
-              read: (key) => checked.read(key),
-              write: async (key, change, version, uid) => {
-                const outcome = await checked.write(key, change, version, uid);
-                note(`write:${outcome.status}`);
-                return outcome;
-              },
-            };
-            const pause = (label: string) => s.schedule(Promise.resolve(), label);
-            let process = new Process(undefined, pause);
-            const makeExecutor = (p: Process) =>
-              new TeardownExecutor({
-                teardown: openShellStop,
-                store: p.store(traced),
-                handlers: p.handlers({
-                  DeletePod: (e: Extract<OpenShellEffect, { kind: "DeletePod" }>) => {
-                    note("effect");
-                    world.handlers.DeletePod(e);
-                  },
-                  DeleteSecret: (e: Extract<OpenShellEffect, { kind: "DeleteSecret" }>) => {
-                    note("effect");
-                    world.handlers.DeleteSecret(e);
-                  },
-                }),
-                observe: () => p.observe("observe", () => world.observe()),
-                now: () => world.t,
-              });
-            let executor = makeExecutor(process);
-            let nextCall = 0;
-            const call = (fn: () => Promise<TickResult>) => {
-              const id = nextCall++;
-              trace.set(id, []);
-              return calls.run(id, fn);
-            };
-            const tasks: Promise<unknown>[] = [];
-            tasks.push(call(() => executor.request(KEY, STOP)).catch(() => undefined));
-            for (let i = 0; i < ticks; i++) {
-              tasks.push(
-                s
-                  .schedule(Promise.resolve(), `tick ${i}`)
-                  .then(() => {
-                    world.t += 1_000;
-                    return call(() => executor.tick(KEY));
-                  })
-                  .catch(() => undefined),
-              );
-              if (crashes && i === crashAfter) {
-                tasks.push(
-                  s.schedule(Promise.resolve(), "crash-restart").then(() => {
-                    process.alive = false;
-                    process = new Process(undefined, pause);
-                    executor = makeExecutor(process);
-                    // The new process resumes from the store on its first reconcile tick.
-                    return call(() => executor.tick(KEY)).catch(() => undefined);
+    it(
+      "never violates the order, never goes back, never acts after a lost compare-and-swap",
+      async () => {
+        let conflicts = 0;
+        await fc.assert(
+          fc.asyncProperty(
+            fc.scheduler(),
+            fc.integer({ min: 1, max: 12 }),
+            fc.integer({ min: 0, max: 12 }),
+            fc.boolean(),
+            async (s, ticks, crashAfter, crashes) => {
+              const world = new World();
+              const calls = new AsyncLocalStorage<number>();
+              // Per call: the sequence of side effects it performed.
+              const trace = new Map<number, string[]>();
+              const note = (what: string) => {
+                const id = calls.getStore();
+                if (id !== undefined) trace.get(id)?.push(what);
+              };
+              const checked = world.checkedStore();
+              const traced: TeardownStore = {
+                read: (key) => checked.read(key),
+                write: async (key, change, version, uid) => {
+                  const outcome = await checked.write(key, change, version, uid);
+                  note(`write:${outcome.status}`);
+                  return outcome;
+                },
+              };
+              const pause = (label: string) => s.schedule(Promise.resolve(), label);
+              let process = new Process(undefined, pause);
+              const makeExecutor = (p: Process) =>
+                new TeardownExecutor({
+                  teardown: openShellStop,
+                  store: p.store(traced),
+                  handlers: p.handlers({
+                    DeletePod: (e: Extract<OpenShellEffect, { kind: "DeletePod" }>) => {
+                      note("effect");
+                      world.handlers.DeletePod(e);
+                    },
+                    DeleteSecret: (e: Extract<OpenShellEffect, { kind: "DeleteSecret" }>) => {
+                      note("effect");
+                      world.handlers.DeleteSecret(e);
+                    },
                   }),
+                  observe: () => p.observe("observe", () => world.observe()),
+                  now: () => world.t,
+                });
+              let executor = makeExecutor(process);
+              let nextCall = 0;
+              const call = (fn: () => Promise<TickResult>) => {
+                const id = nextCall++;
+                trace.set(id, []);
+                return calls.run(id, fn);
+              };
+              const tasks: Promise<unknown>[] = [];
+              tasks.push(call(() => executor.request(KEY, STOP)).catch(() => undefined));
+              for (let i = 0; i < ticks; i++) {
+                tasks.push(
+                  s
+                    .schedule(Promise.resolve(), `tick ${i}`)
+                    .then(() => {
+                      world.t += 1_000;
+                      return call(() => executor.tick(KEY));
+                    })
+                    .catch(() => undefined),
                 );
+                if (crashes && i === crashAfter) {
+                  tasks.push(
+                    s.schedule(Promise.resolve(), "crash-restart").then(() => {
+                      process.alive = false;
+                      process = new Process(undefined, pause);
+                      executor = makeExecutor(process);
+                      // The new process resumes from the store on its first reconcile tick.
+                      return call(() => executor.tick(KEY)).catch(() => undefined);
+                    }),
+                  );
+                }
               }
-            }
-            await s.waitIdle();
-            await Promise.all(tasks);
+              await s.waitIdle();
+              await Promise.all(tasks);
 
-            for (const [id, ops] of trace) {
-              const conflict = ops.indexOf("write:conflict");
-              if (conflict >= 0) conflicts++;
-              // Nothing after a lost compare-and-swap in the same call: no blind re-apply.
-              if (conflict >= 0) expect(ops.slice(conflict + 1), `call ${id}`).toEqual([]);
-              // Every effect is preceded, in its own call, by a successful write that claimed it.
-              const firstEffect = ops.indexOf("effect");
-              if (firstEffect >= 0) {
-                expect(ops.slice(0, firstEffect), `call ${id}`).toContain("write:written");
+              for (const [id, ops] of trace) {
+                const conflict = ops.indexOf("write:conflict");
+                if (conflict >= 0) conflicts++;
+                // Nothing after a lost compare-and-swap in the same call: no blind re-apply.
+                if (conflict >= 0) expect(ops.slice(conflict + 1), `call ${id}`).toEqual([]);
+                // Every effect is preceded, in its own call, by a successful write that claimed it.
+                const firstEffect = ops.indexOf("effect");
+                if (firstEffect >= 0) {
+                  expect(ops.slice(0, firstEffect), `call ${id}`).toContain("write:written");
+                }
               }
-            }
-            expect(world.violations).toEqual([]);
+              expect(world.violations).toEqual([]);
 
-            // Whatever the interleaving, a fresh process finishes the job.
-            world.t += 1_000;
-            await runProcess(world, new Process());
-            expectCompleted(world);
-          },
-        ),
-        { numRuns: 300 },
-      );
-      // The interleavings did produce lost compare-and-swaps (the property is not vacuous).
-      expect(conflicts).toBeGreaterThan(0);
-    });
+              // Whatever the interleaving, a fresh process finishes the job.
+              world.t += 1_000;
+              await runProcess(world, new Process());
+              expectCompleted(world);
+            },
+          ),
+          { numRuns: 300 },
+        );
+        // The interleavings did produce lost compare-and-swaps (the property is not vacuous).
+        expect(conflicts).toBeGreaterThan(0);
+      },
+      HEAVY_TIMEOUT_MS,
+    );
   });
 });

@@ -12,6 +12,9 @@ import { decodeRecord } from "./record.js";
 import { MemoryStore, type TeardownStore } from "./store.js";
 import { type CrashPoint, Process } from "./testkit.js";
 
+/** Crash loops and properties run hundreds of teardowns; give them room on a loaded machine. */
+const HEAVY_TIMEOUT_MS = 120_000;
+
 const KEY = "default/web-0";
 const INSTANCE = "i-0123456789abcdef0";
 const GRACE_S = 20;
@@ -269,52 +272,60 @@ describe("podTeardown (brief C7)", () => {
 
     for (const when of ["before", "after"] as const) {
       for (const downtimeMs of [1_000, 15 * 60_000]) {
-        it(`completes in order after a crash ${when} each effect k, down ${downtimeMs} ms`, async () => {
-          const total = await counted;
-          expect(total).toBeGreaterThanOrEqual(10);
-          for (let at = 0; at < total; at++) {
-            for (const hung of [false, true]) {
-              const world = new PodWorld();
-              if (hung) world.stopTakesMs = Number.POSITIVE_INFINITY;
-              const crash: CrashPoint = { at, when };
-              const first = new Process(crash);
-              await runProcess(world, first);
-              if (first.alive) continue; // a hung instance makes a different (shorter) run
-              world.t += downtimeMs;
-              await runProcess(world, new Process());
-              expect(world.violations, `crash ${when} effect ${at}, hung ${hung}`).toEqual([]);
-              expectCompleted(world);
+        it(
+          `completes in order after a crash ${when} each effect k, down ${downtimeMs} ms`,
+          async () => {
+            const total = await counted;
+            expect(total).toBeGreaterThanOrEqual(10);
+            for (let at = 0; at < total; at++) {
+              for (const hung of [false, true]) {
+                const world = new PodWorld();
+                if (hung) world.stopTakesMs = Number.POSITIVE_INFINITY;
+                const crash: CrashPoint = { at, when };
+                const first = new Process(crash);
+                await runProcess(world, first);
+                if (first.alive) continue; // a hung instance makes a different (shorter) run
+                world.t += downtimeMs;
+                await runProcess(world, new Process());
+                expect(world.violations, `crash ${when} effect ${at}, hung ${hung}`).toEqual([]);
+                expectCompleted(world);
+              }
             }
-          }
-        });
+          },
+          HEAVY_TIMEOUT_MS,
+        );
       }
     }
 
-    it("completes in order after any sequence of crashes (property)", async () => {
-      await fc.assert(
-        fc.asyncProperty(
-          fc.array(
-            fc.record({
-              at: fc.nat({ max: 10 }),
-              when: fc.constantFrom("before" as const, "after" as const),
-            }),
-            { maxLength: 6 },
+    it(
+      "completes in order after any sequence of crashes (property)",
+      async () => {
+        await fc.assert(
+          fc.asyncProperty(
+            fc.array(
+              fc.record({
+                at: fc.nat({ max: 10 }),
+                when: fc.constantFrom("before" as const, "after" as const),
+              }),
+              { maxLength: 6 },
+            ),
+            fc.integer({ min: 0, max: 120_000 }),
+            fc.boolean(),
+            async (crashes, downtime, hung) => {
+              const world = new PodWorld();
+              if (hung) world.stopTakesMs = Number.POSITIVE_INFINITY;
+              for (const crash of crashes) {
+                await runProcess(world, new Process(crash));
+                world.t += downtime;
+              }
+              await runProcess(world, new Process());
+              expectCompleted(world);
+            },
           ),
-          fc.integer({ min: 0, max: 120_000 }),
-          fc.boolean(),
-          async (crashes, downtime, hung) => {
-            const world = new PodWorld();
-            if (hung) world.stopTakesMs = Number.POSITIVE_INFINITY;
-            for (const crash of crashes) {
-              await runProcess(world, new Process(crash));
-              world.t += downtime;
-            }
-            await runProcess(world, new Process());
-            expectCompleted(world);
-          },
-        ),
-        { numRuns: 150 },
-      );
-    });
+          { numRuns: 150 },
+        );
+      },
+      HEAVY_TIMEOUT_MS,
+    );
   });
 });
