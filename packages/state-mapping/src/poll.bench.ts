@@ -70,18 +70,19 @@ let sink = 0;
 const FLOOR = "floor: read the DescribeInstances pages (zod)" as const;
 const MAP = "map: read + toInstanceState + toPodStatus" as const;
 const MAP_REVERSE = "map + reverse: ... + toInstanceReason" as const;
+const FIRST = "first poll (no previous state): read + map" as const;
 
 function floor(): void {
   for (const page of pages) sink += parseDescribeInstancesPage(page).instances.length;
 }
 
-function map(reverse: boolean): void {
+function map(reverse: boolean, withPrevious = true): void {
   for (const page of pages) {
     for (const reservation of page.Reservations) {
       for (const raw of reservation.Instances) {
         const state = toInstanceState(raw, {
           now: NOW,
-          previous: previous.get(String(raw.InstanceId)),
+          previous: withPrevious ? previous.get(String(raw.InstanceId)) : undefined,
         });
         const status = toPodStatus(thePod, state, { now: NOW });
         sink += reverse
@@ -107,12 +108,13 @@ test(`one poll of ${INSTANCES} instances`, { timeout: 900_000 }, async ({ bench 
     bench(FLOOR, floor),
     bench(MAP, () => map(false)),
     bench(MAP_REVERSE, () => map(true)),
+    bench(FIRST, () => map(false, false)),
     { time: 2_000, iterations: 5 },
   );
 
   // Side by side: each round times one poll of each, back to back, so that a change in machine
   // load hits all three alike; the ratios are per round, then the median is taken.
-  const rounds: { floor: number; map: number; reverse: number }[] = [];
+  const rounds: { floor: number; map: number; reverse: number; first: number }[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     const t0 = performance.now();
     floor();
@@ -121,7 +123,9 @@ test(`one poll of ${INSTANCES} instances`, { timeout: 900_000 }, async ({ bench 
     const t2 = performance.now();
     map(true);
     const t3 = performance.now();
-    rounds.push({ floor: t1 - t0, map: t2 - t1, reverse: t3 - t2 });
+    map(false, false);
+    const t4 = performance.now();
+    rounds.push({ floor: t1 - t0, map: t2 - t1, reverse: t3 - t2, first: t4 - t3 });
   }
   const us = (ms: number) => ((ms * 1000) / INSTANCES).toFixed(2).padStart(8);
   const floorMs = median(rounds.map((x) => x.floor));
@@ -129,7 +133,9 @@ test(`one poll of ${INSTANCES} instances`, { timeout: 900_000 }, async ({ bench 
   const reverseMs = median(rounds.map((x) => x.reverse));
   const mapRatio = median(rounds.map((x) => x.map / x.floor));
   const reverseRatio = median(rounds.map((x) => x.reverse / x.floor));
-  const tinybench = (name: typeof FLOOR | typeof MAP | typeof MAP_REVERSE) =>
+  const firstMs = median(rounds.map((x) => x.first));
+  const firstRatio = median(rounds.map((x) => x.first / x.floor));
+  const tinybench = (name: typeof FLOOR | typeof MAP | typeof MAP_REVERSE | typeof FIRST) =>
     us(results.get(name).latency.mean);
   console.log(
     [
@@ -138,6 +144,7 @@ test(`one poll of ${INSTANCES} instances`, { timeout: 900_000 }, async ({ bench 
       `${FLOOR.padEnd(48)} ${us(floorMs)} µs  [${tinybench(FLOOR)} µs]    1.0× floor`,
       `${MAP.padEnd(48)} ${us(mapMs)} µs  [${tinybench(MAP)} µs]  ${mapRatio.toFixed(1).padStart(5)}× floor`,
       `${MAP_REVERSE.padEnd(48)} ${us(reverseMs)} µs  [${tinybench(MAP_REVERSE)} µs]  ${reverseRatio.toFixed(1).padStart(5)}× floor`,
+      `${FIRST.padEnd(48)} ${us(firstMs)} µs  [${tinybench(FIRST)} µs]  ${firstRatio.toFixed(1).padStart(5)}× floor`,
     ].join("\n"),
   );
   expect(sink).toBeGreaterThan(0);

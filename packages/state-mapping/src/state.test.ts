@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import {
   type ExitReport,
   encodeConsoleLine,
+  encodeReportTags,
   type InstanceState,
   needsConsoleOutput,
   type PreviousObservation,
@@ -198,6 +199,27 @@ describe("toInstanceState", () => {
       reason: "Completed",
     });
     expect(after.reason).toBeUndefined();
+  });
+
+  it("reuses the previous report while the report header tag is unchanged", () => {
+    const first = toInstanceState(ec2("running", { report: report(3, false, [running()]) }), {
+      now: NOW,
+    });
+    const tags = encodeReportTags(report(3, false, [running()]));
+    // Same header (same seq and checksum), a chunk read back damaged: the header vouches for the
+    // chunks the previous report was decoded from.
+    const damaged = ec2("running", { tags: { ...tags, "nebula:report:1": "AAAA" } });
+    expect(toInstanceState(damaged, { now: NOW, previous: first })).toMatchObject({
+      kind: "Running",
+      report: { seq: 3 },
+    });
+    expect(toInstanceState(damaged, { now: NOW })).toMatchObject({
+      kind: "Unknown",
+      reason: "ReportUnreadable",
+    });
+    // A new header is decoded again.
+    const next = ec2("running", { report: report(4, false, [crashLooping(1)]) });
+    expect(toInstanceState(next, { now: NOW, previous: first }).report?.seq).toBe(4);
   });
 
   it("ignores a previous observation of another instance", () => {

@@ -10,6 +10,7 @@ import {
   decodeConsoleOutput,
   decodeReportTags,
   ExitReport,
+  REPORT_TAG_KEY,
   type ReportReadResult,
 } from "./report.js";
 
@@ -282,7 +283,7 @@ function mapInstance(
   const facts = toFacts(parsed.instance);
   const { best, bestFrom, problem } = pickReport(
     previousReport,
-    decodeReportTags(parsed.instance.Tags),
+    readTags(parsed.instance, previousReport),
     consoleRead,
   );
   if (best?.final) {
@@ -415,6 +416,28 @@ function frozenLoss(
  * every poll. Only a cache: the output is the same with or without it.
  */
 const accepted = new WeakSet<object>();
+
+/** The report header tag each accepted tag report was decoded from (a cache, like {@link accepted}). */
+const headerOf = new WeakMap<object, string>();
+
+/**
+ * Reads the report from the instance's tags. When the header tag (which carries the `seq` and a
+ * SHA-256 prefix of the chunks) is the one the previous report was decoded from, the chunks are
+ * the same and the previous report is reused without decoding them again: most instances have
+ * not reported anything new since the last poll.
+ */
+function readTags(instance: Ec2Instance, previous: ExitReport | undefined): ReportReadResult {
+  let header: string | undefined;
+  for (const tag of instance.Tags) {
+    if (tag.Key === REPORT_TAG_KEY) header = tag.Value;
+  }
+  if (header !== undefined && previous !== undefined && headerOf.get(previous) === header) {
+    return { kind: "report", report: previous };
+  }
+  const read = decodeReportTags(instance.Tags);
+  if (read.kind === "report" && header !== undefined) headerOf.set(read.report, header);
+  return read;
+}
 
 function readPrevious(previous: ToInstanceStateOptions["previous"]): ExitReport | undefined {
   if (previous === undefined || previous === null || typeof previous !== "object") return undefined;
