@@ -212,6 +212,12 @@ describe("toInstanceReason on a Pod", () => {
     });
     expect(
       toInstanceReason({
+        phase: "Pending",
+        conditions: [{ type: "PodScheduled", status: "False", reason: "SchedulingGated" }],
+      }).reason,
+    ).toBe("Provisioning");
+    expect(
+      toInstanceReason({
         phase: "Failed",
         reason: "Evicted",
         message: "The node was low on resource: memory.",

@@ -240,7 +240,7 @@ function fromPod(status: PodStatus, spec: PodSpec): InstanceReasonResult {
     if (f) findings.push(f);
   }
   const scheduled = status.conditions?.find((c) => c.type === "PodScheduled");
-  if (scheduled?.status === "False") {
+  if (scheduled?.status === "False" && scheduled.reason !== "SchedulingGated") {
     findings.push({
       reason: "NoMatchingLocation",
       message: `the instance could not be placed${scheduled.message ? `: ${quoteless(scheduled.message)}` : ""}.`,
