@@ -44,6 +44,7 @@ INSTANCE_ID=
 REGION=
 HOST_IP=
 TOKEN=
+AWS_CLI=
 declare -A S
 declare -a WATCHER
 
@@ -218,16 +219,25 @@ ec2_endpoint() {
   printf '%s' "${ep%/}"
 }
 
-# One CreateTags call with the tags in KEYS/VALUES: the aws CLI when present, else curl + SigV4.
+# One CreateTags call with the tags in KEYS/VALUES: through the aws CLI when it runs here, and
+# through curl + SigV4 when it does not or when the CLI call fails (a broken CLI must not cost reports).
 create_tags() {
-  local j tags=
-  if command -v aws >/dev/null 2>&1; then
-    for j in "${!KEYS[@]}"; do tags+="${tags:+,}{\"Key\":\"${KEYS[j]}\",\"Value\":\"${VALUES[j]}\"}"; done
-    local args=(ec2 create-tags --region "$REGION" --resources "$INSTANCE_ID" --tags "[$tags]")
-    [ -z "${AWS_ENDPOINT_URL_EC2:-${AWS_ENDPOINT_URL:-}}" ] || args=(--endpoint-url "$(ec2_endpoint)" "${args[@]}")
-    AWS_MAX_ATTEMPTS=1 aws "${args[@]}" >/dev/null 2>"$RUN/create-tags.err"
-    return
-  fi
+  if [ -n "$AWS_CLI" ] && create_tags_cli; then return 0; fi
+  create_tags_sigv4
+}
+
+create_tags_cli() {
+  local j tags=''
+  for j in "${!KEYS[@]}"; do tags+="${tags:+,}{\"Key\":\"${KEYS[j]}\",\"Value\":\"${VALUES[j]}\"}"; done
+  local args=(ec2 create-tags --region "$REGION" --resources "$INSTANCE_ID" --tags "[$tags]")
+  [ -z "${AWS_ENDPOINT_URL_EC2:-${AWS_ENDPOINT_URL:-}}" ] || args=(--endpoint-url "$(ec2_endpoint)" "${args[@]}")
+  # botocore joins its IMDS endpoint and path without a separator: give it the trailing slash.
+  AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS/" AWS_MAX_ATTEMPTS=1 aws "${args[@]}" >/dev/null 2>"$RUN/create-tags-cli.err"
+}
+
+# CreateTags over the EC2 Query API, signed with SigV4 (openssl) and the role's IMDS credentials.
+create_tags_sigv4() {
+  local j
   local creds role key secret token body endpoint host path amz day scope canonical signed sts k sig status
   TOKEN=$(imds_token) || return 1
   role=$(imds_get iam/security-credentials/) || return 1
@@ -270,7 +280,9 @@ create_tags() {
   [ -z "$token" ] || curl_args+=(-H "X-Amz-Security-Token: $token")
   [ -z "${AWS_CA_BUNDLE:-}" ] || curl_args+=(--cacert "$AWS_CA_BUNDLE")
   status=$(printf '%s' "$body" | curl "${curl_args[@]}" "$endpoint/" 2>"$RUN/create-tags.err")
-  [ "$status" = 200 ]
+  [ "$status" = 200 ] && return 0
+  { printf 'HTTP %s: ' "$status"; head -c 300 "$RUN/create-tags.out"; } >>"$RUN/create-tags.err" 2>/dev/null
+  return 1
 }
 
 # Writes the tag channel with jittered exponential back-off. $1: give up at this epoch second (0: none).
@@ -293,7 +305,7 @@ write_tags() {
     if ((deadline > 0 && $(now) + delay / 1000 + 1 >= deadline)); then break; fi
     sleep "$((delay / 1000)).$(printf '%03d' $((delay % 1000)))"
   done
-  log "report seq=$SEQ: CreateTags failed: $(tail -c 300 "$RUN/create-tags.err" 2>/dev/null)"
+  log "report seq=$SEQ: CreateTags failed: $(tail -c 300 "$RUN/create-tags.err" 2>/dev/null)${AWS_CLI:+ (aws CLI: $(tail -c 300 "$RUN/create-tags-cli.err" 2>/dev/null))}"
   return 1
 }
 
@@ -598,6 +610,9 @@ main() {
   trap 'TERM_REQUESTED=1' TERM INT
   log "supervising pod $POD_NAMESPACE/$POD_NAME ($N containers)"
   identify 30 || log "no instance identity from IMDS; reporting on the console only"
+  # The aws CLI only when it really runs (a broken install or a file hiding it must not stop the reports).
+  if command -v aws >/dev/null 2>&1 && aws --version >/dev/null 2>&1; then AWS_CLI=1; fi
+  if [ -n "$AWS_CLI" ]; then log "reports: CreateTags through the aws CLI"; else log "reports: CreateTags through curl + SigV4"; fi
   for ((i = 0; i < N; i++)); do
     S[restarts.$i]=0
     S[quick.$i]=0

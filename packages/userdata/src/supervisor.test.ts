@@ -31,7 +31,7 @@ async function run(
   p: V1Pod,
   images: Record<string, FakeImage>,
   options: RenderOptionsInput = {},
-  host: Partial<{ awsCli: boolean; failCreateTags: number }> = {},
+  host: Partial<{ awsCli: boolean | "broken"; failCreateTags: number; awsFailures: number }> = {},
 ) {
   const rendered = renderUserData(p, { ...FAST, ...options });
   if (!rendered.ok) throw rendered.error;
@@ -431,12 +431,12 @@ describe("the generated user-data on a host", () => {
     expect(h.poweredOff()).toBe(false);
   });
 
-  it("writes through the aws CLI when present, retrying a throttled CreateTags", async () => {
+  it("writes through the aws CLI when it runs here", async () => {
     const h = await run(
       pod([{ name: "app", image: "fake/ok:1" }]),
       { "fake/ok:1": { script: "exit 0" } },
       {},
-      { awsCli: true, failCreateTags: 2 },
+      { awsCli: true },
     );
     await h.finished();
     const calls = h.awsCalls();
@@ -453,10 +453,36 @@ describe("the generated user-data on a host", () => {
       INSTANCE_ID,
       "--tags",
     ]);
-    expect(calls[1]).toEqual(calls[0]);
-    const reports = h.tagReports();
+    const reports = h.tagReports("aws");
     expect(reports.map((r) => r.seq)).toEqual([1, 2, 3]);
     expect(last(reports)?.final).toBe(true);
+    expect(h.tagWrites).toEqual([]);
+    expect(h.supervisorLog()).toContain("reports: CreateTags through the aws CLI");
+  });
+
+  it("when an aws CLI call fails, writes the same report through its own signer", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/ok:1" }]),
+      { "fake/ok:1": { script: "exit 0" } },
+      {},
+      { awsCli: true, awsFailures: 100 },
+    );
+    await h.finished();
+    expect(h.awsCalls()).toHaveLength(3);
+    expect(h.tagReports("ec2").map((r) => r.seq)).toEqual([1, 2, 3]);
+    expect(h.badSignatures()).toBe(0);
+  });
+
+  it("falls back to its own signer when the aws on PATH cannot run", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/ok:1" }]),
+      { "fake/ok:1": { script: "exit 0" } },
+      {},
+      { awsCli: "broken" },
+    );
+    await h.finished();
+    expect(h.tagReports().map((r) => r.seq)).toEqual([1, 2, 3]);
+    expect(h.supervisorLog()).toContain("reports: CreateTags through curl + SigV4");
   });
 
   it("retries a throttled CreateTags through its own SigV4 signer", async () => {

@@ -51,10 +51,15 @@ export interface FakeImage {
 
 export interface HostOptions {
   readonly images: Record<string, FakeImage>;
-  /** Put the aws CLI stand-in on PATH (default: no aws CLI, so the supervisor signs with curl + openssl). */
-  readonly awsCli?: boolean;
-  /** CreateTags calls that fail (throttled) before they succeed. */
+  /**
+   * Put the aws CLI stand-in on PATH (default: no aws CLI, so the supervisor signs with curl +
+   * openssl); `"broken"`: an aws on PATH that cannot run.
+   */
+  readonly awsCli?: boolean | "broken";
+  /** CreateTags calls to the EC2 endpoint that fail (throttled) before they succeed. */
   readonly failCreateTags?: number;
+  /** aws CLI stand-in calls that fail before they succeed. */
+  readonly awsFailures?: number;
   /** `fake` (default): the recording stand-in; `podman`: real podman + runc through a docker wrapper. */
   readonly docker?: "fake" | "podman";
   /** Extra environment for the guest (e.g. `NEBULA_PODMAN_ROOT`). */
@@ -120,8 +125,8 @@ export class TestHost {
         name === "docker" && options.docker === "podman" ? PODMAN_DOCKER : join(STANDINS, name);
       writeFileSync(join(this.dir, "bin", name), readFileSync(source), { mode: 0o755 });
     }
-    if (options.awsCli && this.failTags > 0)
-      writeFileSync(join(this.dir, "aws-fail"), String(this.failTags));
+    if (options.awsCli === "broken") writeFileSync(join(this.dir, "aws-broken"), "");
+    if (options.awsFailures) writeFileSync(join(this.dir, "aws-fail"), String(options.awsFailures));
     for (const [image, spec] of Object.entries(options.images)) {
       const base = join(this.dir, "docker/images", key(image));
       writeFileSync(`${base}.sh`, spec.script);
@@ -251,9 +256,17 @@ export class TestHost {
       });
   }
 
-  /** Every report written to the tags, decoded by `@nebula/state-mapping` after each write. */
-  tagReports(): ExitReport[] {
-    const writes = this.options.awsCli ? this.awsTagWrites() : this.tagWrites;
+  /**
+   * Every report written to the tags, decoded by `@nebula/state-mapping` after each write: the
+   * writes the EC2 endpoint accepted (`ec2`), or those of the aws stand-in (`aws`; the default when
+   * the stand-in is on PATH and never fails).
+   */
+  tagReports(
+    source: "ec2" | "aws" = this.options.awsCli === true && !this.options.awsFailures
+      ? "aws"
+      : "ec2",
+  ): ExitReport[] {
+    const writes = source === "aws" ? this.awsTagWrites() : this.tagWrites;
     const merged: Record<string, string> = {};
     return writes.map((write) => {
       Object.assign(merged, write);
@@ -265,7 +278,7 @@ export class TestHost {
 
   /** Tags per aws stand-in call that succeeded (the failed ones are left out, as EC2 would). */
   private awsTagWrites(): Record<string, string>[] {
-    const failed = this.options.failCreateTags ?? 0;
+    const failed = this.options.awsFailures ?? 0;
     return this.awsCalls()
       .slice(failed)
       .map((argv) => {
