@@ -52,6 +52,7 @@ export {
   type PodStatusChange,
   type PodStatusListener,
   type PollResult,
+  type ProviderTeardownOptions,
 } from "./provider.js";
 export {
   EC2_UNAVAILABLE_REASON,
