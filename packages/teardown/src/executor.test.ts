@@ -22,7 +22,14 @@ const oneShot = defineTeardown<{ done: boolean }, Effect, { n: number }>({
 
 const KEY = "ns/obj";
 
-function setup(overrides: { ping?: () => void; store?: TeardownStore; done?: () => boolean } = {}) {
+function setup(
+  overrides: {
+    ping?: () => void;
+    store?: TeardownStore;
+    done?: () => boolean;
+    now?: () => number;
+  } = {},
+) {
   const store = new MemoryStore();
   store.put(KEY, { spec: {} }, "uid-a");
   const events: TeardownEvent[] = [];
@@ -40,7 +47,7 @@ function setup(overrides: { ping?: () => void; store?: TeardownStore; done?: () 
       },
     },
     observe: () => ({ done: overrides.done?.() ?? true }),
-    now: () => 1_000,
+    now: overrides.now ?? (() => 1_000),
     onEvent: (e) => events.push(e),
   });
   return { store, events, effects, executor };
@@ -70,10 +77,12 @@ describe("TeardownExecutor", () => {
 
   it("leaves a failed action unconfirmed, reports it, runs the phase's other effects, and retries", async () => {
     let fail = true;
+    let now = 1_000;
     const { store, events, effects, executor } = setup({
       ping: () => {
         if (fail) throw new Error("throttled");
       },
+      now: () => now,
     });
     const result = await executor.request(KEY, { params: { n: 1 }, cause: "Test" });
     expect(result).toMatchObject({ status: "error", error: { code: "EffectFailed" } });
@@ -81,10 +90,17 @@ describe("TeardownExecutor", () => {
     expect(events.filter((e) => e.type === "error")).toHaveLength(1);
     const stored = decodeRecord(store.get(KEY)?.record);
     expect(stored.ok && stored.record.issuedAt).toBeUndefined();
+    // Not again before the back-off (1 s after the first claim): no write, no effect.
+    const writes = store.history.length;
+    now = 1_999;
+    expect((await executor.tick(KEY)).status).toBe("waiting");
+    expect(store.history.length).toBe(writes);
+    expect(effects).toEqual(["Ping 1", "Pong"]);
     fail = false;
+    now = 2_000;
     expect((await executor.tick(KEY)).status).toBe("progressed");
     const confirmed = decodeRecord(store.get(KEY)?.record);
-    expect(confirmed.ok && confirmed.record).toMatchObject({ attempt: 2, issuedAt: 1_000 });
+    expect(confirmed.ok && confirmed.record).toMatchObject({ attempt: 2, issuedAt: 2_000 });
   });
 
   it("runs nothing after a lost compare-and-swap", async () => {

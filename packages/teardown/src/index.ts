@@ -12,6 +12,7 @@ export {
 } from "./executor.js";
 export {
   type DeadlineAction,
+  defaultRetryBackoffMs,
   defineTeardown,
   type EffectDescription,
   type InvalidStep,

@@ -97,6 +97,7 @@ describe("start", () => {
       idx: 0,
       since: T0,
       attempt: 1,
+      claimedAt: T0,
       params: { deadlineMs: 10_000, holdMs: 5_000, skipB: false },
     });
     expect(started.transitions).toEqual([
@@ -111,12 +112,21 @@ describe("start", () => {
 });
 
 describe("step", () => {
-  it("re-claims an unconfirmed action (a crash before confirmation) instead of waiting", () => {
+  it("re-claims an unconfirmed action (a crash before confirmation) after a back-off", () => {
     const started = ok(demo.start({ params: {}, cause: "Test" }, T0));
+    expect(ok(demo.step(started.record, none, T0 + 999))).toMatchObject({
+      status: "waiting",
+      write: "none",
+      effects: [],
+      waitingFor: "its action to be confirmed (attempt 1; next try at 2023-11-14T22:13:21.000Z)",
+    });
     const again = ok(demo.step(started.record, none, T0 + 5_000));
     expect(again).toMatchObject({ status: "issuing", write: "update", effects: [{ kind: "A" }] });
-    expect(again.record.attempt).toBe(2);
-    expect(again.record.since).toBe(T0);
+    expect(again.record).toMatchObject({ attempt: 2, claimedAt: T0 + 5_000, since: T0 });
+    // The back-off doubles with each claim.
+    expect(ok(demo.step(again.record, none, T0 + 6_999)).status).toBe("waiting");
+    expect(ok(demo.step(again.record, none, T0 + 7_000)).status).toBe("issuing");
+    expect(ok(demo.acknowledge(again.record, T0 + 5_100)).record.claimedAt).toBeUndefined();
   });
 
   it("fixes the deadline when the action is confirmed, and a restart does not reset it", () => {
@@ -182,7 +192,7 @@ describe("step", () => {
       status: "issuing",
       effects: [{ kind: "C1" }, { kind: "C2" }],
     });
-    expect(reissued.record).toMatchObject({ phase: "c", attempt: 2 });
+    expect(reissued.record).toMatchObject({ phase: "c", attempt: 2, claimedAt: T0 + 1_010 });
     expect(reissued.record.issuedAt).toBeUndefined();
     expect(reissued.record.deadline).toBeUndefined();
   });

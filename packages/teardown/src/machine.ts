@@ -106,6 +106,22 @@ export interface TeardownDefinition<O, E extends EffectDescription, P> {
   readonly phases: readonly PhaseDefinition<O, E, P>[];
   /** A change to the subject, written together with clearing the record when the teardown completes. */
   readonly complete?: (ctx: PhaseContext<P>) => SubjectPatch | undefined;
+  /**
+   * How long to wait, after claim number `attempt`, before an unconfirmed action (its effects
+   * failed, or the process died before confirming) is claimed again. Default
+   * {@link defaultRetryBackoffMs}: 1 s, doubling, capped at 60 s. The back-off keeps a failing
+   * effect from turning every reconcile (or every watch event caused by the claim's own write)
+   * into another write.
+   */
+  readonly retryBackoffMs?: (attempt: number) => number;
+}
+
+/**
+ * The default retry back-off of an unconfirmed action: 1 s after the first claim, doubling,
+ * capped at 60 s.
+ */
+export function defaultRetryBackoffMs(attempt: number): number {
+  return Math.min(1000 * 2 ** Math.max(0, Math.min(attempt - 1, 16)), 60_000);
 }
 
 /** Why a phase changed. */
@@ -298,6 +314,7 @@ export function defineTeardown<O, E extends EffectDescription, P>(
     seen.add(phase.name);
   }
   const phases = definition.phases;
+  const backoff = definition.retryBackoffMs ?? defaultRetryBackoffMs;
 
   const parseParams = (raw: unknown): { ok: true; params: P } | { ok: false; reason: string } => {
     const parsed = definition.params.safeParse(raw);
@@ -332,6 +349,7 @@ export function defineTeardown<O, E extends EffectDescription, P>(
         idx: phases.length,
         since: now,
         attempt: 0,
+        claimedAt: undefined,
         issuedAt: undefined,
         deadline: undefined,
         heldSince: undefined,
@@ -355,6 +373,7 @@ export function defineTeardown<O, E extends EffectDescription, P>(
       idx,
       since: now,
       attempt: 0,
+      claimedAt: undefined,
       issuedAt: undefined,
       deadline: undefined,
       heldSince: undefined,
@@ -363,7 +382,9 @@ export function defineTeardown<O, E extends EffectDescription, P>(
     const effects = phase.action?.(ctx) ?? [];
     const subject = phase.subject?.(ctx);
     const record =
-      effects.length === 0 ? confirm(entering, phase, params, now) : { ...entering, attempt: 1 };
+      effects.length === 0
+        ? confirm(entering, phase, params, now)
+        : { ...entering, attempt: 1, claimedAt: now };
     return {
       kind: "step",
       status: "advanced",
@@ -385,6 +406,7 @@ export function defineTeardown<O, E extends EffectDescription, P>(
     const budget = phase.deadline ? clampMs(phase.deadline.afterMs({ params, record })) : undefined;
     return withoutUndefined<TeardownRecord>({
       ...record,
+      claimedAt: undefined,
       issuedAt: now,
       deadline: budget === undefined ? undefined : clampTime(now + budget),
     });
@@ -451,6 +473,7 @@ export function defineTeardown<O, E extends EffectDescription, P>(
     const next = withoutUndefined<TeardownRecord>({
       ...record,
       attempt: record.attempt + 1,
+      claimedAt: now,
       issuedAt: undefined,
       deadline: undefined,
     });
@@ -534,7 +557,17 @@ export function defineTeardown<O, E extends EffectDescription, P>(
             write: "clear",
           };
         }
-        if (record.issuedAt === undefined) return claim(record, phase, params, now);
+        if (record.issuedAt === undefined) {
+          const retryAt = (record.claimedAt ?? 0) + clampMs(backoff(record.attempt));
+          if (record.claimedAt !== undefined && now < retryAt) {
+            return wait(
+              record,
+              "waiting",
+              `its action to be confirmed (attempt ${record.attempt}; next try at ${isoTime(retryAt)})`,
+            );
+          }
+          return claim(record, phase, params, now);
+        }
         const done = phase.isDone ? phase.isDone(observation, { params, record }) : true;
         if (done) return advance(record, observation, params, "Done", now);
         if (record.deadline !== undefined && now >= record.deadline) {

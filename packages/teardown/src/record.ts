@@ -45,6 +45,8 @@ export const TeardownRecord = z.strictObject({
   since: millis,
   /** How many times the current phase's action has been claimed for execution. */
   attempt: z.number().int().min(0),
+  /** When the action was last claimed; an unconfirmed claim is retried only after a back-off. */
+  claimedAt: millis.optional(),
   /**
    * When the current phase's action was confirmed done (every effect succeeded), or, for a phase
    * without an action, when it was entered. Absent while the action still has to be (re)issued.
