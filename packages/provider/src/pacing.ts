@@ -15,12 +15,15 @@ export interface Pacing {
 
 /** Bounds of the pacing: the configured interval and its ceiling, and the outage threshold. */
 export interface PacingBounds {
+  /** The configured poll interval (ms): the floor. */
   readonly baseMs: number;
+  /** The ceiling of the interval under throttling or failures (ms). */
   readonly maxMs: number;
+  /** Failed polls in a row (not throttling) that make an outage. */
   readonly outageAfterFailures: number;
 }
 
-/** The pacing before the first poll. */
+/** The pacing before the first poll: the base interval, no failures. */
 export function initialPacing(bounds: PacingBounds): Pacing {
   return { intervalMs: bounds.baseMs, consecutiveFailures: 0, consecutiveThrottles: 0 };
 }

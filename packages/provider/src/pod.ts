@@ -33,7 +33,9 @@ const PodShape = z.looseObject({
 export interface PodFacts {
   /** `metadata.uid`: the launch's `ClientToken` and the `nebula:pod-uid` tag. */
   readonly uid: string;
+  /** `metadata.namespace` (default `default`). */
   readonly namespace: string;
+  /** `metadata.name`. */
   readonly name: string;
   /** `namespace/name`. */
   readonly key: string;

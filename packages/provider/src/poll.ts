@@ -34,8 +34,11 @@ export interface ObservedInstance {
   readonly podKey: string | undefined;
   /** When the leak collector marked it orphaned (`nebula:orphaned-at`, ms), if it did. */
   readonly orphanedAt: number | undefined;
+  /** `PrivateIpAddress`, when it has one. */
   readonly privateIp: string | undefined;
+  /** `PublicIpAddress`, when it has one. */
   readonly publicIp: string | undefined;
+  /** `InstanceType`. */
   readonly instanceType: string | undefined;
   /** All tags (report tags included: the exit report rides along at no extra call). */
   readonly tags: ReadonlyMap<string, string>;
