@@ -9,6 +9,7 @@ import {
   type KubeConfig,
   KubernetesObjectApi,
   PatchStrategy,
+  RbacAuthorizationV1Api,
   type V1Pod,
 } from "@kubernetes/client-node";
 import {
@@ -28,16 +29,19 @@ import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KubernetesAnnotationStore } from "./annotation-store.js";
 import { deleteWithPreconditions } from "./delete.js";
+import { KubeError } from "./errors.js";
 
 const ANNOTATION = "teardown.nebula.dev/record";
 const namespace = `teardown-${randomBytes(4).toString("hex")}`;
 let kc: KubeConfig;
 let core: CoreV1Api;
 let objects: KubernetesObjectApi;
+let clientFor: (user: string, groups: string[]) => KubeConfig;
 
 beforeAll(async () => {
   const { controlPlane } = useTestPeers();
   kc = controlPlane.kubeConfig();
+  clientFor = (user, groups) => controlPlane.clientFor(user, groups);
   core = kc.makeApiClient(CoreV1Api);
   objects = KubernetesObjectApi.makeApiClient(kc);
   await core.createNamespace({ body: { metadata: { name: namespace } } });
@@ -359,5 +363,53 @@ describe("KubernetesAnnotationStore against a real API server", () => {
     expect(written).toEqual({ status: "written", version: after.metadata?.resourceVersion });
     expect(after.data).toEqual({ replicas: "0" });
     expect(after.metadata?.annotations?.[ANNOTATION]).toBe(encodeRecord(started.record));
+  });
+  it("works with exactly get and patch on Pods, and reports a refused write as RequestFailed", async () => {
+    const pod = await createPod("rbac-0");
+    const key = `${namespace}/rbac-0`;
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createNamespacedRole({
+      namespace,
+      body: {
+        metadata: { name: "teardown-reader" },
+        rules: [{ apiGroups: [""], resources: ["pods"], verbs: ["get"] }],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name: "teardown-reader" },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "teardown-reader" },
+        subjects: [{ kind: "User", name: "teardown-bot", apiGroup: "rbac.authorization.k8s.io" }],
+      },
+    });
+    const store = new KubernetesAnnotationStore(clientFor("teardown-bot", []));
+    const snapshot = await store.read(key);
+    if (!snapshot.found) throw new Error("the Pod exists");
+    expect(snapshot.uid).toBe(pod.metadata?.uid);
+    const refused = await store.write(key, { record: "x" }, snapshot.version).catch((e) => e);
+    expect(refused).toBeInstanceOf(KubeError);
+    expect(refused).toMatchObject({ code: "RequestFailed" });
+    expect(String(refused.message)).toContain("HTTP 403");
+
+    await rbac.replaceNamespacedRole({
+      name: "teardown-reader",
+      namespace,
+      body: {
+        metadata: { name: "teardown-reader" },
+        rules: [{ apiGroups: [""], resources: ["pods"], verbs: ["get", "patch"] }],
+      },
+    });
+    // RBAC changes reach the authorizer through its informer: poll briefly until the write passes.
+    let outcome: Awaited<ReturnType<typeof store.write>> | undefined;
+    for (let i = 0; i < 50 && outcome === undefined; i++) {
+      outcome = await store
+        .write(key, { record: "x" }, snapshot.version, snapshot.uid)
+        .catch(async () => {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          return undefined;
+        });
+    }
+    expect(outcome?.status).toBe("written");
   });
 });
