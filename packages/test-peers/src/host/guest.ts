@@ -64,7 +64,7 @@ export interface GuestSettings {
   readonly ec2Endpoint: string;
   /** Extra environment for the user-data. */
   readonly guestEnv: Readonly<Record<string, string>>;
-  /** Paths to hide from the guest (bind-mounted over with `/dev/null`). */
+  /** Files to hide from the guest (their directory is replaced by a view without them). */
   readonly hidePaths: readonly string[];
   /** Boot delay in milliseconds. */
   readonly bootDelayMs: number;
@@ -224,11 +224,14 @@ export class Guest {
         network: this.#settings.network,
       }),
     );
+    mkdirSync(join(dir, "hide"), { recursive: true });
     const mounts = [
-      ...PRIVATE_DIRS.map((sub) => `${join(dir, "root", sub)}\t/${sub}`),
-      `${this.consolePath}\t/dev/console`,
-      `${sbin}\t/usr/local/sbin`,
-      ...this.#settings.hidePaths.filter((p) => existsSync(p)).map((p) => `/dev/null\t${p}`),
+      ...PRIVATE_DIRS.map((sub) => `bind\t${join(dir, "root", sub)}\t/${sub}`),
+      `bind\t${this.consolePath}\t/dev/console`,
+      `bind\t${sbin}\t/usr/local/sbin`,
+      ...this.#settings.hidePaths
+        .filter((p) => existsSync(p))
+        .map((p) => `hide\t${join(dir, "hide")}\t${p}`),
     ];
     writeFileSync(join(dir, "mounts"), `${mounts.join("\n")}\n`);
     this.#control = createServer((req, res) => {

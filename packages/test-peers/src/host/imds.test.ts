@@ -21,7 +21,7 @@ afterEach(async () => {
 });
 
 async function token(endpoint: string, ttl = "60"): Promise<Response> {
-  return fetch(`${endpoint}/latest/api/token`, {
+  return fetch(`${endpoint}latest/api/token`, {
     method: "PUT",
     headers: { "x-aws-ec2-metadata-token-ttl-seconds": ttl },
   });
@@ -32,7 +32,7 @@ describe("startImdsServer", () => {
     server = await startImdsServer(IDENTITY);
     const t = await (await token(server.endpoint)).text();
     const get = async (path: string) =>
-      fetch(`${server?.endpoint}${path}`, { headers: { "x-aws-ec2-metadata-token": t } });
+      fetch(`${server?.endpoint}${path.slice(1)}`, { headers: { "x-aws-ec2-metadata-token": t } });
     expect(await (await get("/latest/meta-data/instance-id")).text()).toBe(IDENTITY.instanceId);
     expect(await (await get("/latest/meta-data/placement/region")).text()).toBe("eu-west-1");
     expect(await (await get("/latest/meta-data/iam/security-credentials/")).text()).toBe(
@@ -53,14 +53,14 @@ describe("startImdsServer", () => {
   it("enforces IMDSv2: no token, a bad token, an expired token or a bad TTL are refused", async () => {
     let clock = 1_000_000;
     server = await startImdsServer(IDENTITY, () => clock);
-    const url = `${server.endpoint}/latest/meta-data/instance-id`;
+    const url = `${server.endpoint}latest/meta-data/instance-id`;
     expect((await fetch(url)).status).toBe(401);
     expect((await fetch(url, { headers: { "x-aws-ec2-metadata-token": "nope" } })).status).toBe(
       401,
     );
     expect((await token(server.endpoint, "0")).status).toBe(400);
     expect((await token(server.endpoint, "21601")).status).toBe(400);
-    const forwarded = await fetch(`${server.endpoint}/latest/api/token`, {
+    const forwarded = await fetch(`${server.endpoint}latest/api/token`, {
       method: "PUT",
       headers: { "x-aws-ec2-metadata-token-ttl-seconds": "60", "x-forwarded-for": "1.2.3.4" },
     });
@@ -71,10 +71,23 @@ describe("startImdsServer", () => {
     expect((await fetch(url, { headers: { "x-aws-ec2-metadata-token": t } })).status).toBe(401);
   });
 
+  it("ends its endpoint with a slash and accepts paths appended with or without one", async () => {
+    server = await startImdsServer(IDENTITY);
+    expect(server.endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    const t = await (await token(server.endpoint)).text();
+    const headers = { "x-aws-ec2-metadata-token": t };
+    for (const url of [
+      `${server.endpoint}latest/meta-data/instance-id`,
+      `${server.endpoint}/latest/meta-data/instance-id`,
+    ]) {
+      expect(await (await fetch(url, { headers })).text()).toBe(IDENTITY.instanceId);
+    }
+  });
+
   it("answers 404 for credentials when the instance has no profile, and allows IMDSv1 when optional", async () => {
     server = await startImdsServer({ ...IDENTITY, roleName: undefined, tokensRequired: false });
     expect(
-      (await fetch(`${server.endpoint}/latest/meta-data/iam/security-credentials/`)).status,
+      (await fetch(`${server.endpoint}latest/meta-data/iam/security-credentials/`)).status,
     ).toBe(404);
     expect(await (await fetch(`${server.endpoint}/latest/meta-data/instance-id`)).text()).toBe(
       IDENTITY.instanceId,

@@ -28,7 +28,7 @@ export interface ImdsIdentity {
 
 /** A running instance-metadata server for one guest. */
 export interface ImdsServer {
-  /** `http://127.0.0.1:<port>`, the value of `AWS_EC2_METADATA_SERVICE_ENDPOINT` in the guest. */
+  /** `http://127.0.0.1:<port>/`, the value of `AWS_EC2_METADATA_SERVICE_ENDPOINT` in the guest. */
   readonly endpoint: string;
   /** Requests served, for debugging (`METHOD path status`). */
   readonly requests: readonly string[];
@@ -135,7 +135,9 @@ export async function startImdsServer(
   };
   /** Answers one request; `true` once answered. */
   const handle = (req: IncomingMessage, res: ServerResponse): true => {
-    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    // Doubled slashes are folded: the guest's endpoint ends with "/" (botocore before 1.29 only
+    // appends "latest/..."), and curl users append "/latest/...".
+    const path = ((req.url ?? "/").split("?")[0] ?? "/").replace(/\/{2,}/g, "/");
     const log = (status: number) => requests.push(`${req.method} ${path} ${status}`);
     const respond = (status: number, text: string, type = "text/plain"): true => {
       log(status);
@@ -199,7 +201,7 @@ export async function startImdsServer(
   });
   const { port } = server.address() as AddressInfo;
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint: `http://127.0.0.1:${port}/`,
     requests,
     close: () =>
       new Promise<void>((resolve) => {

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureGuestImages } from "./images.js";
-import { dockerShim, WATCHDOG_SCRIPT } from "./shims.js";
+import { dockerShim, ENTER_SCRIPT, WATCHDOG_SCRIPT } from "./shims.js";
 
 const run = promisify(execFile);
 const RUNTIME = "/usr/sbin/runc";
@@ -214,5 +214,40 @@ describe("the watchdog", () => {
       "label=nebula-sim.run=shimtest",
     ]);
     expect(stdout.trim()).toBe("");
+  });
+});
+
+describe("the sandbox entry script", () => {
+  it("bind-mounts private paths and hides files for the sandboxed process only", async () => {
+    const dir = join(work, "enter");
+    mkdirSync(join(dir, "tools"), { recursive: true });
+    mkdirSync(join(dir, "private"));
+    mkdirSync(join(dir, "target"));
+    mkdirSync(join(dir, "scratch"));
+    for (const tool of ["visible", "hidden"]) {
+      writeFileSync(join(dir, "tools", tool), "#!/bin/sh\necho ok\n", { mode: 0o755 });
+    }
+    writeFileSync(join(dir, "private", "mine"), "guest file");
+    writeFileSync(join(dir, "enter.sh"), ENTER_SCRIPT);
+    writeFileSync(
+      join(dir, "mounts"),
+      `bind\t${join(dir, "private")}\t${join(dir, "target")}\nhide\t${join(dir, "scratch")}\t${join(dir, "tools", "hidden")}\n`,
+    );
+    const { stdout } = await run("unshare", [
+      "--mount",
+      "--propagation",
+      "private",
+      "--",
+      "/bin/bash",
+      join(dir, "enter.sh"),
+      join(dir, "mounts"),
+      "/bin/bash",
+      "-c",
+      `export PATH=${join(dir, "tools")}:/usr/bin:/bin; cat ${join(dir, "target", "mine")}; echo; visible; command -v hidden || echo "no hidden"; pwd`,
+    ]);
+    expect(stdout).toBe("guest file\nok\nno hidden\n/\n");
+    // Outside the sandbox nothing changed.
+    expect(readFileSync(join(dir, "tools", "hidden"), "utf8")).toContain("echo ok");
+    expect(() => readFileSync(join(dir, "target", "mine"))).toThrow();
   });
 });

@@ -242,17 +242,30 @@ exit "\${code:-1}"
 }
 
 /**
- * The sandbox entry script, run as `unshare --mount -- bash enter.sh <mounts-file> <argv...>`:
- * bind-mounts each `source<TAB>target` line of the mounts file (private to the new mount
- * namespace), then execs argv, so the process keeps its PID.
+ * The sandbox entry script, run as `unshare --mount -- bash enter.sh <mounts-file> <argv...>`.
+ * Each line of the mounts file is `bind<TAB>source<TAB>target` (bind-mount, private to the new
+ * mount namespace) or `hide<TAB><scratch-dir><TAB>path` (make `path` absent: its directory is
+ * replaced by a view of symlinks to everything else in it, built on a tmpfs over the scratch
+ * directory). Then it execs argv, so the process keeps its PID.
  */
 export const ENTER_SCRIPT = `#!/bin/bash
 # Enters a guest sandbox of the Nebula instance-host simulator (inside unshare --mount).
 set -e
 mounts=$1; shift
-while IFS=$'\\t' read -r src dst; do
-  [[ -n $src ]] || continue
-  mount --bind "$src" "$dst"
+n=0; scratch_ready=
+while IFS=$'\t' read -r kind src dst; do
+  case $kind in
+    bind) mount --bind "$src" "$dst" ;;
+    hide)
+      [[ -e $dst ]] || continue
+      dir=\${dst%/*}; n=$((n + 1))
+      [[ -n $scratch_ready ]] || { mount -t tmpfs -o size=16m,mode=0755 nebula-sim-hide "$src"; scratch_ready=1; }
+      mkdir -p "$src/$n/real" "$src/$n/view"
+      mount --bind "$dir" "$src/$n/real"
+      cp -as "$src/$n/real/." "$src/$n/view/"
+      rm -f "$src/$n/view/\${dst##*/}"
+      mount --bind "$src/$n/view" "$dir" ;;
+  esac
 done <"$mounts"
 cd /
 exec "$@"

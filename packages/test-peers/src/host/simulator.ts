@@ -85,8 +85,10 @@ export interface InstanceHostsOptions {
   /** Extra environment for the user-data (e.g. `AWS_CA_BUNDLE`). */
   guestEnv?: Record<string, string>;
   /**
-   * Hide the host's `aws` CLI from guests (so the supervisor takes its curl + openssl path).
-   * Default `true`: Debian's aws CLI 2.9 ignores `AWS_ENDPOINT_URL_EC2` and would send reports to real AWS.
+   * Hide the host's `aws` CLI (`/usr/bin/aws`, `/usr/local/bin/aws`) from guests, so that a
+   * supervisor that prefers it takes its curl + openssl path instead. Default `false`: guests see
+   * the machine's `aws`, as on an AMI that ships it. (Debian's aws CLI 2.9 ignores
+   * `AWS_ENDPOINT_URL_EC2`; a caller must pass `--endpoint-url`, as Nebula's supervisor does.)
    */
   hideAwsCli?: boolean;
   /** The OCI runtime podman uses. Default `/usr/sbin/runc`. */
@@ -360,7 +362,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       enterScript,
       ec2Endpoint: o.ec2Endpoint,
       guestEnv: o.guestEnv ?? {},
-      hidePaths: o.hideAwsCli === false ? [] : ["/usr/bin/aws", "/usr/local/bin/aws"],
+      hidePaths: o.hideAwsCli === true ? ["/usr/bin/aws", "/usr/local/bin/aws"] : [],
       bootDelayMs: o.bootDelayMs ?? 1000,
       runtime,
       runId,
