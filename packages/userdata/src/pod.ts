@@ -143,7 +143,8 @@ export interface PodPlan {
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
+/** Kubernetes (1.30+) accepts any printable ASCII but `=` in an env name; so does `--env=NAME=VALUE`. */
+const ENV_NAME = /^[\x21-\x3c\x3e-\x7e]+$/;
 /** Host directory of an emptyDir volume. */
 const EMPTYDIR_ROOT = "/var/lib/nebula/volumes";
 
@@ -389,6 +390,9 @@ function planContainer(
       value = expand(checkText(variable.value ?? "", at), env);
     }
     env.set(variable.name, value);
+    // A later definition wins, as in Kubernetes: drop an earlier boot-time one of the same name.
+    const earlier = hostIpEnv.indexOf(variable.name);
+    if (earlier >= 0) hostIpEnv.splice(earlier, 1);
   }
   for (const [name, value] of env) {
     flags.push(`--env=${name}=${value}`);

@@ -89,6 +89,26 @@ describe("renderUserData", () => {
     );
   });
 
+  it("lets a later env definition win, also over a boot-time one", () => {
+    const result = renderUserData(
+      withApp({
+        env: [
+          { name: "IP", valueFrom: { fieldRef: { fieldPath: "status.hostIP" } } },
+          { name: "IP", value: "1.2.3.4" },
+          { name: "A", value: "1" },
+          { name: "A", value: "2" },
+          { name: "my.weird-name", value: "ok" },
+        ],
+      }),
+    );
+    if (!result.ok) throw result.error;
+    expect(result.value.script).toContain(
+      "C0_FLAGS=($'--env=IP=1.2.3.4' $'--env=A=2' $'--env=my.weird-name=ok')",
+    );
+    expect(result.value.script).toContain("C0_HOSTIP=()");
+    expect(errorOf(withApp({ env: [{ name: "A=B", value: "x" }] })).code).toBe("InvalidPod");
+  });
+
   it("sets TimeoutStopSec to the grace period plus 30 s", () => {
     const result = renderUserData(withApp({}, { terminationGracePeriodSeconds: 120 }));
     expect(result.ok && result.value.script).toContain("'TimeoutStopSec=150'");
