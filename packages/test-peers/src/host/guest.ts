@@ -7,6 +7,7 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  rmSync,
   writeFileSync,
 } from "node:fs";
 import { createServer, type Server } from "node:http";
@@ -53,12 +54,13 @@ export interface PhaseChange {
 
 /** Everything a guest needs from the simulator. */
 export interface GuestSettings {
+  /** The EC2 instance ID the guest plays. */
   readonly instanceId: string;
   /** The guest's own directory (created if absent). */
   readonly dir: string;
   /** Unix socket path of the guest's init (short: sockets are limited to 107 bytes). */
   readonly socketPath: string;
-  /** The sandbox entry script. */
+  /** Path of the sandbox entry script (`ENTER_SCRIPT` of `shims.ts`). */
   readonly enterScript: string;
   /** EC2 endpoint the guest's report goes to (`AWS_ENDPOINT_URL_EC2`). */
   readonly ec2Endpoint: string;
@@ -74,8 +76,9 @@ export interface GuestSettings {
   readonly runId: string;
   /** Called with the process group of every guest process the simulator spawns. */
   readonly onSpawn: (pgid: number) => void;
-  /** `--ulimit` defaults for containers. */
+  /** `--ulimit` default for open files (`nofile=soft:hard`); empty: derived from the guest's limits. */
   readonly nofile: string;
+  /** `--ulimit` default for processes (`nproc=soft:hard`); empty: derived from the guest's limits. */
   readonly nproc: string;
   /** `--network` default for containers. */
   readonly network: string;
@@ -115,8 +118,11 @@ function delay(ms: number): Promise<void> {
  * {@link startInstanceHosts}; tests read it through {@link InstanceHostGuest}.
  */
 export class Guest {
+  /** The EC2 instance ID. */
   readonly instanceId: string;
+  /** The guest's output directory. */
   readonly dir: string;
+  /** Every phase it went through, in order. */
   readonly history: PhaseChange[] = [];
   /** Exit code of the user-data: `undefined` before it ran, `null` while it runs or when killed. */
   userDataExit: number | null | undefined;
@@ -140,6 +146,7 @@ export class Guest {
   #imds: ImdsServer | undefined;
   #destroyed: Promise<void> | undefined;
 
+  /** A guest in phase `booting`; call {@link Guest.prepare}, then {@link Guest.boot}. */
   constructor(settings: GuestSettings) {
     this.#settings = settings;
     this.instanceId = settings.instanceId;
@@ -201,6 +208,7 @@ export class Guest {
   async prepare(imds: ImdsServer): Promise<void> {
     this.#imds = imds;
     const { dir, socketPath, instanceId } = this.#settings;
+    rmSync(socketPath, { force: true });
     for (const sub of PRIVATE_DIRS) mkdirSync(join(dir, "root", sub), { recursive: true });
     for (const sub of ["sbin", "docker", "units"]) mkdirSync(join(dir, sub), { recursive: true });
     writeFileSync(this.consolePath, "", { flag: "a" });

@@ -25,6 +25,7 @@ export interface ProxyHooks {
 export interface Ec2Proxy {
   /** `http://127.0.0.1:<port>`. */
   readonly endpoint: string;
+  /** Stops listening and drops open connections. */
   close(): Promise<void>;
 }
 
@@ -39,7 +40,16 @@ const HOP_HEADERS = new Set([
 /** EC2 returns the most recent 64 KB of console output. */
 const CONSOLE_LIMIT = 64 * 1024;
 
-/** Takes `instance-state-name` filters off a DescribeInstances request; returns the rest renumbered. */
+/**
+ * Takes the `instance-state-name` filters off a DescribeInstances request (so moto, whose states
+ * differ from what the overlay shows, does not apply them); returns the other parameters, with the
+ * remaining filters renumbered from 1, and the state names asked for (`undefined`: no such filter).
+ *
+ * @example
+ * ```ts
+ * takeStateFilter(new URLSearchParams("Filter.1.Name=instance-state-name&Filter.1.Value.1=pending")).states; // Set {"pending"}
+ * ```
+ */
 export function takeStateFilter(params: URLSearchParams): {
   params: URLSearchParams;
   states: Set<string> | undefined;

@@ -272,15 +272,17 @@ exec "$@"
 `;
 
 /**
- * The simulator's watchdog, run as `bash -c WATCHDOG_SCRIPT watchdog <node-pid> <pgid-file> <run-id> <runtime>`:
+ * The simulator's watchdog, run as
+ * `bash -c WATCHDOG_SCRIPT watchdog <node-pid> <pgid-file> <run-id> <runtime> [<dir-to-remove>]`:
  * when the Node process that runs the simulator disappears without `close()` (SIGKILL, crash), it
- * kills every guest process group listed in the file and removes the run's containers. `close()`
- * ends it with SIGTERM first.
+ * kills every guest process group listed in the file, removes the run's containers and the
+ * directory. `close()` ends it with SIGTERM first.
  */
-export const WATCHDOG_SCRIPT = `parent=$1; pgids=$2; run=$3; runtime=$4; s=
+export const WATCHDOG_SCRIPT = `parent=$1; pgids=$2; run=$3; runtime=$4; leftover=\${5-}; s=
 trap 'kill "$s" 2>/dev/null; exit 0' TERM
 while kill -0 "$parent" 2>/dev/null; do sleep 1 & s=$!; wait "$s"; done
 while read -r pg; do [ -n "$pg" ] && kill -KILL -- "-$pg" 2>/dev/null; done <"$pgids"
 podman --runtime "$runtime" --cgroup-manager=cgroupfs ps -aq --filter "label=nebula-sim.run=$run" |
   xargs -r podman --runtime "$runtime" --cgroup-manager=cgroupfs rm -f -t 0 >/dev/null 2>&1
+[ -z "$leftover" ] || rm -rf -- "$leftover"
 exit 0`;

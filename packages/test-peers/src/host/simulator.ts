@@ -263,7 +263,8 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
   const ownDir = o.workDir === undefined;
   const workDir = o.workDir ?? mkdtempSync(join(tmpdir(), "nebula-hosts-"));
   const keepOutput = o.keepOutput ?? !ownDir;
-  mkdirSync(join(workDir, "s"), { recursive: true });
+  // Unix socket paths are limited to 107 bytes: keep the guests' init sockets in a short directory.
+  const socketDir = mkdtempSync(join(tmpdir(), "nsim-"));
   const enterScript = join(workDir, "enter.sh");
   writeFileSync(enterScript, ENTER_SCRIPT, { mode: 0o755 });
   const nofile = o.ulimits === undefined ? "" : `nofile=${o.ulimits.nofile}`;
@@ -358,7 +359,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
     const guest = new Guest({
       instanceId,
       dir,
-      socketPath: join(workDir, "s", `${instanceId}.sock`),
+      socketPath: join(socketDir, `${instanceId}.sock`),
       enterScript,
       ec2Endpoint: o.ec2Endpoint,
       guestEnv: o.guestEnv ?? {},
@@ -583,8 +584,8 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       }
       await proxy.close();
       ec2.destroy();
+      rmSync(socketDir, { recursive: true, force: true });
       if (!keepOutput) rmSync(workDir, { recursive: true, force: true });
-      else rmSync(join(workDir, "s"), { recursive: true, force: true });
     },
     [Symbol.asyncDispose]() {
       return hosts.close();
