@@ -152,7 +152,9 @@ export async function startImdsServer(
         return respond(400, "Bad Request");
       }
       const token = randomBytes(32).toString("base64url");
-      tokens.set(token, now() + ttl * 1000);
+      const issued = now();
+      for (const [old, expires] of tokens) if (expires < issued) tokens.delete(old);
+      tokens.set(token, issued + ttl * 1000);
       log(200);
       res.writeHead(200, {
         "content-type": "text/plain",

@@ -7,6 +7,7 @@ import {
   GetConsoleOutputCommand,
   type Instance,
   RunInstancesCommand,
+  StartInstancesCommand,
   StopInstancesCommand,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
@@ -144,7 +145,7 @@ describe("startInstanceHosts", () => {
     );
   });
 
-  it("stops the unit in order when the controller stops the instance, showing stopping meanwhile", async () => {
+  it("stops the unit in order when the controller stops the instance, showing stopping meanwhile, and boots it again on start", async () => {
     const supervisor = `#!/bin/bash
 log() { echo "supervisor: $*" >>/dev/console; }
 docker run -d --name app localhost/nebula-sim/busybox:latest sh -c 'while :; do sleep 1; done' >/dev/null
@@ -222,6 +223,26 @@ systemctl enable --now --no-block nebula-supervisor.service
     expect(order.every((p) => p >= 0)).toBe(true);
     expect([...order].sort((a, b) => a - b)).toEqual(order);
     expect(readFileSync(guest.eventsPath, "utf8")).toContain("killMode=mixed timeoutStopMs=40000");
+
+    // Started again: it boots (pending), the enabled unit starts, the user-data does not run twice.
+    const userDataLog = readFileSync(guest.userDataLogPath, "utf8");
+    await ec2.send(new StartInstancesCommand({ InstanceIds: [id] }));
+    expect((await describeOne(id)).State?.Name).toBe("pending");
+    await hosts.waitForPhase(id, "running");
+    await until("the supervisor to be ready again", () =>
+      guest.console().split("supervisor: ready").length === 3 ? true : undefined,
+    );
+    expect(guest.units()).toMatchObject([{ name: "nebula-supervisor.service", state: "active" }]);
+    expect(readFileSync(guest.userDataLogPath, "utf8")).toBe(userDataLog);
+    expect((await describeOne(id)).State?.Name).toBe("running");
+    expect(guest.history.map((h) => h.phase)).toEqual([
+      "booting",
+      "running",
+      "stopping",
+      "off",
+      "booting",
+      "running",
+    ]);
   });
 
   it("reports a scripted OOM kill through docker, and kills a unit that outlives its TimeoutStopSec on terminate", async () => {
