@@ -400,6 +400,9 @@ capture() {
   fi
   S[t.start.$i]=$(iso_time "$started")
   S[t.finish.$i]=$(iso_time "$finished")
+  # Podman records StartedAt when its start call returns, which can be after a short-lived process
+  # already exited: a container never finishes before it starts.
+  if [ -n "${S[t.finish.$i]}" ] && [[ ${S[t.start.$i]} > ${S[t.finish.$i]} ]]; then S[t.start.$i]=${S[t.finish.$i]}; fi
   [ -z "$image" ] || S[imageid.$i]=$image
   file=$STATE/containers/${NAMES[i]}/termination-log
   if [ -n "$4" ]; then
