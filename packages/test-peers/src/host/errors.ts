@@ -6,7 +6,6 @@
  * - `UserDataUnreadable` — an instance's user-data is not valid base64, or its gzip stream is corrupt.
  * - `UnitInvalid` — a systemd unit file the guest installed cannot be run (no `ExecStart=`, bad quoting).
  * - `ImageBuildFailed` — `podman import` of a test image failed.
- * - `Ec2Failed` — a call the simulator makes to the EC2 endpoint (moto) failed.
  * - `Timeout` — a `waitFor…` helper gave up.
  * - `Closed` — the simulator was used after `close()`.
  *
@@ -18,7 +17,6 @@ export type HostSimulatorErrorCode =
   | "UserDataUnreadable"
   | "UnitInvalid"
   | "ImageBuildFailed"
-  | "Ec2Failed"
   | "Timeout"
   | "Closed";
 

@@ -261,6 +261,12 @@ export class Guest {
       control.once("error", reject);
       control.listen(socketPath, () => resolve());
     });
+    // Destroyed (moto reset, close) while preparing: release what was just opened.
+    if (this.#destroyed !== undefined) {
+      this.#control = undefined;
+      control.close();
+      await imds.close();
+    }
   }
 
   /**

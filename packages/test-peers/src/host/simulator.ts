@@ -281,7 +281,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
   writeFileSync(pgidFile, "");
   const watchdog = spawn(
     "bash",
-    ["-c", WATCHDOG_SCRIPT, "watchdog", String(process.pid), pgidFile, runId, runtime],
+    ["-c", WATCHDOG_SCRIPT, "watchdog", String(process.pid), pgidFile, runId, runtime, socketDir],
     {
       detached: true,
       stdio: "ignore",
