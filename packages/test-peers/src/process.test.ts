@@ -11,7 +11,8 @@ function alive(pid: number): boolean {
   }
 }
 
-describe("spawnPeer", () => {
+// These spawn real processes: allow for a loaded machine.
+describe("spawnPeer", { timeout: 30_000 }, () => {
   it("keeps the output tail and stops the whole process group, grandchildren included", async () => {
     const peer = spawnPeer({
       name: "shell",
@@ -59,7 +60,7 @@ describe("spawnPeer", () => {
   });
 });
 
-describe("waitUntil", () => {
+describe("waitUntil", { timeout: 30_000 }, () => {
   it("fails with StartFailed and the output when the process exits first", async () => {
     const peer = spawnPeer({
       name: "quitter",
