@@ -280,6 +280,29 @@ systemctl enable --now stubborn
     );
   });
 
+  it("notices a stop made directly in moto, behind the proxy's back, and shuts the guest down", async () => {
+    const id = await launch(
+      `#!/bin/bash
+cat >/etc/systemd/system/idle.service <<'UNIT'
+[Service]
+ExecStart=/bin/bash -c 'trap "echo idle got TERM >>/dev/console; exit 0" TERM; while :; do sleep 1 & wait $!; done'
+UNIT
+systemctl enable --now idle.service
+`,
+      "pod-direct-stop",
+    );
+    const guest = await hosts.waitForPhase(id, "running");
+    await until("the idle unit", () => (guest.units()[0]?.state === "active" ? true : undefined));
+    const direct = moto.ec2();
+    await direct.send(new StopInstancesCommand({ InstanceIds: [id] }));
+    direct.destroy();
+    await hosts.waitForPhase(id, "off");
+    expect(readFileSync(guest.eventsPath, "utf8")).toContain("shutdown requested by api-stop");
+    expect(guest.console()).toContain("idle got TERM");
+    expect(guest.units()).toMatchObject([{ name: "idle.service", state: "inactive" }]);
+    expect((await describeOne(id)).State?.Name).toBe("stopped");
+  });
+
   it("leaves instances without Nebula's tags alone and forgets guests whose instance vanished", async () => {
     const other = await ec2.send(
       new RunInstancesCommand({ ImageId: "ami-12345678", MinCount: 1, MaxCount: 1 }),
