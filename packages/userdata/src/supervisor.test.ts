@@ -234,6 +234,55 @@ describe("the generated user-data on a host", () => {
     });
   });
 
+  it("follows imagePullPolicy: IfNotPresent uses a present image, Never does not pull a missing one", async () => {
+    const h = await run(
+      pod([
+        { name: "cached", image: "fake/cached:1", imagePullPolicy: "IfNotPresent" },
+        { name: "never", image: "fake/absent:1", imagePullPolicy: "Never" },
+      ]),
+      { "fake/cached:1": { script: "exit 0", present: true } },
+      { imagePull: { maxAttempts: 1 } },
+    );
+    await h.finished();
+    expect(h.dockerCalls("pull")).toEqual([]);
+    const final = last(h.tagReports());
+    expect(container(final, "never")).toMatchObject({
+      state: "waiting",
+      reason: "ImagePullBackOff",
+    });
+    expect(text(container(final, "never")?.messageB64)).toBe(
+      "image fake/absent:1 is not present on the host and imagePullPolicy is Never",
+    );
+    expect(final?.final).toBe(true);
+  });
+
+  it("restarts a failed init container under restartPolicy OnFailure, then runs the app", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/ok:1" }], {
+        restartPolicy: "OnFailure",
+        initContainers: [{ name: "wait-db", image: "fake/second-time:1" }],
+      }),
+      {
+        "fake/ok:1": { script: "exit 0" },
+        "fake/second-time:1": {
+          script: 'm="$FAKE_CTR/../../ran"; if [ -e "$m" ]; then exit 0; fi; : >"$m"; exit 1',
+        },
+      },
+    );
+    await h.finished();
+    const final = last(h.tagReports());
+    expect(container(final, "wait-db")).toMatchObject({
+      init: true,
+      state: "terminated",
+      reason: "Completed",
+      restarts: 1,
+    });
+    expect(container(final, "app")).toMatchObject({ state: "terminated", reason: "Completed" });
+    expect(h.tagReports().some((r) => container(r, "wait-db")?.reason === "CrashLoopBackOff")).toBe(
+      true,
+    );
+  });
+
   it("a restart cap of 0 makes the first exit terminal even under restartPolicy Always", async () => {
     const h = await run(
       pod(

@@ -44,6 +44,8 @@ export interface FakeImage {
   readonly pullFailures?: number;
   /** `docker start` fails (the executable is missing). */
   readonly noStart?: boolean;
+  /** Already on the host before boot (default false: it must be pulled). */
+  readonly present?: boolean;
   /** The image's ENTRYPOINT / CMD, for the agent shim's lookup. */
   readonly entrypoint?: readonly string[];
   readonly cmd?: readonly string[];
@@ -132,6 +134,10 @@ export class TestHost {
       writeFileSync(`${base}.sh`, spec.script);
       if (spec.pullFailures) writeFileSync(`${base}.pullfail`, String(spec.pullFailures));
       if (spec.noStart) writeFileSync(`${base}.nostart`, "");
+      if (spec.present) {
+        mkdirSync(join(this.dir, "docker/present"), { recursive: true });
+        writeFileSync(join(this.dir, "docker/present", key(image)), "");
+      }
       const quoted = (list: readonly string[]) =>
         list.map((s) => `${JSON.stringify(s)}\n`).join("");
       if (spec.entrypoint) writeFileSync(`${base}.entrypoint`, quoted(spec.entrypoint));
