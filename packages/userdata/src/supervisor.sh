@@ -351,6 +351,7 @@ pull() {
     Never)
       image_present "$image" && return 0
       PULL_ERR="image $image is not present on the host and imagePullPolicy is Never"
+      PULL_NEVER=1
       return 1
       ;;
   esac
@@ -430,8 +431,16 @@ attempt() {
   local i=$1 name flags cmd args hostip workload argv id v err
   name=$(cname "$i")
   if [ "${S[pulled.$i]}" != 1 ]; then
+    PULL_NEVER=
     if ! pull "$i"; then
       [ -z "$TERM_REQUESTED" ] || return 0
+      if [ -n "$PULL_NEVER" ]; then
+        # Nothing will ever bring the image: the kubelet's reason, and no retries.
+        set_waiting "$i" ErrImageNeverPull "$(b64 "$PULL_ERR")"
+        S[st.$i]=stuck
+        GIVE_UP="container ${NAMES[i]}: $PULL_ERR"
+        return 0
+      fi
       S[pulls.$i]=$((${S[pulls.$i]} + 1))
       if ((${S[pulls.$i]} == 1)); then set_waiting "$i" ErrImagePull "$(b64 "$PULL_ERR")"; else set_waiting "$i" ImagePullBackOff "$(b64 "$PULL_ERR")"; fi
       log "container ${NAMES[i]}: pull ${S[pulls.$i]}/$PULL_ATTEMPTS failed: $PULL_ERR"

@@ -241,14 +241,13 @@ describe("the generated user-data on a host", () => {
         { name: "never", image: "fake/absent:1", imagePullPolicy: "Never" },
       ]),
       { "fake/cached:1": { script: "exit 0", present: true } },
-      { imagePull: { maxAttempts: 1 } },
     );
     await h.finished();
     expect(h.dockerCalls("pull")).toEqual([]);
     const final = last(h.tagReports());
     expect(container(final, "never")).toMatchObject({
       state: "waiting",
-      reason: "ImagePullBackOff",
+      reason: "ErrImageNeverPull",
     });
     expect(text(container(final, "never")?.messageB64)).toBe(
       "image fake/absent:1 is not present on the host and imagePullPolicy is Never",
