@@ -70,6 +70,8 @@ export interface GuestSettings {
   readonly hidePaths: readonly string[];
   /** Boot delay in milliseconds. */
   readonly bootDelayMs: number;
+  /** Awaited after the boot delay, before the guest runs (a test's gate on the `pending` state). */
+  readonly beforeBoot: ((instanceId: string) => Promise<void> | void) | undefined;
   /** podman's OCI runtime. */
   readonly runtime: string;
   /** The simulator run's ID (container label `nebula-sim.run`). */
@@ -283,11 +285,22 @@ export class Guest {
     );
     this.#bootTimer = setTimeout(() => {
       this.#bootTimer = undefined;
-      if (this.#phase !== "booting") return;
-      this.#setPhase("running");
-      this.#console("[  OK  ] Reached target Multi-User System.");
-      for (const name of this.#enabled) this.#startUnit(name);
-      if (!this.#userDataRan) this.#runUserData();
+      const gate = this.#settings.beforeBoot;
+      const opened =
+        gate === undefined
+          ? Promise.resolve()
+          : Promise.resolve().then(() => gate(this.instanceId));
+      void opened
+        .catch((error: unknown) =>
+          this.event(`beforeBoot failed (booting anyway): ${String(error)}`),
+        )
+        .then(() => {
+          if (this.#phase !== "booting") return;
+          this.#setPhase("running");
+          this.#console("[  OK  ] Reached target Multi-User System.");
+          for (const name of this.#enabled) this.#startUnit(name);
+          if (!this.#userDataRan) this.#runUserData();
+        });
     }, this.#settings.bootDelayMs);
   }
 

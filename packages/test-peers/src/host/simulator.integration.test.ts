@@ -19,13 +19,16 @@ import { startInstanceHosts } from "./simulator.js";
 let moto: Moto;
 let hosts: InstanceHosts;
 let ec2: EC2Client;
+/** While set, guests stay booting (EC2 `pending`) until it resolves. */
+let holdBoot: Promise<void> | undefined;
 
 beforeAll(async () => {
   moto = await startMoto();
   hosts = await startInstanceHosts({
     ec2Endpoint: moto.endpoint,
     region: moto.region,
-    bootDelayMs: 3000,
+    bootDelayMs: 500,
+    beforeBoot: () => holdBoot,
   });
   ec2 = new EC2Client({
     endpoint: hosts.ec2Endpoint,
@@ -120,9 +123,17 @@ shutdown -h now
 
 describe("startInstanceHosts", () => {
   it("plays a guest that writes a tag with its IMDS credentials and powers off: the instance ends stopped with its tag", async () => {
+    let release: () => void = () => {};
+    holdBoot = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     const id = await launch(TAG_AND_POWER_OFF, "pod-tag-and-off");
-    // The first view through the proxy is the boot, which moto skips.
+    // While the guest boots, EC2 says pending (moto alone says running at once).
     expect((await describeOne(id)).State?.Name).toBe("pending");
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect((await describeOne(id)).State?.Name).toBe("pending");
+    holdBoot = undefined;
+    release();
     const guest = await hosts.waitForPhase(id, "off");
     expect(guest.userDataExit === 0 || guest.userDataExit === null).toBe(true);
     const instance = await describeOne(id);
@@ -226,8 +237,14 @@ systemctl enable --now --no-block nebula-supervisor.service
 
     // Started again: it boots (pending), the enabled unit starts, the user-data does not run twice.
     const userDataLog = readFileSync(guest.userDataLogPath, "utf8");
+    let release: () => void = () => {};
+    holdBoot = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     await ec2.send(new StartInstancesCommand({ InstanceIds: [id] }));
     expect((await describeOne(id)).State?.Name).toBe("pending");
+    holdBoot = undefined;
+    release();
     await hosts.waitForPhase(id, "running");
     await until("the supervisor to be ready again", () =>
       guest.console().split("supervisor: ready").length === 3 ? true : undefined,

@@ -59,6 +59,9 @@ const OptionsSchema = z.strictObject({
     .optional(),
   containerNetwork: z.string().min(1).optional(),
   busybox: z.string().min(1).optional(),
+  beforeBoot: z
+    .custom<(instanceId: string) => Promise<void> | void>((value) => typeof value === "function")
+    .optional(),
 });
 
 /** Options of {@link startInstanceHosts}. Only `ec2Endpoint` and `region` are required. */
@@ -103,6 +106,12 @@ export interface InstanceHostsOptions {
   containerNetwork?: string;
   /** The static busybox the guest images are built from. Default `/bin/busybox`. */
   busybox?: string;
+  /**
+   * Awaited after a guest's boot delay and before it runs: while it has not resolved, the guest
+   * stays `booting` and EC2 shows `pending`. Use it to hold an instance in `pending` for as long as a
+   * test needs (a rejection is logged and the guest boots). Default: none.
+   */
+  beforeBoot?: (instanceId: string) => Promise<void> | void;
 }
 
 /** One guest as tests see it. */
@@ -365,6 +374,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       guestEnv: o.guestEnv ?? {},
       hidePaths: o.hideAwsCli === true ? ["/usr/bin/aws", "/usr/local/bin/aws"] : [],
       bootDelayMs: o.bootDelayMs ?? 1000,
+      beforeBoot: o.beforeBoot,
       runtime,
       runId,
       onSpawn: (pgid: number) => appendFileSync(pgidFile, `${pgid}\n`),
