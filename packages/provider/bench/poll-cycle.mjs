@@ -1,15 +1,14 @@
 // Benchmark: EC2 API calls and provider CPU time per poll cycle, against a real moto server.
 // Run with `npm run bench` in packages/provider (it builds the package first).
 //
-// For each N it launches N instances tagged for one virtual node (in batches of 1000, then one
-// CreateTags per instance for its Pod UID), lets a provider adopt the N Pods, and measures poll
+// For each N it launches N instances tagged for one virtual node (one RunInstances each, as the
+// provider does), lets a provider adopt the N Pods, and measures poll
 // cycles: API calls by operation (counted in the SDK middleware stack), CPU time of this process
 // (process.cpuUsage: SDK, XML parsing, state mapping, status computation) and wall time (which
 // includes moto's own work in its process).
 import {
   CreateSecurityGroupCommand,
   CreateSubnetCommand,
-  CreateTagsCommand,
   CreateVpcCommand,
   RunInstancesCommand,
 } from "@aws-sdk/client-ec2";
@@ -78,15 +77,15 @@ try {
     );
     const nodeName = `bench-${size}`;
     progress(`${size}: launching`);
-    const ids = [];
-    for (let left = size; left > 0; left -= 1000) {
-      const count = Math.min(1000, left);
-      const out = await ec2.send(
+    // One RunInstances per instance, as the provider launches (one reservation per Pod: moto's
+    // MaxResults counts reservations, EC2's counts instances; this makes both the same).
+    await inParallel([...Array(size).keys()], 8, (i) =>
+      ec2.send(
         new RunInstancesCommand({
           ImageId: "ami-0a1b2c3d",
           InstanceType: "t3.micro",
-          MinCount: count,
-          MaxCount: count,
+          MinCount: 1,
+          MaxCount: 1,
           SubnetId: subnet.Subnet.SubnetId,
           TagSpecifications: [
             {
@@ -94,21 +93,10 @@ try {
               Tags: [
                 { Key: "nebula:cluster", Value: "bench" },
                 { Key: "nebula:node", Value: nodeName },
+                { Key: "nebula:pod-uid", Value: uid(i, size) },
+                { Key: "nebula:pod", Value: `bench/p-${i}` },
               ],
             },
-          ],
-        }),
-      );
-      ids.push(...out.Instances.map((i) => i.InstanceId));
-    }
-    progress(`${size}: tagging each instance with its Pod UID`);
-    await inParallel([...ids.keys()], 8, (i) =>
-      ec2.send(
-        new CreateTagsCommand({
-          Resources: [ids[i]],
-          Tags: [
-            { Key: "nebula:pod-uid", Value: uid(i, size) },
-            { Key: "nebula:pod", Value: `bench/p-${i}` },
           ],
         }),
       ),
