@@ -1,4 +1,5 @@
 import { execFile, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +10,9 @@ import { dockerShim, ENTER_SCRIPT, WATCHDOG_SCRIPT } from "./shims.js";
 
 const run = promisify(execFile);
 const RUNTIME = "/usr/sbin/runc";
+// Unique per run, so that two runs of this file at once (two checkouts, nx and a developer) never
+// share container names or have the watchdog test remove each other's containers.
+const RUN = `shim${randomBytes(4).toString("hex")}`;
 
 // Two guests' docker CLIs, side by side, against the real podman + runc.
 let work: string;
@@ -24,8 +28,8 @@ beforeAll(async () => {
     writeFileSync(
       path,
       dockerShim({
-        instanceId: `i-shimtest${guest}`,
-        runId: "shimtest",
+        instanceId: `i-${RUN}${guest}`,
+        runId: RUN,
         stateDir: join(dir, "state"),
         runtime: RUNTIME,
         nofile: "",
@@ -39,12 +43,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  const { stdout } = await run("podman", [
-    "ps",
-    "-aq",
-    "--filter",
-    "label=nebula-sim.run=shimtest",
-  ]);
+  const { stdout } = await run("podman", ["ps", "-aq", "--filter", `label=nebula-sim.run=${RUN}`]);
   const ids = stdout.split("\n").filter((l) => l !== "");
   if (ids.length > 0) await run("podman", ["rm", "-f", "-t", "0", ...ids]);
   rmSync(work, { recursive: true, force: true });
@@ -195,7 +194,7 @@ describe("the watchdog", () => {
     expect(container.code).toBe(0);
     const watchdog = spawn(
       "bash",
-      ["-c", WATCHDOG_SCRIPT, "watchdog", String(parent.pid), pgids, "shimtest", RUNTIME],
+      ["-c", WATCHDOG_SCRIPT, "watchdog", String(parent.pid), pgids, RUN, RUNTIME],
       {
         stdio: "ignore",
       },
@@ -211,7 +210,7 @@ describe("the watchdog", () => {
       "ps",
       "-aq",
       "--filter",
-      "label=nebula-sim.run=shimtest",
+      `label=nebula-sim.run=${RUN}`,
     ]);
     expect(stdout.trim()).toBe("");
   });
