@@ -48,7 +48,7 @@ async function holdPeers(): Promise<{ child: ChildProcess; info: Required<TestPe
   const child = spawn(
     process.execPath,
     ["--import", join(testing, "ts-hooks.mjs"), join(testing, "hold-peers.ts")],
-    { stdio: ["ignore", "pipe", "pipe"] },
+    { stdio: ["pipe", "pipe", "pipe"] },
   );
   let out = "";
   let err = "";
@@ -72,32 +72,37 @@ async function holdPeers(): Promise<{ child: ChildProcess; info: Required<TestPe
 describe.each(["SIGINT", "SIGTERM", "SIGKILL"] as const)("a test run killed with %s", (signal) => {
   it("leaves no peer process, port or temporary folder behind", async () => {
     const { child, info } = await holdPeers();
-    const dir = dirname(info.controlPlane.certDir);
-    const motoPort = new URL(info.moto.endpoint).port;
-    const pids = [
-      ...new Set([
-        ...pidsMatching(dir),
-        ...pidsMatching(`moto_server -H 127.0.0.1 -p ${motoPort}`),
-        ...pidsMatching(`nebula-peer-watchdog ${child.pid} `),
-      ]),
-    ];
-    // etcd, kube-apiserver, moto_server and one watchdog each.
-    expect(pids).toHaveLength(6);
-    expect(await portOpen(info.controlPlane.server)).toBe(true);
-    expect(await portOpen(info.moto.endpoint)).toBe(true);
+    try {
+      const dir = dirname(info.controlPlane.certDir);
+      const motoPort = new URL(info.moto.endpoint).port;
+      const pids = [
+        ...new Set([
+          ...pidsMatching(dir),
+          ...pidsMatching(`moto_server -H 127.0.0.1 -p ${motoPort}`),
+          ...pidsMatching(`nebula-peer-watchdog ${child.pid} `),
+        ]),
+      ];
+      // etcd, kube-apiserver, moto_server and one watchdog each.
+      expect(pids).toHaveLength(6);
+      expect(await portOpen(info.controlPlane.server)).toBe(true);
+      expect(await portOpen(info.moto.endpoint)).toBe(true);
 
-    const exited = new Promise((resolve) =>
-      child.once("exit", (code, sig) => resolve(sig ?? code)),
-    );
-    child.kill(signal);
-    expect(await exited).toBe(signal);
+      const exited = new Promise((resolve) =>
+        child.once("exit", (code, sig) => resolve(sig ?? code)),
+      );
+      child.kill(signal);
+      expect(await exited).toBe(signal);
 
-    // After SIGKILL only the watchdogs can clean up: they poll once a second.
-    await waitUntil(async () => pids.every((pid) => !running(pid)) && !existsSync(dir), {
-      what: `every peer of the killed run to be gone (${pids.join(", ")})`,
-      timeoutMs: 15_000,
-    });
-    expect(await portOpen(info.controlPlane.server)).toBe(false);
-    expect(await portOpen(info.moto.endpoint)).toBe(false);
+      // After SIGKILL only the watchdogs can clean up: they poll once a second.
+      await waitUntil(async () => pids.every((pid) => !running(pid)) && !existsSync(dir), {
+        what: `every peer of the killed run to be gone (${pids.join(", ")})`,
+        timeoutMs: 15_000,
+      });
+      expect(await portOpen(info.controlPlane.server)).toBe(false);
+      expect(await portOpen(info.moto.endpoint)).toBe(false);
+    } finally {
+      // A failed assertion must not leak the child and its peers.
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+    }
   });
 });

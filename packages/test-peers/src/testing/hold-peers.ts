@@ -5,3 +5,6 @@ import { startTestPeers } from "../peers.js";
 const peers = await startTestPeers();
 process.stdout.write(`${JSON.stringify(peers.info())}\n`);
 setInterval(() => {}, 60_000);
+// Never outlive the test that started this: its end of the stdin pipe closes when it goes.
+process.stdin.on("close", () => process.kill(process.pid, "SIGTERM"));
+process.stdin.resume();
