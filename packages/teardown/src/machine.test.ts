@@ -129,25 +129,49 @@ describe("step", () => {
     expect(ok(demo.acknowledge(again.record, T0 + 5_100)).record.claimedAt).toBeUndefined();
   });
 
-  it("fixes the deadline when the action is confirmed, and a restart does not reset it", () => {
+  it("fixes the deadline from the recorded claim when the action is confirmed, and a restart does not reset it", () => {
+    // Claimed at T0 (start), confirmed at T0 + 100: the 10 s budget counts from the claim.
     const record = confirmedA();
     expect(record.issuedAt).toBe(T0 + 100);
-    expect(record.deadline).toBe(T0 + 100 + 10_000);
+    expect(record.deadline).toBe(T0 + 10_000);
     // Confirming again changes nothing.
     expect(ok(demo.acknowledge(record, T0 + 9_000)).write).toBe("none");
     // A "restarted" process only has the record: the deadline is the recorded one.
     const copy = decodeRecord(JSON.stringify(record));
     if (!copy.ok) throw new Error(copy.reason);
-    expect(ok(demo.step(copy.record, none, T0 + 10_099))).toMatchObject({
+    expect(ok(demo.step(copy.record, none, T0 + 9_999))).toMatchObject({
       status: "waiting",
       write: "none",
       waitingFor: "a to finish",
     });
-    const expired = ok(demo.step(copy.record, none, T0 + 10_100));
+    const expired = ok(demo.step(copy.record, none, T0 + 10_000));
     expect(expired.status).toBe("advanced");
     expect(expired.transitions).toEqual([
-      { from: "a", to: "b", reason: "DeadlineExpired", skipped: [], at: T0 + 10_100 },
+      { from: "a", to: "b", reason: "DeadlineExpired", skipped: [], at: T0 + 10_000 },
     ]);
+  });
+
+  it("a confirmation that comes after the budget leaves an already passed deadline", () => {
+    const started = ok(demo.start({ params: {}, cause: "Test" }, T0));
+    const late = ok(demo.acknowledge(started.record, T0 + 12_000)).record;
+    expect(late).toMatchObject({ issuedAt: T0 + 12_000, deadline: T0 + 10_000 });
+    expect(ok(demo.step(late, none, T0 + 12_000)).transitions).toEqual([
+      { from: "a", to: "b", reason: "DeadlineExpired", skipped: [], at: T0 + 12_000 },
+    ]);
+  });
+
+  it("counts a re-claimed action's deadline from the latest claim", () => {
+    const started = ok(demo.start({ params: {}, cause: "Test" }, T0));
+    const again = ok(demo.step(started.record, none, T0 + 5_000)).record;
+    expect(ok(demo.acknowledge(again, T0 + 7_000)).record.deadline).toBe(T0 + 15_000);
+  });
+
+  it("counts a reissued action's deadline from its new claim", () => {
+    let record = ok(demo.step(confirmedA({ skipB: true }), { ...none, aDone: true }, T0)).record;
+    expect(ok(demo.acknowledge(record, T0 + 400)).record.deadline).toBe(T0 + 1_000);
+    record = ok(demo.acknowledge(record, T0 + 10)).record;
+    const reissued = ok(demo.step(record, none, T0 + 1_010)).record;
+    expect(ok(demo.acknowledge(reissued, T0 + 1_500)).record.deadline).toBe(T0 + 2_010);
   });
 
   it("enters a phase and changes the subject in the same write", () => {
@@ -246,16 +270,16 @@ describe("describe", () => {
       phase: "a",
       position: { index: 1, of: 3 },
       elapsedMs: 4_100,
-      deadline: T0 + 10_100,
-      remainingMs: 6_000,
+      deadline: T0 + 10_000,
+      remainingMs: 5_900,
       overdue: false,
       actionConfirmed: true,
       waitingFor: "a to finish",
     });
     expect(summary.text).toBe(
-      "a (1/3) for 4s since 2023-11-14T22:13:20.000Z; waiting for a to finish; deadline in 6s (2023-11-14T22:13:30.100Z); cause Test",
+      "a (1/3) for 4s since 2023-11-14T22:13:20.000Z; waiting for a to finish; deadline in 5s (2023-11-14T22:13:30.000Z); cause Test",
     );
-    expect(demo.describe(confirmedA(), T0 + 75_100).text).toContain("deadline passed 1m5s ago");
+    expect(demo.describe(confirmedA(), T0 + 75_000).text).toContain("deadline passed 1m5s ago");
   });
 
   it("describes an unconfirmed action and an unknown phase without throwing", () => {
@@ -296,7 +320,15 @@ describe("properties", () => {
             if (result.effects.length > 0) expect(result.write).toBe("update");
             expect(result.record.idx).toBeGreaterThanOrEqual(record.idx);
             record = result.write === "clear" ? null : result.record;
-            if (record && a.confirm) record = ok(demo.acknowledge(record, now)).record;
+            if (record && a.confirm) {
+              const claimed = record;
+              record = ok(demo.acknowledge(record, now)).record;
+              // A deadline fixed by this confirmation counts from the claim, not from now.
+              if (claimed.issuedAt === undefined && claimed.claimedAt !== undefined) {
+                const budget = claimed.phase === "a" ? Math.max(0, params.deadlineMs) : 1_000;
+                expect(record.deadline).toBe(claimed.claimedAt + budget);
+              }
+            }
           }
           // From anywhere, "everything done" finishes it within a few steps.
           for (let i = 0; i < 10 && record !== null; i++) {

@@ -48,9 +48,11 @@ export type DeadlineAction =
 /** A phase's deadline. */
 export interface PhaseDeadline<P> {
   /**
-   * The budget in milliseconds, counted from when the phase's action was confirmed (or, for a
-   * phase without an action, from when it was entered). Fixed in the record at that moment, so a
-   * restart never resets it. Negative or non-finite values count as 0.
+   * The budget in milliseconds, counted from the durably recorded start of the phase's action:
+   * the claim written before its effects ran (`claimedAt`; the latest claim when the action had
+   * to be issued again), or, for a phase without an action, from when it was entered. The time
+   * the effects took counts against it. The deadline is fixed in the record when the action is
+   * confirmed, so a restart never resets it. Negative or non-finite values count as 0.
    */
   readonly afterMs: (ctx: PhaseContext<P>) => number;
   /** What to do when it passes. */
@@ -244,8 +246,10 @@ export interface Teardown<O, E extends EffectDescription, P> {
   /** Moves a record forward given an observation of the world at `now`. Pure and total. */
   step(record: TeardownRecord, observation: O, now: number): StepOutcome<E>;
   /**
-   * Marks the current phase's action confirmed (every effect succeeded) and fixes its deadline.
-   * A no-op `write: "none"` result when it already is.
+   * Marks the current phase's action confirmed (every effect succeeded) at `now` (`issuedAt`) and
+   * fixes its deadline: the recorded claim time (`claimedAt`, written before the effects ran) plus
+   * the phase's budget, so a confirmation that comes late does not extend the deadline. A no-op
+   * `write: "none"` result when it already is confirmed.
    */
   acknowledge(record: TeardownRecord, now: number): StepOutcome<E>;
   /** A readable summary of where the teardown stands. Total. */
@@ -397,6 +401,13 @@ export function defineTeardown<O, E extends EffectDescription, P>(
     };
   };
 
+  /**
+   * Marks the phase's action confirmed at `now` and fixes its deadline. The deadline counts from
+   * the claim (`claimedAt`, written durably before the effects ran), not from `now`: the time the
+   * effects took (a slow `StopInstances`, a retry inside a handler) is part of the budget, and the
+   * clock started when the intent was recorded. A record without a claim (a phase without an
+   * action, entered at `now`) counts from `now`.
+   */
   const confirm = (
     record: TeardownRecord,
     phase: PhaseDefinition<O, E, P>,
@@ -404,11 +415,12 @@ export function defineTeardown<O, E extends EffectDescription, P>(
     now: number,
   ): TeardownRecord => {
     const budget = phase.deadline ? clampMs(phase.deadline.afterMs({ params, record })) : undefined;
+    const from = record.claimedAt ?? now;
     return withoutUndefined<TeardownRecord>({
       ...record,
       claimedAt: undefined,
       issuedAt: now,
-      deadline: budget === undefined ? undefined : clampTime(now + budget),
+      deadline: budget === undefined ? undefined : clampTime(from + budget),
     });
   };
 

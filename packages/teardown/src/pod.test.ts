@@ -40,6 +40,8 @@ class PodWorld {
   instance: InstanceObservation = "running";
   /** How long the host supervisor takes to stop the containers; `Infinity`: it hangs. */
   stopTakesMs = 5_000;
+  /** How long the `StopInstances` call takes to return (the request arrives at once). */
+  stopCallMs = 0;
   stopRequestedAt: number | undefined;
   terminateRequestedAt: number | undefined;
   readonly auxiliaries = new Set(["web-0-env", "web-0-files"]);
@@ -77,6 +79,7 @@ class PodWorld {
         this.instance = "stopping";
         this.stopRequestedAt = this.t;
       }
+      this.t += this.stopCallMs;
     },
     TerminateInstance: (e: Extract<PodTeardownEffect, { kind: "TerminateInstance" }>) => {
       this.settle();
@@ -183,7 +186,7 @@ describe("podTeardown (brief C7)", () => {
     ]);
   });
 
-  it("waits exactly grace + headroom from the confirmed stop request for a hung instance, then terminates", async () => {
+  it("waits exactly grace + headroom from the recorded stop request for a hung instance, then terminates", async () => {
     const world = new PodWorld();
     world.stopTakesMs = Number.POSITIVE_INFINITY;
     const executor = world.executor(new Process());
@@ -201,6 +204,62 @@ describe("podTeardown (brief C7)", () => {
       }
     }
     expect(terminatedAt).toBe(start + (GRACE_S + HEADROOM_S) * 1000);
+    expectCompleted(world);
+  });
+
+  it("measures the stop deadline from the recorded claim, not the acknowledgement: claim t0, ack t0+45 s → t0+60 s", () => {
+    const t0 = Date.parse("2026-11-30T06:00:00Z");
+    const p = { ...params, gracePeriodSeconds: 30, headroomSeconds: 30 };
+    const started = podTeardown.start({ params: p, cause: "DeletionRequested" }, t0);
+    if (started.kind !== "step") throw new Error(started.reason);
+    expect(started.record).toMatchObject({ phase: "stopping", attempt: 1, claimedAt: t0 });
+    expect(started.effects).toEqual([{ kind: "StopInstance", instanceId: INSTANCE }]);
+    // StopInstances returned 45 s later.
+    const acked = podTeardown.acknowledge(started.record, t0 + 45_000);
+    if (acked.kind !== "step") throw new Error(acked.reason);
+    expect(acked.record).toMatchObject({ issuedAt: t0 + 45_000, deadline: t0 + 60_000 });
+    // A restarted process reads the same deadline from the stored record.
+    const stored = decodeRecord(JSON.stringify(acked.record));
+    if (!stored.ok) throw new Error(stored.reason);
+    const stopping: PodTeardownObservation = { instance: "stopping", pod: "present" };
+    expect(podTeardown.step(stored.record, stopping, t0 + 59_999)).toMatchObject({
+      status: "waiting",
+      write: "none",
+    });
+    const expired = podTeardown.step(stored.record, stopping, t0 + 60_000);
+    if (expired.kind !== "step") throw new Error(expired.reason);
+    expect(expired.transitions).toEqual([
+      {
+        from: "stopping",
+        to: "terminating",
+        reason: "DeadlineExpired",
+        skipped: [],
+        at: t0 + 60_000,
+      },
+    ]);
+    expect(expired.effects).toEqual([{ kind: "TerminateInstance", instanceId: INSTANCE }]);
+  });
+
+  it("a slow StopInstances call counts against the stop deadline (executor)", async () => {
+    const world = new PodWorld();
+    world.stopTakesMs = Number.POSITIVE_INFINITY;
+    world.stopCallMs = 45_000;
+    const t0 = world.t;
+    const executor = world.executor(new Process());
+    const p = { ...params, gracePeriodSeconds: 30, headroomSeconds: 30 };
+    await executor.request(KEY, { params: p, cause: "DeletionRequested" });
+    const stored = decodeRecord(world.store.get(KEY)?.record);
+    if (!stored.ok) throw new Error(stored.reason);
+    expect(stored.record).toMatchObject({ issuedAt: t0 + 45_000, deadline: t0 + 60_000 });
+    let terminatedAt: number | undefined;
+    for (let i = 0; i < 200 && !world.done(); i++) {
+      world.t += 1_000;
+      await executor.tick(KEY);
+      if (terminatedAt === undefined && world.terminateRequestedAt !== undefined) {
+        terminatedAt = world.t;
+      }
+    }
+    expect(terminatedAt).toBe(t0 + 60_000);
     expectCompleted(world);
   });
 

@@ -130,7 +130,8 @@ const stoppedOrGone = new Set<InstanceObservation>([
  * Nebula's Pod teardown (brief C7), as a ready-made {@link Teardown}. Phases, in order:
  *
  * 1. `stopping`: `StopInstance`; done when the instance is stopped (or further); deadline the
- *    Pod's grace period plus headroom from the confirmed stop request, then go on anyway.
+ *    Pod's grace period plus headroom from the stop request as durably recorded (the claim
+ *    written before `StopInstances` is sent, not when it returned), then go on anyway.
  * 2. `terminating`: `TerminateInstance`; done when terminated or absent; the request is
  *    reissued every `headroomSeconds` until then. Holdable by `holds` (pre-terminate hooks).
  * 3. `releasing`: one `DeleteAuxiliary` per auxiliary object; done when none remains.

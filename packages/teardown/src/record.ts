@@ -45,14 +45,21 @@ export const TeardownRecord = z.strictObject({
   since: millis,
   /** How many times the current phase's action has been claimed for execution. */
   attempt: z.number().int().min(0),
-  /** When the action was last claimed; an unconfirmed claim is retried only after a back-off. */
+  /**
+   * When the action was last claimed (written before its effects run); an unconfirmed claim is
+   * retried only after a back-off. Cleared on confirmation, when the deadline is fixed from it.
+   */
   claimedAt: millis.optional(),
   /**
    * When the current phase's action was confirmed done (every effect succeeded), or, for a phase
    * without an action, when it was entered. Absent while the action still has to be (re)issued.
    */
   issuedAt: millis.optional(),
-  /** The current phase's deadline, fixed when its action was confirmed (`issuedAt` + budget). */
+  /**
+   * The current phase's deadline, fixed when its action was confirmed: the claim time
+   * (`claimedAt`, recorded before the effects ran) plus the phase's budget; for a phase without an
+   * action, its entry time plus the budget.
+   */
   deadline: millis.optional(),
   /** When external holders were first seen holding the next phase (hooks). */
   heldSince: millis.optional(),
