@@ -280,6 +280,51 @@ describe("toInstanceReason on a Pod", () => {
   });
 });
 
+describe("toInstanceReason on a Pod whose instance state is unknown", () => {
+  const unreadable = {
+    "nebula:report": "v1 seq=9 chunks=1 sha256=0000000000000000",
+    "nebula:report:1": "x",
+  };
+
+  it("says Unknown for an unreadable report on a live instance, never Starting", () => {
+    const state = toInstanceState(ec2("running", { tags: unreadable }), { now: NOW });
+    const p = pod("Always");
+    const result = toInstanceReason({ ...p, status: toPodStatus(p, state, { now: NOW }) });
+    expect(result.reason).toBe("Unknown");
+    expect(result.message).toMatch(
+      /^the instance's state is unknown: the exit report of instance i-0abc could not be read/,
+    );
+  });
+
+  it("says Unknown for phase Unknown without a reason", () => {
+    expect(
+      toInstanceReason(status([{ state: { running: {} } }], { phase: "Unknown" })).reason,
+    ).toBe("Unknown");
+  });
+
+  it("lets a crash the last readable report showed outrank Unknown", () => {
+    const previous = toInstanceState(
+      ec2("running", { report: report(3, false, [crashLooping(3)]) }),
+      {
+        now: NOW,
+      },
+    );
+    const state = toInstanceState(ec2("running", { tags: unreadable }), { now: NOW, previous });
+    expect(state.kind).toBe("Unknown");
+    const p = pod("Always");
+    expect(toInstanceReason({ ...p, status: toPodStatus(p, state, { now: NOW }) }).reason).toBe(
+      "InstanceCrashing",
+    );
+  });
+
+  it("says Unknown for a status it cannot read", () => {
+    expect(toInstanceReason("not a status")).toMatchObject({
+      reason: "Unknown",
+      message: "the instance's status could not be read.",
+    });
+  });
+});
+
 describe("toInstanceReason on our own Pod statuses", () => {
   const mapped = (
     rep: ReturnType<typeof report> | undefined,

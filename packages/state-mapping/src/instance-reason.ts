@@ -171,8 +171,10 @@ interface Finding {
  * signal that killed it are quoted. When several containers fail, the highest-ranked reason in
  * {@link INSTANCE_REASONS} wins.
  *
- * Total: input it cannot read gives `Provisioning` with a message saying so (the contract has no
- * "unknown" reason; nothing is known to be wrong).
+ * A Pod whose instance state is unknown (phase `Unknown`, e.g. `status.reason`
+ * `ReportUnreadable`) gives `Unknown`, unless a container shows a higher-ranked failure.
+ *
+ * Total: input it cannot read gives `Unknown` with a message saying so.
  *
  * @example
  * ```ts
@@ -192,7 +194,7 @@ export function toInstanceReason(podOrInstanceStatus: unknown): InstanceReasonRe
   const pod = PodStatus.safeParse(statusInput);
   if (!pod.success) {
     return {
-      reason: "Provisioning",
+      reason: "Unknown",
       ready: false,
       message: "the instance's status could not be read.",
     };
@@ -255,6 +257,13 @@ function fromPod(status: PodStatus, spec: PodSpec): InstanceReasonResult {
     findings.push({
       reason: podReason,
       message: status.message ? sentence(status.message) : `the instance reports ${status.reason}.`,
+    });
+  } else if (status.phase === "Unknown" || status.reason === "ReportUnreadable") {
+    findings.push({
+      reason: "Unknown",
+      message: status.message
+        ? `the instance's state is unknown: ${sentence(status.message)}`
+        : "the instance's state is unknown.",
     });
   } else if (app.length === 0 && init.length === 0 && status.phase === "Failed") {
     findings.push({

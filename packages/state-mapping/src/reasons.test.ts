@@ -13,6 +13,7 @@ describe("INSTANCE_REASONS", () => {
       "QuotaExceeded",
       "InsufficientCapacity",
       "InstanceLost",
+      "Unknown",
       "Provisioning",
       "Starting",
       "Completed",

@@ -7,7 +7,9 @@
 
 /**
  * Every reason {@link toInstanceReason} can return, ranked by class (spec rejected, customer must
- * fix, platform blocked, platform working), then the two "nothing wrong" reasons.
+ * fix, platform blocked, unknown, platform working), then the two "nothing wrong" reasons.
+ * `Unknown` (the instance's state could not be read) ranks above the platform's own progress, so
+ * an unreadable report is never shown as "being started".
  *
  * Use it to check that a catalog covers every reason, or to validate a reason read from a status.
  *
@@ -30,6 +32,8 @@ export const INSTANCE_REASONS = [
   "QuotaExceeded",
   "InsufficientCapacity",
   "InstanceLost",
+  // unknown: the state could not be read (rollup's Unclassified class)
+  "Unknown",
   // platform working
   "Provisioning",
   "Starting",
