@@ -23,45 +23,48 @@ const later = (ms: number) => new Date(NOW.getTime() + ms);
  * (the unreadable one through the console output).
  *
  * Report variants: none; running (not final); final-ok (exit 0); final-fail (exit 1); unreadable.
+ * `console?` says whether `needsConsoleOutput` asks for the serial console: for a listed instance
+ * that stopped without a final report, including one whose tags hold only an older, non-final
+ * report (the final `CreateTags` may have been throttled while the console line was written).
  */
 const TABLE = `
-| EC2 state     | report      | state kind | Pod phase | instance reason   |
-| ------------- | ----------- | ---------- | --------- | ----------------- |
-| pending       | none        | Pending    | Pending   | Provisioning      |
-| pending       | running     | Pending    | Running   | Starting          |
-| pending       | final-ok    | Terminal   | Succeeded | Completed         |
-| pending       | final-fail  | Terminal   | Failed    | InstanceCrashing  |
-| pending       | unreadable  | Unknown    | Unknown   | Unknown           |
-| running       | none        | Booting    | Pending   | Provisioning      |
-| running       | running     | Running    | Running   | Ready             |
-| running       | final-ok    | Terminal   | Succeeded | Completed         |
-| running       | final-fail  | Terminal   | Failed    | InstanceCrashing  |
-| running       | unreadable  | Unknown    | Unknown   | Unknown           |
-| stopping      | none        | Stopping   | Pending   | Provisioning      |
-| stopping      | running     | Stopping   | Running   | Starting          |
-| stopping      | final-ok    | Terminal   | Succeeded | Completed         |
-| stopping      | final-fail  | Terminal   | Failed    | InstanceCrashing  |
-| stopping      | unreadable  | Unknown    | Unknown   | Unknown           |
-| shutting-down | none        | Stopping   | Pending   | Provisioning      |
-| shutting-down | running     | Stopping   | Running   | Starting          |
-| shutting-down | final-ok    | Terminal   | Succeeded | Completed         |
-| shutting-down | final-fail  | Terminal   | Failed    | InstanceCrashing  |
-| shutting-down | unreadable  | Unknown    | Unknown   | Unknown           |
-| stopped       | none        | Lost       | Failed    | lost              |
-| stopped       | running     | Lost       | Failed    | lost              |
-| stopped       | final-ok    | Terminal   | Succeeded | Completed         |
-| stopped       | final-fail  | Terminal   | Failed    | InstanceCrashing  |
-| stopped       | unreadable  | Lost       | Failed    | lost              |
-| terminated    | none        | Lost       | Failed    | lost              |
-| terminated    | running     | Lost       | Failed    | lost              |
-| terminated    | final-ok    | Terminal   | Succeeded | Completed         |
-| terminated    | final-fail  | Terminal   | Failed    | InstanceCrashing  |
-| terminated    | unreadable  | Lost       | Failed    | lost              |
-| (absent)      | none        | Lost       | Failed    | InstanceLost      |
-| (absent)      | running     | Lost       | Failed    | InstanceLost      |
-| (absent)      | final-ok    | Terminal   | Succeeded | Completed         |
-| (absent)      | final-fail  | Terminal   | Failed    | InstanceCrashing  |
-| (absent)      | unreadable  | Lost       | Failed    | InstanceLost      |
+| EC2 state     | report      | state kind | Pod phase | instance reason   | console? |
+| ------------- | ----------- | ---------- | --------- | ----------------- | -------- |
+| pending       | none        | Pending    | Pending   | Provisioning      | no       |
+| pending       | running     | Pending    | Running   | Starting          | no       |
+| pending       | final-ok    | Terminal   | Succeeded | Completed         | no       |
+| pending       | final-fail  | Terminal   | Failed    | InstanceCrashing  | no       |
+| pending       | unreadable  | Unknown    | Unknown   | Unknown           | no       |
+| running       | none        | Booting    | Pending   | Provisioning      | no       |
+| running       | running     | Running    | Running   | Ready             | no       |
+| running       | final-ok    | Terminal   | Succeeded | Completed         | no       |
+| running       | final-fail  | Terminal   | Failed    | InstanceCrashing  | no       |
+| running       | unreadable  | Unknown    | Unknown   | Unknown           | no       |
+| stopping      | none        | Stopping   | Pending   | Provisioning      | no       |
+| stopping      | running     | Stopping   | Running   | Starting          | no       |
+| stopping      | final-ok    | Terminal   | Succeeded | Completed         | no       |
+| stopping      | final-fail  | Terminal   | Failed    | InstanceCrashing  | no       |
+| stopping      | unreadable  | Unknown    | Unknown   | Unknown           | no       |
+| shutting-down | none        | Stopping   | Pending   | Provisioning      | no       |
+| shutting-down | running     | Stopping   | Running   | Starting          | no       |
+| shutting-down | final-ok    | Terminal   | Succeeded | Completed         | no       |
+| shutting-down | final-fail  | Terminal   | Failed    | InstanceCrashing  | no       |
+| shutting-down | unreadable  | Unknown    | Unknown   | Unknown           | no       |
+| stopped       | none        | Lost       | Failed    | lost              | yes      |
+| stopped       | running     | Lost       | Failed    | lost              | yes      |
+| stopped       | final-ok    | Terminal   | Succeeded | Completed         | no       |
+| stopped       | final-fail  | Terminal   | Failed    | InstanceCrashing  | no       |
+| stopped       | unreadable  | Lost       | Failed    | lost              | yes      |
+| terminated    | none        | Lost       | Failed    | lost              | yes      |
+| terminated    | running     | Lost       | Failed    | lost              | yes      |
+| terminated    | final-ok    | Terminal   | Succeeded | Completed         | no       |
+| terminated    | final-fail  | Terminal   | Failed    | InstanceCrashing  | no       |
+| terminated    | unreadable  | Lost       | Failed    | lost              | yes      |
+| (absent)      | none        | Lost       | Failed    | InstanceLost      | no       |
+| (absent)      | running     | Lost       | Failed    | InstanceLost      | no       |
+| (absent)      | final-ok    | Terminal   | Succeeded | Completed         | no       |
+| (absent)      | final-fail  | Terminal   | Failed    | InstanceCrashing  | no       |
+| (absent)      | unreadable  | Lost       | Failed    | InstanceLost      | no       |
 `;
 
 const STATE_REASONS = [
@@ -85,11 +88,11 @@ const rows = TABLE.trim()
   .split("\n")
   .slice(2)
   .map((line) => {
-    const [ec2State, variant, kind, phase, reason] = line
+    const [ec2State, variant, kind, phase, reason, console] = line
       .split("|")
       .slice(1, -1)
       .map((cell) => cell.trim());
-    return { ec2State, variant, kind, phase, reason } as Record<string, string>;
+    return { ec2State, variant, kind, phase, reason, console } as Record<string, string>;
   });
 
 describe("EC2 state × state reason × report", () => {
@@ -98,7 +101,7 @@ describe("EC2 state × state reason × report", () => {
   });
 
   describe.each(STATE_REASONS)("state reason $code", ({ code, cause }) => {
-    it.each(rows)("$ec2State + $variant report → $kind, Pod $phase, $reason", (row) => {
+    it.each(rows)("$ec2State + $variant → $kind, $phase, $reason, console $console", (row) => {
       const variant = REPORTS[row.variant ?? ""];
       const absent = row.ec2State === "(absent)";
       let state: InstanceState;
@@ -128,6 +131,7 @@ describe("EC2 state × state reason × report", () => {
       expect(state.kind).toBe(row.kind);
       if (state.kind === "Lost") expect(state.cause).toBe(absent ? "Absent" : cause);
       if (state.kind === "Unknown") expect(state.reason).toBe("ReportUnreadable");
+      expect(needsConsoleOutput(state)).toBe(row.console === "yes");
 
       const status = toPodStatus(pod("Never"), state, { now: NOW });
       expect(status.phase).toBe(row.phase);
@@ -199,6 +203,37 @@ describe("toInstanceState", () => {
       reason: "Completed",
     });
     expect(after.reason).toBeUndefined();
+  });
+
+  it("asks for the console when the tags hold only an older, non-final report (final CreateTags throttled)", () => {
+    const older = report(5, false, [running()]);
+    const lost = toInstanceState(
+      ec2("stopped", { code: "Client.InstanceInitiatedShutdown", report: older }),
+      { now: NOW },
+    );
+    expect(lost).toMatchObject({ kind: "Lost", report: { seq: 5, final: false } });
+    expect(needsConsoleOutput(lost)).toBe(true);
+
+    const consoleOutput = `${encodeConsoleLine(older)}\n${encodeConsoleLine(report(6, true, [exited(0)]))}\n`;
+    const found = toInstanceState(
+      ec2("stopped", { code: "Client.InstanceInitiatedShutdown", report: older }),
+      { now: later(5_000), previous: lost, consoleOutput },
+    );
+    expect(found).toMatchObject({ kind: "Terminal", report: { seq: 6, final: true } });
+    expect(needsConsoleOutput(found)).toBe(false);
+    expect(toPodStatus(pod("Never"), found, { now: later(5_000) }).phase).toBe("Succeeded");
+  });
+
+  it("does not ask again once the console was consulted", () => {
+    const state = toInstanceState(
+      ec2("stopped", {
+        code: "Client.InstanceInitiatedShutdown",
+        report: report(5, false, [running()]),
+      }),
+      { now: NOW, consoleOutput: "boot\nno report here\n" },
+    );
+    expect(state.kind).toBe("Lost");
+    expect(needsConsoleOutput(state)).toBe(false);
   });
 
   it("reuses the previous report while the report header tag is unchanged", () => {

@@ -365,13 +365,14 @@ function sameInstance(previous: ToInstanceStateOptions["previous"], instance: un
 /**
  * True when the controller should fetch `GetConsoleOutput` for this instance and call
  * {@link toInstanceState} again with it: the instance is stopped (still listed), has no
- * usable report, and its console has not been consulted yet.
+ * final report (none at all, or only an older, non-final one: the final `CreateTags` may have
+ * failed while the console line was written), and its console has not been consulted yet.
  */
 export function needsConsoleOutput(state: InstanceState): boolean {
   return (
     state.kind === "Lost" &&
     state.instance !== undefined &&
-    state.report === undefined &&
+    state.report?.final !== true &&
     !state.consoleConsulted
   );
 }
