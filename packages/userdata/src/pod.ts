@@ -442,9 +442,26 @@ function planContainer(
         at,
         `container ${c.name} has an invalid ${resource} limit ${JSON.stringify(quantity)}`,
       );
-    if (resource === "memory") flags.push(`--memory=${Math.ceil(amount)}b`);
-    else if (resource === "cpu") flags.push(`--cpus=${Number(amount.toFixed(3))}`);
-    else if (resource === "nvidia.com/gpu") {
+    if (resource === "memory") {
+      // Docker reads 0 as "no limit", and a number past 2^53 prints as 1e+308: neither is the Pod's limit.
+      const bytes = Math.ceil(amount);
+      if (!Number.isSafeInteger(bytes) || bytes <= 0)
+        fail(
+          "InvalidPod",
+          at,
+          `container ${c.name} has a memory limit of ${JSON.stringify(quantity)}, which is not a whole number of bytes between 1 and 2^53-1`,
+        );
+      flags.push(`--memory=${bytes}b`);
+    } else if (resource === "cpu") {
+      const cpus = Number(amount.toFixed(3));
+      if (!Number.isSafeInteger(Math.round(amount * 1000)) || cpus <= 0)
+        fail(
+          "InvalidPod",
+          at,
+          `container ${c.name} has a cpu limit of ${JSON.stringify(quantity)}, which is not between 1m and ${Number.MAX_SAFE_INTEGER}m`,
+        );
+      flags.push(`--cpus=${cpus}`);
+    } else if (resource === "nvidia.com/gpu") {
       if (!Number.isInteger(amount) || amount < 0)
         fail("InvalidPod", at, `container ${c.name} asks for a fractional GPU count`);
       if (amount > 0) flags.push(`--gpus=${amount}`);

@@ -89,6 +89,27 @@ describe("renderUserData", () => {
     );
   });
 
+  it("rejects memory and cpu limits docker would not read as the Pod's limit", () => {
+    for (const [resource, quantity] of [
+      ["memory", 1e308],
+      ["memory", "1e308"],
+      ["memory", "0"],
+      ["memory", "0Mi"],
+      ["memory", 0],
+      ["cpu", "0"],
+      ["cpu", "0.0001"],
+      ["cpu", "1e300"],
+    ] as const) {
+      const error = errorOf(withApp({ resources: { limits: { [resource]: quantity } } }));
+      expect(error.code).toBe("InvalidPod");
+      expect(error.path).toBe(`spec.containers[app].resources.limits[${resource}]`);
+      expect(error.message).toContain(`container app has a ${resource} limit of`);
+    }
+    const ok = renderUserData(withApp({ resources: { limits: { memory: "0.5", cpu: "1m" } } }));
+    if (!ok.ok) throw ok.error;
+    expect(ok.value.script).toContain("C0_FLAGS=($'--memory=1b' $'--cpus=0.001')");
+  });
+
   it("lets a later env definition win, also over a boot-time one", () => {
     const result = renderUserData(
       withApp({
