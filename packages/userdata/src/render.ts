@@ -258,7 +258,7 @@ ${podData(plan, options)}NEBULA_POD
 ${shims}chmod 0755 ${SUPERVISOR_PATH}
 {
   printf '%s\\n' '[Unit]' 'Description=Nebula host supervisor' 'After=network-online.target docker.service' \\
-    'Wants=network-online.target' '' '[Service]' 'Type=simple' 'ExecStart=${SUPERVISOR_PATH}' \\
+    'Wants=network-online.target docker.service' '' '[Service]' 'Type=simple' 'ExecStart=${SUPERVISOR_PATH}' \\
     'KillMode=mixed' 'TimeoutStopSec=${plan.graceSeconds + 30}' 'Restart=no'
   for name in AWS_EC2_METADATA_SERVICE_ENDPOINT AWS_ENDPOINT_URL_EC2 AWS_ENDPOINT_URL AWS_CA_BUNDLE; do
     if [ -n "\${!name+set}" ]; then printf 'Environment=%s=%s\\n' "$name" "\${!name}"; fi

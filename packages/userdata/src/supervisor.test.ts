@@ -85,6 +85,9 @@ describe("the generated user-data on a host", () => {
     expect(unit).toContain("ExecStart=/usr/local/lib/nebula/supervisor.sh\n");
     expect(unit).toContain("Type=simple\n");
     expect(unit).toContain("KillMode=mixed\n");
+    // Ordered after docker, and pulling it in, so a host that does not enable docker still runs it.
+    expect(unit).toContain("After=network-online.target docker.service\n");
+    expect(unit).toContain("Wants=network-online.target docker.service\n");
     expect(unit).toContain("TimeoutStopSec=35\n");
     expect(unit).toMatch(
       /^Environment=AWS_EC2_METADATA_SERVICE_ENDPOINT=http:\/\/127\.0\.0\.1:\d+$/m,
