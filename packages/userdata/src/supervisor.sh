@@ -35,6 +35,10 @@ LOG_TAIL_LINES=80
 IMDS=${AWS_EC2_METADATA_SERVICE_ENDPOINT:-http://169.254.169.254}
 IMDS=${IMDS%/}
 TERM_REQUESTED=
+TERM_AT=
+STOP_REQUESTED=
+ATTEMPT_END=
+UTF8_LOCALE=
 FINAL=false
 GIVE_UP=
 POD_FAILED=
@@ -55,6 +59,17 @@ go_duration() {
   if ((s < 60)); then printf '%ds' "$s"; elif ((s < 3600)); then printf '%dm%ds' $((s / 60)) $((s % 60)); else printf '%dh%dm%ds' $((s / 3600)) $((s % 3600 / 60)) $((s % 60)); fi
 }
 now() { date +%s; }
+# Seconds for one network call: $1, cut to what is left of the current CreateTags attempt (min 1).
+call_time() {
+  local t=$1 left
+  if [ -n "$ATTEMPT_END" ]; then
+    printf -v left '%(%s)T' -1
+    left=$((ATTEMPT_END - left))
+    ((left >= t)) || t=$left
+    ((t >= 1)) || t=1
+  fi
+  printf '%s' "$t"
+}
 b64() { printf '%s' "$1" | base64 -w0; }
 b64url() { printf '%s' "$1" | base64 -w0 | tr '+/' '-_' | tr -d '='; }
 
@@ -92,10 +107,10 @@ iso_time() {
 }
 
 imds_token() {
-  curl -sS -f --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600' "$IMDS/latest/api/token"
+  curl -sS -f --max-time "$(call_time 5)" -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600' "$IMDS/latest/api/token"
 }
 imds_get() {
-  curl -sS -f --max-time 5 -H "X-aws-ec2-metadata-token: $TOKEN" "$IMDS/latest/meta-data/$1"
+  curl -sS -f --max-time "$(call_time 5)" -H "X-aws-ec2-metadata-token: $TOKEN" "$IMDS/latest/meta-data/$1"
 }
 
 # Instance identity from IMDSv2: INSTANCE_ID, REGION, HOST_IP. $1 = attempts.
@@ -173,7 +188,10 @@ json_container() {
 # Builds the report JSON into J: $1 message bytes per message (-1 whole), $2 include last, $3 containers.
 json_report() {
   local max=$1 with_last=$2 count=$3 i
-  J="{\"v\":$REPORT_VERSION,\"seq\":$SEQ,\"time\":\"$REPORT_TIME\",\"final\":$FINAL,\"containers\":["
+  J="{\"v\":$REPORT_VERSION,\"seq\":$SEQ,\"time\":\"$REPORT_TIME\",\"final\":$FINAL"
+  # A stop this supervisor did not start (Spot interruption, a stop by the user or the controller).
+  [ -z "$STOP_REQUESTED" ] || J+=",\"stopRequested\":true"
+  J+=",\"containers\":["
   for ((i = 0; i < count; i++)); do
     ((i == 0)) || J+=","
     json_container "$i" "$max" "$with_last"
@@ -221,9 +239,30 @@ ec2_endpoint() {
 
 # One CreateTags call with the tags in KEYS/VALUES: through the aws CLI when it runs here, and
 # through curl + SigV4 when it does not or when the CLI call fails (a broken CLI must not cost reports).
+# Each way is one attempt of at most ATTEMPT_SECONDS; $1: no attempt starts unless that much is left
+# before this epoch second (0: no deadline).
 create_tags() {
-  if [ -n "$AWS_CLI" ] && create_tags_cli; then return 0; fi
-  create_tags_sigv4
+  local deadline=$1 rc=1
+  if [ -n "$AWS_CLI" ] && attempt_start "$deadline"; then
+    create_tags_cli && rc=0
+  fi
+  if ((rc != 0)) && { [ "$FINAL" = true ] || [ -z "$TERM_REQUESTED" ]; } && attempt_start "$deadline"; then
+    create_tags_sigv4 && rc=0
+  fi
+  ATTEMPT_END=
+  return "$rc"
+}
+
+ATTEMPT_SECONDS=15
+# Starts an attempt (sets ATTEMPT_END) unless it could end after the deadline $1 (0: none).
+attempt_start() {
+  local t
+  printf -v t '%(%s)T' -1
+  if (($1 > 0 && t + ATTEMPT_SECONDS >= $1)); then
+    ATTEMPT_END=
+    return 1
+  fi
+  ATTEMPT_END=$((t + ATTEMPT_SECONDS))
 }
 
 create_tags_cli() {
@@ -232,7 +271,9 @@ create_tags_cli() {
   local args=(ec2 create-tags --region "$REGION" --resources "$INSTANCE_ID" --tags "[$tags]")
   [ -z "${AWS_ENDPOINT_URL_EC2:-${AWS_ENDPOINT_URL:-}}" ] || args=(--endpoint-url "$(ec2_endpoint)" "${args[@]}")
   # botocore joins its IMDS endpoint and path without a separator: give it the trailing slash.
-  AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS/" AWS_MAX_ATTEMPTS=1 aws "${args[@]}" >/dev/null 2>"$RUN/create-tags-cli.err"
+  # The CLI's own timeouts (default 60 s each) bound the call, and timeout(1) the whole attempt.
+  args=(--cli-connect-timeout 5 --cli-read-timeout 10 "${args[@]}")
+  AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS/" AWS_MAX_ATTEMPTS=1 timeout -k 1 "$(call_time "$ATTEMPT_SECONDS")" aws "${args[@]}" >/dev/null 2>"$RUN/create-tags-cli.err"
 }
 
 # CreateTags over the EC2 Query API, signed with SigV4 (openssl) and the role's IMDS credentials.
@@ -272,7 +313,7 @@ create_tags_sigv4() {
   k=$(hmac_hex "$k" ec2)
   k=$(hmac_hex "$k" aws4_request)
   sig=$(hmac_hex "$k" "$sts")
-  local curl_args=(-sS --max-time 10 -o "$RUN/create-tags.out" -w '%{http_code}' -X POST
+  local curl_args=(-sS --max-time "$(call_time 10)" -o "$RUN/create-tags.out" -w '%{http_code}' -X POST
     -H "Content-Type: application/x-www-form-urlencoded; charset=utf-8"
     -H "X-Amz-Date: $amz"
     -H "Authorization: AWS4-HMAC-SHA256 Credential=$key/$scope, SignedHeaders=$signed, Signature=$sig"
@@ -297,7 +338,11 @@ write_tags() {
     VALUES+=("${BODY:(j - 1) * REPORT_CHUNK_SIZE:REPORT_CHUNK_SIZE}")
   done
   for ((attempt = 0; attempt < REPORT_ATTEMPTS; attempt++)); do
-    create_tags && return 0
+    create_tags "$deadline" && return 0
+    if ((deadline > 0 && $(now) + ATTEMPT_SECONDS >= deadline)); then
+      echo "no time left for another attempt before the stop deadline" >>"$RUN/create-tags.err"
+      break
+    fi
     [ "$FINAL" = true ] || [ -z "$TERM_REQUESTED" ] || return 1
     delay=$((REPORT_BASE_MS << attempt))
     ((delay <= 20000)) || delay=20000
@@ -360,10 +405,20 @@ pull() {
   return 1
 }
 
+# A UTF-8 locale for image_list: C.UTF-8, else en_US.UTF-8, else any UTF-8 locale the host has.
+utf8_locale() {
+  local all
+  all=$(locale -a 2>/dev/null)
+  UTF8_LOCALE=$(grep -i -m1 -x -E 'c\.utf-?8' <<<"$all" || grep -i -m1 -x -E 'en_us\.utf-?8' <<<"$all" || grep -i -m1 -E '\.utf-?8$' <<<"$all")
+  [ -n "$UTF8_LOCALE" ] || log "no UTF-8 locale on this host: non-ASCII characters in an image's ENTRYPOINT or CMD stay escaped"
+}
+
 # Reads a list from the image config ($2: Entrypoint or Cmd) into LIST. Go's %q quoting, decoded
-# by bash's $'...' with every quote escaped, so nothing from the image is ever executed.
+# by bash's $'...' with every quote escaped, so nothing from the image is ever executed. %q writes
+# characters such as U+00A0 as \u00a0, which $'...' decodes only under a UTF-8 locale.
 image_list() {
   local line out
+  [ -z "$UTF8_LOCALE" ] || local LC_ALL=$UTF8_LOCALE
   LIST=()
   out=$(docker inspect --type=image --format "{{range .Config.$2}}{{printf \"%q\" .}}{{\"\\n\"}}{{end}}" "$1") || return 1
   while IFS= read -r line; do
@@ -588,11 +643,17 @@ stop_all() {
   done
 }
 
+# systemd kills the unit TimeoutStopSec (grace + 30 s) after its SIGTERM: the final report's tag
+# attempts all end by STOP_MARGIN seconds before that.
+STOP_MARGIN=5
 finish() {
   local deadline=0
-  [ -z "$TERM_REQUESTED" ] || log "stop requested: stopping containers (grace ${GRACE_SECONDS}s)"
+  if [ -n "$TERM_REQUESTED" ]; then
+    STOP_REQUESTED=1
+    log "stop requested: stopping containers (grace ${GRACE_SECONDS}s)"
+  fi
   stop_all
-  [ -z "$TERM_REQUESTED" ] || deadline=$(($(now) + 20))
+  [ -z "$TERM_REQUESTED" ] || deadline=$((${TERM_AT:-$(now)} + GRACE_SECONDS + 30 - STOP_MARGIN))
   FINAL=true
   report "$deadline"
   : >"$STATE/final"
@@ -619,12 +680,13 @@ main() {
     log "the final report was already written; nothing to run"
     exit 0
   fi
-  trap 'TERM_REQUESTED=1' TERM INT
+  trap '[ -n "$TERM_REQUESTED" ] || printf -v TERM_AT "%(%s)T" -1; TERM_REQUESTED=1' TERM INT
   log "supervising pod $POD_NAMESPACE/$POD_NAME ($N containers)"
   identify 30 || log "no instance identity from IMDS; reporting on the console only"
   # The aws CLI only when it really runs (a broken install or a file hiding it must not stop the reports).
   if command -v aws >/dev/null 2>&1 && aws --version >/dev/null 2>&1; then AWS_CLI=1; fi
   if [ -n "$AWS_CLI" ]; then log "reports: CreateTags through the aws CLI"; else log "reports: CreateTags through curl + SigV4"; fi
+  utf8_locale
   for ((i = 0; i < N; i++)); do
     S[restarts.$i]=0
     S[quick.$i]=0

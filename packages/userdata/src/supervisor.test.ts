@@ -68,6 +68,8 @@ describe("the generated user-data on a host", () => {
     });
     expect(h.badSignatures()).toBe(0);
     expect(last(h.consoleReports())).toEqual(final);
+    // The supervisor ended the Pod itself: not a stop it was asked for.
+    expect(h.tagReports().some((r) => "stopRequested" in r)).toBe(false);
     // Only keys the instance role's policy allows (policies/instance-report-tags.json).
     const allowed = JSON.parse(
       readFileSync(new URL("../policies/instance-report-tags.json", import.meta.url), "utf8"),
@@ -480,6 +482,37 @@ describe("the generated user-data on a host", () => {
     });
     expect(text(container(final, "app")?.messageB64)).toBe("bye\n");
     expect(h.poweredOff()).toBe(false);
+    // A stop it did not start: only the final report says so, on both channels.
+    expect(final).toMatchObject({ stopRequested: true });
+    expect(last(h.consoleReports())).toMatchObject({ final: true, stopRequested: true });
+    expect(h.tagReports().filter((r) => "stopRequested" in r)).toEqual([final]);
+  });
+
+  it("on SIGTERM starts no CreateTags attempt that could outlast systemd's TimeoutStopSec", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/server:1" }], {
+        restartPolicy: "Always",
+        terminationGracePeriodSeconds: 1,
+      }),
+      { "fake/server:1": { script: "while :; do sleep 0.1; done" } },
+      {},
+      { awsCli: true },
+    );
+    await h.until(() => h.awsCalls().length >= 2);
+    // Every CLI call now hangs 4 s and fails, and so does every signed call.
+    h.failTagsFromNow(4);
+    const sigterm = Date.now() / 1000;
+    h.terminate();
+    expect(await h.finished()).toBe(0);
+    // TimeoutStopSec = grace + 30 = 31 s; attempts of up to 15 s end 5 s before it: none starts
+    // later than 31 - 5 - 15 = 11 s after SIGTERM (the old 20 s window after the stop allowed 17 s).
+    const late = h.awsStarts().filter((t) => t >= sigterm && t - sigterm >= 12);
+    expect(late).toEqual([]);
+    expect(h.awsStarts().filter((t) => t >= sigterm).length).toBeGreaterThanOrEqual(2);
+    expect(h.supervisorLog()).toContain(
+      "no time left for another attempt before the stop deadline",
+    );
+    expect(last(h.consoleReports())).toMatchObject({ final: true, stopRequested: true });
   });
 
   it("writes through the aws CLI when it runs here", async () => {
@@ -491,11 +524,16 @@ describe("the generated user-data on a host", () => {
     );
     await h.finished();
     const calls = h.awsCalls();
-    expect(calls[0]?.slice(0, 2)).toEqual([
+    // The CLI's default timeouts are 60 s each: bounded, so a stop is never held up by one call.
+    expect(calls[0]?.slice(0, 6)).toEqual([
+      "--cli-connect-timeout",
+      "5",
+      "--cli-read-timeout",
+      "10",
       "--endpoint-url",
       expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
     ]);
-    expect(calls[0]?.slice(2, 9)).toEqual([
+    expect(calls[0]?.slice(6, 13)).toEqual([
       "ec2",
       "create-tags",
       "--region",
@@ -610,8 +648,9 @@ describe("the generated user-data on a host", () => {
       {
         "fake/agented:1": {
           script: "exit 0",
-          entrypoint: ["/docker-entrypoint.sh", 'it\'s "quoted" $(x)'],
-          cmd: ["serve", "--port=80"],
+          entrypoint: ["/docker-entrypoint.sh", 'it\'s "quoted" $(x)', "no\u00a0break"],
+          // docker inspect's %q escapes these (\u2028, \U0010fffd, \x01): decoded as UTF-8, not C.
+          cmd: ["serve", "--port=80", "line\u2028sep", "ünï ✓ \u{10fffd}", "ctl\x01\t"],
         },
       },
       {
@@ -644,8 +683,12 @@ describe("the generated user-data on a host", () => {
       "/.nebula/shim",
       "/docker-entrypoint.sh",
       'it\'s "quoted" $(x)',
+      "no\u00a0break",
       "serve",
       "--port=80",
+      "line\u2028sep",
+      "ünï ✓ \u{10fffd}",
+      "ctl\x01\t",
     ]);
     const shim = readFileSync(join(h.dir, "lib", "shim-0.sh"), "utf8");
     expect(shim).toContain("'/opt/sandd/sandd' '--socket=/run/sandd.sock' &\nexec \"$@\"\n");

@@ -102,6 +102,39 @@ function systemPathWithoutAws(): string {
   return dir;
 }
 
+const GO_ESCAPES: Record<string, string> = {
+  "\x07": "\\a",
+  "\b": "\\b",
+  "\f": "\\f",
+  "\n": "\\n",
+  "\r": "\\r",
+  "\t": "\\t",
+  "\v": "\\v",
+  '"': '\\"',
+  "\\": "\\\\",
+};
+
+/**
+ * Go's `%q` (strconv.Quote), as `docker inspect --format '{{printf "%q" .}}'` prints: printable
+ * characters as they are, the others as `\a`…`\v`, `\xHH`, `\uHHHH` or `\UHHHHHHHH`.
+ */
+export function goQuote(text: string): string {
+  let out = '"';
+  for (const ch of text) {
+    const cp = ch.codePointAt(0) ?? 0;
+    const named = GO_ESCAPES[ch];
+    if (named !== undefined) out += named;
+    else if (cp < 0x20 || cp === 0x7f) out += `\\x${cp.toString(16).padStart(2, "0")}`;
+    else if (cp > 0x7f && /[\p{C}\p{Z}]/u.test(ch))
+      out +=
+        cp > 0xffff
+          ? `\\U${cp.toString(16).padStart(8, "0")}`
+          : `\\u${cp.toString(16).padStart(4, "0")}`;
+    else out += ch;
+  }
+  return `${out}"`;
+}
+
 const key = (image: string) => image.replace(/[^A-Za-z0-9._-]/g, "_");
 
 /** One running guest. */
@@ -138,8 +171,7 @@ export class TestHost {
         mkdirSync(join(this.dir, "docker/present"), { recursive: true });
         writeFileSync(join(this.dir, "docker/present", key(image)), "");
       }
-      const quoted = (list: readonly string[]) =>
-        list.map((s) => `${JSON.stringify(s)}\n`).join("");
+      const quoted = (list: readonly string[]) => list.map((s) => `${goQuote(s)}\n`).join("");
       if (spec.entrypoint) writeFileSync(`${base}.entrypoint`, quoted(spec.entrypoint));
       if (spec.cmd) writeFileSync(`${base}.cmd`, quoted(spec.cmd));
     }
@@ -198,6 +230,24 @@ export class TestHost {
       }
       await new Promise((r) => setTimeout(r, 50));
     }
+  }
+
+  /**
+   * From now on every CreateTags fails: the EC2 endpoint refuses it and each aws stand-in call
+   * takes `awsSeconds` before it fails (a CLI waiting on a slow network).
+   */
+  failTagsFromNow(awsSeconds: number): void {
+    this.failTags = Number.POSITIVE_INFINITY;
+    writeFileSync(join(this.dir, "aws-slow"), String(awsSeconds));
+  }
+
+  /** Epoch seconds (fractional) at which each aws stand-in call started, in order. */
+  awsStarts(): number[] {
+    const dir = join(this.dir, "aws-started");
+    if (!existsSync(dir)) return [];
+    return readdirSync(dir)
+      .sort()
+      .map((f) => Number(readFileSync(join(dir, f), "utf8")));
   }
 
   /** Sends SIGTERM to the supervisor, as systemd does when the instance is stopped. */
