@@ -58,6 +58,8 @@ export {
   type PendingState,
   type PreviousObservation,
   type RunningState,
+  STOP_CAUSES,
+  type StopFacts,
   type StoppingState,
   type TerminalState,
   type ToInstanceStateOptions,

@@ -122,6 +122,19 @@ const CONFIG_WAITING_REASONS = new Set([
 const START_FAILURE_REASONS = new Set(["ContainerCannotRun", "StartError"]);
 const STARTING_REASONS = new Set(["ContainerCreating", "PodInitializing"]);
 
+/** Pod-level reasons for an instance the platform (or a user) stopped: its containers were stopped with it. */
+const STOPPED_POD_REASONS = new Set([
+  "SpotInterruption",
+  "InstanceLost",
+  "InsufficientCapacity",
+  "QuotaExceeded",
+  "NodeLost",
+  "ProviderFailed",
+]);
+
+/** Signals `docker stop` ends a container with: SIGTERM, then SIGKILL after the grace period. */
+const STOP_SIGNALS = new Set([15, 9]);
+
 /**
  * Pod-level `status.reason` values (besides the names in `INSTANCE_REASONS` themselves) that say
  * why a Pod is not running: ours (`SpotInterruption`), the provider's launch errors
@@ -172,7 +185,10 @@ interface Finding {
  * {@link INSTANCE_REASONS} wins.
  *
  * A Pod whose instance state is unknown (phase `Unknown`, e.g. `status.reason`
- * `ReportUnreadable`) gives `Unknown`, unless a container shows a higher-ranked failure.
+ * `ReportUnreadable`) gives `Unknown`, unless a container shows a higher-ranked failure. A Pod
+ * whose instance was stopped from outside (`status.reason` `SpotInterruption`, `InstanceLost`,
+ * `InsufficientCapacity`, ...) does not count the containers that the stop killed (SIGTERM or
+ * SIGKILL, not an OOM kill) as crashes: it gives the Pod reason's instance reason.
  *
  * Total: input it cannot read gives `Unknown` with a message saying so.
  *
@@ -340,6 +356,11 @@ function examine(
   const who = `${init ? "init container" : "container"} "${c.name}"`;
   const waiting = c.state?.waiting ?? undefined;
   const term = c.state?.terminated ?? undefined;
+  if (term !== undefined && STOPPED_POD_REASONS.has(pod.reason ?? "") && stoppedFromOutside(term)) {
+    // Running until its instance was stopped from outside: not the container's failure. The
+    // Pod-level reason (SpotInterruption, InstanceLost, ...) says what happened.
+    return undefined;
+  }
   const last = c.lastState?.terminated ?? undefined;
   const restarts = c.restartCount ?? 0;
 
@@ -423,6 +444,13 @@ function examine(
   }
   if (c.state == null && !init) return { reason: "Starting", message: `${who} is starting.` };
   return undefined;
+}
+
+/** True for an exit `docker stop` causes: SIGTERM or SIGKILL (signal or 128 + signal), not an OOM kill. */
+function stoppedFromOutside(t: z.output<typeof Terminated>): boolean {
+  if (t.reason === "OOMKilled") return false;
+  const signal = t.signal ?? (t.exitCode !== undefined && t.exitCode > 128 ? t.exitCode - 128 : 0);
+  return STOP_SIGNALS.has(signal);
 }
 
 /** "exited with code 1 and the message "..."" / "was killed by signal 9 (SIGKILL)". */

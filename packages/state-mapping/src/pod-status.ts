@@ -112,6 +112,10 @@ const OWNED_CONDITIONS = new Set([
  *   without reporting. It is never `Succeeded` on a guess.
  * - `Unknown` (an unreadable report on a live instance) gives phase `Unknown`, with the last
  *   accepted report's containers shown not ready.
+ * - A `Terminal` state stopped from outside (`stopped`: the final report has `stopRequested` and
+ *   EC2 names a platform or user cause) gets the `status.reason` a `Lost` instance with that
+ *   cause gets (`SpotInterruption`, `InstanceLost`, ...) and the stop's message; the containers
+ *   keep their reported exits (143 / signal 15 from `docker stop`).
  * - Conditions `PodScheduled`, `PodReadyToStartContainers` (true while the host supervisor is up
  *   and reporting), `Initialized`, `ContainersReady`, `Ready` are set with the kubelet's reasons
  *   (`ContainersNotInitialized`, `ContainersNotReady`, `PodCompleted`); their
@@ -336,6 +340,11 @@ export function toPodStatus(
   } else if (state.kind === "Unknown") {
     result.reason = state.reason;
     result.message = state.message;
+  } else if (state.kind === "Terminal" && state.stopped !== undefined) {
+    // Stopped from outside (a Spot interruption, a stop by a user or the controller): the same
+    // Pod reason a lost instance with that cause gets, so the roll-up does not see a crash.
+    result.reason = lostPodReason(state.stopped.cause);
+    result.message = state.stopped.message;
   }
   return result;
 }

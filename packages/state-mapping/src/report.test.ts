@@ -85,6 +85,19 @@ describe("tag channel", () => {
     });
   });
 
+  it("reads stopRequested, and refuses one that is not a boolean", () => {
+    const stopped: ExitReport = { ...crashed, final: true, stopRequested: true };
+    expect(decodeReportTags(encodeReportTags(stopped))).toEqual({
+      kind: "report",
+      report: stopped,
+    });
+    const bad = { ...crashed, stopRequested: "yes" } as unknown as ExitReport;
+    expect(decodeReportTags(encodeReportTags(bad))).toEqual({
+      kind: "unreadable",
+      message: "report field stopRequested: Invalid input: expected boolean, received string",
+    });
+  });
+
   it("keeps unknown future fields", () => {
     const future = { ...crashed, hostname: "ip-10-0-0-1" } as ExitReport;
     const read = decodeReportTags(encodeReportTags(future));

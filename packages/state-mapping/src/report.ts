@@ -19,6 +19,10 @@
  *   Stale higher-numbered chunks from an earlier, longer report are ignored (the header's `chunks`
  *   says how many to read).
  *
+ * A final report written because the instance was being stopped from outside carries
+ * `"stopRequested": true` at the top level (see {@link ExitReport}); the reader then does not
+ * count the containers it stopped as crashes.
+ *
  * To fit, the writer truncates each message in the tag channel to
  * `floor(REPORT_TAG_MESSAGE_BUDGET / number of containers)` bytes and sets `truncated: true` on
  * that container; if the report still does not fit it drops the messages; if it still does not
@@ -126,6 +130,14 @@ export const ExitReport = z.looseObject({
   containers: z.array(ContainerReport),
   /** Containers left out of this channel because even without messages they did not fit. */
   containersOmitted: z.number().int().min(1).optional(),
+  /**
+   * `true` when the supervisor is stopping because it received a SIGTERM it did not initiate (a
+   * shutdown it did not start: a Spot interruption, a `StopInstances`/`TerminateInstances` call,
+   * an EC2 stop). Absent otherwise, including when the supervisor powers the instance off itself
+   * after a terminal state. Its containers that were still running were stopped with
+   * `docker stop`, so their exit (143 / signal 15, or 137 after the grace period) is not theirs.
+   */
+  stopRequested: z.boolean().optional(),
 });
 
 /** A parsed exit report. */

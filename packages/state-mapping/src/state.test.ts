@@ -555,3 +555,136 @@ describe("properties", () => {
     );
   });
 });
+
+describe("a stop requested from outside (final report with stopRequested)", () => {
+  const stoppedReport = (containers = [exited(143, "app", { signal: 15 })]): ExitReport => ({
+    ...report(8, true, containers),
+    stopRequested: true,
+  });
+  const reverse = (state: InstanceState, restartPolicy: "Always" | "Never" = "Always") => {
+    const p = pod(
+      restartPolicy,
+      [{ name: "app" }, { name: "side" }].slice(0, state.report?.containers.length ?? 1),
+    );
+    const status = toPodStatus(p, state, { now: NOW });
+    return { status, reason: toInstanceReason({ spec: p.spec, status }) };
+  };
+
+  it("gives a Spot interruption the Lost Pod reason, and no crash", () => {
+    const state = toInstanceState(
+      ec2("stopped", { code: "Server.SpotInstanceTermination", report: stoppedReport() }),
+      { now: NOW },
+    );
+    expect(state).toMatchObject({ kind: "Terminal", stopped: { cause: "SpotInterruption" } });
+    const { status, reason } = reverse(state);
+    expect(status.phase).toBe("Failed");
+    expect(status.reason).toBe("SpotInterruption");
+    expect(status.message).toBe(
+      "instance i-0abc was reclaimed by a Spot interruption (Server.SpotInstanceTermination: detail); its host supervisor stopped the containers and reported their final state",
+    );
+    // The container's exit is shown as the host saw it ...
+    expect(status.containerStatuses?.[0]?.state?.terminated).toMatchObject({
+      exitCode: 143,
+      signal: 15,
+    });
+    // ... but it is not counted as the customer's crash.
+    expect(reason.reason).toBe("InstanceLost");
+    expect(reason.message).not.toContain("signal 15");
+  });
+
+  it("gives a stop by a user or the controller InstanceLost, not InstanceCrashing", () => {
+    const state = toInstanceState(
+      ec2("terminated", { code: "Client.UserInitiatedShutdown", report: stoppedReport() }),
+      { now: NOW },
+    );
+    const { status, reason } = reverse(state);
+    expect(status.reason).toBe("InstanceLost");
+    expect(reason.reason).toBe("InstanceLost");
+  });
+
+  it("still counts a container that failed before the stop as a crash", () => {
+    const state = toInstanceState(
+      ec2("stopped", {
+        code: "Server.SpotInstanceTermination",
+        report: stoppedReport([exited(1, "app"), exited(143, "side", { signal: 15 })]),
+      }),
+      { now: NOW },
+    );
+    const { status, reason } = reverse(state, "Never");
+    expect(status.reason).toBe("SpotInterruption");
+    expect(reason).toMatchObject({
+      reason: "InstanceCrashing",
+      message: 'container "app" exited with code 1.',
+    });
+  });
+
+  it("counts a container the grace period ran out on (SIGKILL, 137) as stopped, an OOM kill as OOM", () => {
+    const killed = toInstanceState(
+      ec2("stopped", {
+        code: "Server.SpotInstanceTermination",
+        report: stoppedReport([exited(137, "app", { signal: 9 })]),
+      }),
+      { now: NOW },
+    );
+    expect(reverse(killed).reason.reason).toBe("InstanceLost");
+    const oom = toInstanceState(
+      ec2("stopped", {
+        code: "Server.SpotInstanceTermination",
+        report: stoppedReport([exited(137, "app", { reason: "OOMKilled" })]),
+      }),
+      { now: NOW },
+    );
+    expect(reverse(oom).reason.reason).toBe("OutOfMemory");
+  });
+
+  it("without stopRequested, or with a cause that is not the platform's or a user's, stays a crash", () => {
+    const plain = toInstanceState(
+      ec2("stopped", {
+        code: "Server.SpotInstanceTermination",
+        report: report(8, true, [exited(143, "app", { signal: 15 })]),
+      }),
+      { now: NOW },
+    );
+    expect(plain.kind === "Terminal" && plain.stopped).toBe(undefined);
+    expect(reverse(plain).status.reason).toBeUndefined();
+    expect(reverse(plain).reason.reason).toBe("InstanceCrashing");
+
+    const self = toInstanceState(
+      ec2("stopped", { code: "Client.InstanceInitiatedShutdown", report: stoppedReport() }),
+      { now: NOW },
+    );
+    expect(self.kind === "Terminal" && self.stopped).toBe(undefined);
+    expect(reverse(self).reason.reason).toBe("InstanceCrashing");
+  });
+
+  it("keeps the cause a Lost state froze when the final report arrives later on the console", () => {
+    const lost = toInstanceState(ec2("stopped", { code: "Server.SpotInstanceTermination" }), {
+      now: NOW,
+    });
+    expect(lost).toMatchObject({ kind: "Lost", cause: "SpotInterruption" });
+    // The controller then terminated the instance: EC2's reason is now an API call.
+    const found = toInstanceState(ec2("terminated", { code: "Client.UserInitiatedShutdown" }), {
+      now: later(5_000),
+      previous: lost,
+      consoleOutput: encodeConsoleLine(stoppedReport()),
+    });
+    expect(found).toMatchObject({ kind: "Terminal", stopped: { cause: "SpotInterruption" } });
+    expect(reverse(found).status.reason).toBe("SpotInterruption");
+  });
+
+  it("learns the cause once EC2 gives it, and keeps it after the instance is gone", () => {
+    const first = toInstanceState(ec2("running", { report: stoppedReport() }), { now: NOW });
+    expect(first.kind === "Terminal" && first.stopped).toBe(undefined);
+    const second = toInstanceState(
+      ec2("stopped", { code: "Server.SpotInstanceTermination", report: stoppedReport() }),
+      { now: later(1_000), previous: first },
+    );
+    expect(second).toMatchObject({ kind: "Terminal", stopped: { cause: "SpotInterruption" } });
+    const gone = toInstanceState(undefined, {
+      now: later(2_000),
+      previous: JSON.parse(JSON.stringify(second)),
+    });
+    expect(gone).toMatchObject({ kind: "Terminal", stopped: { cause: "SpotInterruption" } });
+    expect(reverse(gone).status.reason).toBe("SpotInterruption");
+  });
+});

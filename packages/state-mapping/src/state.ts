@@ -93,12 +93,45 @@ export interface StoppingState extends StateBase {
   readonly instance: InstanceFacts;
 }
 
+/**
+ * Why the host supervisor of a `Terminal` instance stopped its containers, when it was stopped
+ * from outside: the final report says so (`stopRequested`) and EC2 names a platform or user cause.
+ */
+export interface StopFacts {
+  /** The EC2 cause of the stop: never `InstanceInitiatedShutdown` nor `None` (see {@link STOP_CAUSES}). */
+  readonly cause: Ec2Cause;
+  /** One sentence saying what happened, free of volatile values (no times). */
+  readonly message: string;
+}
+
+/**
+ * The EC2 causes that make a stop requested from outside the instance (`stopRequested` in the
+ * final report) a platform or user stop rather than a customer failure: everything but
+ * `InstanceInitiatedShutdown` (the instance powered itself off) and `None` (EC2 gave no cause).
+ */
+export const STOP_CAUSES: readonly Ec2Cause[] = [
+  "SpotInterruption",
+  "InsufficientCapacity",
+  "UserInitiatedShutdown",
+  "InternalError",
+  "VolumeLimitExceeded",
+  "ScheduledStop",
+  "Other",
+];
+
 /** The supervisor wrote its final report: no container will run again. Whatever EC2 says. */
 export interface TerminalState extends StateBase {
   readonly kind: "Terminal";
   /** Absent when the instance is already gone (or unreadable) but its final report was kept. */
   readonly instance?: InstanceFacts;
   readonly report: ExitReport;
+  /**
+   * Present when the final report says the supervisor was stopped from outside
+   * (`report.stopRequested`) and EC2 names one of {@link STOP_CAUSES}: the containers that were
+   * still running were stopped by the platform or a user, not by their own failure. Once set it is
+   * kept from the previous observation (the instance may later vanish from `DescribeInstances`).
+   */
+  readonly stopped?: StopFacts;
 }
 
 /**
@@ -162,6 +195,8 @@ export interface PreviousObservation {
   readonly cause?: unknown;
   /** A previous `Lost` state's message, kept with its cause. */
   readonly message?: unknown;
+  /** A previous `Terminal` state's {@link TerminalState.stopped}: kept while the report is the same. */
+  readonly stopped?: unknown;
 }
 
 /** Options of {@link toInstanceState}. */
@@ -241,7 +276,7 @@ function mapInstance(
 
   if (instance === undefined || instance === null) {
     const { best, problem } = pickReport(previousReport, { kind: "absent" }, consoleRead);
-    if (best?.final) return withReport({ kind: "Terminal", observedAt, report: best }, best);
+    if (best?.final) return terminal(best, undefined, options.previous, observedAt);
     const launchedAt = options.launchedAt;
     const grace = options.absentGraceMs ?? DEFAULT_ABSENT_GRACE_MS;
     if (
@@ -268,7 +303,7 @@ function mapInstance(
   const parsed = parseInstance(instance);
   if (!parsed.ok) {
     const { best } = pickReport(previousReport, { kind: "absent" }, consoleRead);
-    if (best?.final) return withReport({ kind: "Terminal", observedAt, report: best }, best);
+    if (best?.final) return terminal(best, undefined, options.previous, observedAt);
     return withReport(
       {
         kind: "Unknown",
@@ -286,9 +321,7 @@ function mapInstance(
     readTags(parsed.instance, previousReport),
     consoleRead,
   );
-  if (best?.final) {
-    return withReport({ kind: "Terminal", observedAt, instance: facts, report: best }, best);
-  }
+  if (best?.final) return terminal(best, facts, options.previous, observedAt);
   const unreadable = problem !== undefined && bestFrom !== "tags" && bestFrom !== "console";
 
   const lost = (): LostState =>
@@ -375,6 +408,67 @@ export function needsConsoleOutput(state: InstanceState): boolean {
     state.report?.final !== true &&
     !state.consoleConsulted
   );
+}
+
+/** Builds a `Terminal` state, with {@link TerminalState.stopped} when the report asks for it. */
+function terminal(
+  report: ExitReport,
+  facts: InstanceFacts | undefined,
+  previous: ToInstanceStateOptions["previous"],
+  observedAt: Date,
+): TerminalState {
+  const stopped =
+    report.stopRequested === true
+      ? (keptStop(previous, report) ?? stopFacts(facts, frozenLoss(previous)?.cause))
+      : undefined;
+  return withReport(
+    {
+      kind: "Terminal",
+      observedAt,
+      ...(facts === undefined ? {} : { instance: facts }),
+      report,
+      ...(stopped === undefined ? {} : { stopped }),
+    },
+    report,
+  );
+}
+
+/**
+ * The stop's cause: the cause a previous `Lost` state froze (the first loss is the truth, as for
+ * `Lost`), else the one EC2 gives now. Neither among {@link STOP_CAUSES}: no stop facts.
+ */
+function stopFacts(
+  facts: InstanceFacts | undefined,
+  frozenCause: LostCause | undefined,
+): StopFacts | undefined {
+  const isStop = (cause: LostCause | undefined): cause is Ec2Cause =>
+    cause !== undefined && (STOP_CAUSES as readonly string[]).includes(cause);
+  const cause = isStop(frozenCause) ? frozenCause : isStop(facts?.cause) ? facts?.cause : undefined;
+  if (cause === undefined) return undefined;
+  const who = facts === undefined ? "the instance" : `instance ${facts.instanceId}`;
+  const detail =
+    cause === facts?.cause ? (facts.stateReasonMessage ?? facts.stateReasonCode) : undefined;
+  const code = detail === undefined ? "" : ` (${detail})`;
+  return {
+    cause,
+    message: `${who} ${CAUSE_PHRASE[cause]}${code}; its host supervisor stopped the containers and reported their final state`,
+  };
+}
+
+/** A previous `Terminal` state's stop facts, when it accepted the same final report. */
+function keptStop(
+  previous: ToInstanceStateOptions["previous"],
+  report: ExitReport,
+): StopFacts | undefined {
+  if (previous === undefined || previous === null || previous.kind !== "Terminal") return undefined;
+  const prior = readPrevious(previous);
+  if (prior === undefined || prior.seq !== report.seq) return undefined;
+  const stopped = previous.stopped as { cause?: unknown; message?: unknown } | null | undefined;
+  if (stopped === undefined || stopped === null || typeof stopped !== "object") return undefined;
+  const { cause, message } = stopped;
+  if (typeof cause !== "string" || typeof message !== "string") return undefined;
+  if (!(STOP_CAUSES as readonly string[]).includes(cause)) return undefined;
+  return { cause: cause as Ec2Cause, message };
 }
 
 function withReport<T extends InstanceState>(state: T, report: ExitReport | undefined): T {
