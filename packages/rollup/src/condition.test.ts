@@ -111,6 +111,37 @@ describe("setConditions / findCondition", () => {
   });
 });
 
+describe("malformed stored conditions", () => {
+  const foreign = {
+    type: "DisruptionTarget",
+    status: "True",
+    lastTransitionTime: "2026-11-30T04:00:00Z",
+    reason: "EvictionByEvictionAPI",
+    message: "",
+  };
+  const stored = [
+    null,
+    { type: 5 },
+    "x",
+    foreign,
+    { ...foreign, type: "Other", reason: "not camel case" },
+  ] as unknown as Condition[];
+
+  it("setConditions drops entries that are not valid conditions and keeps valid foreign types", () => {
+    const result = setConditions(stored, [crashing], t0);
+    expect(result).toEqual([foreign, { ...crashing, lastTransitionTime: "2026-11-30T05:00:00Z" }]);
+    for (const c of result) expect(Condition.safeParse(c).success).toBe(true);
+  });
+
+  it("setCondition drops them too, also when there is nothing to set", () => {
+    expect(setCondition(stored, crashing, t0).map((c) => c.type)).toEqual([
+      "DisruptionTarget",
+      "Available",
+    ]);
+    expect(setConditions(stored, [], t0)).toEqual([foreign]);
+  });
+});
+
 describe("statusChanged", () => {
   const stored = {
     readyReplicas: 0,

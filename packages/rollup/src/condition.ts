@@ -66,7 +66,9 @@ export function formatTime(now: Date): string {
  * - a new type is appended with `lastTransitionTime = now`;
  * - an existing type keeps its position and its `lastTransitionTime` unless its status changes;
  *   reason, message and `observedGeneration` are replaced;
- * - further conditions of the same type (a malformed stored list) are dropped.
+ * - further conditions of the same type (a malformed stored list) are dropped;
+ * - stored entries that are not valid conditions ({@link Condition}: `null`, `{ type: 5 }`, a
+ *   string, a bad reason, ...) are dropped; valid conditions of other types are kept as they are.
  *
  * Pure: the input array is not modified. A status other than True/False/Unknown becomes
  * `Unknown`, an invalid reason becomes `Unknown`, an `observedGeneration` that is not a
@@ -90,8 +92,8 @@ export function setCondition(
   update: ConditionUpdate,
   now: Date,
 ): Condition[] {
-  const list = Array.isArray(conditions) ? conditions : [];
-  if (typeof update !== "object" || update === null) return [...list];
+  const list = validConditions(conditions);
+  if (typeof update !== "object" || update === null) return list;
   const index = list.findIndex((c) => c?.type === update.type);
   const existing = index >= 0 ? list[index] : undefined;
   const status = ConditionStatus.safeParse(update.status).data ?? "Unknown";
@@ -129,17 +131,26 @@ export function setCondition(
 }
 
 /**
- * {@link setCondition} for several updates in order. Conditions not named in `updates` are kept
- * as they are.
+ * {@link setCondition} for several updates in order. Valid conditions not named in `updates` are
+ * kept as they are; stored entries that are not valid conditions are dropped, so that a malformed
+ * stored status is never written back.
  */
 export function setConditions(
   conditions: readonly Condition[] | undefined,
   updates: readonly ConditionUpdate[],
   now: Date,
 ): Condition[] {
-  let result = Array.isArray(conditions) ? [...conditions] : [];
-  for (const update of updates) result = setCondition(result, update, now);
+  let result = validConditions(conditions);
+  for (const update of Array.isArray(updates) ? updates : []) {
+    result = setCondition(result, update, now);
+  }
   return result;
+}
+
+/** The entries of a stored list that are valid {@link Condition}s, in order (a new array). */
+function validConditions(conditions: readonly Condition[] | undefined): Condition[] {
+  if (!Array.isArray(conditions)) return [];
+  return conditions.filter((c) => Condition.safeParse(c).success);
 }
 
 /** The condition of type `type`, or `undefined`. */
