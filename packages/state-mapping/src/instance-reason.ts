@@ -277,9 +277,7 @@ function fromPod(status: PodStatus, spec: PodSpec): InstanceReasonResult {
   } else if (status.phase === "Unknown" || status.reason === "ReportUnreadable") {
     findings.push({
       reason: "Unknown",
-      message: status.message
-        ? `the instance's state is unknown: ${sentence(status.message)}`
-        : "the instance's state is unknown.",
+      message: status.message ? sentence(status.message) : "the instance's state is unknown.",
     });
   } else if (app.length === 0 && init.length === 0 && status.phase === "Failed") {
     findings.push({
