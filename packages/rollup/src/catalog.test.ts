@@ -35,6 +35,18 @@ describe("DEFAULT_REASON_CATALOG", () => {
     expect(["Completed", "Ready"].map(classOf)).toEqual(["NotAFailure", "NotAFailure"]);
   });
 
+  it("puts Unknown (an unreadable instance state) in the Unclassified class, above platform working", () => {
+    expect(INSTANCE_REASONS).toContain(UNKNOWN_REASON);
+    expect(DEFAULT_REASON_CATALOG.get(UNKNOWN_REASON)).toEqual({
+      class: "Unclassified",
+      singular: "is in an unknown state",
+      plural: "are in an unknown state",
+      transient: false,
+    });
+    expect(reasonClassRank("Unclassified")).toBeLessThan(reasonClassRank("PlatformWorking"));
+    expect(reasonClassRank("Unclassified")).toBeGreaterThan(reasonClassRank("PlatformBlocked"));
+  });
+
   it("words the incident's reasons as the incident does", () => {
     expect(DEFAULT_REASON_CATALOG.get("InstanceCrashing")).toMatchObject({
       singular: "is repeatedly exiting and restarting",

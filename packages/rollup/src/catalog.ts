@@ -14,7 +14,8 @@ import { compareStrings } from "./text.js";
  * - `SpecRejected`: nothing can be placed, so nothing is running to fail (`InvalidSpec`).
  * - `CustomerMustFix`: the workload itself is failing (`InstanceCrashing`, `ImageUnavailable`).
  * - `PlatformBlocked`: the platform cannot give what was asked (`QuotaExceeded`).
- * - `Unclassified`: a reason the catalog does not know. It ranks above the platform's own
+ * - `Unclassified`: a reason the catalog does not know, and `Unknown` (an instance whose state
+ *   could not be read, e.g. an unreadable exit report). It ranks above the platform's own
  *   progress so that an unexpected failure is never hidden behind "being provisioned".
  * - `PlatformWorking`: wait (`Provisioning`, `Starting`).
  * - `NotAFailure`: nothing is wrong (`Completed`, or `Ready` on an instance not yet ready).
@@ -76,7 +77,8 @@ export type ReasonDefinition = z.infer<typeof ReasonDefinition>;
 
 /**
  * The reason the roll-up uses for an instance whose reason is missing or is not a valid
- * condition reason.
+ * condition reason. It is also the reason `@nebula/state-mapping` gives an instance whose state
+ * is unknown (`INSTANCE_REASONS` includes it): class `Unclassified`, "is in an unknown state".
  */
 export const UNKNOWN_REASON = "Unknown";
 
@@ -273,7 +275,7 @@ export class ReasonCatalog {
 }
 
 /**
- * The built-in catalog: every reason `@nebula/state-mapping` produces (`INSTANCE_REASONS`), plus
- * {@link UNKNOWN_REASON}. Pass a catalog built with {@link ReasonCatalog.extend} to add your own.
+ * The built-in catalog: every reason `@nebula/state-mapping` produces (`INSTANCE_REASONS`,
+ * {@link UNKNOWN_REASON} included). Pass a catalog built with {@link ReasonCatalog.extend} to add your own.
  */
 export const DEFAULT_REASON_CATALOG: ReasonCatalog = ReasonCatalog.builtIn;

@@ -71,4 +71,32 @@ describe("Pod → WorkloadDeployment → Workload", () => {
     expect(available?.reason).toBe("ImageUnavailable");
     expect(available?.message.startsWith("1 of 1 instances could not pull its image")).toBe(true);
   });
+
+  it("carries an unreadable report up as an unknown state, not 'starting'", () => {
+    const pod = {
+      phase: "Unknown",
+      reason: "ReportUnreadable",
+      message:
+        "the exit report of instance i-0abc could not be read: report chunk 2 of 3 is missing",
+      containerStatuses: [
+        {
+          name: "app",
+          image: "registry.example/app:1",
+          ready: false,
+          restartCount: 0,
+          state: { waiting: { reason: "ReportUnreadable" } },
+        },
+      ],
+    };
+    const deployment = rollupWorkloadDeployment(
+      { desiredReplicas: 1, generation: 1, instances: [instanceFrom("web-0", pod)] },
+      { now },
+    );
+    const available = findCondition(deployment.conditions, "Available");
+    expect([available?.status, available?.reason, available?.message]).toEqual([
+      "False",
+      "Unknown",
+      "1 of 1 instances is in an unknown state: the exit report of instance i-0abc could not be read: report chunk 2 of 3 is missing.",
+    ]);
+  });
 });
