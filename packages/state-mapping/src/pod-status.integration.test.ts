@@ -163,7 +163,23 @@ describe("Pod statuses written to a real kube-apiserver", () => {
         },
       ),
       "Unknown",
-      "Starting",
+      "Unknown",
+    ],
+    [
+      "a Spot interruption the supervisor reported (stopRequested)",
+      pod("Always"),
+      toInstanceState(
+        ec2("stopped", {
+          code: "Server.SpotInstanceTermination",
+          report: {
+            ...report(5, true, [exited(143, "app", { signal: 15 })]),
+            stopRequested: true,
+          },
+        }),
+        { now: NOW },
+      ),
+      "Failed",
+      "InstanceLost",
     ],
     [
       "init containers still running",
