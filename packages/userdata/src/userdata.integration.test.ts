@@ -25,7 +25,7 @@ import { TestHost } from "./testing/host.js";
 
 const ROOT = join(tmpdir(), "nebula-userdata-podman");
 const IMAGE = "localhost/nebula-busybox:1";
-const IMAGE_EP = "localhost/nebula-busybox-entrypoint:2";
+const IMAGE_EP = "localhost/nebula-busybox-entrypoint:3";
 const podman = (...args: string[]) =>
   execFileSync(
     "podman",
@@ -87,7 +87,7 @@ beforeAll(() => {
     "--change",
     'ENTRYPOINT ["/bin/sh", "-c"]',
     "--change",
-    'CMD ["i=0; while [ ! -e /out/agent ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; echo $$ >/out/workload-pid; echo from-image-cmd >/out/cmd"]',
+    'CMD ["i=0; while [ ! -e /out/agent ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; echo $$ >/out/workload-pid; echo from-image\u00a0cmd >/out/cmd"]',
     join(ROOT, "rootfs.tar"),
     IMAGE_EP,
   );
@@ -303,7 +303,7 @@ describe("user-data with real podman + runc", () => {
       exitCode: 0,
       reason: "Completed",
     });
-    expect(last(h.tagReports())?.final).toBe(true);
+    expect(last(h.tagReports())).toMatchObject({ final: true, stopRequested: true });
     expect(h.poweredOff()).toBe(false);
   });
 
@@ -319,7 +319,8 @@ describe("user-data with real podman + runc", () => {
     });
     await h.finished(120_000);
     expect(readFileSync(join(out, "workload-pid"), "utf8").trim()).toBe("1");
-    expect(readFileSync(join(out, "cmd"), "utf8")).toBe("from-image-cmd\n");
+    // The CMD holds U+00A0, which `docker inspect` prints as \\u00a0 (Go %q).
+    expect(readFileSync(join(out, "cmd"), "utf8")).toBe("from-image\u00a0cmd\n");
     expect(existsSync(join(out, "agent"))).toBe(true);
     expect(spawnSync("pgrep", ["-f", "sleep 987654"]).status).toBe(1);
     expect(container(last(h.tagReports()), "app")).toMatchObject({
