@@ -144,6 +144,7 @@ try {
       "provider CPU ms/cycle": Math.round(cpuUs / CYCLES / 100) / 10,
       "wall ms/cycle (incl. moto)": Math.round(wallMs / CYCLES),
     });
+    progress(`${size}: ${JSON.stringify(rows.at(-1))}`);
     await provider.stop();
     provider.client.destroy();
   }
