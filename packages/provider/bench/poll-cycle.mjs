@@ -60,6 +60,15 @@ async function inParallel(items, limit, task) {
   );
 }
 
+/** CPU this process burns while only waiting (GC and runtime threads), in ms per second of wall time. */
+async function idleCpuRate(ms) {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  const used = process.cpuUsage(cpu);
+  return (used.user + used.system) / 1000 / ((performance.now() - start) / 1000);
+}
+
 try {
   for (const size of SIZES) {
     // A fresh moto state per size, so each measurement sees only its own instances.
@@ -134,6 +143,8 @@ try {
       if (!result.ok || result.instances !== size)
         throw new Error(`poll saw ${result.instances} of ${size}`);
     }
+    // Idle baseline with this size's state in memory: a cycle waits on moto most of its wall time.
+    const idle = await idleCpuRate(5000);
     const perCycle = (name) => (calls.get(name) ?? 0) / CYCLES;
     const total = [...calls.values()].reduce((a, b) => a + b, 0) / CYCLES;
     rows.push({
@@ -143,6 +154,8 @@ try {
       "other calls/cycle": total - perCycle("DescribeInstancesCommand"),
       "provider CPU ms/cycle": Math.round(cpuUs / CYCLES / 100) / 10,
       "wall ms/cycle (incl. moto)": Math.round(wallMs / CYCLES),
+      "idle CPU ms/s": Math.round(idle * 10) / 10,
+      "CPU ms/cycle net of idle": Math.round((cpuUs / 1000 - (idle * wallMs) / 1000) / CYCLES),
     });
     progress(`${size}: ${JSON.stringify(rows.at(-1))}`);
     await provider.stop();
@@ -156,7 +169,8 @@ console.table(rows);
 const at = (n) => rows.find((r) => r.instances === n);
 if (at(1000) && at(5000)) {
   const ratio = at(5000)["provider CPU ms/cycle"] / at(1000)["provider CPU ms/cycle"];
+  const net = at(5000)["CPU ms/cycle net of idle"] / at(1000)["CPU ms/cycle net of idle"];
   console.log(
-    `CPU per cycle, 5000 vs 1000 instances (same run): ${ratio.toFixed(2)}x for 5x the instances`,
+    `CPU per cycle, 5000 vs 1000 instances (same run): ${ratio.toFixed(2)}x, net of idle ${net.toFixed(2)}x, for 5x the instances`,
   );
 }
