@@ -31,7 +31,6 @@ export {
 } from "./pacing.js";
 export {
   type PodFacts,
-  parseQuantity,
   podFacts,
   type ResourceRequests,
   resolveInstanceType,

@@ -1,8 +1,7 @@
-import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { parseProviderConfig } from "./config.js";
 import { ProviderError } from "./errors.js";
-import { parseQuantity, podFacts, resolveInstanceType } from "./pod.js";
+import { podFacts, resolveInstanceType } from "./pod.js";
 import { testConfig, testPod } from "./testing/fixtures.js";
 
 const mapped = parseProviderConfig(
@@ -27,26 +26,6 @@ function codeOf(fn: () => unknown): string | undefined {
   }
   return undefined;
 }
-
-describe("parseQuantity", () => {
-  it.each([
-    ["500m", 0.5],
-    ["2", 2],
-    ["512Mi", 512 * 2 ** 20],
-    ["1G", 1e9],
-    ["1e3", 1000],
-    ["1.5Gi", 1.5 * 2 ** 30],
-    [4, 4],
-  ] as const)("%s", (input, value) => {
-    expect(parseQuantity(input)).toBe(value);
-  });
-
-  it("is total", () => {
-    expect(parseQuantity("lots")).toBeUndefined();
-    expect(parseQuantity(-1)).toBeUndefined();
-    fc.assert(fc.property(fc.anything(), (v) => void parseQuantity(v)));
-  });
-});
 
 describe("resolveInstanceType", () => {
   it("takes the node selector, then the annotation", () => {

@@ -1,4 +1,5 @@
 import type { V1Pod } from "@kubernetes/client-node";
+import { parseQuantity } from "@nebula/userdata";
 import { z } from "zod";
 import type { ProviderConfig } from "./config.js";
 import { INSTANCE_TYPE_ANNOTATION, INSTANCE_TYPE_NODE_SELECTOR } from "./config.js";
@@ -144,45 +145,6 @@ function containerRequests(
     memoryMiB: (parseQuantity(pick("memory")) ?? 0) / (1024 * 1024),
     gpus,
   };
-}
-
-const SUFFIX: Readonly<Record<string, number>> = {
-  n: 1e-9,
-  u: 1e-6,
-  m: 1e-3,
-  "": 1,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  E: 1e18,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-  Ei: 2 ** 60,
-};
-
-/**
- * Parses a Kubernetes quantity (`"500m"`, `"2"`, `"512Mi"`, `"1e9"`, `"1.5Gi"`) into a number of
- * base units. Total: anything unreadable gives `undefined`.
- */
-export function parseQuantity(value: unknown): number | undefined {
-  if (typeof value === "number") return Number.isFinite(value) && value >= 0 ? value : undefined;
-  if (typeof value !== "string") return undefined;
-  const match =
-    /^\+?(\d+(?:\.\d*)?|\.\d+)(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$/.exec(
-      value.trim(),
-    );
-  if (!match) return undefined;
-  const base = Number(match[1]);
-  const result =
-    match[2] !== undefined
-      ? Number(`${match[1]}${match[2]}`)
-      : base * (SUFFIX[match[3] ?? ""] ?? 1);
-  return Number.isFinite(result) ? result : undefined;
 }
 
 /**

@@ -10,6 +10,7 @@ export {
   type ResolvedRenderOptions,
 } from "./options.js";
 export { expand as expandKubernetesReferences } from "./pod.js";
+export { parseQuantity } from "./quantity.js";
 export { bashQuote, shQuote } from "./quote.js";
 export {
   type RenderedUserData,
