@@ -7,6 +7,14 @@
  * - `RequestFailed` — a setup request to a running peer (IAM profile, reset, certificates) failed.
  * - `InvalidOptions` — the options handed to a `start…` function did not parse.
  * - `NotProvided` — a test asked for the shared peers but no global setup provided them.
+ *
+ * The instance-host simulator (`startInstanceHosts`) adds:
+ * - `PrerequisiteMissing` — a host tool it needs (`unshare`, `podman`, `runc`, `curl`, a static busybox) is absent.
+ * - `UserDataUnreadable` — an instance's user-data is not valid base64, or its gzip stream is corrupt.
+ * - `UnitInvalid` — a systemd unit file the guest installed cannot be run (no `ExecStart=`, bad quoting).
+ * - `ImageBuildFailed` — `podman import` of a test image failed.
+ * - `Timeout` — a `waitFor…` helper gave up.
+ * - `Closed` — the simulator was used after `close()`.
  */
 export type TestPeerErrorCode =
   | "BinaryMissing"
@@ -14,7 +22,13 @@ export type TestPeerErrorCode =
   | "NotReady"
   | "RequestFailed"
   | "InvalidOptions"
-  | "NotProvided";
+  | "NotProvided"
+  | "PrerequisiteMissing"
+  | "UserDataUnreadable"
+  | "UnitInvalid"
+  | "ImageBuildFailed"
+  | "Timeout"
+  | "Closed";
 
 /**
  * The one error class `@nebula/test-peers` throws. Check `code`, not the message; the underlying

@@ -16,8 +16,6 @@ export {
   GUEST_OOMKILL_IMAGE,
   type GuestImages,
   type GuestPhase,
-  HostSimulatorError,
-  type HostSimulatorErrorCode,
   type InstanceHostGuest,
   type InstanceHosts,
   type InstanceHostsOptions,

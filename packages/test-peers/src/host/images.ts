@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { z } from "zod";
-import { HostSimulatorError } from "./errors.js";
+import { TestPeerError } from "../errors.js";
 
 const run = promisify(execFile);
 
@@ -106,13 +106,9 @@ function fileBytes(file: TestImageFile): { content: Buffer; mode: number } {
 export async function buildTestImage(spec: TestImageSpec): Promise<string> {
   const parsed = TestImageSpecSchema.safeParse(spec);
   if (!parsed.success) {
-    throw new HostSimulatorError(
-      "InvalidOptions",
-      `buildTestImage: ${z.prettifyError(parsed.error)}`,
-      {
-        cause: parsed.error,
-      },
-    );
+    throw new TestPeerError("InvalidOptions", `buildTestImage: ${z.prettifyError(parsed.error)}`, {
+      cause: parsed.error,
+    });
   }
   const name = qualified(spec.name);
   const busybox = spec.busybox ?? "/bin/busybox";
@@ -120,7 +116,7 @@ export async function buildTestImage(spec: TestImageSpec): Promise<string> {
   try {
     busyboxBytes = readFileSync(busybox);
   } catch (cause) {
-    throw new HostSimulatorError(
+    throw new TestPeerError(
       "PrerequisiteMissing",
       `no static busybox at ${busybox} (Debian: busybox-static)`,
       { cause },
@@ -221,8 +217,8 @@ export async function buildTestImage(spec: TestImageSpec): Promise<string> {
     for (const alias of spec.aliases ?? []) await run("podman", ["tag", name, alias]);
     return name;
   } catch (cause) {
-    if (cause instanceof HostSimulatorError) throw cause;
-    throw new HostSimulatorError(
+    if (cause instanceof TestPeerError) throw cause;
+    throw new TestPeerError(
       "ImageBuildFailed",
       `podman import of ${name} failed: ${String(cause)}`,
       { cause },

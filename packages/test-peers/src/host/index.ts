@@ -1,4 +1,3 @@
-export { HostSimulatorError, type HostSimulatorErrorCode } from "./errors.js";
 export type { GuestPhase, PhaseChange, ShutdownOrigin, UnitState } from "./guest.js";
 export {
   buildTestImage,

@@ -20,7 +20,7 @@ import {
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import { z } from "zod";
-import { HostSimulatorError } from "./errors.js";
+import { TestPeerError } from "../errors.js";
 import {
   Guest,
   type GuestPhase,
@@ -165,7 +165,7 @@ export interface InstanceHosts {
   /**
    * Waits until the instance's guest is in one of `phases`.
    *
-   * @throws {@link HostSimulatorError} `Timeout` after `timeoutMs` (default 60 s), with the guest's console tail.
+   * @throws {@link TestPeerError} `Timeout` after `timeoutMs` (default 60 s), with the guest's console tail.
    */
   waitForPhase(
     instanceId: string,
@@ -249,7 +249,7 @@ const INSTANCE_INITIATED = {
 export async function startInstanceHosts(options: InstanceHostsOptions): Promise<InstanceHosts> {
   const parsed = OptionsSchema.safeParse(options);
   if (!parsed.success) {
-    throw new HostSimulatorError(
+    throw new TestPeerError(
       "InvalidOptions",
       `startInstanceHosts: ${z.prettifyError(parsed.error)}`,
       {
@@ -263,7 +263,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
   if (!existsSync(runtime)) missing.push(runtime);
   if (typeof process.getuid === "function" && process.getuid() !== 0) missing.push("root (uid 0)");
   if (missing.length > 0) {
-    throw new HostSimulatorError(
+    throw new TestPeerError(
       "PrerequisiteMissing",
       `startInstanceHosts needs ${missing.join(", ")} (run bash scripts/bootstrap.sh as root)`,
     );
@@ -566,12 +566,12 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       const wanted = typeof phases === "string" ? [phases] : phases;
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        if (closed) throw new HostSimulatorError("Closed", "the instance-host simulator is closed");
+        if (closed) throw new TestPeerError("Closed", "the instance-host simulator is closed");
         const guest = guests.get(instanceId);
         if (guest !== undefined && wanted.includes(guest.phase)) return view(guest);
         if (Date.now() > deadline) {
           const tail = guest === undefined ? "(never seen)" : view(guest).console().slice(-2000);
-          throw new HostSimulatorError(
+          throw new TestPeerError(
             "Timeout",
             `guest ${instanceId} did not reach ${wanted.join("|")} in ${timeoutMs} ms (phase ${guest?.phase ?? "none"}); console tail:\n${tail}`,
           );

@@ -1,4 +1,4 @@
-import { HostSimulatorError } from "./errors.js";
+import { TestPeerError } from "../errors.js";
 
 /** How systemd signals a unit's processes when stopping it (`KillMode=`). */
 export type KillMode = "control-group" | "mixed" | "process" | "none";
@@ -22,7 +22,7 @@ export interface ServiceUnit {
 /** The outcome of {@link parseServiceUnit}. */
 export type ParsedUnit =
   | { readonly ok: true; readonly unit: ServiceUnit }
-  | { readonly ok: false; readonly error: HostSimulatorError };
+  | { readonly ok: false; readonly error: TestPeerError };
 
 const DEFAULT_TIMEOUT_STOP_MS = 90_000;
 
@@ -114,7 +114,7 @@ function expand(word: string, env: Readonly<Record<string, string>>): string {
 }
 
 function invalid(message: string): ParsedUnit {
-  return { ok: false, error: new HostSimulatorError("UnitInvalid", message) };
+  return { ok: false, error: new TestPeerError("UnitInvalid", message) };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { Buffer } from "node:buffer";
 import { gunzipSync } from "node:zlib";
-import { HostSimulatorError } from "./errors.js";
+import { TestPeerError } from "../errors.js";
 
 /** The outcome of {@link decodeUserData}: the script bytes, or why there are none. */
 export type DecodedUserData =
@@ -11,7 +11,7 @@ export type DecodedUserData =
       /** Whether the user-data was gzip-compressed (magic `1f 8b`). */
       readonly gzipped: boolean;
     }
-  | { readonly ok: false; readonly error: HostSimulatorError };
+  | { readonly ok: false; readonly error: TestPeerError };
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
@@ -33,7 +33,7 @@ export function decodeUserData(base64: string): DecodedUserData {
   if (compact.length % 4 !== 0 || !BASE64.test(compact)) {
     return {
       ok: false,
-      error: new HostSimulatorError("UserDataUnreadable", "user-data is not valid base64"),
+      error: new TestPeerError("UserDataUnreadable", "user-data is not valid base64"),
     };
   }
   const bytes = Buffer.from(compact, "base64");
@@ -43,7 +43,7 @@ export function decodeUserData(base64: string): DecodedUserData {
     } catch (cause) {
       return {
         ok: false,
-        error: new HostSimulatorError("UserDataUnreadable", "user-data has a corrupt gzip stream", {
+        error: new TestPeerError("UserDataUnreadable", "user-data has a corrupt gzip stream", {
           cause,
         }),
       };
