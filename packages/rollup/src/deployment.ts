@@ -12,7 +12,7 @@ import {
   reasonClassRank,
 } from "./catalog.js";
 import { type Condition, type ConditionUpdate, setConditions } from "./condition.js";
-import { RollupError, type RollupResult } from "./errors.js";
+import { parseInput, type RollupResult } from "./errors.js";
 import {
   CONDITION_TYPES,
   compareGroups,
@@ -117,17 +117,12 @@ export interface RollupOptions {
 export function parseWorkloadDeploymentInput(
   value: unknown,
 ): RollupResult<WorkloadDeploymentInput> {
-  const parsed = WorkloadDeploymentInput.safeParse(value);
-  return parsed.success
-    ? { ok: true, value: parsed.data }
-    : {
-        ok: false,
-        error: new RollupError(
-          "INVALID_DEPLOYMENT_INPUT",
-          `invalid WorkloadDeployment roll-up input: ${z.prettifyError(parsed.error)}`,
-          { cause: parsed.error },
-        ),
-      };
+  return parseInput(
+    WorkloadDeploymentInput,
+    value,
+    "INVALID_DEPLOYMENT_INPUT",
+    "WorkloadDeployment roll-up input",
+  );
 }
 
 /**

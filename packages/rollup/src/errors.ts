@@ -4,6 +4,7 @@
  *
  * @packageDocumentation
  */
+import { z } from "zod";
 
 /**
  * Machine-readable cause of a {@link RollupError}:
@@ -51,3 +52,24 @@ export class RollupError extends Error {
  * {@link RollupError}.
  */
 export type RollupResult<T> = { ok: true; value: T } | { ok: false; error: RollupError };
+
+/**
+ * Validates `value` with `schema`, turning a failure into a {@link RollupError} with `code`
+ * whose message names `what` and lists every problem. Internal: the public parsers call it.
+ */
+export function parseInput<T>(
+  schema: z.ZodType<T>,
+  value: unknown,
+  code: RollupErrorCode,
+  what: string,
+): RollupResult<T> {
+  const parsed = schema.safeParse(value);
+  return parsed.success
+    ? { ok: true, value: parsed.data }
+    : {
+        ok: false,
+        error: new RollupError(code, `invalid ${what}: ${z.prettifyError(parsed.error)}`, {
+          cause: parsed.error,
+        }),
+      };
+}

@@ -9,7 +9,7 @@ import { DEFAULT_REASON_CATALOG, type ReasonCatalog, type ResolvedReason } from 
 import type { Condition, ConditionStatus, ConditionUpdate } from "./condition.js";
 import { setConditions } from "./condition.js";
 import { deploymentConditions, type RollupOptions } from "./deployment.js";
-import { RollupError, type RollupResult } from "./errors.js";
+import { parseInput, type RollupResult } from "./errors.js";
 import {
   CONDITION_TYPES,
   compareGroups,
@@ -104,17 +104,7 @@ export interface WorkloadStatus {
  * `INVALID_WORKLOAD_INPUT` error; never throws.
  */
 export function parseWorkloadInput(value: unknown): RollupResult<WorkloadInput> {
-  const parsed = WorkloadInput.safeParse(value);
-  return parsed.success
-    ? { ok: true, value: parsed.data }
-    : {
-        ok: false,
-        error: new RollupError(
-          "INVALID_WORKLOAD_INPUT",
-          `invalid Workload roll-up input: ${z.prettifyError(parsed.error)}`,
-          { cause: parsed.error },
-        ),
-      };
+  return parseInput(WorkloadInput, value, "INVALID_WORKLOAD_INPUT", "Workload roll-up input");
 }
 
 /**
