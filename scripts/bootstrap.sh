@@ -11,9 +11,11 @@
 #                  are installed.
 #   moto           A Python virtual environment with moto[server] pinned to $NEBULA_MOTO_VERSION,
 #                  at $NEBULA_CACHE_DIR/moto-venv.
-#   control-plane  kube-apiserver and etcd built from their Go modules with the machine's Go
-#                  (CGO_ENABLED=0, version ldflags), at
-#                  $NEBULA_CACHE_DIR/control-plane/<k8s-version>/{kube-apiserver,etcd}.
+#   control-plane  kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd built
+#                  from their Go modules with the machine's Go (CGO_ENABLED=0, version ldflags), at
+#                  $NEBULA_CACHE_DIR/control-plane/<k8s-version>/. Each binary is cached on its own;
+#                  a cold build takes 20-30 minutes on 2 cores (the controller manager is the
+#                  longest), a cached run under a second.
 #                  Builds nothing when KUBEBUILDER_ASSETS, or both TEST_ASSET_KUBE_APISERVER and
 #                  TEST_ASSET_ETCD, point at existing binaries.
 #
@@ -106,12 +108,17 @@ go_env() {
   export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=mod" GOWORK=off
 }
 
-build_kube_apiserver() {
+# The Kubernetes binaries this project runs, all built from one wrapper module of k8s.io/kubernetes.
+kube_binaries=(kube-apiserver kubectl kube-scheduler kube-controller-manager)
+
+# Builds the named binaries (from kube_binaries) of k8s.io/kubernetes $k8s_version into $out.
+build_kube_binaries() {
   local out="$1" work="$2"
+  shift 2
   local minor="${k8s_version#v1.}"
   minor="${minor%%.*}"
-  mkdir -p "$work/kube-apiserver"
-  cd "$work/kube-apiserver"
+  mkdir -p "$work/kubernetes"
+  cd "$work/kubernetes"
   # The kubernetes module's own go.mod replaces every staging module with a local folder, which
   # a dependency's go.mod cannot do: mirror that replace block with the published v0.X.Y tags.
   local info gomod
@@ -119,7 +126,7 @@ build_kube_apiserver() {
   gomod="$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
   [ -f "$gomod" ] || die "control-plane: no go.mod for k8s.io/kubernetes@$k8s_version"
   {
-    echo "module nebula.local/build/kube-apiserver"
+    echo "module nebula.local/build/kubernetes"
     echo
     grep -E '^go [0-9]' "$gomod"
     grep -E '^godebug ' "$gomod" || true
@@ -132,7 +139,10 @@ build_kube_apiserver() {
     echo ")"
   } >go.mod
   grep -q '=> k8s.io/api ' go.mod || die "control-plane: found no staging replaces in $gomod"
-  go get "k8s.io/kubernetes/cmd/kube-apiserver@$k8s_version"
+  local name
+  for name in "$@"; do
+    go get "k8s.io/kubernetes/cmd/$name@$k8s_version"
+  done
   local pkg=k8s.io/component-base/version cpkg=k8s.io/client-go/pkg/version ldflags="-s -w" key val
   local commit date
   commit="$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"Hash": "\(.*\)",\{0,1\}$/\1/p')"
@@ -143,8 +153,14 @@ build_kube_apiserver() {
     key="${key%%:*}"
     ldflags+=" -X $pkg.$key=$val -X $cpkg.$key=$val"
   done
-  go build -trimpath -ldflags "$ldflags" -o "$out/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-  mv "$out/kube-apiserver.tmp" "$out/kube-apiserver"
+  local started
+  for name in "$@"; do
+    started=$SECONDS
+    log "control-plane: building $name $k8s_version (cold: several minutes; the controller manager ~15 min on 2 cores)"
+    go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "k8s.io/kubernetes/cmd/$name"
+    mv "$out/$name.tmp" "$out/$name"
+    log "control-plane: $name built in $((SECONDS - started))s"
+  done
 }
 
 build_etcd() {
@@ -157,13 +173,23 @@ build_etcd() {
   mv "$out/etcd.tmp" "$out/etcd"
 }
 
+# Prints the names of the Kubernetes binaries not yet in $1.
+missing_kube_binaries() {
+  local name
+  for name in "${kube_binaries[@]}"; do
+    [ -x "$1/$name" ] || echo "$name"
+  done
+}
+
 step_control_plane() {
   if have_asset_overrides; then
     log "control-plane: using KUBEBUILDER_ASSETS / TEST_ASSET_* binaries, building nothing"
     return 0
   fi
   local out="$cache_dir/control-plane/$k8s_version"
-  if [ -x "$out/kube-apiserver" ] && [ -x "$out/etcd" ] && [ -f "$out/etcd.version" ] &&
+  local missing=()
+  mapfile -t missing < <(missing_kube_binaries "$out")
+  if [ "${#missing[@]}" -eq 0 ] && [ -x "$out/etcd" ] && [ -f "$out/etcd.version" ] &&
     [ "$(cat "$out/etcd.version")" = "$etcd_version" ]; then
     log "control-plane: $k8s_version cached in $out"
     return 0
@@ -180,14 +206,14 @@ step_control_plane() {
   set +e
   (
     set -e
-    if [ ! -x "$out/kube-apiserver" ]; then
-      log "control-plane: building kube-apiserver $k8s_version (first time: many minutes)"
-      build_kube_apiserver "$out" "$work"
-    fi
     if [ ! -x "$out/etcd" ] || [ "$(cat "$out/etcd.version" 2>/dev/null)" != "$etcd_version" ]; then
       log "control-plane: building etcd $etcd_version"
       build_etcd "$out" "$work"
       echo "$etcd_version" >"$out/etcd.version"
+    fi
+    if [ "${#missing[@]}" -gt 0 ]; then
+      log "control-plane: to build: ${missing[*]} (first time: 20-30 minutes on 2 cores, then cached)"
+      build_kube_binaries "$out" "$work" "${missing[@]}"
     fi
   )
   status=$?
