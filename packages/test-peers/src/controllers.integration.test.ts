@@ -128,7 +128,7 @@ function readyStatus(node: V1Node): string | undefined {
 }
 
 describe("kube-controller-manager and kube-scheduler against the test apiserver", () => {
-  it("runs them: a Deployment makes Pods, tolerating ones are bound to the virtual Node, the rest stay Pending, deletion cascades", async () => {
+  it("runs them: a Deployment of 30 makes Pods, tolerating ones are bound to the virtual Node, the rest stay Pending, deletion cascades", async () => {
     expect(cp.controllers).toContain("deployment-controller");
     expect(cp.scheduler).toBe(true);
     const renew = await registerNode("vnode-whole");
@@ -137,7 +137,7 @@ describe("kube-controller-manager and kube-scheduler against the test apiserver"
     try {
       await apps.createNamespacedDeployment({
         namespace: NAMESPACE,
-        body: deployment("tolerant", 3, true),
+        body: deployment("tolerant", 30, true),
       });
       await apps.createNamespacedDeployment({
         namespace: NAMESPACE,
@@ -147,9 +147,9 @@ describe("kube-controller-manager and kube-scheduler against the test apiserver"
       await waitUntil(
         async () => {
           const pods = await podsOf("tolerant");
-          return pods.length === 3 && pods.every((p) => p.spec?.nodeName === "vnode-whole");
+          return pods.length === 30 && pods.every((p) => p.spec?.nodeName === "vnode-whole");
         },
-        { what: "3 tolerant Pods bound to vnode-whole", timeoutMs: 60_000, intervalMs: 250 },
+        { what: "30 tolerant Pods bound to vnode-whole", timeoutMs: 60_000, intervalMs: 250 },
       );
       let pending: V1Pod[] = [];
       await waitUntil(
