@@ -1,3 +1,4 @@
+export { DEFAULT_CONTROLLERS, DEFAULT_NODE_MONITOR_GRACE_SECONDS } from "./components.js";
 export {
   CONTROL_PLANE_ADMIN,
   type ControlPlane,
@@ -5,8 +6,16 @@ export {
   type ControlPlaneInfo,
   type ControlPlaneOptions,
   connectControlPlane,
+  kubectlPath,
   startControlPlane,
 } from "./control-plane.js";
+export {
+  type Ec2Behaviour,
+  type Ec2ProxyCounts,
+  type Ec2ProxyHandle,
+  type Ec2ProxyOptions,
+  startEc2Proxy,
+} from "./ec2-proxy.js";
 export { TestPeerError, type TestPeerErrorCode } from "./errors.js";
 export {
   buildTestImage,
