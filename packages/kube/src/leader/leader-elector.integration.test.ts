@@ -3,7 +3,12 @@
  * replaced within the lease duration, a released Lease is taken over before it would have
  * expired, a stolen Lease ends the term, and times are written as MicroTime.
  */
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
 import {
   CoordinationV1Api,
   CoreV1Api,
@@ -12,6 +17,7 @@ import {
 } from "@kubernetes/client-node";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bundleTestChild } from "../testing/bundle.js";
 import { LeaderElector, type StoppedLeadingReason } from "./leader-elector.js";
 
 const namespace = `leader-${randomBytes(4).toString("hex")}`;
@@ -174,5 +180,47 @@ describe("LeaderElector against the real apiserver", () => {
     expect(elector.isLeader()).toBe(false);
     expect(elector.leader()).toBe("intruder");
     expect(order).toEqual(["started", "stopped:lost:true"]);
+  });
+
+  it("a leader process killed with SIGKILL is replaced within the lease duration", async () => {
+    const child = await bundleTestChild("elector-child");
+    const dir = mkdtempSync(join(tmpdir(), "nebula-elector-"));
+    const kubeconfig = join(dir, "kubeconfig");
+    writeFileSync(kubeconfig, useTestPeers().controlPlane.kubeconfig);
+    const a = spawn(process.execPath, [child], {
+      env: {
+        ...process.env,
+        NEBULA_ELECTOR: JSON.stringify({
+          kubeconfig,
+          namespace,
+          name: "sigkill",
+          identity: "process-a",
+          ...fast,
+        }),
+      },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      a.once("exit", (_code, signal) => resolve(signal)),
+    );
+    const lines: string[] = [];
+    createInterface({ input: a.stdout }).on("line", (line) => lines.push(line));
+    try {
+      await until(() => lines.includes("leading"), 20_000);
+      const b = contend("sigkill", "b", fast);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(b.elector.isLeader()).toBe(false); // the live process keeps its Lease
+      a.kill("SIGKILL");
+      expect(await exited).toBe("SIGKILL");
+      await until(() => b.elector.isLeader(), fast.leaseDurationMs + 2 * fast.retryPeriodMs + 1000);
+      const lease = await leases.readNamespacedLease({ namespace, name: "sigkill" });
+      expect(lease.spec?.holderIdentity).toBe("b");
+      expect(lines).toEqual(["leading"]); // killed: it never printed "stopped"
+      b.stop.abort();
+      await b.done;
+    } finally {
+      a.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
