@@ -25,6 +25,7 @@ import {
 } from "@kubernetes/client-node";
 // The model serializer is not re-exported from the package root (the package has no exports map).
 import { ObjectSerializer } from "@kubernetes/client-node/dist/serializer.js";
+import { KubeError } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { silentLogger } from "../observability/logger.js";
 import type { ControllerMetrics } from "../observability/metrics.js";
@@ -229,7 +230,8 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
    * back-off. Resolves once stopped. The cache keeps its content after stopping.
    */
   async run(signal: AbortSignal): Promise<void> {
-    if (this.#running) throw new Error(`informer ${this.name} is already running`);
+    if (this.#running)
+      throw new KubeError("AlreadyRunning", `informer ${this.name} is already running`);
     if (signal.aborted) return;
     this.#running = true;
     const { kubeConfig, path, list, labelSelector, fieldSelector, objectType } = this.#options;

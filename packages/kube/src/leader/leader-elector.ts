@@ -174,7 +174,8 @@ export class LeaderElector {
    * `cancelled` at once when `signal` aborts before leading. Run it again to campaign again.
    */
   async run(signal: AbortSignal, callbacks: LeadershipCallbacks): Promise<StoppedLeadingReason> {
-    if (this.#running) throw new Error("this LeaderElector is already running");
+    if (this.#running)
+      throw new KubeError("AlreadyRunning", "this LeaderElector is already running");
     this.#running = true;
     try {
       // Campaign.
