@@ -280,9 +280,6 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
       failed = { error };
       wake?.();
     });
-    listWatch.on("connect", () => {
-      // The watch (re)connects; a clean reconnect by ListWatch itself is not a failure.
-    });
     const onAbort = (): void => {
       void listWatch.stop();
       wake?.();

@@ -54,6 +54,7 @@ interface Contender {
   readonly stop: AbortController;
   readonly done: Promise<StoppedLeadingReason>;
   readonly terms: number[];
+  readonly observedLeaders: Array<string | undefined>;
 }
 
 function contend(
@@ -66,12 +67,14 @@ function contend(
   const stop = new AbortController();
   cleanups.push(() => stop.abort());
   const terms: number[] = [];
+  const observedLeaders: Array<string | undefined> = [];
   const done = elector.run(stop.signal, {
     onStartedLeading: () => {
       terms.push(Date.now());
     },
+    onNewLeader: (holder) => observedLeaders.push(holder),
   });
-  return { elector, stop, done, terms };
+  return { elector, stop, done, terms, observedLeaders };
 }
 
 const fast = { leaseDurationMs: 3000, renewDeadlineMs: 2000, retryPeriodMs: 250 };
@@ -91,6 +94,7 @@ describe("LeaderElector against the real apiserver", () => {
     const leader = all.find((c) => c.elector.isLeader());
     const lease = await leases.readNamespacedLease({ namespace, name: "three" });
     expect(lease.spec?.holderIdentity).toBe(leader?.elector.options.identity);
+    for (const c of all) expect(c.observedLeaders.at(-1)).toBe(leader?.elector.options.identity);
     expect(lease.spec?.leaseDurationSeconds).toBe(3);
     // Read back as strings: 6 fractional digits, as the apiserver's MicroTime requires.
     expect(String(lease.spec?.renewTime)).toMatch(/\.\d{6}Z$/);

@@ -133,6 +133,7 @@ export class LeaderElector {
   #holder: string | undefined;
   #observed: { record: string; at: number } | undefined;
   #running = false;
+  #onNewLeader: ((identity: string | undefined) => void) | undefined;
 
   /** Throws {@link KubeError} `InvalidOptions` when the options do not validate. */
   constructor(
@@ -177,6 +178,7 @@ export class LeaderElector {
     if (this.#running)
       throw new KubeError("AlreadyRunning", "this LeaderElector is already running");
     this.#running = true;
+    this.#onNewLeader = callbacks.onNewLeader;
     try {
       // Campaign.
       while (!(await this.#tryAcquireOrRenew())) {
@@ -223,6 +225,7 @@ export class LeaderElector {
       return reason;
     } finally {
       this.#running = false;
+      this.#onNewLeader = undefined;
       this.#setLeading(false);
     }
   }
@@ -251,6 +254,11 @@ export class LeaderElector {
     if (holder !== this.#holder) {
       this.#holder = holder;
       this.#log.info({ holder }, "new leader observed");
+      try {
+        this.#onNewLeader?.(holder);
+      } catch (error) {
+        this.#log.error({ err: error }, "onNewLeader threw");
+      }
     }
   }
 
