@@ -180,28 +180,36 @@ export class LeaderElector {
     this.#running = true;
     this.#onNewLeader = callbacks.onNewLeader;
     try {
-      // Campaign.
+      // Campaign. Times are taken before each request: the server's renewTime is no earlier.
+      let acquiredAt = this.#now();
       while (!(await this.#tryAcquireOrRenew())) {
         if (signal.aborted) return "cancelled";
         await sleep(this.#jittered(this.options.retryPeriodMs), signal);
         if (signal.aborted) return "cancelled";
+        acquiredAt = this.#now();
       }
       this.#setLeading(true);
       this.#log.info("started leading");
       const term = new AbortController();
-      try {
-        await callbacks.onStartedLeading(term.signal);
-      } catch (error) {
-        this.#log.error({ err: error }, "onStartedLeading failed");
-      }
-      // Renew.
-      let lastRenew = this.#now();
+      // Not awaited: the callback starts the work; renewals must go on meanwhile.
+      void (async () => {
+        try {
+          await callbacks.onStartedLeading(term.signal);
+        } catch (error) {
+          this.#log.error({ err: error }, "onStartedLeading failed");
+        }
+      })();
+      // Renew. Every attempt must end by the renew deadline, so a hanging request cannot keep
+      // this replica leading after the Lease may have passed to another.
+      let lastRenew = acquiredAt;
       let reason: StoppedLeadingReason = "cancelled";
       while (!signal.aborted) {
         await sleep(this.options.retryPeriodMs, signal);
         if (signal.aborted) break;
-        if (await this.#tryAcquireOrRenew()) {
-          lastRenew = this.#now();
+        const attemptAt = this.#now();
+        const remaining = lastRenew + this.options.renewDeadlineMs - attemptAt;
+        if (remaining > 0 && (await this.#tryAcquireOrRenew(remaining))) {
+          lastRenew = attemptAt;
           continue;
         }
         if (this.#holder !== undefined && this.#holder !== this.options.identity) {
@@ -263,11 +271,11 @@ export class LeaderElector {
   }
 
   /** One client-go `tryAcquireOrRenew` round; false on any failure (logged). */
-  async #tryAcquireOrRenew(): Promise<boolean> {
+  async #tryAcquireOrRenew(timeoutMs: number = this.options.renewDeadlineMs): Promise<boolean> {
     const { namespace, name, identity } = this.options;
     const leaseDurationSeconds = Math.ceil(this.options.leaseDurationMs / 1000);
     const now = new V1MicroTime(this.#now());
-    const requestDeadline = deadline(this.options.renewDeadlineMs);
+    const requestDeadline = deadline(Math.max(1, Math.round(timeoutMs)));
     let current: V1Lease;
     try {
       current = await this.#api.readNamespacedLease({ namespace, name }, requestDeadline);
