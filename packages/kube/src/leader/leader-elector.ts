@@ -17,12 +17,11 @@
 import {
   CoordinationV1Api,
   type KubeConfig,
-  Observable,
-  type RequestContext,
   type V1Lease,
   V1MicroTime,
 } from "@kubernetes/client-node";
 import { z } from "zod";
+import { withSignal } from "../cache/request-options.js";
 import { KubeError, statusOf } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { silentLogger } from "../observability/logger.js";
@@ -93,18 +92,7 @@ export interface LeaderElectorDeps {
 
 /** Per-request deadline: aborts the HTTP request after `ms`. */
 function deadline(ms: number) {
-  return {
-    middleware: [
-      {
-        pre: (context: RequestContext) => {
-          context.setSignal(AbortSignal.timeout(ms));
-          return new Observable(Promise.resolve(context));
-        },
-        post: <R>(response: R) => new Observable(Promise.resolve(response)),
-      },
-    ],
-    middlewareMergeStrategy: "append" as const,
-  };
+  return withSignal(AbortSignal.timeout(ms));
 }
 
 /**
