@@ -7,7 +7,7 @@
 import { z } from "zod";
 import {
   DEFAULT_REASON_CATALOG,
-  type ReasonCatalog,
+  ReasonCatalog,
   type ResolvedReason,
   reasonClassRank,
 } from "./catalog.js";
@@ -15,6 +15,7 @@ import { type Condition, type ConditionUpdate, setConditions } from "./condition
 import { parseInput, type RollupResult } from "./errors.js";
 import {
   CONDITION_TYPES,
+  capReady,
   compareGroups,
   describeGroups,
   type Group,
@@ -30,7 +31,7 @@ import {
   topReason,
   toReasonCount,
 } from "./tally.js";
-import { compareStrings, toCount, toText } from "./text.js";
+import { compareStrings, toCount, toName, toText } from "./text.js";
 
 /** One instance of a WorkloadDeployment, as the reverse mapping (`@nebula/state-mapping`) sees it. */
 export const InstanceInput = z.object({
@@ -89,7 +90,10 @@ export interface WorkloadDeploymentStatus {
   desiredReplicas: number;
   /** Instances that exist. */
   replicas: number;
-  /** Instances that are ready. */
+  /**
+   * Instances that are ready. During a scale-down it may exceed `desiredReplicas`; ratios in
+   * messages and the conditions count at most `desiredReplicas` of them.
+   */
   readyReplicas: number;
   /** Not-ready instances and blocked replicas by reason, highest rank first. */
   reasons: ReasonCount[];
@@ -159,7 +163,8 @@ export function rollupWorkloadDeployment(
   input: WorkloadDeploymentInput,
   options: RollupOptions,
 ): WorkloadDeploymentStatus {
-  const catalog = options?.catalog ?? DEFAULT_REASON_CATALOG;
+  const catalog =
+    options?.catalog instanceof ReasonCatalog ? options.catalog : DEFAULT_REASON_CATALOG;
   const generation = toCount(input?.generation);
   const { tally, replicas } = tallyDeployment(input, catalog);
   const updates = deploymentConditions(tally, generation);
@@ -167,7 +172,7 @@ export function rollupWorkloadDeployment(
     observedGeneration: generation,
     desiredReplicas: tally.desired,
     replicas,
-    readyReplicas: tally.ready,
+    readyReplicas: tally.ready + tally.surplus,
     reasons: tally.groups.map(toReasonCount),
     conditions: setConditions(options?.previous, updates, options?.now ?? new Date(Number.NaN)),
   };
@@ -224,7 +229,7 @@ export function tallyDeployment(
       continue;
     }
     const acc = groupFor(resolve(instance.reason));
-    const name = typeof instance.name === "string" ? instance.name : "";
+    const name = toName(instance.name);
     acc.count++;
     keepSmallest(acc.names, name);
     const message = toText(instance.message);
@@ -264,7 +269,7 @@ export function tallyDeployment(
     );
   }
   groups.sort(compareGroups);
-  return { tally: { desired, ready, groups }, replicas: instances.length };
+  return { tally: { desired, ...capReady(ready, desired), groups }, replicas: instances.length };
 }
 
 /**
