@@ -22,6 +22,8 @@ export {
 export {
   CONTAINER_STATUS_UNKNOWN,
   lostPodReason,
+  MAX_STATUS_MESSAGE_CHARS,
+  REPORT_CONDITION_TYPE,
   type ToPodStatusOptions,
   toPodStatus,
   UNKNOWN_EXIT_CODE,
@@ -54,6 +56,7 @@ export {
   type InstanceState,
   type LostCause,
   type LostState,
+  MAX_REPORT_SEQ,
   needsConsoleOutput,
   type PendingState,
   type PreviousObservation,
