@@ -14,6 +14,7 @@ export {
 } from "./instance.js";
 export {
   CRASH_LOOP_WINDOW_MINUTES,
+  EXACT_RESTART_COUNTS,
   InstanceObjectStatus,
   type InstanceReasonResult,
   MAX_QUOTED_MESSAGE_CHARS,

@@ -184,8 +184,11 @@ const CAUSE_BY_CODE: Readonly<Record<string, Ec2Cause>> = {
  * into an {@link Ec2Cause}. Total.
  */
 export function ec2Cause(code: string | undefined, transitionReason?: string): Ec2Cause {
-  if (code !== undefined && code !== "") return CAUSE_BY_CODE[code] ?? "Other";
-  if (transitionReason === undefined || transitionReason === "") return "None";
+  if (typeof code === "string" && code !== "") {
+    return Object.hasOwn(CAUSE_BY_CODE, code) ? (CAUSE_BY_CODE[code] as Ec2Cause) : "Other";
+  }
+  if (code !== undefined && code !== null && code !== "") return "Other";
+  if (typeof transitionReason !== "string" || transitionReason === "") return "None";
   if (/^User initiated/i.test(transitionReason)) return "UserInitiatedShutdown";
   if (/^Service initiated/i.test(transitionReason)) return "Other";
   return "None";
@@ -197,8 +200,14 @@ export function ec2Cause(code: string | undefined, transitionReason?: string): E
  */
 export function instanceTags(instance: Ec2Instance): Map<string, string> {
   const map = new Map<string, string>();
-  for (const tag of instance.Tags) {
-    if (tag.Key !== undefined && tag.Value !== undefined) map.set(tag.Key, tag.Value);
+  const tags: unknown = (instance as { Tags?: unknown } | null | undefined)?.Tags;
+  if (!Array.isArray(tags)) return map;
+  for (const tag of tags) {
+    const { Key, Value } = (typeof tag === "object" && tag !== null ? tag : {}) as {
+      Key?: unknown;
+      Value?: unknown;
+    };
+    if (typeof Key === "string" && typeof Value === "string") map.set(Key, Value);
   }
   return map;
 }
