@@ -50,6 +50,26 @@ function floor() {
   sink += ready + byReason.size;
 }
 
+/** The floor plus the message histogram the representative message needs (a count per message). */
+function histogramFloor() {
+  let ready = 0;
+  const byReason = new Map();
+  for (const instance of instances) {
+    if (instance.ready) ready++;
+    else {
+      const reason = instance.reason ?? "";
+      let messages = byReason.get(reason);
+      if (messages === undefined) {
+        messages = new Map();
+        byReason.set(reason, messages);
+      }
+      const message = instance.message ?? "";
+      messages.set(message, (messages.get(message) ?? 0) + 1);
+    }
+  }
+  sink += ready + byReason.size;
+}
+
 function rollupWith(lib) {
   const previous = lib.rollupWorkloadDeployment(input, { now }).conditions;
   return () => {
@@ -59,6 +79,7 @@ function rollupWith(lib) {
 
 const variants = [
   ["floor: one pass counting ready / not ready by reason", floor],
+  ["floor + message histogram (a count per reason and message)", histogramFloor],
   ["rollupWorkloadDeployment (dist)", rollupWith(current)],
   ...(baseline ? [["rollupWorkloadDeployment (baseline)", rollupWith(baseline)]] : []),
 ];
@@ -75,9 +96,13 @@ for (let r = 0; r < ROUNDS; r++) {
 }
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const ratio = (v) => median(times[v].map((t, r) => t / times[0][r]));
+const ratioTo = (v, f) => median(times[v].map((t, r) => t / times[f][r]));
 console.log(`Roll-up of ${INSTANCES} instances, median of ${ROUNDS} interleaved rounds:`);
+console.log(`${"".padEnd(62)} ns/instance  × floor  × floor+histogram`);
 variants.forEach(([name], v) => {
   const ns = ((median(times[v]) * 1e6) / INSTANCES).toFixed(1).padStart(7);
-  console.log(`${name.padEnd(56)} ${ns} ns/instance  ${ratio(v).toFixed(2).padStart(5)}× floor`);
+  console.log(
+    `${name.padEnd(62)} ${ns}  ${ratio(v).toFixed(2).padStart(7)}  ${ratioTo(v, 1).toFixed(2).padStart(7)}`,
+  );
 });
 if (sink <= 0) throw new Error("nothing was computed");

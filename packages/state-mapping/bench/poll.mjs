@@ -165,10 +165,11 @@ function decodeFloor() {
 
 function mapper(m, steady, reverse) {
   const memory = steady ? remember(m) : undefined;
+  // As the provider does: read each page, then map each instance read.
   return () => {
     for (const page of pages) {
-      for (const { Instances } of page.Reservations) {
-        for (const raw of Instances) {
+      for (const raw of m.parseDescribeInstancesPage(page).instances) {
+        {
           const id = raw.InstanceId;
           const state = m.toInstanceState(raw, { now: NOW, previous: memory?.states.get(id) });
           const pod = memory?.pods.get(id) ?? thePod;

@@ -64,6 +64,13 @@ export const Ec2Instance = z.looseObject({
 /** An EC2 instance after {@link parseInstance}: `LaunchTime` is a valid `Date` or absent. */
 export type Ec2Instance = z.output<typeof Ec2Instance>;
 
+/**
+ * Instances this module produced, so that one already read (by {@link parseDescribeInstancesPage}
+ * or {@link parseInstance}) is not validated again when it is passed to `toInstanceState`. Only a
+ * cache: the output is the same without it. Do not mutate a parsed instance.
+ */
+const parsedInstances = new WeakSet<object>();
+
 /** The result of {@link parseInstance}: the instance, or a typed error. Never an exception. */
 export type InstanceParseResult =
   | { readonly ok: true; readonly instance: Ec2Instance }
@@ -80,8 +87,14 @@ export type InstanceParseResult =
  * ```
  */
 export function parseInstance(value: unknown): InstanceParseResult {
+  if (typeof value === "object" && value !== null && parsedInstances.has(value)) {
+    return { ok: true, instance: value as Ec2Instance };
+  }
   const parsed = Ec2Instance.safeParse(value);
-  if (parsed.success) return { ok: true, instance: parsed.data };
+  if (parsed.success) {
+    parsedInstances.add(parsed.data);
+    return { ok: true, instance: parsed.data };
+  }
   const issue = parsed.error.issues[0];
   const where = issue?.path.length ? issue.path.join(".") : "instance";
   return {

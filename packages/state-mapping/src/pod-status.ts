@@ -515,10 +515,30 @@ function readRecord(message: string): { seq?: number; final: boolean; cause?: Lo
   return record;
 }
 
+/**
+ * Stored statuses already read, by object: an informer hands the same object until the Pod
+ * changes (only a cache: the output is the same without it; do not mutate a status passed in).
+ */
+const storedStatuses = new WeakMap<object, StoredStatus>();
+
+const NO_STORED_STATUS: StoredStatus = {
+  terminal: false,
+  final: false,
+  conditions: [],
+  otherConditions: [],
+};
+
 function readStored(status: Record<string, unknown> | undefined): StoredStatus {
-  if (status === undefined) {
-    return { terminal: false, final: false, conditions: [], otherConditions: [] };
+  if (status === undefined) return NO_STORED_STATUS;
+  let stored = storedStatuses.get(status);
+  if (stored === undefined) {
+    stored = readStoredNow(status);
+    storedStatuses.set(status, stored);
   }
+  return stored;
+}
+
+function readStoredNow(status: Record<string, unknown>): StoredStatus {
   const phase = status.phase;
   const conditions: { type: string; status: string; lastTransitionTime?: Date }[] = [];
   const otherConditions: unknown[] = [];
@@ -748,12 +768,26 @@ function isSidecar(spec: ContainerSpec | undefined): boolean {
   return spec?.restartPolicy === "Always";
 }
 
+/** Epoch milliseconds of report times (only a cache: reports repeat from poll to poll). */
+const reportTimes = new Map<string, number>();
+
+/** A report's RFC 3339 time as a new `Date` (callers may own and change it). */
+function reportDate(time: string): Date {
+  let ms = reportTimes.get(time);
+  if (ms === undefined) {
+    ms = Date.parse(time);
+    if (reportTimes.size >= 4096) reportTimes.clear();
+    reportTimes.set(time, ms);
+  }
+  return new Date(ms);
+}
+
 function currentState(entry: ContainerReport): V1ContainerState {
   switch (entry.state) {
     case "running":
       return entry.startedAt === undefined
         ? { running: {} }
-        : { running: { startedAt: new Date(entry.startedAt) } };
+        : { running: { startedAt: reportDate(String(entry.startedAt)) } };
     case "waiting": {
       const waiting: { reason: string; message?: string } = {
         reason: reasonText(entry.reason) ?? "ContainerCreating",
@@ -791,8 +825,8 @@ function fillTerminated(
   id: unknown,
 ): void {
   if (t.signal !== undefined) out.signal = t.signal;
-  if (t.startedAt !== undefined) out.startedAt = new Date(t.startedAt);
-  if (t.finishedAt !== undefined) out.finishedAt = new Date(t.finishedAt);
+  if (typeof t.startedAt === "string") out.startedAt = reportDate(t.startedAt);
+  if (typeof t.finishedAt === "string") out.finishedAt = reportDate(t.finishedAt);
   const message = decode(t.messageB64);
   if (message !== undefined) out.message = message;
   const containerID = containerId(id);
