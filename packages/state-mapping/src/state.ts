@@ -502,10 +502,12 @@ function keptStop(
   return { cause: cause as Ec2Cause, message };
 }
 
+/** Sets the accepted report on a state this module has just built (no copy: it is new). */
 function withReport<T extends InstanceState>(state: T, report: ExitReport | undefined): T {
   if (report === undefined) return state;
   accepted.add(report);
-  return { ...state, report };
+  (state as { report?: ExitReport }).report = report;
+  return state;
 }
 
 /** Every {@link LostCause}. */
@@ -589,10 +591,7 @@ function pickReport(
   let best: ExitReport | undefined = previous;
   let bestFrom: Source | undefined = previous === undefined ? undefined : "previous";
   let problem: string | undefined;
-  for (const [from, read] of [
-    ["tags", tags],
-    ["console", consoleRead],
-  ] as const) {
+  const consider = (from: "tags" | "console", read: ReportReadResult) => {
     if (read.kind === "report" && read.report.seq > MAX_REPORT_SEQ) {
       const message = `report seq ${read.report.seq} is over the limit of ${MAX_REPORT_SEQ}`;
       problem ??= from === "tags" ? message : `console: ${message}`;
@@ -604,27 +603,30 @@ function pickReport(
         bestFrom = from;
       }
     }
-  }
-  return {
-    ...(best === undefined ? {} : { best }),
-    ...(bestFrom === undefined ? {} : { bestFrom }),
-    ...(problem === undefined ? {} : { problem }),
   };
+  consider("tags", tags);
+  consider("console", consoleRead);
+  const candidates: { best?: ExitReport; bestFrom?: Source; problem?: string } = {};
+  if (best !== undefined) candidates.best = best;
+  if (bestFrom !== undefined) candidates.bestFrom = bestFrom;
+  if (problem !== undefined) candidates.problem = problem;
+  return candidates;
 }
 
 function toFacts(instance: Ec2Instance): InstanceFacts {
   const code = instance.StateReason?.Code;
   const message = instance.StateReason?.Message;
-  return {
+  const facts: { -readonly [K in keyof InstanceFacts]: InstanceFacts[K] } = {
     instanceId: instance.InstanceId,
     ec2State: instance.State.Name,
     cause: ec2Cause(code, instance.StateTransitionReason),
-    ...(code === undefined ? {} : { stateReasonCode: code }),
-    ...(message === undefined ? {} : { stateReasonMessage: message }),
-    ...(instance.LaunchTime === undefined ? {} : { launchTime: instance.LaunchTime }),
-    ...(instance.PrivateIpAddress === undefined ? {} : { privateIp: instance.PrivateIpAddress }),
-    ...(instance.PublicIpAddress === undefined ? {} : { publicIp: instance.PublicIpAddress }),
   };
+  if (code !== undefined) facts.stateReasonCode = code;
+  if (message !== undefined) facts.stateReasonMessage = message;
+  if (instance.LaunchTime !== undefined) facts.launchTime = instance.LaunchTime;
+  if (instance.PrivateIpAddress !== undefined) facts.privateIp = instance.PrivateIpAddress;
+  if (instance.PublicIpAddress !== undefined) facts.publicIp = instance.PublicIpAddress;
+  return facts;
 }
 
 const CAUSE_PHRASE: Readonly<Record<LostCause, string>> = {
