@@ -276,7 +276,7 @@ export function toPodStatus(
     const status: V1ContainerStatus = {
       name: spec.name,
       image: spec.image ?? "",
-      imageID: entry?.imageID ?? "",
+      imageID: typeof entry?.imageID === "string" ? statusText(entry.imageID, 256) : "",
       restartCount: int32Count(entry?.restarts),
       ready: false,
       started: false,
@@ -856,7 +856,8 @@ function decode(b64: unknown): string | undefined {
 
 function containerId(id: unknown): string | undefined {
   if (typeof id !== "string") return undefined;
-  return id.includes("://") ? id : `docker://${id}`;
+  const clean = statusText(id, 256);
+  return clean.includes("://") ? clean : `docker://${clean}`;
 }
 
 /**
