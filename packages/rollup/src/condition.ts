@@ -7,7 +7,7 @@
  */
 import { z } from "zod";
 import { CONDITION_REASON_PATTERN, MAX_REASON_LENGTH } from "./catalog.js";
-import { MAX_CONDITION_MESSAGE_LENGTH, truncate } from "./text.js";
+import { MAX_CONDITION_MESSAGE_LENGTH, sanitize, truncate } from "./text.js";
 
 /** A condition's status, as in `metav1.ConditionStatus`. */
 export const ConditionStatus = z.enum(["True", "False", "Unknown"]);
@@ -94,6 +94,7 @@ export function setCondition(
 ): Condition[] {
   const list = validConditions(conditions);
   if (typeof update !== "object" || update === null) return list;
+  if (!Condition.shape.type.safeParse(update.type).success) return list;
   const index = list.findIndex((c) => c?.type === update.type);
   const existing = index >= 0 ? list[index] : undefined;
   const status = ConditionStatus.safeParse(update.status).data ?? "Unknown";
@@ -117,7 +118,7 @@ export function setCondition(
         ? update.reason
         : "Unknown",
     message: truncate(
-      typeof update.message === "string" ? update.message : "",
+      typeof update.message === "string" ? sanitize(update.message) : "",
       MAX_CONDITION_MESSAGE_LENGTH,
     ),
   };

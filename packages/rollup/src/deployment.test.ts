@@ -238,11 +238,20 @@ describe("mixes (table)", () => {
       progressing: ["False", "NoInstancePending", "No instance is being provisioned or started."],
     },
     {
+      // A scale-down in progress: the ratio never exceeds 100 %, the surplus is said apart.
       name: "instances beyond desired, all ready",
       input: { desiredReplicas: 2, instances: [ready("web-0"), ready("web-1"), ready("web-2")] },
       replicas: [3, 3],
-      available: ["True", "ReadyInstanceFound", "3/2 instances are ready"],
-      replicasReady: ["True", "AllReplicasReady", "3/2 instances are ready"],
+      available: [
+        "True",
+        "ReadyInstanceFound",
+        "2/2 instances are ready (1 more is ready but not desired)",
+      ],
+      replicasReady: [
+        "True",
+        "AllReplicasReady",
+        "2/2 instances are ready (1 more is ready but not desired)",
+      ],
       degraded: ["False", "NoFailures", "No instance reports a failure."],
       progressing: ["False", "NoInstancePending", "No instance is being provisioned or started."],
     },

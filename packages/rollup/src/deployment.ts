@@ -7,7 +7,7 @@
 import { z } from "zod";
 import {
   DEFAULT_REASON_CATALOG,
-  type ReasonCatalog,
+  ReasonCatalog,
   type ResolvedReason,
   reasonClassRank,
 } from "./catalog.js";
@@ -15,6 +15,7 @@ import { type Condition, type ConditionUpdate, setConditions } from "./condition
 import { parseInput, type RollupResult } from "./errors.js";
 import {
   CONDITION_TYPES,
+  capReady,
   compareGroups,
   describeGroups,
   type Group,
@@ -30,7 +31,7 @@ import {
   topReason,
   toReasonCount,
 } from "./tally.js";
-import { compareStrings, toCount, toText } from "./text.js";
+import { compareStrings, toCount, toName, toText } from "./text.js";
 
 /** One instance of a WorkloadDeployment, as the reverse mapping (`@nebula/state-mapping`) sees it. */
 export const InstanceInput = z.object({
@@ -89,7 +90,10 @@ export interface WorkloadDeploymentStatus {
   desiredReplicas: number;
   /** Instances that exist. */
   replicas: number;
-  /** Instances that are ready. */
+  /**
+   * Instances that are ready. During a scale-down it may exceed `desiredReplicas`; ratios in
+   * messages and the conditions count at most `desiredReplicas` of them.
+   */
   readyReplicas: number;
   /** Not-ready instances and blocked replicas by reason, highest rank first. */
   reasons: ReasonCount[];
@@ -159,7 +163,8 @@ export function rollupWorkloadDeployment(
   input: WorkloadDeploymentInput,
   options: RollupOptions,
 ): WorkloadDeploymentStatus {
-  const catalog = options?.catalog ?? DEFAULT_REASON_CATALOG;
+  const catalog =
+    options?.catalog instanceof ReasonCatalog ? options.catalog : DEFAULT_REASON_CATALOG;
   const generation = toCount(input?.generation);
   const { tally, replicas } = tallyDeployment(input, catalog);
   const updates = deploymentConditions(tally, generation);
@@ -167,7 +172,7 @@ export function rollupWorkloadDeployment(
     observedGeneration: generation,
     desiredReplicas: tally.desired,
     replicas,
-    readyReplicas: tally.ready,
+    readyReplicas: tally.ready + tally.surplus,
     reasons: tally.groups.map(toReasonCount),
     conditions: setConditions(options?.previous, updates, options?.now ?? new Date(Number.NaN)),
   };
@@ -203,17 +208,11 @@ export function tallyDeployment(
     return acc;
   };
 
-  // Instances share a handful of reasons: resolve each distinct value once.
-  const resolved = new Map<unknown, ResolvedReason>();
-  const resolve = (reason: unknown): ResolvedReason => {
-    let r = resolved.get(reason);
-    if (r === undefined) {
-      r = catalog.resolve(reason);
-      resolved.set(reason, r);
-    }
-    return r;
-  };
+  // Instances share a handful of reasons: resolve each distinct value once, straight to its group.
+  const byValue = new Map<unknown, GroupAccumulator>();
 
+  // The hot loop reads raw values only (no text is built or cleaned per instance): names and
+  // messages are sanitised once per distinct value, when the groups are made.
   let ready = 0;
   for (const item of instances) {
     const instance = (typeof item === "object" && item !== null ? item : {}) as Partial<
@@ -223,12 +222,18 @@ export function tallyDeployment(
       ready++;
       continue;
     }
-    const acc = groupFor(resolve(instance.reason));
-    const name = typeof instance.name === "string" ? instance.name : "";
+    const reason = instance.reason;
+    let acc = byValue.get(reason);
+    if (acc === undefined) {
+      acc = groupFor(catalog.resolve(reason));
+      byValue.set(reason, acc);
+    }
+    const rawName = instance.name;
+    const name = typeof rawName === "string" ? rawName : "";
     acc.count++;
     keepSmallest(acc.names, name);
-    const message = toText(instance.message);
-    if (message !== "") {
+    const message = instance.message;
+    if (typeof message === "string" && message !== "") {
       const seen = acc.messages.get(message);
       if (seen === undefined) acc.messages.set(message, { count: 1, firstName: name });
       else {
@@ -259,23 +264,41 @@ export function tallyDeployment(
         acc.resolved.definition,
         acc.count,
         acc.blockerMessage ?? representativeMessage(acc.messages),
-        acc.names,
+        cleanNames(acc.names),
       ),
     );
   }
   groups.sort(compareGroups);
-  return { tally: { desired, ready, groups }, replicas: instances.length };
+  return { tally: { desired, ...capReady(ready, desired), groups }, replicas: instances.length };
+}
+
+/** Kept names, sanitised for a message, sorted again (cleaning may change the order). */
+function cleanNames(names: readonly string[]): string[] {
+  return names.map(toName).sort(compareStrings);
 }
 
 /**
  * The representative message of a group: the one most instances carry; on a tie, the one whose
- * first instance name sorts first; then the message itself. Independent of input order.
+ * first instance name sorts first; then the message itself. Messages are compared as they will
+ * be shown (sanitised and trimmed: two raw texts that read the same count as one). Independent
+ * of input order.
  */
 function representativeMessage(
   messages: Map<string, { count: number; firstName: string }>,
 ): string {
+  const shown = new Map<string, { count: number; firstName: string }>();
+  for (const [raw, { count, firstName }] of messages) {
+    const text = toText(raw);
+    if (text === "") continue;
+    const seen = shown.get(text);
+    if (seen === undefined) shown.set(text, { count, firstName });
+    else {
+      seen.count += count;
+      if (compareStrings(firstName, seen.firstName) < 0) seen.firstName = firstName;
+    }
+  }
   let best: { message: string; count: number; firstName: string } | undefined;
-  for (const [message, { count, firstName }] of messages) {
+  for (const [message, { count, firstName }] of shown) {
     if (
       best === undefined ||
       count > best.count ||

@@ -45,6 +45,6 @@ it("prints what the README says it prints", () => {
     'Degraded True InstanceCrashing | 1 of 3 instances is repeatedly exiting and restarting (web-1): container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1. 1 of 3 instances could not pull its image (web-2).',
     "Progressing False NoInstancePending | No instance is being provisioned or started.",
     "false 2026-11-30T05:00:00Z",
-    "1/1 placements have ready instances; 1/3 instances are ready; 1 is repeatedly exiting and restarting; 1 could not pull its image",
+    "1/3 instances are ready; 1 is repeatedly exiting and restarting; 1 could not pull its image",
   ]);
 });

@@ -85,10 +85,17 @@ export interface Group {
   readonly names: readonly string[];
 }
 
-/** Ready and desired replicas and the not-ready groups, ranked. */
+/**
+ * Ready and desired replicas and the not-ready groups, ranked. `ready` is capped at `desired`
+ * (every ratio and every condition reads it, so none can exceed 100 %); ready instances beyond
+ * the desired count (a scale-down in progress) are `surplus`.
+ */
 export interface Tally {
   readonly desired: number;
+  /** Ready replicas, at most {@link Tally.desired}. */
   readonly ready: number;
+  /** Ready instances beyond the desired count. */
+  readonly surplus: number;
   /** Sorted by {@link compareGroups}. */
   readonly groups: readonly Group[];
 }
@@ -173,11 +180,26 @@ function isInProgress(group: Group): boolean {
   return group.definition.class === "PlatformWorking";
 }
 
-/** `2/3 instances are ready`, or `No instances are desired` for 0/0. */
+/**
+ * Ready and desired counts, capped: `ready` at most `desired`, the rest `surplus`. Every tally is
+ * built through this, so no ratio in any message can exceed 100 %.
+ */
+export function capReady(ready: number, desired: number): { ready: number; surplus: number } {
+  return ready > desired ? { ready: desired, surplus: ready - desired } : { ready, surplus: 0 };
+}
+
+/**
+ * `2/3 instances are ready`, or `No instances are desired` for none desired; ready instances
+ * beyond the desired count add `(1 more is ready but not desired)`.
+ */
 export function readyClause(tally: Tally): string {
-  return tally.desired === 0 && tally.ready === 0
-    ? "No instances are desired"
-    : `${tally.ready}/${tally.desired} instances are ready`;
+  const surplus =
+    tally.surplus === 0
+      ? ""
+      : ` (${tally.surplus} ${tally.desired === 0 ? "" : "more "}${tally.surplus === 1 ? "is" : "are"} ready but not desired)`;
+  return tally.desired === 0
+    ? `No instances are desired${surplus}`
+    : `${tally.ready}/${tally.desired} instances are ready${surplus}`;
 }
 
 function phrase(group: Group): string {

@@ -173,12 +173,12 @@ describe("placements (table)", () => {
       available: [
         "True",
         "AvailablePlacementFound",
-        "1/2 placements have ready instances; 3/3 instances are ready; 1 could not pull its image",
+        "1/2 placements have ready instances; 2/3 instances are ready (1 more is ready but not desired); 1 could not pull its image",
       ],
       replicasReady: [
         "False",
         "ImageUnavailable",
-        "1/2 placements have all desired instances ready; 3/3 instances are ready; 1 could not pull its image",
+        "1/2 placements have all desired instances ready; 2/3 instances are ready (1 more is ready but not desired); 1 could not pull its image",
       ],
       degraded: ["True", "ImageUnavailable", "1 of 3 instances could not pull its image (us-0)."],
       perPlacement: [

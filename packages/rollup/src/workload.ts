@@ -5,13 +5,14 @@
  * @packageDocumentation
  */
 import { z } from "zod";
-import { DEFAULT_REASON_CATALOG, type ReasonCatalog, type ResolvedReason } from "./catalog.js";
+import { DEFAULT_REASON_CATALOG, ReasonCatalog, type ResolvedReason } from "./catalog.js";
 import type { Condition, ConditionStatus, ConditionUpdate } from "./condition.js";
 import { setConditions } from "./condition.js";
 import { deploymentConditions, type RollupOptions } from "./deployment.js";
 import { parseInput, type RollupResult } from "./errors.js";
 import {
   CONDITION_TYPES,
+  capReady,
   compareGroups,
   describeGroups,
   type Group,
@@ -27,7 +28,7 @@ import {
   topReason,
   toReasonCount,
 } from "./tally.js";
-import { compareStrings, toCount, toText } from "./text.js";
+import { compareStrings, toCount, toName, toText } from "./text.js";
 
 /**
  * One placement of a Workload: its name and desired replicas (from the Workload's spec) and, once
@@ -131,12 +132,17 @@ export function parseWorkloadInput(value: unknown): RollupResult<WorkloadInput> 
  * ```
  */
 export function rollupWorkload(input: WorkloadInput, options: RollupOptions): WorkloadStatus {
-  const catalog = options?.catalog ?? DEFAULT_REASON_CATALOG;
+  const catalog =
+    options?.catalog instanceof ReasonCatalog ? options.catalog : DEFAULT_REASON_CATALOG;
   const generation = toCount(input?.generation);
   const rawPlacements: readonly unknown[] = Array.isArray(input?.placements)
     ? input.placements
     : [];
-  const placements = rawPlacements.map((p) => tallyPlacement(p, catalog));
+  // An index loop, not `map`: a sparse array's holes are placements too (nameless, empty).
+  const placements: PlacementTally[] = [];
+  for (let i = 0; i < rawPlacements.length; i++) {
+    placements.push(tallyPlacement(rawPlacements[i], catalog));
+  }
   placements.sort((a, b) => compareStrings(a.name, b.name) || compareStrings(a.sortKey, b.sortKey));
 
   const tally = mergeTallies(placements, catalog);
@@ -153,7 +159,7 @@ export function rollupWorkload(input: WorkloadInput, options: RollupOptions): Wo
     observedGeneration: generation,
     desiredReplicas: tally.desired,
     replicas: placements.reduce((sum, p) => sum + p.replicas, 0),
-    readyReplicas: tally.ready,
+    readyReplicas: tally.ready + tally.surplus,
     placements: placements.map((p) => p.status),
     reasons: tally.groups.map(toReasonCount),
     conditions: setConditions(options?.previous, updates, options?.now ?? new Date(Number.NaN)),
@@ -173,9 +179,10 @@ function tallyPlacement(item: unknown, catalog: ReasonCatalog): PlacementTally {
   const placement = (typeof item === "object" && item !== null ? item : {}) as Partial<
     Record<keyof PlacementInput, unknown>
   >;
-  const name = typeof placement.name === "string" ? placement.name : "";
+  const name = toName(placement.name);
   const desired = toCount(placement.desiredReplicas);
-  const ready = toCount(placement.readyReplicas);
+  const readyReplicas = toCount(placement.readyReplicas);
+  const { ready, surplus } = capReady(readyReplicas, desired);
   const replicas = toCount(placement.replicas);
 
   const merged = new Map<string, MergeAccumulator>();
@@ -185,7 +192,7 @@ function tallyPlacement(item: unknown, catalog: ReasonCatalog): PlacementTally {
       Record<keyof ReasonCount, unknown>
     >;
     const names = Array.isArray(entry.instances)
-      ? entry.instances.filter((n): n is string => typeof n === "string")
+      ? entry.instances.filter((n): n is string => typeof n === "string").map(toName)
       : [];
     addToMerge(merged, catalog.resolve(entry.reason), toCount(entry.count), {
       message: toText(entry.message),
@@ -202,13 +209,13 @@ function tallyPlacement(item: unknown, catalog: ReasonCatalog): PlacementTally {
       placement: name,
     });
   }
-  const tally: Tally = { desired, ready, groups: finishMerge(merged) };
+  const tally: Tally = { desired, ready, surplus, groups: finishMerge(merged) };
   const available = deploymentConditions(tally, 0)[0];
   const status: PlacementStatus = {
     name,
     desiredReplicas: desired,
     replicas,
-    readyReplicas: ready,
+    readyReplicas,
     available: available?.status ?? "Unknown",
     reason: available?.reason ?? "Unknown",
     message: available?.message ?? "",
@@ -273,9 +280,11 @@ function mergeTallies(placements: readonly PlacementTally[], catalog: ReasonCata
   const merged = new Map<string, MergeAccumulator>();
   let desired = 0;
   let ready = 0;
+  let surplus = 0;
   for (const p of placements) {
     desired += p.tally.desired;
     ready += p.tally.ready;
+    surplus += p.tally.surplus;
     for (const g of p.tally.groups) {
       addToMerge(merged, catalog.resolve(g.reason), g.count, {
         message: g.message,
@@ -284,7 +293,7 @@ function mergeTallies(placements: readonly PlacementTally[], catalog: ReasonCata
       });
     }
   }
-  return { desired, ready, groups: finishMerge(merged) };
+  return { desired, ready, surplus, groups: finishMerge(merged) };
 }
 
 function lowerFirst(text: string): string {
@@ -315,7 +324,11 @@ function workloadConditions(
       status: "True",
       reason:
         tally.ready > 0 ? ROLLUP_REASONS.AvailablePlacementFound : ROLLUP_REASONS.NoReplicasDesired,
-      message: `${withReady}/${placements} placements have ready instances; ${detail}`,
+      // One placement: exactly its WorkloadDeployment's message.
+      message:
+        placements === 1
+          ? `${readyClause(tally)}${shortGroups(tally.groups)}`
+          : `${withReady}/${placements} placements have ready instances; ${detail}`,
       observedGeneration,
     };
   } else {

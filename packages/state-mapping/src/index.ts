@@ -14,6 +14,7 @@ export {
 } from "./instance.js";
 export {
   CRASH_LOOP_WINDOW_MINUTES,
+  EXACT_RESTART_COUNTS,
   InstanceObjectStatus,
   type InstanceReasonResult,
   MAX_QUOTED_MESSAGE_CHARS,
@@ -22,6 +23,8 @@ export {
 export {
   CONTAINER_STATUS_UNKNOWN,
   lostPodReason,
+  MAX_STATUS_MESSAGE_CHARS,
+  REPORT_CONDITION_TYPE,
   type ToPodStatusOptions,
   toPodStatus,
   UNKNOWN_EXIT_CODE,
@@ -54,6 +57,7 @@ export {
   type InstanceState,
   type LostCause,
   type LostState,
+  MAX_REPORT_SEQ,
   needsConsoleOutput,
   type PendingState,
   type PreviousObservation,

@@ -7,6 +7,7 @@
  */
 import { z } from "zod";
 import { INSTANCE_REASONS, type InstanceReason, isInstanceReason } from "./reasons.js";
+import { sanitize, statusText, truncate } from "./text.js";
 
 /**
  * The kubelet's back-off reset window as the incident words it: a container that stays up this
@@ -15,8 +16,22 @@ import { INSTANCE_REASONS, type InstanceReason, isInstanceReason } from "./reaso
  */
 export const CRASH_LOOP_WINDOW_MINUTES = 5;
 
-/** Longest termination or waiting message quoted in a reason message, in characters. */
+/**
+ * Longest termination or waiting message quoted in a reason message, in code points (an
+ * ellipsis included when cut; the cut falls on a grapheme boundary).
+ */
 export const MAX_QUOTED_MESSAGE_CHARS = 200;
+
+/** Longest reason message, in code points (the roll-up's representative-message budget). */
+const MAX_REASON_MESSAGE_CHARS = 1024;
+
+/**
+ * Restart counts a message states exactly; above them it says "more than N times" with N the
+ * largest of 5, 10, 20, 50, 100, 200, 500, ... below the count. A steady crash loop therefore
+ * changes its message (and the roll-up's status) only when the count crosses one of these steps,
+ * not on every restart.
+ */
+export const EXACT_RESTART_COUNTS = 5;
 
 /** What {@link toInstanceReason} returns: the reason, whether the instance is ready, one sentence. */
 export interface InstanceReasonResult {
@@ -200,12 +215,17 @@ interface Finding {
  * ```
  */
 export function toInstanceReason(podOrInstanceStatus: unknown): InstanceReasonResult {
+  const result = reasonOf(podOrInstanceStatus);
+  return { ...result, message: statusText(result.message, MAX_REASON_MESSAGE_CHARS) };
+}
+
+function reasonOf(podOrInstanceStatus: unknown): InstanceReasonResult {
   let statusInput: unknown = podOrInstanceStatus;
   let spec: PodSpec;
   const wrapped = Wrapped.safeParse(podOrInstanceStatus);
   if (wrapped.success && wrapped.data.status !== undefined) {
     statusInput = wrapped.data.status;
-    spec = PodSpec.parse(wrapped.data.spec);
+    spec = PodSpec.safeParse(wrapped.data.spec).data;
   }
   const pod = PodStatus.safeParse(statusInput);
   if (!pod.success) {
@@ -415,7 +435,7 @@ function examine(
     const times =
       restarts === 0
         ? "has exited and is waiting to restart"
-        : `has exited and restarted ${restarts} ${restarts === 1 ? "time" : "times"} without staying up for ${CRASH_LOOP_WINDOW_MINUTES} minutes`;
+        : `has exited and restarted ${restartCount(restarts)} without staying up for ${CRASH_LOOP_WINDOW_MINUTES} minutes`;
     return {
       reason: "InstanceCrashing",
       message: `${who} ${times}.${last ? ` ${lastExit(last)}` : ""}`,
@@ -425,7 +445,7 @@ function examine(
     if (restarts > 0) {
       return {
         reason: "InstanceCrashing",
-        message: `${who} has exited and restarted ${restarts} ${restarts === 1 ? "time" : "times"} without staying up for ${CRASH_LOOP_WINDOW_MINUTES} minutes. ${lastExit(term)}`,
+        message: `${who} has exited and restarted ${restartCount(restarts)} without staying up for ${CRASH_LOOP_WINDOW_MINUTES} minutes. ${lastExit(term)}`,
       };
     }
     return { reason: "InstanceCrashing", message: `${who} ${exitClause(term)}.` };
@@ -442,6 +462,19 @@ function examine(
   }
   if (c.state == null && !init) return { reason: "Starting", message: `${who} is starting.` };
   return undefined;
+}
+
+/** `1 time`, `3 times`, then `more than 5 times`, `more than 10 times`, `more than 20 times`, ... */
+function restartCount(restarts: number): string {
+  if (restarts <= EXACT_RESTART_COUNTS) return `${restarts} ${restarts === 1 ? "time" : "times"}`;
+  let step = EXACT_RESTART_COUNTS;
+  for (let decade = 10; decade <= Number.MAX_SAFE_INTEGER; decade *= 10) {
+    for (const next of [decade, decade * 2, decade * 5]) {
+      if (next >= restarts) return `more than ${step} times`;
+      step = next;
+    }
+  }
+  return `more than ${step} times`;
 }
 
 /** True for an exit `docker stop` causes: SIGTERM or SIGKILL (signal or 128 + signal), not an OOM kill. */
@@ -477,12 +510,13 @@ function memoryLimit(spec: PodSpec, name: string, init: boolean): string | undef
   return memory === undefined || memory === null ? undefined : String(memory);
 }
 
-/** One line, trimmed, without double quotes, at most {@link MAX_QUOTED_MESSAGE_CHARS}. */
+/**
+ * One line, trimmed, without double quotes, control characters or escapes, at most
+ * {@link MAX_QUOTED_MESSAGE_CHARS} code points, cut on a grapheme boundary.
+ */
 function quoteless(message: string): string {
-  const one = message.replace(/\s+/g, " ").replace(/"/g, "'").trim().replace(/[.]$/, "");
-  return one.length > MAX_QUOTED_MESSAGE_CHARS
-    ? `${one.slice(0, MAX_QUOTED_MESSAGE_CHARS)}...`
-    : one;
+  const one = sanitize(message).replace(/\s+/g, " ").replace(/"/g, "'").trim().replace(/[.]$/, "");
+  return truncate(one, MAX_QUOTED_MESSAGE_CHARS);
 }
 
 function sentence(message: string): string {

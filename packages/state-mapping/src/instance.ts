@@ -64,6 +64,13 @@ export const Ec2Instance = z.looseObject({
 /** An EC2 instance after {@link parseInstance}: `LaunchTime` is a valid `Date` or absent. */
 export type Ec2Instance = z.output<typeof Ec2Instance>;
 
+/**
+ * Instances this module produced, so that one already read (by {@link parseDescribeInstancesPage}
+ * or {@link parseInstance}) is not validated again when it is passed to `toInstanceState`. Only a
+ * cache: the output is the same without it. Do not mutate a parsed instance.
+ */
+const parsedInstances = new WeakSet<object>();
+
 /** The result of {@link parseInstance}: the instance, or a typed error. Never an exception. */
 export type InstanceParseResult =
   | { readonly ok: true; readonly instance: Ec2Instance }
@@ -80,8 +87,14 @@ export type InstanceParseResult =
  * ```
  */
 export function parseInstance(value: unknown): InstanceParseResult {
+  if (typeof value === "object" && value !== null && parsedInstances.has(value)) {
+    return { ok: true, instance: value as Ec2Instance };
+  }
   const parsed = Ec2Instance.safeParse(value);
-  if (parsed.success) return { ok: true, instance: parsed.data };
+  if (parsed.success) {
+    parsedInstances.add(parsed.data);
+    return { ok: true, instance: parsed.data };
+  }
   const issue = parsed.error.issues[0];
   const where = issue?.path.length ? issue.path.join(".") : "instance";
   return {
@@ -184,8 +197,11 @@ const CAUSE_BY_CODE: Readonly<Record<string, Ec2Cause>> = {
  * into an {@link Ec2Cause}. Total.
  */
 export function ec2Cause(code: string | undefined, transitionReason?: string): Ec2Cause {
-  if (code !== undefined && code !== "") return CAUSE_BY_CODE[code] ?? "Other";
-  if (transitionReason === undefined || transitionReason === "") return "None";
+  if (typeof code === "string" && code !== "") {
+    return Object.hasOwn(CAUSE_BY_CODE, code) ? (CAUSE_BY_CODE[code] as Ec2Cause) : "Other";
+  }
+  if (code !== undefined && code !== null && code !== "") return "Other";
+  if (typeof transitionReason !== "string" || transitionReason === "") return "None";
   if (/^User initiated/i.test(transitionReason)) return "UserInitiatedShutdown";
   if (/^Service initiated/i.test(transitionReason)) return "Other";
   return "None";
@@ -197,8 +213,14 @@ export function ec2Cause(code: string | undefined, transitionReason?: string): E
  */
 export function instanceTags(instance: Ec2Instance): Map<string, string> {
   const map = new Map<string, string>();
-  for (const tag of instance.Tags) {
-    if (tag.Key !== undefined && tag.Value !== undefined) map.set(tag.Key, tag.Value);
+  const tags: unknown = (instance as { Tags?: unknown } | null | undefined)?.Tags;
+  if (!Array.isArray(tags)) return map;
+  for (const tag of tags) {
+    const { Key, Value } = (typeof tag === "object" && tag !== null ? tag : {}) as {
+      Key?: unknown;
+      Value?: unknown;
+    };
+    if (typeof Key === "string" && typeof Value === "string") map.set(Key, Value);
   }
   return map;
 }

@@ -9,6 +9,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import {
   encodeConsoleLine,
   type InstanceState,
+  REPORT_CONDITION_TYPE,
   toInstanceReason,
   toInstanceState,
   toPodStatus,
@@ -274,5 +275,49 @@ describe("Pod statuses written to a real kube-apiserver", () => {
     expect(current.status?.reason).toBeUndefined();
     expect(current.status?.containerStatuses?.[0]?.restartCount).toBe(1);
     expect(toInstanceReason(current).reason).toBe("InstanceCrashing");
+  });
+
+  it("keeps a stored terminal status and its cause through a restart, read back from the server", async () => {
+    let current = await createPod(pod("Never"));
+    const spot = toInstanceState(
+      ec2("stopped", {
+        code: "Server.SpotInstanceTermination",
+        report: report(4, false, [running()]),
+      }),
+      { now: NOW },
+    );
+    current = await writeStatus(current, toPodStatus(current, spot, { now: NOW }));
+    expect(current.status).toMatchObject({ phase: "Failed", reason: "SpotInterruption" });
+    const record = current.status?.conditions?.find((c) => c.type === REPORT_CONDITION_TYPE);
+    expect(record?.message).toBe("seq=4 cause=SpotInterruption");
+
+    // A restart: no previous state; the controller has terminated the instance since.
+    const later = new Date(NOW.getTime() + 600_000);
+    const terminated = toInstanceState(
+      ec2("terminated", { code: "Client.UserInitiatedShutdown" }),
+      { now: later },
+    );
+    const read = await api.readNamespacedPod({
+      name: current.metadata?.name ?? "",
+      namespace: NAMESPACE,
+    });
+    const next = toPodStatus(read, terminated, { now: later });
+    expect(plain(next)).toEqual(plain(read.status));
+  });
+
+  it("stores hostile messages as written, so the next reconcile writes nothing", async () => {
+    const message = `\u001b[31mboom\u001b[0m ${"x".repeat(190)}😀 tail\u0000\u202e ${"é".repeat(5000)}`;
+    const state = toInstanceState(
+      ec2("stopped", { report: report(2, true, [exited(1, "app", { messageB64: b64(message) })]) }),
+      { now: NOW },
+    );
+    let current = await createPod(pod("Never"));
+    const sent = toPodStatus(current, state, { now: NOW });
+    current = await writeStatus(current, sent);
+    expect(plain(current.status?.containerStatuses)).toEqual(plain(sent.containerStatuses));
+    const reason = toInstanceReason({ ...current, status: sent });
+    expect(toInstanceReason(current)).toEqual(reason);
+    // The same world again: the status computed from the stored Pod equals the stored status.
+    expect(plain(toPodStatus(current, state, { now: NOW }))).toEqual(plain(current.status));
   });
 });

@@ -39,7 +39,10 @@ describe("toPodStatus", () => {
       ["Initialized", "True", undefined],
       ["ContainersReady", "True", undefined],
       ["Ready", "True", undefined],
+      // The durable record of the report the status was built from (see toPodStatus).
+      ["nebula.dev/ExitReport", "True", "ExitReport"],
     ]);
+    expect(condition(status, "nebula.dev/ExitReport")?.message).toBe("seq=1");
   });
 
   it("keeps a crash-looping Pod in phase Running, with the container waiting and not ready", () => {

@@ -16,13 +16,40 @@ import type {
 } from "@kubernetes/client-node";
 import { z } from "zod";
 import type { ContainerReport, TerminationReport } from "./report.js";
-import type { InstanceState, LostCause } from "./state.js";
+import {
+  type InstanceState,
+  LOST_CAUSES,
+  type LostCause,
+  lostMessage,
+  MAX_REPORT_SEQ,
+  stopFacts,
+} from "./state.js";
+import { int32Count, statusText } from "./text.js";
 
 /** The exit code of a container whose fate is unknown (the kubelet's: 128 + SIGKILL). */
 export const UNKNOWN_EXIT_CODE = 137;
 
 /** The termination reason of a container whose instance vanished (the kubelet's word). */
 export const CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown";
+
+/**
+ * The Pod condition type that records, in the Pod's own status, what the status was built from:
+ * the accepted report's `seq`, whether that report was final, and, for a lost instance, the cause
+ * of the loss. Its message reads `seq=12`, `seq=12 final`, `seq=12 cause=SpotInterruption` or
+ * `cause=Absent`; its reason is `ExitReport` and its status always `True`.
+ *
+ * The stored status is the durable memory of the mapping: after a controller restart (no previous
+ * state in memory) {@link toPodStatus} reads this record back, so a terminal status stays what it
+ * was unless a newer final report says otherwise, and the recorded cause is kept. Only the
+ * controller writes Pod status (tenants cannot), so the record cannot be forged by a Pod's author.
+ */
+export const REPORT_CONDITION_TYPE = "nebula.dev/ExitReport";
+
+/** Longest termination or waiting message written to a container status, in code points (the kubelet keeps 4096 bytes). */
+export const MAX_STATUS_MESSAGE_CHARS = 4096;
+
+/** Longest Pod-level `status.message`, in code points. */
+const MAX_POD_MESSAGE_CHARS = 1024;
 
 /** Options of {@link toPodStatus}. */
 export interface ToPodStatusOptions {
@@ -33,46 +60,42 @@ export interface ToPodStatusOptions {
   readonly now: Date;
 }
 
-const date = z
-  .union([z.date(), z.iso.datetime({ offset: true })])
-  .optional()
-  .catch(undefined)
-  .transform((value) => {
-    if (value === undefined) return undefined;
-    const d = typeof value === "string" ? new Date(value) : value;
-    return Number.isNaN(d.getTime()) ? undefined : d;
-  });
-
 const ContainerSpec = z.looseObject({
   name: z.string(),
   image: z.string().optional().catch(undefined),
   restartPolicy: z.string().optional().catch(undefined),
 });
 
-/** The parts of a Pod this mapping reads, validated at the boundary (bad parts read as absent). */
-const PodView = z.looseObject({
-  spec: z
-    .looseObject({
-      containers: z.array(ContainerSpec).catch([]),
-      initContainers: z.array(ContainerSpec).optional().catch(undefined),
-      restartPolicy: z.string().optional().catch(undefined),
-    })
-    .catch({ containers: [] }),
-  status: z
-    .looseObject({
-      conditions: z
-        .array(z.looseObject({ type: z.string(), status: z.string(), lastTransitionTime: date }))
-        .optional()
-        .catch(undefined),
-      startTime: date,
-      podIP: z.string().optional().catch(undefined),
-      hostIP: z.string().optional().catch(undefined),
-    })
-    .optional()
-    .catch(undefined),
-});
-type PodView = z.output<typeof PodView>;
+/** The parts of a Pod's spec this mapping reads, validated at the boundary (bad parts read as absent). */
+const SpecView = z
+  .looseObject({
+    containers: z.array(ContainerSpec).catch([]),
+    initContainers: z.array(ContainerSpec).optional().catch(undefined),
+    restartPolicy: z.string().optional().catch(undefined),
+  })
+  .catch({ containers: [] });
+type SpecView = z.output<typeof SpecView>;
 type ContainerSpec = z.output<typeof ContainerSpec>;
+
+const EMPTY_SPEC: SpecView = { containers: [] };
+
+/**
+ * Specs already read, by object: a Pod's spec does not change while its status does, so each
+ * spec is validated once (only a cache: the output is the same without it). Do not mutate a Pod
+ * object after passing it in; pass a new object instead, as informers do.
+ */
+const specViews = new WeakMap<object, SpecView>();
+
+function readSpec(spec: unknown): SpecView {
+  if (typeof spec !== "object" || spec === null) return EMPTY_SPEC;
+  let view = specViews.get(spec);
+  if (view === undefined) {
+    const parsed = SpecView.safeParse(spec);
+    view = parsed.success ? parsed.data : EMPTY_SPEC;
+    specViews.set(spec, view);
+  }
+  return view;
+}
 
 /** Pod status fields this mapping owns; every other field of the Pod's current status is kept. */
 const OWNED = new Set([
@@ -90,6 +113,7 @@ const OWNED = new Set([
 ]);
 
 const OWNED_CONDITIONS = new Set([
+  REPORT_CONDITION_TYPE,
   "PodScheduled",
   "PodReadyToStartContainers",
   "Initialized",
@@ -120,6 +144,14 @@ const OWNED_CONDITIONS = new Set([
  *   and reporting), `Initialized`, `ContainersReady`, `Ready` are set with the kubelet's reasons
  *   (`ContainersNotInitialized`, `ContainersNotReady`, `PodCompleted`); their
  *   `lastTransitionTime` only moves when their status flips. Other conditions are kept.
+ * - The Pod's stored status is durable memory (see {@link REPORT_CONDITION_TYPE}): a stored
+ *   `Succeeded`/`Failed` status is returned as it is unless `state` is `Terminal` with a final
+ *   report newer (higher `seq`) than the one it was built from; a newer final report after a loss
+ *   keeps the recorded cause of the loss. A live stored status built from a newer report than
+ *   `state` has (the previous state was forgotten in a restart) keeps its containers. So the
+ *   result is the same whether or not the caller kept the previous state in memory.
+ * - Text is sanitised (no control characters or ANSI escapes) and cut on grapheme boundaries
+ *   ({@link MAX_STATUS_MESSAGE_CHARS}); restart counts are capped at the `int32` maximum.
  *
  * @example
  * ```ts
@@ -132,33 +164,92 @@ export function toPodStatus(
   state: InstanceState,
   options: ToPodStatusOptions,
 ): V1PodStatus {
-  const view = readPod(pod);
-  const now = options.now;
-  const podRestartPolicy = view.spec.restartPolicy ?? "Always";
-  const initSpecs = view.spec.initContainers ?? [];
-  const appSpecs = view.spec.containers;
-  const terminal = state.kind === "Terminal" || state.kind === "Lost";
-  const live = state.kind === "Running";
+  const rawStatus = readObject((pod as unknown as Record<string, unknown> | null)?.status);
+  const stored = readStored(rawStatus);
+  if (!isState(state)) state = UNREADABLE_STATE;
+  if (stored.terminal) {
+    // A terminal status never changes again, unless a newer final report says otherwise.
+    if (state.kind !== "Terminal" || state.report.seq <= (stored.seq ?? -1)) {
+      const kept = { ...(rawStatus as V1PodStatus) };
+      // A Pod that finished before its instance was lost: the status stays, but the record
+      // learns the cause of the loss (once), so that a later report is read as the in-memory
+      // history would read it.
+      if (state.kind === "Lost" && stored.cause === undefined && !stored.final) {
+        const message = recordMessage(stored.seq, false, state.cause);
+        const others = (Array.isArray(kept.conditions) ? kept.conditions : []).filter(
+          (c) => c?.type !== REPORT_CONDITION_TYPE,
+        );
+        const at = toDate(options?.now) ?? new Date(0);
+        kept.conditions = [
+          ...others,
+          {
+            type: REPORT_CONDITION_TYPE,
+            status: "True",
+            lastTransitionTime: at,
+            reason: "ExitReport",
+            message,
+          },
+        ];
+      }
+      return kept;
+    }
+    if (stored.cause !== undefined && state.report.stopRequested === true) {
+      // The first loss is the truth: a stop after a recorded loss keeps the loss's cause.
+      const stopped = stopFacts(state.instance, stored.cause);
+      const { stopped: _ignored, ...rest } = state;
+      state = stopped === undefined ? rest : { ...rest, stopped };
+    }
+  }
+  const now = options?.now instanceof Date ? options.now : new Date(Number.NaN);
+  const spec = readSpec((pod as unknown as Record<string, unknown> | null)?.spec);
+  const podRestartPolicy = spec.restartPolicy ?? "Always";
+  const initSpecs = spec.initContainers ?? [];
+  const appSpecs = spec.containers;
   const report = state.report;
-  const lostNote = state.kind === "Lost" ? vanishedMessage(state) : undefined;
+  // The previous state was forgotten (a restart) while the stored status was built from a newer
+  // report than this state has: the stored containers are the newer truth.
+  const fromStored =
+    stored.seq !== undefined &&
+    stored.containers !== undefined &&
+    (report === undefined || report.seq < stored.seq) &&
+    state.kind !== "Terminal";
+  const kind = fromStored && state.kind === "Booting" ? "Running" : state.kind;
+  const terminal = kind === "Terminal" || kind === "Lost";
+  const live = kind === "Running";
+  const lostMessageText =
+    state.kind === "Lost"
+      ? fromStored
+        ? lostMessage(state.instance, state.cause, { seq: stored.seq ?? 0 })
+        : state.message
+      : undefined;
+  const lostNote =
+    state.kind === "Lost" && lostMessageText !== undefined
+      ? vanishedMessage(lostMessageText, state.reportProblem)
+      : undefined;
+  const recordSeq = fromStored ? stored.seq : report?.seq;
 
-  const find = (name: string, init: boolean) =>
-    report?.containers.find((c) => c.name === name && (c.init ?? false) === init);
-
-  const initDone = (statuses: V1ContainerStatus[]) =>
-    statuses.every((s, i) =>
-      isSidecar(initSpecs[i]) ? s.started === true : s.state?.terminated?.exitCode === 0,
-    );
+  const find = (name: string, init: boolean): ContainerReport | undefined => {
+    if (report === undefined) return undefined;
+    for (const c of report.containers) {
+      if (c.name === name && (c.init ?? false) === init) return c;
+    }
+    return undefined;
+  };
 
   const waitingDefault = (init: boolean): { reason: string; message?: string } => {
-    if (state.kind === "Unknown") return { reason: "ReportUnreadable", message: state.message };
-    if (report?.containersOmitted !== undefined) {
+    if (state.kind === "Unknown") {
+      return {
+        reason: "ReportUnreadable",
+        message: statusText(state.message, MAX_POD_MESSAGE_CHARS),
+      };
+    }
+    if (!fromStored && report?.containersOmitted !== undefined) {
       return {
         reason: "ContainerStatusUnknown",
         message: `the instance's report left out ${report.containersOmitted} container(s) to fit its tag budget`,
       };
     }
-    if (state.kind === "Booting" && state.overdue) {
+    if (state.kind === "Booting" && state.overdue && !fromStored) {
       return {
         reason: "ContainerCreating",
         message: "the instance has not reported since launch (boot timeout exceeded)",
@@ -167,17 +258,31 @@ export function toPodStatus(
     return { reason: init || initSpecs.length === 0 ? "ContainerCreating" : "PodInitializing" };
   };
 
+  const unknownFate = (message: string): V1ContainerState => ({
+    terminated: { exitCode: UNKNOWN_EXIT_CODE, reason: CONTAINER_STATUS_UNKNOWN, message },
+  });
+
   const build = (spec: ContainerSpec, init: boolean): V1ContainerStatus => {
-    const entry = find(spec.name, init);
+    if (fromStored) {
+      const kept = storedContainer(
+        init ? stored.initContainers : stored.containers,
+        spec,
+        kind === "Lost" ? "lost" : live ? "live" : "idle",
+        lostNote,
+      );
+      if (kept !== undefined) return kept;
+    }
+    const entry = fromStored ? undefined : find(spec.name, init);
     const status: V1ContainerStatus = {
       name: spec.name,
       image: spec.image ?? "",
-      imageID: entry?.imageID ?? "",
-      restartCount: entry?.restarts ?? 0,
+      imageID: typeof entry?.imageID === "string" ? statusText(entry.imageID, 256) : "",
+      restartCount: int32Count(entry?.restarts),
       ready: false,
       started: false,
     };
-    if (entry?.containerID !== undefined) status.containerID = containerId(entry.containerID);
+    const id = containerId(entry?.containerID);
+    if (id !== undefined) status.containerID = id;
     if (entry?.last !== undefined)
       status.lastState = { terminated: terminated(entry.last, entry.containerID) };
     // Whose fate is unknown: a lost instance's containers that had not finished when it last
@@ -185,28 +290,21 @@ export function toPodStatus(
     const fateUnknown =
       entry === undefined
         ? terminal
-        : state.kind === "Lost"
+        : kind === "Lost"
           ? entry.state !== "terminated"
-          : state.kind === "Terminal" && entry.state === "running";
+          : kind === "Terminal" && entry.state === "running";
     if (entry === undefined || fateUnknown) {
-      if (fateUnknown) {
-        status.state = {
-          terminated: {
-            exitCode: UNKNOWN_EXIT_CODE,
-            reason: CONTAINER_STATUS_UNKNOWN,
-            message:
-              lostNote ??
+      status.state = fateUnknown
+        ? unknownFate(
+            lostNote ??
               (entry === undefined
                 ? "The instance's final report does not include this container."
                 : "The instance's final report shows this container still running."),
-          },
-        };
-      } else {
-        status.state = { waiting: waitingDefault(init) };
-      }
+          )
+        : { waiting: waitingDefault(init) };
       return status;
     }
-    if (state.kind === "Terminal" && entry.state === "waiting" && entry.last !== undefined) {
+    if (kind === "Terminal" && entry.state === "waiting" && entry.last !== undefined) {
       // No restart is coming any more: the last exit is the container's final state. (A final
       // report's container that never started, e.g. an image never pulled, stays waiting.)
       status.state = { terminated: terminated(entry.last, entry.containerID) };
@@ -221,15 +319,27 @@ export function toPodStatus(
     return status;
   };
 
-  const initContainerStatuses = initSpecs.map((spec) => build(spec, true));
-  let initialized = initDone(initContainerStatuses);
-  const containerStatuses = appSpecs.map((spec) => {
+  const initContainerStatuses: V1ContainerStatus[] = [];
+  let initialized = true;
+  let incomplete = "";
+  for (let i = 0; i < initSpecs.length; i++) {
+    const spec = initSpecs[i] as ContainerSpec;
+    const built = build(spec, true);
+    initContainerStatuses.push(built);
+    const done = isSidecar(spec) ? built.started === true : built.state?.terminated?.exitCode === 0;
+    if (!done) {
+      initialized = false;
+      incomplete = incomplete === "" ? built.name : `${incomplete} ${built.name}`;
+    }
+  }
+  const containerStatuses: V1ContainerStatus[] = [];
+  for (const spec of appSpecs) {
     const built = build(spec, false);
     if (!initialized && !terminal && built.state?.waiting?.reason === "ContainerCreating") {
       built.state = { waiting: { reason: "PodInitializing" } };
     }
-    return built;
-  });
+    containerStatuses.push(built);
+  }
 
   let phase: string = podPhase(
     podRestartPolicy,
@@ -239,47 +349,47 @@ export function toPodStatus(
     terminal,
   );
   if (terminal && phase !== "Succeeded" && phase !== "Failed") phase = "Failed";
-  if (state.kind === "Unknown") phase = "Unknown";
+  if (kind === "Unknown") phase = "Unknown";
   if (phase === "Succeeded") initialized = true;
 
-  const current = view.status?.conditions ?? [];
+  const current = stored.conditions;
   const condition = (type: string, ok: boolean, reason?: string, message?: string) => {
     const status = ok ? "True" : "False";
-    const before = current.find((c) => c.type === type);
-    const c: V1PodCondition = {
-      type,
-      status,
-      lastTransitionTime:
-        before !== undefined && before.status === status && before.lastTransitionTime !== undefined
-          ? before.lastTransitionTime
-          : now,
-    };
+    let since: Date | undefined;
+    for (const c of current) {
+      if (c.type === type) {
+        if (c.status === status) since = c.lastTransitionTime;
+        break;
+      }
+    }
+    const c: V1PodCondition = { type, status, lastTransitionTime: since ?? now };
     if (reason !== undefined) c.reason = reason;
     if (message !== undefined) c.message = message;
     return c;
   };
 
-  const sidecarStatuses = initContainerStatuses.filter((_, i) => isSidecar(initSpecs[i]));
-  const unready = [...sidecarStatuses, ...containerStatuses]
-    .filter((s) => !s.ready)
-    .map((s) => s.name);
-  const incomplete = initContainerStatuses
-    .filter((s, i) =>
-      isSidecar(initSpecs[i]) ? s.started !== true : s.state?.terminated?.exitCode !== 0,
-    )
-    .map((s) => s.name);
-  const allReady = unready.length === 0 && containerStatuses.length > 0;
+  let unready = "";
+  let allReady = containerStatuses.length > 0;
+  const noteUnready = (s: V1ContainerStatus) => {
+    if (s.ready) return;
+    allReady = false;
+    unready = unready === "" ? s.name : `${unready} ${s.name}`;
+  };
+  for (let i = 0; i < initContainerStatuses.length; i++) {
+    if (isSidecar(initSpecs[i])) noteUnready(initContainerStatuses[i] as V1ContainerStatus);
+  }
+  for (const s of containerStatuses) noteUnready(s);
   const completed = phase === "Succeeded";
-  const notReadyReason = state.kind === "Unknown" ? "ReportUnreadable" : "ContainersNotReady";
+  const notReadyReason = kind === "Unknown" ? "ReportUnreadable" : "ContainersNotReady";
   const notReadyMessage =
     state.kind === "Unknown"
-      ? state.message
-      : `containers with unready status: [${unready.join(" ")}]`;
+      ? statusText(state.message, MAX_POD_MESSAGE_CHARS)
+      : `containers with unready status: [${unready}]`;
 
   // The kubelet's "sandbox ready" condition: here, the host supervisor is up and reporting.
   const hostUp =
-    report !== undefined &&
-    (state.kind === "Running" || state.kind === "Stopping" || state.kind === "Unknown");
+    (report !== undefined || fromStored) &&
+    (kind === "Running" || kind === "Stopping" || kind === "Unknown");
   const conditions: V1PodCondition[] = [
     condition("PodScheduled", true),
     condition("PodReadyToStartContainers", hostUp),
@@ -291,7 +401,7 @@ export function toPodStatus(
             "Initialized",
             false,
             "ContainersNotInitialized",
-            `containers with incomplete status: [${incomplete.join(" ")}]`,
+            `containers with incomplete status: [${incomplete}]`,
           ),
     completed
       ? condition("ContainersReady", false, "PodCompleted")
@@ -304,25 +414,32 @@ export function toPodStatus(
         ? condition("Ready", true)
         : condition("Ready", false, notReadyReason, notReadyMessage),
   ];
-  const others = (Array.isArray(pod?.status?.conditions) ? pod.status.conditions : []).filter(
-    (c) => c !== null && typeof c === "object" && !OWNED_CONDITIONS.has(c.type),
-  );
-
-  const kept: Record<string, unknown> = {};
-  const rawStatus = pod?.status;
-  if (rawStatus !== null && typeof rawStatus === "object") {
-    for (const [key, value] of Object.entries(rawStatus)) if (!OWNED.has(key)) kept[key] = value;
+  const recordCause = state.kind === "Lost" ? state.cause : stored.cause;
+  if (recordSeq !== undefined || recordCause !== undefined) {
+    conditions.push(
+      condition(
+        REPORT_CONDITION_TYPE,
+        true,
+        "ExitReport",
+        recordMessage(recordSeq, !fromStored && report?.final === true, recordCause),
+      ),
+    );
   }
-  const result: V1PodStatus = {
-    ...(kept as V1PodStatus),
-    phase,
-    conditions: [...conditions, ...others],
-  };
+  for (const c of stored.otherConditions) conditions.push(c as V1PodCondition);
+
+  const result: V1PodStatus = {};
+  if (rawStatus !== undefined) {
+    for (const key in rawStatus) {
+      if (!OWNED.has(key)) (result as Record<string, unknown>)[key] = rawStatus[key];
+    }
+  }
+  result.phase = phase;
+  result.conditions = conditions;
   if (initSpecs.length > 0) result.initContainerStatuses = initContainerStatuses;
   result.containerStatuses = containerStatuses;
 
-  const hostIP = state.instance?.privateIp ?? view.status?.hostIP ?? undefined;
-  const podIP = state.instance?.privateIp ?? view.status?.podIP ?? undefined;
+  const hostIP = state.instance?.privateIp ?? stored.hostIP;
+  const podIP = state.instance?.privateIp ?? stored.podIP;
   if (hostIP !== undefined) {
     result.hostIP = hostIP;
     result.hostIPs = [{ ip: hostIP }];
@@ -331,22 +448,291 @@ export function toPodStatus(
     result.podIP = podIP;
     result.podIPs = [{ ip: podIP }];
   }
-  const startTime = view.status?.startTime ?? state.instance?.launchTime ?? now;
-  result.startTime = startTime;
+  result.startTime = stored.startTime ?? state.instance?.launchTime ?? now;
 
   if (state.kind === "Lost") {
     result.reason = lostPodReason(state.cause);
-    result.message = state.message;
+    result.message = statusText(lostMessageText ?? state.message, MAX_POD_MESSAGE_CHARS);
   } else if (state.kind === "Unknown") {
     result.reason = state.reason;
-    result.message = state.message;
+    result.message = statusText(state.message, MAX_POD_MESSAGE_CHARS);
   } else if (state.kind === "Terminal" && state.stopped !== undefined) {
     // Stopped from outside (a Spot interruption, a stop by a user or the controller): the same
     // Pod reason a lost instance with that cause gets, so the roll-up does not see a crash.
     result.reason = lostPodReason(state.stopped.cause);
-    result.message = state.stopped.message;
+    result.message = statusText(state.stopped.message, MAX_POD_MESSAGE_CHARS);
   }
   return result;
+}
+
+/** What {@link toPodStatus} reads from the Pod's stored status. */
+interface StoredStatus {
+  /** The stored phase is `Succeeded` or `Failed`. */
+  readonly terminal: boolean;
+  /** The report `seq` the stored status was built from (its {@link REPORT_CONDITION_TYPE} record). */
+  readonly seq?: number;
+  /** The recorded report was final. */
+  readonly final: boolean;
+  /** The recorded cause of a loss. */
+  readonly cause?: LostCause;
+  readonly containers?: readonly unknown[];
+  readonly initContainers?: readonly unknown[];
+  /** The stored conditions this mapping owns, with a valid `lastTransitionTime`. */
+  readonly conditions: readonly { type: string; status: string; lastTransitionTime?: Date }[];
+  /** Stored conditions of other types, kept as they are. */
+  readonly otherConditions: readonly unknown[];
+  readonly hostIP?: string;
+  readonly podIP?: string;
+  readonly startTime?: Date;
+}
+
+/** Writes a {@link REPORT_CONDITION_TYPE} message. */
+function recordMessage(
+  seq: number | undefined,
+  final: boolean,
+  cause: LostCause | undefined,
+): string {
+  const parts: string[] = [];
+  if (seq !== undefined) parts.push(`seq=${seq}`);
+  if (final) parts.push("final");
+  if (cause !== undefined) parts.push(`cause=${cause}`);
+  return parts.join(" ");
+}
+
+/** Reads a {@link REPORT_CONDITION_TYPE} message: `seq=12`, `cause=Absent`, or both. */
+function readRecord(message: string): { seq?: number; final: boolean; cause?: LostCause } {
+  const record: { seq?: number; final: boolean; cause?: LostCause } = { final: false };
+  for (const part of message.split(" ")) {
+    if (part === "final") record.final = true;
+    if (part.startsWith("seq=")) {
+      const digits = part.slice(4);
+      if (/^\d{1,10}$/.test(digits) && Number(digits) <= MAX_REPORT_SEQ)
+        record.seq = Number(digits);
+    } else if (part.startsWith("cause=") && LOST_CAUSES.has(part.slice(6))) {
+      record.cause = part.slice(6) as LostCause;
+    }
+  }
+  return record;
+}
+
+/**
+ * Stored statuses already read, by object: an informer hands the same object until the Pod
+ * changes (only a cache: the output is the same without it; do not mutate a status passed in).
+ */
+const storedStatuses = new WeakMap<object, StoredStatus>();
+
+const NO_STORED_STATUS: StoredStatus = {
+  terminal: false,
+  final: false,
+  conditions: [],
+  otherConditions: [],
+};
+
+function readStored(status: Record<string, unknown> | undefined): StoredStatus {
+  if (status === undefined) return NO_STORED_STATUS;
+  let stored = storedStatuses.get(status);
+  if (stored === undefined) {
+    stored = readStoredNow(status);
+    storedStatuses.set(status, stored);
+  }
+  return stored;
+}
+
+function readStoredNow(status: Record<string, unknown>): StoredStatus {
+  const phase = status.phase;
+  const conditions: { type: string; status: string; lastTransitionTime?: Date }[] = [];
+  const otherConditions: unknown[] = [];
+  let seq: number | undefined;
+  let final = false;
+  let cause: LostCause | undefined;
+  if (Array.isArray(status.conditions)) {
+    for (const c of status.conditions) {
+      if (typeof c !== "object" || c === null) continue;
+      const {
+        type,
+        status: conditionStatus,
+        lastTransitionTime,
+        message,
+      } = c as Record<string, unknown>;
+      if (typeof type !== "string") continue;
+      if (!OWNED_CONDITIONS.has(type)) {
+        otherConditions.push(c);
+        continue;
+      }
+      if (typeof conditionStatus !== "string") continue;
+      const since = toDate(lastTransitionTime);
+      conditions.push(
+        since === undefined
+          ? { type, status: conditionStatus }
+          : { type, status: conditionStatus, lastTransitionTime: since },
+      );
+      if (type === REPORT_CONDITION_TYPE && typeof message === "string") {
+        ({ seq, final, cause } = readRecord(message));
+      }
+    }
+  }
+  const list = (value: unknown) => (Array.isArray(value) ? value : undefined);
+  const text = (value: unknown) => (typeof value === "string" ? value : undefined);
+  const containers = list(status.containerStatuses);
+  const initContainers = list(status.initContainerStatuses);
+  const hostIP = text(status.hostIP);
+  const podIP = text(status.podIP);
+  const startTime = toDate(status.startTime);
+  return {
+    terminal: phase === "Succeeded" || phase === "Failed",
+    final,
+    ...(seq === undefined ? {} : { seq }),
+    ...(cause === undefined ? {} : { cause }),
+    ...(containers === undefined ? {} : { containers }),
+    ...(initContainers === undefined ? {} : { initContainers }),
+    conditions,
+    otherConditions,
+    ...(hostIP === undefined ? {} : { hostIP }),
+    ...(podIP === undefined ? {} : { podIP }),
+    ...(startTime === undefined ? {} : { startTime }),
+  };
+}
+
+/**
+ * A container status kept from the stored status (built from a newer report than the current
+ * state has), as the mapping would have built it from that report for the current state: not
+ * ready unless live and running; for a lost instance, a container that had not finished gets the
+ * unknown fate.
+ */
+function storedContainer(
+  list: readonly unknown[] | undefined,
+  spec: ContainerSpec,
+  how: "lost" | "live" | "idle",
+  lostNote: string | undefined,
+): V1ContainerStatus | undefined {
+  let raw: Record<string, unknown> | undefined;
+  for (const item of list ?? []) {
+    const c = readObject(item);
+    if (c?.name === spec.name) {
+      raw = c;
+      break;
+    }
+  }
+  if (raw === undefined) return undefined;
+  const text = (value: unknown) => (typeof value === "string" ? value : undefined);
+  const status: V1ContainerStatus = {
+    name: spec.name,
+    image: spec.image ?? "",
+    imageID: text(raw.imageID) ?? "",
+    restartCount: int32Count(raw.restartCount),
+    ready: false,
+    started: false,
+  };
+  const containerID = text(raw.containerID);
+  if (containerID !== undefined) status.containerID = containerID;
+  const last = readTerminated(readObject(readObject(raw.lastState)?.terminated));
+  if (last !== undefined) status.lastState = { terminated: last };
+  const state = readObject(raw.state);
+  const ended = readTerminated(readObject(state?.terminated));
+  if (how === "lost") {
+    status.state =
+      ended !== undefined && ended.reason !== CONTAINER_STATUS_UNKNOWN
+        ? { terminated: ended }
+        : {
+            terminated: {
+              exitCode: UNKNOWN_EXIT_CODE,
+              reason: CONTAINER_STATUS_UNKNOWN,
+              message: lostNote ?? "",
+            },
+          };
+    return status;
+  }
+  const running = readObject(state?.running);
+  const waiting = readObject(state?.waiting);
+  if (running !== undefined) {
+    const startedAt = toDate(running.startedAt);
+    status.state = { running: startedAt === undefined ? {} : { startedAt } };
+    status.started = true;
+    status.ready = how === "live";
+  } else if (ended !== undefined) {
+    status.state = { terminated: ended };
+  } else {
+    const reason = text(waiting?.reason) ?? "ContainerCreating";
+    const message = text(waiting?.message);
+    status.state = { waiting: message === undefined ? { reason } : { reason, message } };
+  }
+  return status;
+}
+
+function readTerminated(
+  raw: Record<string, unknown> | undefined,
+): V1ContainerStateTerminated | undefined {
+  if (raw === undefined) return undefined;
+  const out: V1ContainerStateTerminated = {
+    exitCode: typeof raw.exitCode === "number" ? raw.exitCode : UNKNOWN_EXIT_CODE,
+  };
+  if (typeof raw.reason === "string") out.reason = raw.reason;
+  if (typeof raw.signal === "number") out.signal = raw.signal;
+  const startedAt = toDate(raw.startedAt);
+  if (startedAt !== undefined) out.startedAt = startedAt;
+  const finishedAt = toDate(raw.finishedAt);
+  if (finishedAt !== undefined) out.finishedAt = finishedAt;
+  if (typeof raw.message === "string") out.message = raw.message;
+  if (typeof raw.containerID === "string") out.containerID = raw.containerID;
+  return out;
+}
+
+function readObject(value: unknown): Record<string, unknown> | undefined {
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
+}
+
+function toDate(value: unknown): Date | undefined {
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? undefined : value;
+  if (typeof value !== "string" || !ISO_DATE.test(value)) return undefined;
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? undefined : d;
+}
+
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})$/;
+
+const STATE_KINDS = new Set([
+  "Pending",
+  "Booting",
+  "Running",
+  "Stopping",
+  "Terminal",
+  "Lost",
+  "Unknown",
+]);
+
+/** A state that is not one: shown as an unreadable instance state. */
+const UNREADABLE_STATE: InstanceState = {
+  kind: "Unknown",
+  observedAt: new Date(0),
+  reason: "InstanceUnreadable",
+  message: "the instance state handed to the mapping could not be read",
+};
+
+function isState(value: unknown): value is InstanceState {
+  const o = readObject(value);
+  if (o === undefined || typeof o.kind !== "string" || !STATE_KINDS.has(o.kind)) return false;
+  if (o.report !== undefined && !isReportLike(o.report)) return false;
+  if ((o.kind === "Running" || o.kind === "Terminal") && o.report === undefined) return false;
+  if (o.kind === "Lost" && (typeof o.message !== "string" || typeof o.cause !== "string")) {
+    return false;
+  }
+  if (o.kind === "Unknown" && (typeof o.message !== "string" || typeof o.reason !== "string")) {
+    return false;
+  }
+  if (o.instance !== undefined && readObject(o.instance) === undefined) return false;
+  return true;
+}
+
+function isReportLike(value: unknown): boolean {
+  const o = readObject(value);
+  return (
+    o !== undefined &&
+    typeof o.seq === "number" &&
+    Array.isArray(o.containers) &&
+    o.containers.every((c) => readObject(c) !== undefined && typeof c.name === "string")
+  );
 }
 
 /**
@@ -368,20 +754,32 @@ export function lostPodReason(
   }
 }
 
-function vanishedMessage(state: Extract<InstanceState, { kind: "Lost" }>): string {
+function vanishedMessage(message: string, reportProblem: string | undefined): string {
   // Built from the frozen Lost message only, so that later observations write nothing new.
   const problem =
-    state.reportProblem === undefined ? "" : ` Its report was unreadable: ${state.reportProblem}.`;
-  return `The instance vanished without reporting this container's exit: ${state.message}.${problem}`;
-}
-
-function readPod(pod: unknown): PodView {
-  const parsed = PodView.safeParse(pod);
-  return parsed.success ? parsed.data : { spec: { containers: [] } };
+    reportProblem === undefined ? "" : ` Its report was unreadable: ${reportProblem}.`;
+  return statusText(
+    `The instance vanished without reporting this container's exit: ${message}.${problem}`,
+    MAX_STATUS_MESSAGE_CHARS,
+  );
 }
 
 function isSidecar(spec: ContainerSpec | undefined): boolean {
   return spec?.restartPolicy === "Always";
+}
+
+/** Epoch milliseconds of report times (only a cache: reports repeat from poll to poll). */
+const reportTimes = new Map<string, number>();
+
+/** A report's RFC 3339 time as a new `Date` (callers may own and change it). */
+function reportDate(time: string): Date {
+  let ms = reportTimes.get(time);
+  if (ms === undefined) {
+    ms = Date.parse(time);
+    if (reportTimes.size >= 4096) reportTimes.clear();
+    reportTimes.set(time, ms);
+  }
+  return new Date(ms);
 }
 
 function currentState(entry: ContainerReport): V1ContainerState {
@@ -389,51 +787,77 @@ function currentState(entry: ContainerReport): V1ContainerState {
     case "running":
       return entry.startedAt === undefined
         ? { running: {} }
-        : { running: { startedAt: new Date(entry.startedAt) } };
+        : { running: { startedAt: reportDate(String(entry.startedAt)) } };
     case "waiting": {
       const waiting: { reason: string; message?: string } = {
-        reason: entry.reason ?? "ContainerCreating",
+        reason: reasonText(entry.reason) ?? "ContainerCreating",
       };
       const message = decode(entry.messageB64);
       if (message !== undefined) waiting.message = message;
       return { waiting };
     }
-    case "terminated":
-      return {
-        terminated: terminated(
-          {
-            exitCode: entry.exitCode ?? UNKNOWN_EXIT_CODE,
-            reason: entry.reason ?? (entry.exitCode === 0 ? "Completed" : "Error"),
-            ...(entry.signal === undefined ? {} : { signal: entry.signal }),
-            ...(entry.startedAt === undefined ? {} : { startedAt: entry.startedAt }),
-            ...(entry.finishedAt === undefined ? {} : { finishedAt: entry.finishedAt }),
-            ...(entry.messageB64 === undefined ? {} : { messageB64: entry.messageB64 }),
-          },
-          entry.containerID,
-        ),
+    case "terminated": {
+      const exitCode = entry.exitCode ?? UNKNOWN_EXIT_CODE;
+      const out: V1ContainerStateTerminated = {
+        exitCode,
+        reason: reasonText(entry.reason) ?? (exitCode === 0 ? "Completed" : "Error"),
       };
+      fillTerminated(out, entry, entry.containerID);
+      return { terminated: out };
+    }
+    default:
+      return { waiting: { reason: "ContainerCreating" } };
   }
 }
 
-function terminated(t: TerminationReport, id: string | undefined): V1ContainerStateTerminated {
-  const out: V1ContainerStateTerminated = { exitCode: t.exitCode, reason: t.reason };
-  if (t.signal !== undefined) out.signal = t.signal;
-  if (t.startedAt !== undefined) out.startedAt = new Date(t.startedAt);
-  if (t.finishedAt !== undefined) out.finishedAt = new Date(t.finishedAt);
-  const message = decode(t.messageB64);
-  if (message !== undefined) out.message = message;
-  if (id !== undefined) out.containerID = containerId(id);
+function terminated(t: TerminationReport, id: unknown): V1ContainerStateTerminated {
+  const out: V1ContainerStateTerminated = {
+    exitCode: typeof t.exitCode === "number" ? t.exitCode : UNKNOWN_EXIT_CODE,
+    reason: reasonText(t.reason) ?? "Error",
+  };
+  fillTerminated(out, t, id);
   return out;
 }
 
-function decode(b64: string | undefined): string | undefined {
-  if (b64 === undefined) return undefined;
-  const text = Buffer.from(b64, "base64").toString("utf8");
+function fillTerminated(
+  out: V1ContainerStateTerminated,
+  t: Pick<TerminationReport, "signal" | "startedAt" | "finishedAt" | "messageB64">,
+  id: unknown,
+): void {
+  if (t.signal !== undefined) out.signal = t.signal;
+  if (typeof t.startedAt === "string") out.startedAt = reportDate(t.startedAt);
+  if (typeof t.finishedAt === "string") out.finishedAt = reportDate(t.finishedAt);
+  const message = decode(t.messageB64);
+  if (message !== undefined) out.message = message;
+  const containerID = containerId(id);
+  if (containerID !== undefined) out.containerID = containerID;
+}
+
+/** A reason from a report, fit for a status (reports allow 128 characters). */
+function reasonText(reason: unknown): string | undefined {
+  if (typeof reason !== "string") return undefined;
+  const text = statusText(reason, 128);
   return text === "" ? undefined : text;
 }
 
-function containerId(id: string): string {
-  return id.includes("://") ? id : `docker://${id}`;
+/** Decoded messages by their base64 (only a cache: reports repeat from poll to poll). */
+const decodedMessages = new Map<string, string | undefined>();
+
+/** A report's base64 message as status text: sanitised and cut; `undefined` when empty. */
+function decode(b64: unknown): string | undefined {
+  if (typeof b64 !== "string") return undefined;
+  if (decodedMessages.has(b64)) return decodedMessages.get(b64);
+  const text = statusText(Buffer.from(b64, "base64").toString("utf8"), MAX_STATUS_MESSAGE_CHARS);
+  const message = text === "" ? undefined : text;
+  if (decodedMessages.size >= 1024) decodedMessages.clear();
+  decodedMessages.set(b64, message);
+  return message;
+}
+
+function containerId(id: unknown): string | undefined {
+  if (typeof id !== "string") return undefined;
+  const clean = statusText(id, 256);
+  return clean.includes("://") ? clean : `docker://${clean}`;
 }
 
 /**

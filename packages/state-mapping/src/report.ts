@@ -207,13 +207,20 @@ export function decodeReportTags(tags: unknown): ReportReadResult {
  * rules in bash; this function is the reference, used by tests and by tools.
  */
 export function encodeReportTags(report: ExitReport): Record<string, string> {
-  const body = fitToTagBudget(report);
+  let body: string;
+  let seq: string;
+  try {
+    body = fitToTagBudget(report);
+    seq = `${report.seq}`;
+  } catch {
+    return {}; // Total: what cannot be encoded gives no tags.
+  }
   const chunks: string[] = [];
   for (let i = 0; i < body.length; i += REPORT_CHUNK_SIZE) {
     chunks.push(body.slice(i, i + REPORT_CHUNK_SIZE));
   }
   const tags: Record<string, string> = {
-    [REPORT_TAG_KEY]: `v${REPORT_VERSION} seq=${report.seq} chunks=${chunks.length} sha256=${sha256Prefix(body)}`,
+    [REPORT_TAG_KEY]: `v${REPORT_VERSION} seq=${seq} chunks=${chunks.length} sha256=${sha256Prefix(body)}`,
   };
   chunks.forEach((chunk, i) => {
     tags[`${REPORT_CHUNK_TAG_PREFIX}${i + 1}`] = chunk;
@@ -223,7 +230,11 @@ export function encodeReportTags(report: ExitReport): Record<string, string> {
 
 /** Encodes a report as one serial-console line (without the trailing newline). */
 export function encodeConsoleLine(report: ExitReport): string {
-  return `${CONSOLE_REPORT_MARKER} v${REPORT_VERSION} ${base64url(JSON.stringify(report))}`;
+  try {
+    return `${CONSOLE_REPORT_MARKER} v${REPORT_VERSION} ${base64url(JSON.stringify(report))}`;
+  } catch {
+    return ""; // Total: what cannot be encoded gives no line.
+  }
 }
 
 /**

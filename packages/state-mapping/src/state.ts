@@ -20,6 +20,13 @@ export const DEFAULT_ABSENT_GRACE_MS = 60_000;
 /** How long a running instance may go without its first report before it counts as overdue. */
 export const DEFAULT_BOOT_TIMEOUT_MS = 15 * 60_000;
 
+/**
+ * The highest report `seq` accepted: a Kubernetes `int32`. A report claiming more is unreadable,
+ * so that a forged huge `seq` cannot silence every later genuine report for ever, and every
+ * accepted `seq` survives a JSON round trip exactly.
+ */
+export const MAX_REPORT_SEQ = 2147483647;
+
 /** The EC2 facts every state with a readable instance carries. */
 export interface InstanceFacts {
   /** EC2 instance ID. */
@@ -249,6 +256,7 @@ interface Candidates {
  * ```
  */
 export function toInstanceState(instance: unknown, options: ToInstanceStateOptions): InstanceState {
+  options = readOptions(options);
   const observedAt = options.now;
   // A previous observation of another instance (the Pod's instance was replaced) says nothing
   // about this one: its report's seq must not hide this instance's first reports.
@@ -389,6 +397,26 @@ function mapInstance(
   return withReport({ kind: "Running", observedAt, instance: facts, report: best }, best);
 }
 
+/** The options as this module uses them: anything that is not of the documented type is absent. */
+function readOptions(raw: unknown): ToInstanceStateOptions {
+  const o = (typeof raw === "object" && raw !== null ? raw : {}) as Record<string, unknown>;
+  const date = (value: unknown) => (value instanceof Date ? value : undefined);
+  const ms = (value: unknown) =>
+    typeof value === "number" && !Number.isNaN(value) ? value : undefined;
+  const previous = o.previous;
+  return {
+    now: date(o.now) ?? new Date(Number.NaN),
+    previous:
+      typeof previous === "object" && previous !== null
+        ? (previous as PreviousObservation)
+        : undefined,
+    consoleOutput: typeof o.consoleOutput === "string" ? o.consoleOutput : undefined,
+    launchedAt: date(o.launchedAt),
+    absentGraceMs: ms(o.absentGraceMs),
+    bootTimeoutMs: ms(o.bootTimeoutMs),
+  };
+}
+
 function sameInstance(previous: ToInstanceStateOptions["previous"], instance: unknown): boolean {
   const before = (previous?.instance as { instanceId?: unknown } | null | undefined)?.instanceId;
   const now = (instance as { InstanceId?: unknown } | null | undefined)?.InstanceId;
@@ -403,6 +431,8 @@ function sameInstance(previous: ToInstanceStateOptions["previous"], instance: un
  */
 export function needsConsoleOutput(state: InstanceState): boolean {
   return (
+    typeof state === "object" &&
+    state !== null &&
     state.kind === "Lost" &&
     state.instance !== undefined &&
     state.report?.final !== true &&
@@ -436,8 +466,9 @@ function terminal(
 /**
  * The stop's cause: the cause a previous `Lost` state froze (the first loss is the truth, as for
  * `Lost`), else the one EC2 gives now. Neither among {@link STOP_CAUSES}: no stop facts.
+ * (Internal: `toPodStatus` also calls it with the cause recorded in a stored Pod status.)
  */
-function stopFacts(
+export function stopFacts(
   facts: InstanceFacts | undefined,
   frozenCause: LostCause | undefined,
 ): StopFacts | undefined {
@@ -471,13 +502,16 @@ function keptStop(
   return { cause: cause as Ec2Cause, message };
 }
 
+/** Sets the accepted report on a state this module has just built (no copy: it is new). */
 function withReport<T extends InstanceState>(state: T, report: ExitReport | undefined): T {
   if (report === undefined) return state;
   accepted.add(report);
-  return { ...state, report };
+  (state as { report?: ExitReport }).report = report;
+  return state;
 }
 
-const LOST_CAUSES: ReadonlySet<string> = new Set<LostCause>([
+/** Every {@link LostCause}. */
+export const LOST_CAUSES: ReadonlySet<string> = new Set<LostCause>([
   "SpotInterruption",
   "InsufficientCapacity",
   "UserInitiatedShutdown",
@@ -540,7 +574,7 @@ function readPrevious(previous: ToInstanceStateOptions["previous"]): ExitReport 
   if (report === undefined || report === null) return undefined;
   if (typeof report === "object" && accepted.has(report)) return report as ExitReport;
   const parsed = ExitReport.safeParse(report);
-  if (!parsed.success) return undefined;
+  if (!parsed.success || parsed.data.seq > MAX_REPORT_SEQ) return undefined;
   accepted.add(parsed.data);
   return parsed.data;
 }
@@ -557,11 +591,11 @@ function pickReport(
   let best: ExitReport | undefined = previous;
   let bestFrom: Source | undefined = previous === undefined ? undefined : "previous";
   let problem: string | undefined;
-  for (const [from, read] of [
-    ["tags", tags],
-    ["console", consoleRead],
-  ] as const) {
-    if (read.kind === "unreadable") {
+  const consider = (from: "tags" | "console", read: ReportReadResult) => {
+    if (read.kind === "report" && read.report.seq > MAX_REPORT_SEQ) {
+      const message = `report seq ${read.report.seq} is over the limit of ${MAX_REPORT_SEQ}`;
+      problem ??= from === "tags" ? message : `console: ${message}`;
+    } else if (read.kind === "unreadable") {
       problem ??= from === "tags" ? read.message : `console: ${read.message}`;
     } else if (read.kind === "report") {
       if (best === undefined || read.report.seq >= best.seq) {
@@ -569,27 +603,30 @@ function pickReport(
         bestFrom = from;
       }
     }
-  }
-  return {
-    ...(best === undefined ? {} : { best }),
-    ...(bestFrom === undefined ? {} : { bestFrom }),
-    ...(problem === undefined ? {} : { problem }),
   };
+  consider("tags", tags);
+  consider("console", consoleRead);
+  const candidates: { best?: ExitReport; bestFrom?: Source; problem?: string } = {};
+  if (best !== undefined) candidates.best = best;
+  if (bestFrom !== undefined) candidates.bestFrom = bestFrom;
+  if (problem !== undefined) candidates.problem = problem;
+  return candidates;
 }
 
 function toFacts(instance: Ec2Instance): InstanceFacts {
   const code = instance.StateReason?.Code;
   const message = instance.StateReason?.Message;
-  return {
+  const facts: { -readonly [K in keyof InstanceFacts]: InstanceFacts[K] } = {
     instanceId: instance.InstanceId,
     ec2State: instance.State.Name,
     cause: ec2Cause(code, instance.StateTransitionReason),
-    ...(code === undefined ? {} : { stateReasonCode: code }),
-    ...(message === undefined ? {} : { stateReasonMessage: message }),
-    ...(instance.LaunchTime === undefined ? {} : { launchTime: instance.LaunchTime }),
-    ...(instance.PrivateIpAddress === undefined ? {} : { privateIp: instance.PrivateIpAddress }),
-    ...(instance.PublicIpAddress === undefined ? {} : { publicIp: instance.PublicIpAddress }),
   };
+  if (code !== undefined) facts.stateReasonCode = code;
+  if (message !== undefined) facts.stateReasonMessage = message;
+  if (instance.LaunchTime !== undefined) facts.launchTime = instance.LaunchTime;
+  if (instance.PrivateIpAddress !== undefined) facts.privateIp = instance.PrivateIpAddress;
+  if (instance.PublicIpAddress !== undefined) facts.publicIp = instance.PublicIpAddress;
+  return facts;
 }
 
 const CAUSE_PHRASE: Readonly<Record<LostCause, string>> = {
@@ -605,11 +642,14 @@ const CAUSE_PHRASE: Readonly<Record<LostCause, string>> = {
   Absent: "is no longer listed by EC2",
 };
 
-/** The sentence a `Lost` state carries. Stable: no times, no ages. */
-function lostMessage(
+/**
+ * The sentence a `Lost` state carries. Stable: no times, no ages. (Internal: `toPodStatus` also
+ * calls it with the report `seq` recorded in a stored Pod status.)
+ */
+export function lostMessage(
   facts: InstanceFacts | undefined,
   cause: LostCause,
-  report: ExitReport | undefined,
+  report: { readonly seq: number } | undefined,
 ): string {
   const who = facts === undefined ? "the instance" : `instance ${facts.instanceId}`;
   let what = CAUSE_PHRASE[cause];

@@ -1,0 +1,168 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import * as mapping from "./index.js";
+import { crashLooping, ec2, exited, NOW, pod, report, running } from "./test-fixtures.js";
+
+// Anything at all: holes in arrays, null prototypes, boxed values, Maps, Sets, typed arrays,
+// dates, big integers, `undefined` properties.
+const anything = fc.anything({
+  withSparseArray: true,
+  withNullPrototype: true,
+  withBoxedValues: true,
+  withMap: true,
+  withSet: true,
+  withBigInt: true,
+  withDate: true,
+  withTypedArray: true,
+  withObjectString: true,
+  maxDepth: 4,
+});
+const HUGE = `${"\u001b[31m😀e\u0301\u0000\u202e".repeat(5_000)}\ud83d`;
+const text = fc.oneof(fc.string(), fc.constantFrom(HUGE, "\ud800", ""));
+
+/** Something shaped like what the function expects, with any part replaced by anything. */
+function damaged<T extends object>(base: T): fc.Arbitrary<unknown> {
+  const keys = Object.keys(base);
+  return fc
+    .record({
+      key: fc.constantFrom(...keys),
+      value: fc.oneof(anything, text),
+      drop: fc.boolean(),
+    })
+    .map(({ key, value, drop }) => {
+      const copy: Record<string, unknown> = { ...(base as Record<string, unknown>) };
+      if (drop) delete copy[key];
+      else copy[key] = value;
+      return copy;
+    });
+}
+
+const aState = fc.constantFrom(
+  mapping.toInstanceState(ec2("running", { report: report(1, false, [running()]) }), { now: NOW }),
+  mapping.toInstanceState(ec2("stopped", { code: "Server.SpotInstanceTermination" }), { now: NOW }),
+  mapping.toInstanceState(ec2("stopped", { report: report(2, true, [exited(1)]) }), { now: NOW }),
+  mapping.toInstanceState(ec2("running", { report: report(3, false, [crashLooping(2)]) }), {
+    now: NOW,
+  }),
+);
+const hostileState = fc.oneof(
+  anything,
+  aState.chain((s) => damaged(s)),
+);
+const hostilePod = fc.oneof(
+  anything,
+  damaged(pod()),
+  fc.record({
+    spec: damaged(pod().spec ?? {}),
+    status: fc.oneof(anything, damaged({ phase: "Failed", conditions: [] })),
+  }),
+);
+const hostileOptions = fc.oneof(
+  anything,
+  fc.record({
+    now: fc.oneof(fc.date(), anything),
+    previous: fc.oneof(anything, hostileState),
+    consoleOutput: fc.oneof(text, anything),
+    launchedAt: fc.oneof(fc.date(), anything),
+    absentGraceMs: anything,
+    bootTimeoutMs: anything,
+  }),
+);
+const hostileInstance = fc.oneof(
+  anything,
+  damaged(ec2("running", { report: report(1, false, [running()]) })),
+);
+
+// biome-ignore lint/suspicious/noExplicitAny: calling exported functions with hostile input is the point.
+type Loose = (...args: any[]) => unknown;
+const call = (name: string, ...args: unknown[]) =>
+  ((mapping as unknown as Record<string, Loose>)[name] as Loose)(...args);
+
+describe("no exported function throws, whatever it is handed", () => {
+  it("every exported function is covered below", () => {
+    const functions = Object.entries(mapping)
+      .filter(([, value]) => typeof value === "function" && !/^[A-Z]/.test(value.name))
+      .map(([name]) => name)
+      .sort();
+    expect(functions).toEqual([
+      "decodeConsoleOutput",
+      "decodeReportTags",
+      "ec2Cause",
+      "encodeConsoleLine",
+      "encodeReportTags",
+      "instanceTags",
+      "isEc2StateName",
+      "isInstanceReason",
+      "lostPodReason",
+      "needsConsoleOutput",
+      "parseDescribeInstancesPage",
+      "parseInstance",
+      "toInstanceReason",
+      "toInstanceState",
+      "toPodStatus",
+    ]);
+  });
+
+  it("toInstanceState", () => {
+    fc.assert(
+      fc.property(hostileInstance, hostileOptions, (instance, options) => {
+        expect(typeof (call("toInstanceState", instance, options) as { kind: string }).kind).toBe(
+          "string",
+        );
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it("toPodStatus", () => {
+    fc.assert(
+      fc.property(hostilePod, hostileState, hostileOptions, (p, state, options) => {
+        expect(call("toPodStatus", p, state, options)).toBeTypeOf("object");
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it("toInstanceReason", () => {
+    fc.assert(
+      fc.property(fc.oneof(hostilePod, anything), (value) => {
+        expect(typeof (call("toInstanceReason", value) as { reason: string }).reason).toBe(
+          "string",
+        );
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it("the readers, predicates and the report decoders", () => {
+    fc.assert(
+      fc.property(anything, anything, (a, b) => {
+        for (const name of [
+          "decodeConsoleOutput",
+          "decodeReportTags",
+          "ec2Cause",
+          "instanceTags",
+          "isEc2StateName",
+          "isInstanceReason",
+          "lostPodReason",
+          "needsConsoleOutput",
+          "parseDescribeInstancesPage",
+          "parseInstance",
+        ]) {
+          call(name, a, b);
+        }
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it("the report encoders", () => {
+    fc.assert(
+      fc.property(fc.oneof(anything, damaged(report(1, false, [running()]))), (value) => {
+        call("encodeReportTags", value);
+        call("encodeConsoleLine", value);
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
