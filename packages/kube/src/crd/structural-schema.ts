@@ -635,9 +635,7 @@ function combineObjects(
   const properties: Record<string, StructuralSchema> = {};
   for (const [name, list] of fieldSchemas) {
     properties[name] =
-      list.length === 1 && list[0]
-        ? stripDefaultInUnion(list[0], schemas.length)
-        : combine(list, childPath(path, name));
+      list.length === 1 && list[0] ? structureOnly(list[0]) : combine(list, childPath(path, name));
   }
   const requiredSets = schemas.map((s) => new Set(s.required ?? []));
   const required = [...(requiredSets[0] ?? [])].filter((r) =>
@@ -651,11 +649,31 @@ function combineObjects(
   return withAlternatives(out, schemas);
 }
 
-/** A field only one variant has keeps its schema; its default would apply to every variant, so it goes. */
-function stripDefaultInUnion(schema: StructuralSchema, variants: number): StructuralSchema {
-  if (variants <= 1 || schema.default === undefined) return schema;
-  const { default: _default, ...rest } = schema;
-  return rest;
+/**
+ * A field only some variants have keeps its structure (types, formats, nesting) but not its value
+ * validations or default: those belong to its variant and go into that variant's `anyOf`
+ * alternative, so they do not apply to the other variants.
+ */
+function structureOnly(schema: StructuralSchema): StructuralSchema {
+  const out: StructuralSchema = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === "properties" && isObject(value)) {
+      out.properties = Object.fromEntries(
+        Object.entries(value).map(([name, child]) => [
+          name,
+          structureOnly(child as StructuralSchema),
+        ]),
+      );
+    } else if (key === "items" && isObject(value)) {
+      out.items = structureOnly(value as StructuralSchema);
+    } else if (
+      ["type", "format", "description", "nullable", "additionalProperties"].includes(key) ||
+      key.startsWith("x-kubernetes-")
+    ) {
+      out[key] = value;
+    }
+  }
+  return out;
 }
 
 /** Adds `anyOf` of each variant's value validations, unless one variant accepts everything. */
