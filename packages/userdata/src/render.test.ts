@@ -2,7 +2,13 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import type { V1Pod } from "@kubernetes/client-node";
-import { REPORT_CHUNK_SIZE, REPORT_TAG_KEY } from "@nebula/state-mapping";
+import {
+  LOG_FALLBACK_MAX_BYTES,
+  LOG_FALLBACK_MAX_LINES,
+  REPORT_CHUNK_SIZE,
+  REPORT_TAG_KEY,
+  TAG_BUDGET_STEPS,
+} from "@nebula/state-mapping";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -13,6 +19,7 @@ import {
   shQuote,
   supervisorScript,
 } from "./index.js";
+import { stripShell } from "./strip-shell.js";
 import { SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
 import { typicalPod } from "./testing/pods.js";
 
@@ -56,10 +63,19 @@ describe("renderUserData", () => {
     expect(script).toContain(`REPORT_CHUNK_SIZE=${REPORT_CHUNK_SIZE}\n`);
   });
 
-  it("ships the supervisor exactly as src/supervisor.sh (run `npm run embed` after editing it)", () => {
-    expect(SUPERVISOR_TEMPLATE).toBe(
-      readFileSync(new URL("./supervisor.sh", import.meta.url), "utf8"),
-    );
+  it("ships the supervisor as src/supervisor.sh without its comments (run `npm run embed` after editing it)", () => {
+    const source = readFileSync(new URL("./supervisor.sh", import.meta.url), "utf8");
+    expect(SUPERVISOR_TEMPLATE).toBe(stripShell(source));
+    expect(SUPERVISOR_TEMPLATE.length).toBeLessThan(source.length * 0.85);
+    expect(SUPERVISOR_TEMPLATE).not.toMatch(/^\s*#(?!!|\s*shellcheck)/m);
+    expect(SUPERVISOR_TEMPLATE).not.toMatch(/^\s*$\n/m);
+  });
+
+  it("embeds the shared message budget and the log-fallback limits of @nebula/state-mapping", () => {
+    const script = supervisorScript();
+    expect(script).toContain(`REPORT_BUDGET_STEPS='${TAG_BUDGET_STEPS.join(" ")}'\n`);
+    expect(script).toContain(`LOG_TAIL_BYTES=${LOG_FALLBACK_MAX_BYTES}\n`);
+    expect(script).toContain(`LOG_TAIL_LINES=${LOG_FALLBACK_MAX_LINES}\n`);
   });
 
   it("renders limits, user, capabilities, working dir and GPUs as docker flags", () => {
