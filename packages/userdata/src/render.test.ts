@@ -18,6 +18,7 @@ import {
   renderUserData,
   shQuote,
   supervisorScript,
+  UserDataError,
 } from "./index.js";
 import { stripShell } from "./strip-shell.js";
 import { SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
@@ -234,6 +235,35 @@ describe("renderUserData refuses, with a typed error that says where", () => {
         withApp({ env: [{ name: "S", valueFrom: { fieldRef: { fieldPath: "status.phase" } } }] }),
       ).code,
     ).toBe("UnsupportedEnvSource");
+  });
+
+  it("an image that starts with a dash (it could be read as a docker option)", () => {
+    for (const image of ["-v", "--privileged", "-"]) {
+      const result = renderUserData(asPod({ spec: { containers: [{ name: "app", image }] } }));
+      expect(result.ok ? "rendered" : [result.error.code, result.error.path]).toEqual([
+        "InvalidPod",
+        "spec.containers[app].image",
+      ]);
+    }
+  });
+
+  it("a projected volume other than the API server's kube-api-access-*", () => {
+    const result = renderUserData(
+      asPod({
+        spec: {
+          containers: [{ name: "app", image: "busybox" }],
+          volumes: [
+            { name: "kube-api-access-x7k2p", projected: { sources: [] } },
+            { name: "certs", projected: { sources: [{ secret: { name: "tls" } }] } },
+          ],
+        },
+      }),
+    );
+    expect(result.ok ? "rendered" : [result.error.code, result.error.path]).toEqual([
+      "UnsupportedVolume",
+      "spec.volumes[certs]",
+    ]);
+    expect(result.ok ? "" : result.error).toBeInstanceOf(UserDataError);
   });
 
   it("unsupported volumes and subPath mounts", () => {

@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
 import {
+  bootTimeline,
   type ContainerReport,
   decodeReportTags,
   type ExitReport,
@@ -684,6 +685,117 @@ describe("the generated user-data on a host", () => {
     });
     expect(h.dockerCalls("stop")).toEqual([
       expect.stringMatching(/^docker stop -t 2 [0-9a-f]{64}$/),
+    ]);
+  });
+
+  for (const version of ["v1", "v2"] as const) {
+    it(`reports exit 137 as OOMKilled when the memory cgroup recorded an OOM kill the runtime did not flag (cgroup ${version})`, async () => {
+      // The fake container leaves the kernel's OOM record in its own memory cgroup (the guest's
+      // /sys/fs/cgroup is a directory of the test host), then dies like an OOM-killed process.
+      const record =
+        version === "v1"
+          ? 'p=$(sed -n "s/^[0-9]*:\\([^:]*,\\)\\{0,1\\}memory\\(,[^:]*\\)\\{0,1\\}://p" /proc/self/cgroup); d=/sys/fs/cgroup/memory$p; mkdir -p "$d"; printf "oom_kill_disable 0\\nunder_oom 0\\noom_kill 1\\n" >"$d/memory.oom_control"'
+          : 'p=$(sed -n "s/^0:://p" /proc/self/cgroup); d=/sys/fs/cgroup$p; mkdir -p "$d"; printf "low 0\\nhigh 0\\nmax 4\\noom 1\\noom_kill 1\\n" >"$d/memory.events"';
+      const h = await run(
+        pod([{ name: "app", image: "fake/memhog:1" }]),
+        { "fake/memhog:1": { script: `${record}; sleep 0.3; kill -KILL $$` } },
+        {},
+        { cgroup: version },
+      );
+      await h.finished();
+      const final = last(h.tagReports());
+      expect(container(final, "app")).toMatchObject({
+        state: "terminated",
+        exitCode: 137,
+        reason: "OOMKilled",
+      });
+      // (A SIGKILL without the record stays Error / signal 9: "reports deaths by SIGTERM and SIGKILL".)
+      expect(container(final, "app")?.signal).toBeUndefined();
+    });
+  }
+
+  it("on a Spot interruption notice stops the containers within the warning, reports it and leaves the instance to EC2", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/server:1" }], {
+        restartPolicy: "Always",
+        terminationGracePeriodSeconds: 600,
+      }),
+      {
+        "fake/server:1": {
+          script:
+            "trap 'echo drained >\"$TERMINATION_LOG\"; exit 0' TERM; while :; do sleep 0.1; done",
+        },
+      },
+    );
+    await h.until(() => h.tagReports().some((r) => container(r, "app")?.state === "running"));
+    const action = new Date(Date.now() + 120_000);
+    h.raiseSpotNotice("terminate", action);
+    expect(await h.finished()).toBe(0);
+    // The grace is capped by the two-minute warning, less the time kept for the final report.
+    const [stop] = h.dockerCalls("stop");
+    const grace = Number(/^docker stop -t (\d+) /.exec(stop ?? "")?.[1]);
+    expect(grace).toBeGreaterThan(80);
+    expect(grace).toBeLessThanOrEqual(100);
+    const final = last(h.tagReports());
+    expect(final).toMatchObject({
+      final: true,
+      stopRequested: true,
+      interruption: {
+        kind: "spot",
+        action: "terminate",
+        time: action.toISOString().replace(/\.\d{3}Z$/, "Z"),
+      },
+    });
+    expect(container(final, "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 0,
+      stoppedBecause: "SpotInterruption",
+    });
+    expect(text(container(final, "app")?.messageB64)).toBe("drained\n");
+    expect(h.poweredOff()).toBe(false);
+    // The controller: the instance is still running, yet the Pod ends as a Spot interruption.
+    const state = toInstanceState(
+      {
+        InstanceId: INSTANCE_ID,
+        State: { Name: "running" },
+        Tags: Object.entries(h.tags).map(([Key, Value]) => ({ Key, Value })),
+      },
+      { now: new Date() },
+    );
+    expect(state).toMatchObject({ kind: "Terminal", stopped: { cause: "SpotInterruption" } });
+  });
+
+  it("reports the boot timeline: supervisor start, each pull's start and end, each first start", async () => {
+    const h = await run(
+      pod([
+        { name: "app", image: "fake/ok:1" },
+        { name: "side", image: "fake/flaky:1" },
+      ]),
+      {
+        "fake/ok:1": { script: "sleep 0.5; exit 0" },
+        "fake/flaky:1": { script: "exit 0", pullFailures: 1 },
+      },
+    );
+    await h.finished();
+    const final = last(h.tagReports());
+    const at = (t: string | undefined) => Date.parse(t ?? "");
+    expect(final?.supervisorStartedAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    for (const name of ["app", "side"]) {
+      const c = container(final, name);
+      expect(at(c?.pullStartedAt)).toBeGreaterThanOrEqual(at(final?.supervisorStartedAt));
+      expect(at(c?.pullFinishedAt)).toBeGreaterThanOrEqual(at(c?.pullStartedAt));
+      expect(at(c?.firstStartedAt)).toBeGreaterThanOrEqual(at(c?.pullFinishedAt) - 1);
+    }
+    // The failed first pull of `side` is inside its pull step: it ends with the pull that worked.
+    const failed = h.tagReports().find((r) => container(r, "side")?.reason === "ErrImagePull");
+    expect(container(failed, "side")?.pullStartedAt).toBe(container(final, "side")?.pullStartedAt);
+    expect(container(failed, "side")?.pullFinishedAt).toBeUndefined();
+    const timeline = bootTimeline(final as ExitReport);
+    expect(timeline.steps.map((s) => `${s.step}:${s.container}`).sort()).toEqual([
+      "pull:app",
+      "pull:side",
+      "start:app",
+      "start:side",
     ]);
   });
 
