@@ -39,7 +39,12 @@ async function run(
   p: V1Pod,
   images: Record<string, FakeImage>,
   options: RenderOptionsInput = {},
-  host: Partial<{ awsCli: boolean | "broken"; failCreateTags: number; awsFailures: number }> = {},
+  host: Partial<{
+    awsCli: boolean | "broken";
+    failCreateTags: number;
+    awsFailures: number;
+    cgroup: "v1" | "v2";
+  }> = {},
 ) {
   const rendered = renderUserData(p, { ...FAST, ...options });
   if (!rendered.ok) throw rendered.error;
