@@ -1,3 +1,4 @@
+export { type BootStep, type BootTimeline, bootTimeline } from "./boot-timeline.js";
 export { StateMappingError, type StateMappingErrorCode } from "./errors.js";
 export {
   type DescribeInstancesPageResult,
@@ -38,6 +39,8 @@ export {
   ExitReport,
   encodeConsoleLine,
   encodeReportTags,
+  LOG_FALLBACK_MAX_BYTES,
+  LOG_FALLBACK_MAX_LINES,
   MAX_TERMINATION_MESSAGE_BYTES,
   REPORT_CHUNK_SIZE,
   REPORT_CHUNK_TAG_PREFIX,
@@ -47,8 +50,10 @@ export {
   REPORT_TAG_MESSAGE_BUDGET,
   REPORT_VERSION,
   type ReportReadResult,
+  TAG_BUDGET_STEPS,
   TerminationReport,
 } from "./report.js";
+export { utf8Head, utf8Tail } from "./report-budget.js";
 export {
   type BootingState,
   DEFAULT_ABSENT_GRACE_MS,
@@ -61,6 +66,8 @@ export {
   needsConsoleOutput,
   type PendingState,
   type PreviousObservation,
+  RESTART_LIMIT_ANNOTATION,
+  type RestartLimitFacts,
   type RunningState,
   STOP_CAUSES,
   type StopFacts,

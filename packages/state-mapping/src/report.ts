@@ -23,10 +23,14 @@
  * `"stopRequested": true` at the top level (see {@link ExitReport}); the reader then does not
  * count the containers it stopped as crashes.
  *
- * To fit, the writer truncates each message in the tag channel to
- * `floor(REPORT_TAG_MESSAGE_BUDGET / number of containers)` bytes and sets `truncated: true` on
- * that container; if the report still does not fit it drops the messages; if it still does not
- * fit it drops `last`. The tag report always fits.
+ * To fit, the writer spends one shared budget of {@link REPORT_TAG_MESSAGE_BUDGET} bytes on the
+ * messages of all containers, most useful first (a failing container's current message, then
+ * its previous exit's, then the healthy containers'; see `report-budget.ts`), keeping whole
+ * messages while they fit and cutting the first that does not (termination messages keep their
+ * end, waiting messages their start; every cut on a UTF-8 character boundary). If the report
+ * still does not fit it retries with 512, 256 and 0 bytes, then drops `last` and the boot timings,
+ * then trailing containers. Every container that lost text gets `truncated: true`, and the report
+ * gets `cut: true`: the controller then reads the console line, which carries everything.
  *
  * **Console channel** (fallback): one line per report on the serial console,
  * `NEBULA-REPORT v1 <base64url(JSON)>`, with messages of up to {@link MAX_TERMINATION_MESSAGE_BYTES}
@@ -38,6 +42,15 @@
 import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 import { z } from "zod";
+import {
+  allocate,
+  cutMessage,
+  messageSlots,
+  REPORT_TAG_MESSAGE_BUDGET,
+  TAG_BUDGET_STEPS,
+} from "./report-budget.js";
+
+export { REPORT_TAG_MESSAGE_BUDGET, TAG_BUDGET_STEPS };
 
 /** The report format version this package writes and reads. */
 export const REPORT_VERSION = 1;
@@ -57,11 +70,17 @@ export const REPORT_MAX_CHUNKS = 16;
 /** Tags the report may occupy on an instance: the header plus the chunks. */
 export const REPORT_TAG_BUDGET = REPORT_MAX_CHUNKS + 1;
 
-/** Bytes of termination/waiting message, shared by all containers, that the tag channel carries. */
-export const REPORT_TAG_MESSAGE_BUDGET = 1024;
-
-/** Kubernetes' own limit on a termination message, which the console channel carries whole. */
+/**
+ * Kubernetes' own limit on a termination message: the writer keeps the last this many bytes of the
+ * termination-message file (on a character boundary), and the console channel carries them whole.
+ */
 export const MAX_TERMINATION_MESSAGE_BYTES = 4096;
+
+/** With `FallbackToLogsOnError`: at most this many bytes of the log's end become the message. */
+export const LOG_FALLBACK_MAX_BYTES = 2048;
+
+/** With `FallbackToLogsOnError`: at most this many of the log's last lines become the message. */
+export const LOG_FALLBACK_MAX_LINES = 80;
 
 /** Marker that starts a report line on the serial console. */
 export const CONSOLE_REPORT_MARKER = "NEBULA-REPORT";
@@ -113,8 +132,22 @@ export const ContainerReport = z.looseObject({
   imageID: z.string().max(256).optional(),
   /** The previous termination, for a container that restarted. */
   last: TerminationReport.optional(),
-  /** True when a message was shortened to fit this channel. */
+  /** True when a message was shortened or left out to fit this channel. */
   truncated: z.boolean().optional(),
+  /** When the supervisor started pulling this container's image (the first pull of this boot). */
+  pullStartedAt: timestamp.optional(),
+  /** When that pull ended, successfully or not. */
+  pullFinishedAt: timestamp.optional(),
+  /** When the container first started on this boot (its later restarts do not move it). */
+  firstStartedAt: timestamp.optional(),
+  /** True on the container whose restarts hit the Pod's restart limit: its exit ended the Pod. */
+  restartLimitReached: z.boolean().optional(),
+  /**
+   * Why the supervisor stopped this container, when it did and the exit is therefore not the
+   * container's own: `RestartLimit` (another container hit the restart limit), `SpotInterruption`,
+   * or `StopRequested` (the instance was being stopped from outside).
+   */
+  stoppedBecause: z.enum(["RestartLimit", "SpotInterruption", "StopRequested"]).optional(),
 });
 
 /** The whole report. Unknown fields from future writers are kept, not rejected. */
@@ -138,6 +171,38 @@ export const ExitReport = z.looseObject({
    * `docker stop`, so their exit (143 / signal 15, or 137 after the grace period) is not theirs.
    */
   stopRequested: z.boolean().optional(),
+  /** When the supervisor received the stop (SIGTERM or the Spot notice), recorded before anything else. */
+  stopRequestedAt: timestamp.optional(),
+  /**
+   * The Spot interruption notice the supervisor saw on IMDS (`spot/instance-action`): it stopped
+   * the containers within the two-minute warning and wrote this final report.
+   */
+  interruption: z
+    .looseObject({
+      /** `spot`: the only kind so far. */
+      kind: z.literal("spot"),
+      /** The notice's `action`: `terminate`, `stop` or `hibernate`. */
+      action: z.string().min(1).max(32),
+      /** The notice's `time`: when EC2 acts. */
+      time: timestamp.optional(),
+    })
+    .optional(),
+  /** Present when a container's restarts hit the Pod's restart limit, which ended the Pod. */
+  restartLimit: z
+    .looseObject({
+      /** The container that hit it. */
+      container: z.string().min(1).max(253),
+      /** The limit (annotation `nebula.dev/restart-limit`, or the default). */
+      limit: z.number().int().min(0),
+    })
+    .optional(),
+  /** When the host supervisor started on this boot (the first step of the boot timeline). */
+  supervisorStartedAt: timestamp.optional(),
+  /**
+   * True when this channel's copy was shortened (messages cut or dropped, `last` or timings
+   * dropped, containers omitted): the console line carries the whole report.
+   */
+  cut: z.boolean().optional(),
 });
 
 /** A parsed exit report. */
@@ -287,67 +352,67 @@ function parseReportBody(body: string): ReportReadResult {
 
 function fitToTagBudget(report: ExitReport): string {
   const limit = REPORT_CHUNK_SIZE * REPORT_MAX_CHUNKS;
-  const perContainer = Math.floor(
-    REPORT_TAG_MESSAGE_BUDGET / Math.max(1, report.containers.length),
-  );
-  const attempts: ExitReport[] = [
-    { ...report, containers: report.containers.map((c) => truncateMessages(c, perContainer)) },
-    { ...report, containers: report.containers.map((c) => truncateMessages(c, 0)) },
-    {
-      ...report,
-      containers: report.containers.map((c) => {
-        const { last: _last, ...rest } = truncateMessages(c, 0);
-        return rest;
-      }),
-    },
-  ];
-  for (const attempt of attempts) {
-    const body = base64url(JSON.stringify(attempt));
-    if (body.length <= limit) return body;
+  const fits = (r: ExitReport) => {
+    const body = base64url(JSON.stringify(r));
+    return body.length <= limit ? body : undefined;
+  };
+  let fitted: ExitReport = report;
+  for (const budget of TAG_BUDGET_STEPS) {
+    fitted = spendBudget(report, budget);
+    const body = fits(fitted);
+    if (body !== undefined) return body;
   }
-  // Too many containers even without messages: keep the ones that fit, mark the cut.
-  const minimal = attempts[attempts.length - 1] ?? report;
-  const kept: ContainerReport[] = [];
-  for (const container of minimal.containers) {
-    const candidate = {
-      ...minimal,
-      containersOmitted: minimal.containers.length - kept.length - 1,
-      containers: [...kept, container],
-    };
-    if (base64url(JSON.stringify(candidate)).length > limit) break;
-    kept.push(container);
-  }
-  return base64url(
-    JSON.stringify({
-      ...minimal,
-      containersOmitted: minimal.containers.length - kept.length,
-      containers: kept,
+  // Not even without messages: drop what is only useful detail, then trailing containers.
+  const lean: ExitReport = {
+    ...fitted,
+    cut: true,
+    containers: fitted.containers.map((c) => {
+      const {
+        last: _last,
+        pullStartedAt: _pullStarted,
+        pullFinishedAt: _pullFinished,
+        firstStartedAt: _firstStarted,
+        ...rest
+      } = c;
+      return rest;
     }),
-  );
+  };
+  const body = fits(lean);
+  if (body !== undefined) return body;
+  for (let count = lean.containers.length - 1; count >= 0; count--) {
+    const kept = fits({
+      ...lean,
+      containers: lean.containers.slice(0, count),
+      containersOmitted: lean.containers.length - count,
+    });
+    if (kept !== undefined) return kept;
+  }
+  return base64url(JSON.stringify({ ...lean, containers: [] }));
 }
 
-function truncateMessages(container: ContainerReport, maxBytes: number): ContainerReport {
-  let truncated = container.truncated ?? false;
-  const cut = (b64: string | undefined): string | undefined => {
-    if (b64 === undefined) return undefined;
-    const bytes = Buffer.from(b64, "base64");
-    if (bytes.length <= maxBytes) return b64;
-    truncated = true;
-    return maxBytes === 0 ? undefined : bytes.subarray(0, maxBytes).toString("base64");
-  };
-  const next: ContainerReport = { ...container };
-  const message = cut(container.messageB64);
-  if (message === undefined) delete next.messageB64;
-  else next.messageB64 = message;
-  if (container.last) {
-    const last = { ...container.last };
-    const lastMessage = cut(container.last.messageB64);
-    if (lastMessage === undefined) delete last.messageB64;
-    else last.messageB64 = lastMessage;
-    next.last = last;
-  }
-  if (truncated) next.truncated = true;
-  return next;
+/** The report with its messages cut to one shared budget, most useful first. */
+function spendBudget(report: ExitReport, budget: number): ExitReport {
+  const slots = messageSlots(report.containers);
+  const keep = allocate(slots, budget);
+  const containers = report.containers.map((c) => ({
+    ...c,
+    ...(c.last ? { last: { ...c.last } } : {}),
+  }));
+  let cut = false;
+  slots.forEach((slot, i) => {
+    const bytes = keep[i] ?? 0;
+    if (bytes >= slot.bytes) return;
+    cut = true;
+    const c = containers[slot.container];
+    if (c === undefined) return;
+    c.truncated = true;
+    const target = slot.which === "current" ? c : c.last;
+    if (target?.messageB64 === undefined) return;
+    const value = cutMessage(target.messageB64, bytes, slot.keep);
+    if (value === undefined) delete target.messageB64;
+    else target.messageB64 = value;
+  });
+  return cut ? { ...report, cut: true, containers } : { ...report, containers };
 }
 
 function toTagMap(tags: unknown): Map<string, string> {

@@ -137,9 +137,28 @@ export interface TerminalState extends StateBase {
    * (`report.stopRequested`) and EC2 names one of {@link STOP_CAUSES}: the containers that were
    * still running were stopped by the platform or a user, not by their own failure. Once set it is
    * kept from the previous observation (the instance may later vanish from `DescribeInstances`).
+   * A final report that carries a Spot interruption notice sets it to `SpotInterruption` whatever
+   * EC2 says yet (the instance may still be running when the report arrives).
    */
   readonly stopped?: StopFacts;
+  /** Present when a container hit the Pod's restart limit, which ended the Pod. */
+  readonly restartLimit?: RestartLimitFacts;
+  /** True when console output was passed in and considered (see {@link needsConsoleOutput}). */
+  readonly consoleConsulted?: boolean;
 }
+
+/** The Pod ended because a container's restarts hit its restart limit. */
+export interface RestartLimitFacts {
+  /** The container that hit the limit. */
+  readonly container: string;
+  /** The limit. */
+  readonly limit: number;
+  /** One sentence for the Pod's `status.message`, naming the limit and the annotation that sets it. */
+  readonly message: string;
+}
+
+/** The Pod annotation that sets the restart limit (the cost guard). */
+export const RESTART_LIMIT_ANNOTATION = "nebula.dev/restart-limit";
 
 /**
  * The instance stopped, terminated or vanished without a final report. Its containers' fate is
@@ -284,7 +303,8 @@ function mapInstance(
 
   if (instance === undefined || instance === null) {
     const { best, problem } = pickReport(previousReport, { kind: "absent" }, consoleRead);
-    if (best?.final) return terminal(best, undefined, options.previous, observedAt);
+    if (best?.final)
+      return terminal(best, undefined, options.previous, observedAt, consoleConsulted);
     const launchedAt = options.launchedAt;
     const grace = options.absentGraceMs ?? DEFAULT_ABSENT_GRACE_MS;
     if (
@@ -311,7 +331,8 @@ function mapInstance(
   const parsed = parseInstance(instance);
   if (!parsed.ok) {
     const { best } = pickReport(previousReport, { kind: "absent" }, consoleRead);
-    if (best?.final) return terminal(best, undefined, options.previous, observedAt);
+    if (best?.final)
+      return terminal(best, undefined, options.previous, observedAt, consoleConsulted);
     return withReport(
       {
         kind: "Unknown",
@@ -329,7 +350,7 @@ function mapInstance(
     readTags(parsed.instance, previousReport),
     consoleRead,
   );
-  if (best?.final) return terminal(best, facts, options.previous, observedAt);
+  if (best?.final) return terminal(best, facts, options.previous, observedAt, consoleConsulted);
   const unreadable = problem !== undefined && bestFrom !== "tags" && bestFrom !== "console";
 
   const lost = (): LostState =>
@@ -425,11 +446,16 @@ function sameInstance(previous: ToInstanceStateOptions["previous"], instance: un
 
 /**
  * True when the controller should fetch `GetConsoleOutput` for this instance and call
- * {@link toInstanceState} again with it: the instance is stopped (still listed), has no
- * final report (none at all, or only an older, non-final one: the final `CreateTags` may have
- * failed while the console line was written), and its console has not been consulted yet.
+ * {@link toInstanceState} again with it, and the console has not been consulted yet: the instance
+ * is stopped (still listed) and has no final report (none at all, or only an older, non-final
+ * one: the final `CreateTags` may have failed while the console line was written); or its final
+ * report came from the tags with `cut: true` (text was shortened to fit the tags, and the console
+ * line carries all of it).
  */
 export function needsConsoleOutput(state: InstanceState): boolean {
+  if (state.kind === "Terminal") {
+    return state.instance !== undefined && state.report.cut === true && !state.consoleConsulted;
+  }
   return (
     typeof state === "object" &&
     state !== null &&
@@ -446,11 +472,15 @@ function terminal(
   facts: InstanceFacts | undefined,
   previous: ToInstanceStateOptions["previous"],
   observedAt: Date,
+  consoleConsulted: boolean,
 ): TerminalState {
   const stopped =
-    report.stopRequested === true
-      ? (keptStop(previous, report) ?? stopFacts(facts, frozenLoss(previous)?.cause))
-      : undefined;
+    report.interruption?.kind === "spot"
+      ? spotStop(facts, report)
+      : report.stopRequested === true
+        ? (keptStop(previous, report) ?? stopFacts(facts, frozenLoss(previous)?.cause))
+        : undefined;
+  const limit = restartLimitFacts(report);
   return withReport(
     {
       kind: "Terminal",
@@ -458,9 +488,38 @@ function terminal(
       ...(facts === undefined ? {} : { instance: facts }),
       report,
       ...(stopped === undefined ? {} : { stopped }),
+      ...(limit === undefined ? {} : { restartLimit: limit }),
+      ...(consoleConsulted ? { consoleConsulted } : {}),
     },
     report,
   );
+}
+
+/** The stop facts of a final report written on a Spot interruption notice. */
+function spotStop(facts: InstanceFacts | undefined, report: ExitReport): StopFacts {
+  const who = facts === undefined ? "the instance" : `instance ${facts.instanceId}`;
+  const action = report.interruption?.action ?? "terminate";
+  return {
+    cause: "SpotInterruption",
+    message: `${who} ${CAUSE_PHRASE.SpotInterruption} (Spot interruption notice: ${action}); its host supervisor stopped the containers within the two-minute warning and reported their final state`,
+  };
+}
+
+/** The restart-limit facts of a final report, with the sentence the Pod's message uses. */
+function restartLimitFacts(report: ExitReport): RestartLimitFacts | undefined {
+  const limit = report.restartLimit;
+  if (limit === undefined) return undefined;
+  const exit = report.containers.find((c) => c.name === limit.container);
+  const how =
+    exit?.state === "terminated" && exit.exitCode !== undefined
+      ? ` after its last exit (code ${exit.exitCode}${exit.reason === undefined ? "" : `, ${exit.reason}`})`
+      : "";
+  const times = limit.limit === 1 ? "1 restart" : `${limit.limit} restarts`;
+  return {
+    container: limit.container,
+    limit: limit.limit,
+    message: `container ${JSON.stringify(limit.container)} reached the restart limit of ${times}${how}, so the Pod was ended and its instance released; the limit is set by the Pod annotation ${RESTART_LIMIT_ANNOTATION}`,
+  };
 }
 
 /**

@@ -1,16 +1,18 @@
 // Regenerates src/supervisor.sh.ts from src/supervisor.sh, so the bash source stays a real,
-// shellcheck-able file while the package ships it as a string constant (no fs at render time).
+// shellcheck-able file while the package ships it as a string constant (no fs at render time),
+// stripped of comment and blank lines (src/strip-shell.ts) to keep the user-data small.
 // Run: npm run embed (a unit test fails when the two differ).
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { stripShell } from "../src/strip-shell.ts";
 
-const source = readFileSync(new URL("../src/supervisor.sh", import.meta.url), "utf8");
+const source = stripShell(readFileSync(new URL("../src/supervisor.sh", import.meta.url), "utf8"));
 const out = `// Generated from supervisor.sh by scripts/embed-supervisor.mjs. Do not edit; run \`npm run embed\`.
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: bash source text, not a JavaScript template
 
 /**
- * The host supervisor's bash source, with \`@@NAME@@\` placeholders for the exit-report constants
+ * The host supervisor's bash source (comment and blank lines stripped), with \`@@NAME@@\` placeholders for the exit-report constants
  * of \`@nebula/state-mapping\` (filled in by {@link supervisorScript}).
  */
 export const SUPERVISOR_TEMPLATE: string =

@@ -1,3 +1,4 @@
+import { RESTART_LIMIT_ANNOTATION as STATE_RESTART_LIMIT_ANNOTATION } from "@nebula/state-mapping";
 import { z } from "zod";
 
 const dnsLabel = z
@@ -10,8 +11,12 @@ const mountPath = noNul.refine(
   "must be an absolute path without ',', '\"' or newlines",
 );
 
-/** Annotation that sets a Pod's restart cap (cost guard): a non-negative integer or `unlimited`. */
-export const RESTART_LIMIT_ANNOTATION = "nebula.dev/restart-limit";
+/**
+ * Annotation that sets a Pod's restart cap (cost guard): a non-negative integer or `unlimited`.
+ * The same constant `@nebula/state-mapping` names in the Pod's message when the cap ends a Pod.
+ */
+export const RESTART_LIMIT_ANNOTATION: typeof STATE_RESTART_LIMIT_ANNOTATION =
+  STATE_RESTART_LIMIT_ANNOTATION;
 
 /** Restart cap used when the Pod has no {@link RESTART_LIMIT_ANNOTATION} and the options set none. */
 export const DEFAULT_RESTART_LIMIT = 10;

@@ -325,6 +325,14 @@ function planContainer(
       `container ${c.name} has ${image === "" ? "no image" : `an invalid image ${JSON.stringify(image)}`}`,
     );
   }
+  // An image reference never starts with "-"; one that does could be read as a docker option.
+  if (image.startsWith("-")) {
+    fail(
+      "InvalidPod",
+      `${where}.image`,
+      `container ${c.name} has image ${JSON.stringify(image)}, which starts with "-": not an image reference`,
+    );
+  }
   const pullPolicy = c.imagePullPolicy ?? defaultPullPolicy(image);
 
   const flags: string[] = [];

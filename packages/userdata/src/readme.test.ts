@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 import { expect, it } from "vitest";
-import { renderUserData } from "./index.js";
+import { renderUserData, supervisorScript } from "./index.js";
 
 const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
 const example = /```js\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
@@ -33,4 +34,17 @@ it("prints what the README says it prints", () => {
   const run = new Function("renderUserData", "console", "process", body.slice(IMPORT.length));
   run(renderUserData, console, process);
   expect(lines).toEqual([printed]);
+});
+
+// The README's size figures of the supervisor as installed stay true.
+it("states the supervisor's size as it is", () => {
+  const match = /about (\d+) KB of bash, ([\d.]+) KB gzipped/.exec(readme.replace(/\s+/g, " "));
+  const script = Buffer.from(supervisorScript(), "utf8");
+  expect([match?.[1], match?.[2]]).toEqual([
+    String(Math.round(script.length / 1000)),
+    (gzipSync(script, { level: 9 }).length / 1000).toFixed(1),
+  ]);
+  // And the figure of the example's user-data is the one the example prints.
+  const printed = /^prints `user-data: (\d+) bytes/m.exec(readme)?.[1];
+  expect(readme.replace(/\s+/g, " ")).toContain(`The README example above is ${printed} bytes.`);
 });

@@ -2,7 +2,13 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import type { V1Pod } from "@kubernetes/client-node";
-import { REPORT_CHUNK_SIZE, REPORT_TAG_KEY } from "@nebula/state-mapping";
+import {
+  LOG_FALLBACK_MAX_BYTES,
+  LOG_FALLBACK_MAX_LINES,
+  REPORT_CHUNK_SIZE,
+  REPORT_TAG_KEY,
+  TAG_BUDGET_STEPS,
+} from "@nebula/state-mapping";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -12,7 +18,9 @@ import {
   renderUserData,
   shQuote,
   supervisorScript,
+  UserDataError,
 } from "./index.js";
+import { stripShell } from "./strip-shell.js";
 import { SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
 import { typicalPod } from "./testing/pods.js";
 
@@ -56,10 +64,19 @@ describe("renderUserData", () => {
     expect(script).toContain(`REPORT_CHUNK_SIZE=${REPORT_CHUNK_SIZE}\n`);
   });
 
-  it("ships the supervisor exactly as src/supervisor.sh (run `npm run embed` after editing it)", () => {
-    expect(SUPERVISOR_TEMPLATE).toBe(
-      readFileSync(new URL("./supervisor.sh", import.meta.url), "utf8"),
-    );
+  it("ships the supervisor as src/supervisor.sh without its comments (run `npm run embed` after editing it)", () => {
+    const source = readFileSync(new URL("./supervisor.sh", import.meta.url), "utf8");
+    expect(SUPERVISOR_TEMPLATE).toBe(stripShell(source));
+    expect(SUPERVISOR_TEMPLATE.length).toBeLessThan(source.length * 0.85);
+    expect(SUPERVISOR_TEMPLATE).not.toMatch(/^\s*#(?!!|\s*shellcheck)/m);
+    expect(SUPERVISOR_TEMPLATE).not.toMatch(/^\s*$\n/m);
+  });
+
+  it("embeds the shared message budget and the log-fallback limits of @nebula/state-mapping", () => {
+    const script = supervisorScript();
+    expect(script).toContain(`REPORT_BUDGET_STEPS='${TAG_BUDGET_STEPS.join(" ")}'\n`);
+    expect(script).toContain(`LOG_TAIL_BYTES=${LOG_FALLBACK_MAX_BYTES}\n`);
+    expect(script).toContain(`LOG_TAIL_LINES=${LOG_FALLBACK_MAX_LINES}\n`);
   });
 
   it("renders limits, user, capabilities, working dir and GPUs as docker flags", () => {
@@ -218,6 +235,35 @@ describe("renderUserData refuses, with a typed error that says where", () => {
         withApp({ env: [{ name: "S", valueFrom: { fieldRef: { fieldPath: "status.phase" } } }] }),
       ).code,
     ).toBe("UnsupportedEnvSource");
+  });
+
+  it("an image that starts with a dash (it could be read as a docker option)", () => {
+    for (const image of ["-v", "--privileged", "-"]) {
+      const result = renderUserData(asPod({ spec: { containers: [{ name: "app", image }] } }));
+      expect(result.ok ? "rendered" : [result.error.code, result.error.path]).toEqual([
+        "InvalidPod",
+        "spec.containers[app].image",
+      ]);
+    }
+  });
+
+  it("a projected volume other than the API server's kube-api-access-*", () => {
+    const result = renderUserData(
+      asPod({
+        spec: {
+          containers: [{ name: "app", image: "busybox" }],
+          volumes: [
+            { name: "kube-api-access-x7k2p", projected: { sources: [] } },
+            { name: "certs", projected: { sources: [{ secret: { name: "tls" } }] } },
+          ],
+        },
+      }),
+    );
+    expect(result.ok ? "rendered" : [result.error.code, result.error.path]).toEqual([
+      "UnsupportedVolume",
+      "spec.volumes[certs]",
+    ]);
+    expect(result.ok ? "" : result.error).toBeInstanceOf(UserDataError);
   });
 
   it("unsupported volumes and subPath mounts", () => {

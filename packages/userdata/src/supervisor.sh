@@ -20,11 +20,15 @@ REPORT_TAG_KEY='@@REPORT_TAG_KEY@@'
 REPORT_CHUNK_TAG_PREFIX='@@REPORT_CHUNK_TAG_PREFIX@@'
 REPORT_CHUNK_SIZE=@@REPORT_CHUNK_SIZE@@
 REPORT_MAX_CHUNKS=@@REPORT_MAX_CHUNKS@@
-REPORT_TAG_MESSAGE_BUDGET=@@REPORT_TAG_MESSAGE_BUDGET@@
+REPORT_BUDGET_STEPS='@@TAG_BUDGET_STEPS@@'
 MAX_MESSAGE_BYTES=@@MAX_TERMINATION_MESSAGE_BYTES@@
 CONSOLE_MARKER='@@CONSOLE_REPORT_MARKER@@'
-LOG_TAIL_BYTES=2048
-LOG_TAIL_LINES=80
+LOG_TAIL_BYTES=@@LOG_FALLBACK_MAX_BYTES@@
+LOG_TAIL_LINES=@@LOG_FALLBACK_MAX_LINES@@
+# How often the Spot interruption notice is read from IMDS, and the seconds of the two-minute
+# warning kept for the final report.
+SPOT_POLL_SECONDS=5
+SPOT_REPORT_SECONDS=20
 
 # Pod data: N, NAMES, INIT, IMAGES, PULL_POLICY, TM_PATH, TM_POLICY, HAS_CMD, HAS_ARGS, SHIM,
 # C<i>_FLAGS, C<i>_CMD, C<i>_ARGS, C<i>_HOSTIP, POD_NAME, POD_NAMESPACE, POD_UID, RESTART_POLICY, GRACE_SECONDS,
@@ -37,6 +41,14 @@ IMDS=${IMDS%/}
 TERM_REQUESTED=
 TERM_AT=
 STOP_REQUESTED=
+STOP_ISO=
+SPOT_ACTION=
+SPOT_TIME=
+SPOT_AT=
+SPOT_NEXT=0
+LIMIT_HIT=
+SUPERVISOR_AT=
+WRITER=
 ATTEMPT_END=
 UTF8_LOCALE=
 FINAL=false
@@ -49,7 +61,7 @@ REGION=
 HOST_IP=
 TOKEN=
 AWS_CLI=
-declare -A S
+declare -A S ALLOC
 declare -a WATCHER
 
 log() { printf 'nebula-supervisor: %s\n' "$*"; }
@@ -98,6 +110,35 @@ run_bg() {
   return "$rc"
 }
 
+# Kills process $1 and all its descendants (a CreateTags attempt and the curl or aws under it).
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null
+}
+
+# Runs "$@" in the background and waits for it, so a SIGTERM is handled at once. Unless the final
+# report is being written, a SIGTERM also ends the command (and what it started): returns 1.
+interruptible() {
+  local pid rc
+  "$@" &
+  pid=$!
+  while :; do
+    wait "$pid"
+    rc=$?
+    # A wait cut short by a trapped signal returns over 128 while the command still runs.
+    kill -0 "$pid" 2>/dev/null || return "$rc"
+    if [ -n "$TERM_REQUESTED" ] && [ "$FINAL" != true ]; then
+      kill_tree "$pid"
+      wait "$pid" 2>/dev/null
+      return 1
+    fi
+  done
+}
+
+# Current time in RFC 3339 UTC with milliseconds.
+iso_now() { date -u +%Y-%m-%dT%H:%M:%S.%3NZ; }
+
 # Docker and podman time stamps to RFC 3339 UTC; nothing for an unset time.
 iso_time() {
   local t=$1
@@ -129,35 +170,130 @@ identify() {
 
 # ---- exit report -------------------------------------------------------------------------------
 
-# Appends ,"<key>":"<b64>" to J, cut to $3 bytes (-1: whole); sets TRUNC when it cuts.
+# Decoded length of the base64 text $1.
+b64_bytes() {
+  local v=$1 pad=0
+  case $v in *==) pad=2 ;; *=) pad=1 ;; esac
+  printf '%s' $((${#v} * 3 / 4 - pad))
+}
+
+# Prints the first ($3 = head) or last ($3 = tail) at most $2 bytes of file $1, cut on a UTF-8
+# character boundary: the cut moves at most 3 bytes inwards, off continuation bytes (10xxxxxx).
+utf8_cut() {
+  local file=$1 max=$2 n k b size
+  size=$(stat -c %s "$file" 2>/dev/null) || return 0
+  if ((size <= max)); then
+    cat "$file"
+  elif [ "$3" = head ]; then
+    n=$max
+    for ((k = 0; k < 3 && n > 0; k++)); do
+      b=$(od -An -tu1 -j "$n" -N1 "$file")
+      ((b < 128 || b >= 192)) && break
+      n=$((n - 1))
+    done
+    head -c "$n" "$file"
+  else
+    n=$((size - max))
+    for ((k = 0; k < 3 && n < size; k++)); do
+      b=$(od -An -tu1 -j "$n" -N1 "$file")
+      ((b < 128 || b >= 192)) && break
+      n=$((n + 1))
+    done
+    tail -c "+$((n + 1))" "$file"
+  fi
+}
+
+# The base64 message $1 cut to $2 bytes from the $3 end (head or tail), base64.
+cut_b64() {
+  printf '%s' "$1" | base64 -d >"$RUN/cut" 2>/dev/null
+  utf8_cut "$RUN/cut" "$2" "$3" | base64 -w0
+}
+
+# Appends ,"<key>":"<b64>" to J, keeping $3 bytes (-1: all) from the $4 end; sets TRUNC on a cut.
 json_msg() {
-  local key=$1 value=$2 max=$3 bytes pad=0
+  local key=$1 value=$2 keep=$3
   [ -n "$value" ] || return 0
-  if ((max >= 0)); then
-    case $value in *==) pad=2 ;; *=) pad=1 ;; esac
-    bytes=$((${#value} * 3 / 4 - pad))
-    if ((bytes > max)); then
-      TRUNC=1
-      ((max > 0)) || return 0
-      value=$(printf '%s' "$value" | base64 -d | head -c "$max" | base64 -w0)
-    fi
+  if ((keep >= 0 && keep < $(b64_bytes "$value"))); then
+    TRUNC=1
+    ((keep > 0)) || return 0
+    value=$(cut_b64 "$value" "$keep" "$4")
+    [ -n "$value" ] || return 0
   fi
   J+=",\"$key\":\"$value\""
 }
 
 # Appends a termination object's fields (without braces) for prefix $1 (t: current, l: last).
 json_termination() {
-  local p=$1 i=$2 max=$3
+  local p=$1 i=$2 keep=$3
   J+="\"exitCode\":${S[$p.code.$i]},\"reason\":\"${S[$p.reason.$i]}\""
   [ -z "${S[$p.signal.$i]}" ] || J+=",\"signal\":${S[$p.signal.$i]}"
   [ -z "${S[$p.start.$i]}" ] || J+=",\"startedAt\":\"${S[$p.start.$i]}\""
   [ -z "${S[$p.finish.$i]}" ] || J+=",\"finishedAt\":\"${S[$p.finish.$i]}\""
-  json_msg messageB64 "${S[$p.msg.$i]}" "$max"
+  json_msg messageB64 "${S[$p.msg.$i]}" "$keep" tail
 }
 
+# The message of container $2 for slot $1 (cur or last), as the report carries it.
+slot_msg() {
+  if [ "$1" = last ]; then
+    [ -z "${S[l.code.$2]}" ] || printf '%s' "${S[l.msg.$2]}"
+  else
+    case ${S[st.$2]} in
+      running) ;;
+      exited) printf '%s' "${S[t.msg.$2]}" ;;
+      *) printf '%s' "${S[wmsg.$2]}" ;;
+    esac
+  fi
+}
+
+# True when container $1 is failing: a non-zero exit, a waiting reason other than starting up,
+# or a restart after a non-zero exit.
+failing() {
+  case ${S[st.$1]} in
+    running) ;;
+    exited) ((${S[t.code.$1]} == 0)) || return 0 ;;
+    *) case ${S[wreason.$1]} in ContainerCreating | PodInitializing) ;; *) return 0 ;; esac ;;
+  esac
+  [ -n "${S[l.code.$1]}" ] && ((${S[l.code.$1]} != 0))
+}
+
+# Spends the shared message budget $1 on the messages, most useful first (a failing container's
+# current message, then its previous exit's, then the healthy containers'): whole while they fit,
+# the first that does not is cut to what is left, the rest dropped. Result in ALLOC[cur|last.i].
+plan_budget() {
+  local left=$1 rank i slot bytes bad
+  ALLOC=()
+  for rank in 0 1 2 3; do
+    for ((i = 0; i < N; i++)); do
+      bad=1
+      failing "$i" && bad=0
+      ((rank < 2 ? bad == 0 : bad == 1)) || continue
+      if ((rank % 2 == 0)); then slot=cur; else slot=last; fi
+      bytes=$(b64_bytes "$(slot_msg "$slot" "$i")")
+      ((bytes > 0)) || continue
+      if ((bytes <= left)); then
+        ALLOC[$slot.$i]=$bytes
+        left=$((left - bytes))
+      else
+        ALLOC[$slot.$i]=$left
+        left=0
+      fi
+    done
+  done
+}
+
+# Appends container $1 to J. $2: whole (console), budget (ALLOC), lean (no messages, no last,
+# no boot timings).
 json_container() {
-  local i=$1 max=$2 with_last=$3 init=false
+  local i=$1 mode=$2 init=false cur=-1 lst=-1
   TRUNC=
+  if [ "$mode" = budget ]; then
+    cur=${ALLOC[cur.$i]:-0}
+    lst=${ALLOC[last.$i]:-0}
+  elif [ "$mode" = lean ]; then
+    cur=0
+    lst=0
+    [ -z "$(slot_msg last "$i")" ] || TRUNC=1
+  fi
   [ "${INIT[i]}" = 1 ] && init=true
   J+="{\"name\":\"${NAMES[i]}\",\"init\":$init,\"restarts\":${S[restarts.$i]}"
   case ${S[st.$i]} in
@@ -167,51 +303,67 @@ json_container() {
       ;;
     exited)
       J+=",\"state\":\"terminated\","
-      json_termination t "$i" "$max"
+      json_termination t "$i" "$cur"
       ;;
     *)
       J+=",\"state\":\"waiting\",\"reason\":\"${S[wreason.$i]}\""
-      json_msg messageB64 "${S[wmsg.$i]}" "$max"
+      json_msg messageB64 "${S[wmsg.$i]}" "$cur" head
       ;;
   esac
   [ -z "${S[cid.$i]}" ] || J+=",\"containerID\":\"docker://${S[cid.$i]}\""
   [ -z "${S[imageid.$i]}" ] || J+=",\"imageID\":\"${S[imageid.$i]}\""
-  if [ "$with_last" = 1 ] && [ -n "${S[l.code.$i]}" ]; then
-    J+=",\"last\":{"
-    json_termination l "$i" "$max"
-    J+="}"
+  if [ "$mode" != lean ]; then
+    if [ -n "${S[l.code.$i]}" ]; then
+      J+=",\"last\":{"
+      json_termination l "$i" "$lst"
+      J+="}"
+    fi
+    [ -z "${S[pullat.$i]}" ] || J+=",\"pullStartedAt\":\"${S[pullat.$i]}\""
+    [ -z "${S[pulledat.$i]}" ] || J+=",\"pullFinishedAt\":\"${S[pulledat.$i]}\""
+    [ -z "${S[firstat.$i]}" ] || J+=",\"firstStartedAt\":\"${S[firstat.$i]}\""
   fi
-  [ -z "$TRUNC" ] || J+=",\"truncated\":true"
+  [ -z "${S[limit.$i]}" ] || J+=",\"restartLimitReached\":true"
+  [ -z "${S[because.$i]}" ] || J+=",\"stoppedBecause\":\"${S[because.$i]}\""
+  if [ -n "$TRUNC" ]; then
+    J+=",\"truncated\":true"
+    CUT=1
+  fi
   J+="}"
 }
 
-# Builds the report JSON into J: $1 message bytes per message (-1 whole), $2 include last, $3 containers.
+# Builds the report JSON into J: $1 mode (see json_container), $2 containers.
 json_report() {
-  local max=$1 with_last=$2 count=$3 i
+  local mode=$1 count=$2 i
+  CUT=
+  [ "$mode" != lean ] || CUT=1
   J="{\"v\":$REPORT_VERSION,\"seq\":$SEQ,\"time\":\"$REPORT_TIME\",\"final\":$FINAL"
   # A stop this supervisor did not start (Spot interruption, a stop by the user or the controller).
-  [ -z "$STOP_REQUESTED" ] || J+=",\"stopRequested\":true"
-  J+=",\"containers\":["
+  [ -z "$STOP_REQUESTED" ] || J+=",\"stopRequested\":true,\"stopRequestedAt\":\"$STOP_ISO\""
+  [ -z "$SPOT_ACTION" ] || J+=",\"interruption\":{\"kind\":\"spot\",\"action\":\"$SPOT_ACTION\"${SPOT_TIME:+,\"time\":\"$SPOT_TIME\"}}"
+  [ -z "$LIMIT_HIT" ] || J+=",\"restartLimit\":{\"container\":\"${NAMES[LIMIT_HIT]}\",\"limit\":$RESTART_LIMIT}"
+  J+=",\"supervisorStartedAt\":\"$SUPERVISOR_AT\",\"containers\":["
   for ((i = 0; i < count; i++)); do
     ((i == 0)) || J+=","
-    json_container "$i" "$max" "$with_last"
+    json_container "$i" "$mode"
   done
   J+="]"
   ((count == N)) || J+=",\"containersOmitted\":$((N - count))"
+  [ -z "$CUT" ] || J+=",\"cut\":true"
   J+="}"
 }
 
-# The tag channel's body: the truncation rules of the format, so the report always fits the budget.
+# The tag channel's body: the shared message budget, then smaller ones, then no last and no
+# timings, then fewer containers, so the report always fits (the rules of the report format).
 tag_body() {
-  local limit=$((REPORT_CHUNK_SIZE * REPORT_MAX_CHUNKS)) per=$((REPORT_TAG_MESSAGE_BUDGET / (N > 0 ? N : 1))) count
-  json_report "$per" 1 "$N"
-  BODY=$(b64url "$J")
-  ((${#BODY} <= limit)) && return 0
-  json_report 0 1 "$N"
-  BODY=$(b64url "$J")
-  ((${#BODY} <= limit)) && return 0
+  local limit=$((REPORT_CHUNK_SIZE * REPORT_MAX_CHUNKS)) budget count
+  for budget in $REPORT_BUDGET_STEPS; do
+    plan_budget "$budget"
+    json_report budget "$N"
+    BODY=$(b64url "$J")
+    ((${#BODY} <= limit)) && return 0
+  done
   for ((count = N; count >= 0; count--)); do
-    json_report 0 0 "$count"
+    json_report lean "$count"
     BODY=$(b64url "$J")
     ((${#BODY} <= limit)) && return 0
   done
@@ -326,10 +478,9 @@ create_tags_sigv4() {
   return 1
 }
 
-# Writes the tag channel with jittered exponential back-off. $1: give up at this epoch second (0: none).
-write_tags() {
-  local deadline=$1 k j attempt delay
-  [ -n "$INSTANCE_ID" ] || identify 1 || return 1
+# Fills KEYS/VALUES with the tag channel of BODY: the header and the chunks.
+tag_pairs() {
+  local k j
   k=$(((${#BODY} + REPORT_CHUNK_SIZE - 1) / REPORT_CHUNK_SIZE))
   KEYS=("$REPORT_TAG_KEY")
   VALUES=("v$REPORT_VERSION seq=$SEQ chunks=$k sha256=$(sha256_hex "$BODY" | cut -c1-16)")
@@ -337,24 +488,44 @@ write_tags() {
     KEYS+=("$REPORT_CHUNK_TAG_PREFIX$j")
     VALUES+=("${BODY:(j - 1) * REPORT_CHUNK_SIZE:REPORT_CHUNK_SIZE}")
   done
-  for ((attempt = 0; attempt < REPORT_ATTEMPTS; attempt++)); do
-    create_tags "$deadline" && return 0
-    if ((deadline > 0 && $(now) + ATTEMPT_SECONDS >= deadline)); then
-      echo "no time left for another attempt before the stop deadline" >>"$RUN/create-tags.err"
-      break
+}
+
+# Writes the tag channel with jittered exponential back-off. $1: give up at this epoch second
+# (0: none; after a SIGTERM, systemd's TimeoutStopSec less STOP_MARGIN). $2: the attempt to start
+# at (1 when the first attempt was already made). Every wait is interruptible.
+write_tags() {
+  local deadline=$1 attempt=${2:-0} delay
+  for (( ; attempt < REPORT_ATTEMPTS; attempt++)); do
+    if ((attempt > 0)); then
+      [ "$FINAL" = true ] || [ -z "$TERM_REQUESTED" ] || return 1
+      ((deadline > 0)) || [ -z "$TERM_REQUESTED" ] || deadline=$((TERM_AT + GRACE_SECONDS + 30 - STOP_MARGIN))
+      if ((deadline > 0 && $(now) + ATTEMPT_SECONDS >= deadline)); then
+        echo "no time left for another attempt before the stop deadline" >>"$RUN/create-tags.err"
+        break
+      fi
+      delay=$((REPORT_BASE_MS << (attempt - 1)))
+      ((delay <= 20000)) || delay=20000
+      delay=$((delay / 2 + RANDOM % (delay / 2 + 1)))
+      if ((deadline > 0 && $(now) + delay / 1000 + 1 >= deadline)); then break; fi
+      interruptible sleep "$((delay / 1000)).$(printf '%03d' $((delay % 1000)))" || return 1
     fi
-    [ "$FINAL" = true ] || [ -z "$TERM_REQUESTED" ] || return 1
-    delay=$((REPORT_BASE_MS << attempt))
-    ((delay <= 20000)) || delay=20000
-    delay=$((delay / 2 + RANDOM % (delay / 2 + 1)))
-    if ((deadline > 0 && $(now) + delay / 1000 + 1 >= deadline)); then break; fi
-    sleep "$((delay / 1000)).$(printf '%03d' $((delay % 1000)))"
+    interruptible create_tags "$deadline" && return 0
   done
   log "report seq=$SEQ: CreateTags failed: $(tail -c 300 "$RUN/create-tags.err" 2>/dev/null)${AWS_CLI:+ (aws CLI: $(tail -c 300 "$RUN/create-tags-cli.err" 2>/dev/null))}"
   return 1
 }
 
-# Writes one report (console line, then tags). $1: deadline for the tag retries (0: none).
+# Ends the background retries of an older report (a newer one replaces it).
+stop_writer() {
+  [ -n "$WRITER" ] || return 0
+  kill_tree "$WRITER"
+  wait "$WRITER" 2>/dev/null
+  WRITER=
+}
+
+# Writes one report: the console line first, then the tags. $1: deadline for the tag retries (0:
+# none). A non-final report makes one attempt here and leaves its retries to the background, so a
+# throttled CreateTags never holds up the containers nor a stop.
 report() {
   local stored
   stored=$(cat "$STATE/seq" 2>/dev/null)
@@ -362,10 +533,23 @@ report() {
   SEQ=$((stored + 1))
   printf '%s\n' "$SEQ" >"$STATE/seq"
   REPORT_TIME=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  json_report -1 1 "$N"
+  json_report whole "$N"
   printf '%s v%s %s\n' "$CONSOLE_MARKER" "$REPORT_VERSION" "$(b64url "$J")" >>"$CONSOLE" 2>/dev/null
   tag_body
-  write_tags "${1:-0}" && log "report seq=$SEQ final=$FINAL written"
+  stop_writer
+  [ -n "$INSTANCE_ID" ] || identify 1 || return 1
+  tag_pairs
+  if [ "$FINAL" = true ]; then
+    write_tags "${1:-0}" && log "report seq=$SEQ final=true written"
+    return 0
+  fi
+  if interruptible create_tags 0; then
+    log "report seq=$SEQ final=false written"
+    return 0
+  fi
+  [ -z "$TERM_REQUESTED" ] || return 0
+  { write_tags 0 1 && log "report seq=$SEQ final=false written"; } &
+  WRITER=$!
 }
 
 # ---- containers --------------------------------------------------------------------------------
@@ -387,7 +571,8 @@ back_off() {
   S[next.$1]=$(($(now) + d))
 }
 
-image_present() { docker inspect --type=image --format '{{.Id}}' "$1" >/dev/null 2>&1; }
+# Every docker call that names an image puts `--` before it, so no image is read as an option.
+image_present() { docker inspect --type=image --format '{{.Id}}' -- "$1" >/dev/null 2>&1; }
 
 pull() {
   local i=$1 image=${IMAGES[$1]}
@@ -400,7 +585,7 @@ pull() {
       return 1
       ;;
   esac
-  run_bg "$RUN/pull-$i.log" docker pull "$image" && return 0
+  run_bg "$RUN/pull-$i.log" docker pull -- "$image" && return 0
   PULL_ERR="failed to pull image $image: $(tail -c 512 "$RUN/pull-$i.log")"
   return 1
 }
@@ -420,7 +605,7 @@ image_list() {
   local line out
   [ -z "$UTF8_LOCALE" ] || local LC_ALL=$UTF8_LOCALE
   LIST=()
-  out=$(docker inspect --type=image --format "{{range .Config.$2}}{{printf \"%q\" .}}{{\"\\n\"}}{{end}}" "$1") || return 1
+  out=$(docker inspect --type=image --format "{{range .Config.$2}}{{printf \"%q\" .}}{{\"\\n\"}}{{end}}" -- "$1") || return 1
   while IFS= read -r line; do
     [ -n "$line" ] || continue
     line=${line#\"}
@@ -446,7 +631,7 @@ capture() {
   S[t.signal.$i]=
   if [ -n "$3" ]; then
     S[t.reason.$i]=$3
-  elif [ "$oom" = true ]; then
+  elif [ "$oom" = true ] || { ((code == 137)) && oom_recorded "$i"; }; then
     S[t.reason.$i]=OOMKilled
   elif ((code == 0)); then
     S[t.reason.$i]=Completed
@@ -461,21 +646,71 @@ capture() {
   if [ -n "${S[t.finish.$i]}" ] && [[ ${S[t.start.$i]} > ${S[t.finish.$i]} ]]; then S[t.start.$i]=${S[t.finish.$i]}; fi
   [ -z "$image" ] || S[imageid.$i]=$image
   file=$STATE/containers/${NAMES[i]}/termination-log
+  # The kubelet keeps the end of the file and of the log (the error is at the end).
   if [ -n "$4" ]; then
-    msg=$(printf '%s' "$4" | head -c "$MAX_MESSAGE_BYTES" | base64 -w0)
+    printf '%s' "$4" >"$RUN/msg"
+    msg=$(utf8_cut "$RUN/msg" "$MAX_MESSAGE_BYTES" head | base64 -w0)
   elif [ -s "$file" ]; then
-    msg=$(head -c "$MAX_MESSAGE_BYTES" "$file" | base64 -w0)
+    msg=$(utf8_cut "$file" "$MAX_MESSAGE_BYTES" tail | base64 -w0)
   elif ((code != 0)) && [ "${TM_POLICY[i]}" = FallbackToLogsOnError ]; then
-    msg=$(docker logs --tail "$LOG_TAIL_LINES" "$id" 2>&1 | tail -c "$LOG_TAIL_BYTES" | base64 -w0)
+    docker logs --tail "$LOG_TAIL_LINES" "$id" >"$RUN/msg" 2>&1
+    msg=$(utf8_cut "$RUN/msg" "$LOG_TAIL_BYTES" tail | base64 -w0)
   fi
   S[t.msg.$i]=$msg
 }
 
-watch() {
+# The memory cgroup directory of the process $1 (cgroup v2, else the v1 memory hierarchy).
+memory_cgroup() {
+  local line
+  [ -r "/proc/$1/cgroup" ] || return 1
+  if [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+    line=$(grep -m1 '^0::' "/proc/$1/cgroup") || return 1
+    printf '/sys/fs/cgroup%s' "${line#0::}"
+  else
+    line=$(grep -m1 -E '^[0-9]+:([^:]*,)?memory(,[^:]*)?:' "/proc/$1/cgroup") || return 1
+    printf '/sys/fs/cgroup/memory%s' "${line##*:}"
+  fi
+}
+
+# True when memory cgroup $1 recorded an OOM kill: v2 memory.events oom_kill, v1 memory.oom_control
+# oom_kill (or memory.failcnt where the kernel has no such line).
+cgroup_oom() {
+  local n
+  if [ -r "$1/memory.events" ]; then
+    n=$(sed -n 's/^oom_kill //p' "$1/memory.events")
+    ((${n:-0} > 0))
+  elif [ -r "$1/memory.oom_control" ]; then
+    n=$(sed -n 's/^oom_kill //p' "$1/memory.oom_control")
+    [ -n "$n" ] || n=$(cat "$1/memory.failcnt" 2>/dev/null)
+    ((${n:-0} > 0))
+  else
+    return 1
+  fi
+}
+
+# True when container $1 was killed by its memory cgroup although the runtime did not flag it:
+# the watcher saw the cgroup's OOM record while it ran, or the cgroup still shows it, or the
+# kernel log names the container's cgroup (it outlives the cgroup, which the runtime removes).
+oom_recorded() {
   local i=$1
+  [ ! -e "$RUN/$i.oom" ] || return 0
+  [ -z "${S[cg.$i]}" ] || ! cgroup_oom "${S[cg.$i]}" || return 0
+  dmesg 2>/dev/null | grep -F 'oom_memcg=' | grep -qF "${S[cid.$i]}"
+}
+
+# Waits for container $1 to exit (marker $RUN/<i>.done), sampling its memory cgroup's OOM record
+# every half second meanwhile (marker $RUN/<i>.oom): the runtime removes the cgroup on exit.
+watch() {
+  local i=$1 cg=${S[cg.$1]}
   rm -f "$RUN/$i.done"
   (
-    docker wait "${S[cid.$i]}" >/dev/null 2>&1
+    docker wait "${S[cid.$i]}" >/dev/null 2>&1 &
+    w=$!
+    while kill -0 "$w" 2>/dev/null; do
+      if [ -n "$cg" ] && [ ! -e "$RUN/$i.oom" ] && cgroup_oom "$cg"; then : >"$RUN/$i.oom"; fi
+      sleep 0.5 &
+      wait $!
+    done
     : >"$RUN/$i.done"
   ) &
   WATCHER[i]=$!
@@ -483,10 +718,11 @@ watch() {
 
 # Pulls, creates and starts container $1.
 attempt() {
-  local i=$1 name flags cmd args hostip workload argv id v err
+  local i=$1 name flags cmd args hostip workload argv id v err pid
   name=$(cname "$i")
   if [ "${S[pulled.$i]}" != 1 ]; then
     PULL_NEVER=
+    [ -n "${S[pullat.$i]}" ] || S[pullat.$i]=$(iso_now)
     if ! pull "$i"; then
       [ -z "$TERM_REQUESTED" ] || return 0
       if [ -n "$PULL_NEVER" ]; then
@@ -509,6 +745,7 @@ attempt() {
       return 0
     fi
     S[pulled.$i]=1
+    S[pulledat.$i]=$(iso_now)
     S[delay.$i]=0
   fi
   eval "flags=(\"\${C${i}_FLAGS[@]}\"); cmd=(\"\${C${i}_CMD[@]}\"); args=(\"\${C${i}_ARGS[@]}\"); hostip=(\"\${C${i}_HOSTIP[@]}\")"
@@ -537,7 +774,7 @@ attempt() {
     argv=("${args[@]}")
   fi
   docker rm -f "$name" >/dev/null 2>&1
-  if ! id=$(docker create "${flags[@]}" "${IMAGES[i]}" "${argv[@]}" 2>"$RUN/create-$i.err"); then
+  if ! id=$(docker create "${flags[@]}" -- "${IMAGES[i]}" "${argv[@]}" 2>"$RUN/create-$i.err"); then
     err=$(tail -c 1024 "$RUN/create-$i.err")
     log "container ${NAMES[i]}: create failed: $err"
     S[quick.$i]=$((${S[quick.$i]} + 1))
@@ -561,7 +798,12 @@ attempt() {
     return 0
   fi
   S[st.$i]=running
-  S[started.$i]=$(iso_time "$(docker inspect --format '{{.State.StartedAt}}' "$id" 2>/dev/null)")
+  IFS='|' read -r v pid <<<"$(docker inspect --format '{{.State.StartedAt}}|{{.State.Pid}}' "$id" 2>/dev/null)"
+  S[started.$i]=$(iso_time "$v")
+  [ -n "${S[firstat.$i]}" ] || S[firstat.$i]=${S[started.$i]:-$(iso_now)}
+  S[cg.$i]=
+  rm -f "$RUN/$i.oom"
+  if [[ $pid =~ ^[1-9][0-9]*$ ]]; then S[cg.$i]=$(memory_cgroup "$pid"); fi
   log "container ${NAMES[i]}: started ($id)"
   watch "$i"
 }
@@ -610,6 +852,8 @@ decide() {
   [ -z "$TERM_REQUESTED" ] || return 0
   if ((RESTART_LIMIT >= 0 && ${S[quick.$i]} >= RESTART_LIMIT)); then
     GIVE_UP="container ${NAMES[i]} reached the restart limit ($RESTART_LIMIT)"
+    S[limit.$i]=1
+    LIMIT_HIT=$i
     log "$GIVE_UP"
     return 0
   fi
@@ -617,17 +861,24 @@ decide() {
   for k in code reason signal start finish msg; do S[l.$k.$i]=${S[t.$k.$i]}; done
   S[restarts.$i]=$((${S[restarts.$i]} + 1))
   S[quick.$i]=$((${S[quick.$i]} + 1))
+  # The kubelet restarts a first crash at once; the back-off starts with the second.
+  if ((${S[quick.$i]} == 1)); then
+    set_waiting "$i" ContainerCreating ""
+    S[next.$i]=0
+    return 0
+  fi
   back_off "$i"
   # The kubelet's words: a Go duration, and the Pod as name_namespace(uid).
   set_waiting "$i" CrashLoopBackOff "$(b64 "back-off $(go_duration "${S[delay.$i]}") restarting failed container=${NAMES[i]} pod=${POD_NAME}_${POD_NAMESPACE}($POD_UID)")"
 }
 
-# Stops every running container with the Pod's grace period and captures the exits.
+# Stops every running container with grace $1 (the Pod's, or less when time is short) and
+# captures the exits; $2: why (stoppedBecause), when the supervisor stops them for a reason.
 stop_all() {
-  local i pids=()
+  local grace=$1 i pids=()
   for ((i = 0; i < N; i++)); do
     if [ "${S[st.$i]}" = running ]; then
-      docker stop -t "$GRACE_SECONDS" "${S[cid.$i]}" >/dev/null 2>&1 &
+      timeout -k 2 $((grace + 10)) docker stop -t "$grace" "${S[cid.$i]}" >/dev/null 2>&1 &
       pids+=($!)
     fi
   done
@@ -638,30 +889,78 @@ stop_all() {
     if [ "${S[st.$i]}" = running ]; then
       capture "$i"
       S[st.$i]=exited
+      if [ -n "$2" ]; then
+        S[because.$i]=$2
+        [ "$2" != RestartLimit ] || S[t.reason.$i]=StoppedByRestartLimit
+      fi
     fi
-    [ -z "${WATCHER[i]}" ] || kill "${WATCHER[i]}" 2>/dev/null
+    [ -z "${WATCHER[i]}" ] || kill_tree "${WATCHER[i]}"
   done
 }
 
 # systemd kills the unit TimeoutStopSec (grace + 30 s) after its SIGTERM: the final report's tag
-# attempts all end by STOP_MARGIN seconds before that.
+# attempts all end by STOP_MARGIN seconds before that, and the containers' grace leaves
+# STOP_REPORT_SECONDS for the report.
 STOP_MARGIN=5
+STOP_REPORT_SECONDS=20
 finish() {
-  local deadline=0
-  if [ -n "$TERM_REQUESTED" ]; then
+  local deadline=0 grace=$GRACE_SECONDS left why=
+  stop_writer
+  if [ -n "$SPOT_ACTION" ]; then
+    # The two-minute warning bounds everything: the containers' grace, then the report.
     STOP_REQUESTED=1
-    log "stop requested: stopping containers (grace ${GRACE_SECONDS}s)"
+    why=SpotInterruption
+    deadline=$(date -d "$SPOT_TIME" +%s 2>/dev/null) || deadline=$((SPOT_AT + 120))
+    left=$((deadline - $(now) - SPOT_REPORT_SECONDS))
+    ((left >= grace)) || grace=$((left > 0 ? left : 0))
+    STOP_ISO=$(date -u -d "@$SPOT_AT" +%Y-%m-%dT%H:%M:%S.000Z)
+    log "Spot interruption notice ($SPOT_ACTION at ${SPOT_TIME:-unknown}): stopping containers (grace ${grace}s)"
+  elif [ -n "$TERM_REQUESTED" ]; then
+    STOP_REQUESTED=1
+    why=StopRequested
+    deadline=$((TERM_AT + GRACE_SECONDS + 30 - STOP_MARGIN))
+    left=$((deadline - $(now) - STOP_REPORT_SECONDS))
+    ((left >= grace)) || grace=$((left > 0 ? left : 0))
+    STOP_ISO=$(date -u -d "@$TERM_AT" +%Y-%m-%dT%H:%M:%S.000Z)
+    log "stop requested: stopping containers (grace ${grace}s)"
+  elif [ -n "$LIMIT_HIT" ]; then
+    why=RestartLimit
   fi
-  stop_all
-  [ -z "$TERM_REQUESTED" ] || deadline=$((${TERM_AT:-$(now)} + GRACE_SECONDS + 30 - STOP_MARGIN))
+  stop_all "$grace" "$why"
   FINAL=true
   report "$deadline"
   : >"$STATE/final"
-  if [ -z "$TERM_REQUESTED" ]; then
+  if [ -n "$SPOT_ACTION" ]; then
+    log "final report written after the Spot interruption notice: leaving the instance to EC2"
+  elif [ -z "$TERM_REQUESTED" ]; then
     log "pod finished${GIVE_UP:+ ($GIVE_UP)}: powering off"
     shutdown -h now
   fi
   exit 0
+}
+
+# Reads the Spot interruption notice from IMDS (404 until there is one). Sets SPOT_ACTION,
+# SPOT_TIME and SPOT_AT (when it was seen: the stop time, recorded first).
+spot_check() {
+  local body t
+  printf -v t '%(%s)T' -1
+  ((t >= SPOT_NEXT)) || return 1
+  SPOT_NEXT=$((t + SPOT_POLL_SECONDS))
+  [ -n "$INSTANCE_ID" ] || return 1
+  interruptible imds_to "$RUN/spot" spot/instance-action || return 1
+  body=$(cat "$RUN/spot")
+  [[ $body =~ \"action\"[[:space:]]*:[[:space:]]*\"([a-z]+)\" ]] || return 1
+  SPOT_AT=$t
+  SPOT_ACTION=${BASH_REMATCH[1]}
+  if [[ $body =~ \"time\"[[:space:]]*:[[:space:]]*\"([0-9]{4}-[0-9][0-9]-[0-9][0-9]T[0-9:.]+Z)\" ]]; then SPOT_TIME=${BASH_REMATCH[1]}; fi
+  return 0
+}
+
+# IMDS path $2 into file $1, with a fresh token when the current one is refused.
+imds_to() {
+  curl -sS -f --max-time 2 -H "X-aws-ec2-metadata-token: $TOKEN" "$IMDS/latest/meta-data/$2" >"$1" 2>/dev/null && return 0
+  TOKEN=$(imds_token) || return 1
+  curl -sS -f --max-time 2 -H "X-aws-ec2-metadata-token: $TOKEN" "$IMDS/latest/meta-data/$2" >"$1" 2>/dev/null
 }
 
 pod_done() {
@@ -680,7 +979,9 @@ main() {
     log "the final report was already written; nothing to run"
     exit 0
   fi
+  # The stop time is recorded first, in the trap itself.
   trap '[ -n "$TERM_REQUESTED" ] || printf -v TERM_AT "%(%s)T" -1; TERM_REQUESTED=1' TERM INT
+  SUPERVISOR_AT=$(iso_now)
   log "supervising pod $POD_NAMESPACE/$POD_NAME ($N containers)"
   identify 30 || log "no instance identity from IMDS; reporting on the console only"
   # The aws CLI only when it really runs (a broken install or a file hiding it must not stop the reports).
@@ -720,6 +1021,7 @@ main() {
     done
     [ -z "$TERM_REQUESTED" ] || finish
     ! pod_done || finish
+    ! spot_check || finish
     if [ -n "$changed" ]; then report; else pause 1; fi
   done
 }

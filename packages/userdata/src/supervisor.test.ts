@@ -1,7 +1,15 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
-import type { ContainerReport, ExitReport } from "@nebula/state-mapping";
+import {
+  bootTimeline,
+  type ContainerReport,
+  decodeReportTags,
+  type ExitReport,
+  encodeReportTags,
+  REPORT_TAG_MESSAGE_BUDGET,
+  toInstanceState,
+} from "@nebula/state-mapping";
 import { afterEach, describe, expect, it } from "vitest";
 import { type RenderOptionsInput, renderUserData } from "./index.js";
 import { type FakeImage, HOST_IP, INSTANCE_ID, TestHost } from "./testing/host.js";
@@ -31,7 +39,12 @@ async function run(
   p: V1Pod,
   images: Record<string, FakeImage>,
   options: RenderOptionsInput = {},
-  host: Partial<{ awsCli: boolean | "broken"; failCreateTags: number; awsFailures: number }> = {},
+  host: Partial<{
+    awsCli: boolean | "broken";
+    failCreateTags: number;
+    awsFailures: number;
+    cgroup: "v1" | "v2";
+  }> = {},
 ) {
   const rendered = renderUserData(p, { ...FAST, ...options });
   if (!rendered.ok) throw rendered.error;
@@ -185,7 +198,7 @@ describe("the generated user-data on a host", () => {
     expect(h.poweredOff()).toBe(true);
   });
 
-  it("restarts with the kubelet's doubling back-off, reports CrashLoopBackOff, and stops at the restart cap", async () => {
+  it("restarts a first crash at once, then with the kubelet's doubling back-off, reports CrashLoopBackOff, and stops at the restart cap", async () => {
     const h = await run(
       pod(
         [{ name: "app", image: "fake/crash:1" }],
@@ -200,12 +213,12 @@ describe("the generated user-data on a host", () => {
       .tagReports()
       .map((r) => container(r, "app"))
       .filter((c) => c?.reason === "CrashLoopBackOff");
+    // The first crash restarts at once (no back-off); the back-off starts with the second.
     expect(waits.map((c) => text(c?.messageB64))).toEqual([
       "back-off 1s restarting failed container=app pod=job-1_batch(uid-1)",
       "back-off 2s restarting failed container=app pod=job-1_batch(uid-1)",
-      "back-off 4s restarting failed container=app pod=job-1_batch(uid-1)",
     ]);
-    expect(waits.map((c) => c?.restarts)).toEqual([1, 2, 3]);
+    expect(waits.map((c) => c?.restarts)).toEqual([2, 3]);
     expect(waits[0]?.last).toMatchObject({ exitCode: 1, reason: "Error" });
     const final = last(h.tagReports());
     expect(final?.final).toBe(true);
@@ -282,8 +295,9 @@ describe("the generated user-data on a host", () => {
       restarts: 1,
     });
     expect(container(final, "app")).toMatchObject({ state: "terminated", reason: "Completed" });
+    // A first crash restarts at once: no back-off to report.
     expect(h.tagReports().some((r) => container(r, "wait-db")?.reason === "CrashLoopBackOff")).toBe(
-      true,
+      false,
     );
   });
 
@@ -431,7 +445,7 @@ describe("the generated user-data on a host", () => {
     expect(lines[79]).toBe("line 100");
   });
 
-  it("prefers the file, ignores logs on success, and truncates: 4096 bytes on the console, the tag budget on tags", async () => {
+  it("prefers the file, ignores logs on success, and truncates: the last 4096 bytes on the console, the shared budget on tags", async () => {
     const h = await run(
       pod([
         { name: "big", image: "fake/big:1", terminationMessagePolicy: "FallbackToLogsOnError" },
@@ -440,7 +454,7 @@ describe("the generated user-data on a host", () => {
       {
         "fake/big:1": {
           script:
-            'echo "log line"; head -c 5000 /dev/zero | tr "\\0" x >"$TERMINATION_LOG"; exit 1',
+            'echo "log line"; { printf start; head -c 5000 /dev/zero | tr "\\0" x; } >"$TERMINATION_LOG"; exit 1',
         },
         "fake/quiet:1": { script: 'echo "log line"; exit 0' },
       },
@@ -450,8 +464,10 @@ describe("the generated user-data on a host", () => {
     expect(text(consoleBig?.messageB64)).toBe("x".repeat(4096));
     expect(container(last(h.consoleReports()), "quiet")?.messageB64).toBeUndefined();
     const tagBig = container(last(h.tagReports()), "big");
-    expect(text(tagBig?.messageB64)).toBe("x".repeat(512));
+    // One budget for all messages: the only message gets all of it.
+    expect(text(tagBig?.messageB64)).toBe("x".repeat(REPORT_TAG_MESSAGE_BUDGET));
     expect(tagBig?.truncated).toBe(true);
+    expect(last(h.tagReports())?.cut).toBe(true);
   });
 
   it("on SIGTERM (instance stopped by the controller) stops the containers with the grace period and writes the final report", async () => {
@@ -515,6 +531,279 @@ describe("the generated user-data on a host", () => {
     expect(last(h.consoleReports())).toMatchObject({ final: true, stopRequested: true });
   });
 
+  it("writes the same tag report as the TypeScript codec: one shared budget, most useful text first, UTF-8 cuts", async () => {
+    const euro = "€".repeat(2000);
+    const h = await run(
+      pod(
+        [
+          { name: "app", image: "fake/crash:1" },
+          { name: "sidecar", image: "fake/chatty:1" },
+        ],
+        { restartPolicy: "Always" },
+        { "nebula.dev/restart-limit": "1" },
+      ),
+      {
+        "fake/crash:1": { script: `printf '%s' '${euro}' >"$TERMINATION_LOG"; exit 3` },
+        "fake/chatty:1": {
+          script: `trap 'printf "%s" "$(head -c 600 /dev/zero | tr "\\0" s)" >"$TERMINATION_LOG"; exit 0' TERM; while :; do sleep 0.1; done`,
+        },
+      },
+    );
+    await h.finished();
+    const whole = last(h.consoleReports());
+    expect(whole?.final).toBe(true);
+    const app = container(whole, "app");
+    // The console keeps the last 4096 bytes of the file, cut on a character boundary.
+    expect(text(app?.messageB64)).toBe("€".repeat(1365));
+    expect(text(app?.last?.messageB64)).toBe("€".repeat(1365));
+    // The tags hold what the reference encoder makes of the whole report.
+    const tags = decodeReportTags(h.tags);
+    expect(tags.kind).toBe("report");
+    if (tags.kind !== "report" || whole === undefined) return;
+    expect(tags.report).toEqual(
+      (decodeReportTags(encodeReportTags(whole)) as { report: ExitReport }).report,
+    );
+    const tagApp = container(tags.report, "app");
+    expect(text(tagApp?.messageB64)).toBe("€".repeat(341));
+    expect(tagApp?.last?.messageB64).toBeUndefined();
+    expect(container(tags.report, "sidecar")?.messageB64).toBeUndefined();
+    expect(tags.report.cut).toBe(true);
+    expect(container(tags.report, "sidecar")).toMatchObject({ truncated: true });
+    for (const r of [...h.tagReports(), ...h.consoleReports()])
+      for (const c of r.containers)
+        for (const m of [c.messageB64, c.last?.messageB64]) expect(text(m)).not.toContain("\uFFFD");
+  });
+
+  it("at the restart limit says so: the container that hit it, the others stopped for it, the limit", async () => {
+    const h = await run(
+      pod(
+        [
+          { name: "app", image: "fake/fail:1" },
+          { name: "sidecar", image: "fake/server:1" },
+        ],
+        { restartPolicy: "Always" },
+        { "nebula.dev/restart-limit": "2" },
+      ),
+      {
+        "fake/fail:1": { script: "exit 1" },
+        "fake/server:1": { script: "while :; do sleep 0.1; done" },
+      },
+    );
+    await h.finished();
+    const final = last(h.tagReports());
+    expect(final).toMatchObject({ final: true, restartLimit: { container: "app", limit: 2 } });
+    expect(final?.stopRequested).toBeUndefined();
+    expect(container(final, "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 1,
+      reason: "Error",
+      restarts: 2,
+      restartLimitReached: true,
+    });
+    // Not "Error 137 signal 9": it was stopped because of the limit.
+    expect(container(final, "sidecar")).toMatchObject({
+      state: "terminated",
+      reason: "StoppedByRestartLimit",
+      stoppedBecause: "RestartLimit",
+    });
+    expect(container(final, "sidecar")?.restartLimitReached).toBeUndefined();
+    const state = toInstanceState(
+      {
+        InstanceId: INSTANCE_ID,
+        State: { Name: "stopped" },
+        Tags: Object.entries(h.tags).map(([Key, Value]) => ({ Key, Value })),
+      },
+      { now: new Date() },
+    );
+    expect(state).toMatchObject({
+      kind: "Terminal",
+      restartLimit: {
+        container: "app",
+        limit: 2,
+        message: expect.stringContaining("nebula.dev/restart-limit"),
+      },
+    });
+    expect(h.poweredOff()).toBe(true);
+  });
+
+  it("keeps the end of the log under FallbackToLogsOnError in the tag channel too", async () => {
+    const h = await run(
+      pod([
+        { name: "app", image: "fake/noisy:1", terminationMessagePolicy: "FallbackToLogsOnError" },
+      ]),
+      {
+        "fake/noisy:1": {
+          script: 'for i in $(seq 1 100); do echo "line $i ünïcødé"; done; exit 1',
+        },
+      },
+    );
+    await h.finished();
+    const tag = text(container(last(h.tagReports()), "app")?.messageB64);
+    expect(tag.endsWith("line 100 ünïcødé\n")).toBe(true);
+    expect(Buffer.byteLength(tag)).toBeLessThanOrEqual(REPORT_TAG_MESSAGE_BUDGET);
+    expect(tag).not.toContain("\uFFFD");
+    const console = text(container(last(h.consoleReports()), "app")?.messageB64);
+    expect(console.endsWith("line 100 ünïcødé\n")).toBe(true);
+    expect(console).not.toContain("\uFFFD");
+  });
+
+  it("on SIGTERM during CreateTags throttling takes over at once and ends before TimeoutStopSec", async () => {
+    const h = await run(
+      pod(
+        [
+          { name: "server", image: "fake/server:1" },
+          { name: "blip", image: "fake/blip:1" },
+        ],
+        { restartPolicy: "OnFailure", terminationGracePeriodSeconds: 2 },
+      ),
+      {
+        "fake/server:1": {
+          script: "trap 'echo bye >\"$TERMINATION_LOG\"; exit 0' TERM; while :; do sleep 0.1; done",
+        },
+        "fake/blip:1": { script: "sleep 2; exit 0" },
+      },
+      // Back-off sleeps of 10 to 20 s between attempts, as under a real throttle.
+      { report: { retryAttempts: 8, retryBaseMs: 20_000 } },
+    );
+    await h.until(() => h.tagReports().some((r) => container(r, "blip")?.state === "running"));
+    // From now on the in-process EC2 endpoint refuses every CreateTags (RequestLimitExceeded).
+    h.failTagsFromNow(0);
+    await h.until(() => h.supervisorLog().includes("container blip: exited"));
+    // The report of that exit is now between attempts.
+    await new Promise((r) => setTimeout(r, 1500));
+    const sigterm = Date.now() / 1000;
+    h.terminate();
+    expect(await h.finished()).toBe(0);
+    const exited = Date.now() / 1000;
+    // The handler did not wait behind the 10–20 s back-off: docker stop went out at once.
+    const [stop] = h.stopTimes();
+    expect((stop ?? Number.POSITIVE_INFINITY) - sigterm).toBeLessThan(8);
+    // Done, final console line included, before systemd's TimeoutStopSec (grace 2 s + 30 s).
+    expect(exited - sigterm).toBeLessThan(32);
+    const final = last(h.consoleReports());
+    expect(final).toMatchObject({ final: true, stopRequested: true });
+    expect(Math.abs(Date.parse(final?.stopRequestedAt ?? "") / 1000 - sigterm)).toBeLessThan(2);
+    expect(container(final, "server")).toMatchObject({
+      state: "terminated",
+      exitCode: 0,
+      stoppedBecause: "StopRequested",
+    });
+    expect(h.dockerCalls("stop")).toEqual([
+      expect.stringMatching(/^docker stop -t 2 [0-9a-f]{64}$/),
+    ]);
+  });
+
+  for (const version of ["v1", "v2"] as const) {
+    it(`reports exit 137 as OOMKilled when the memory cgroup recorded an OOM kill the runtime did not flag (cgroup ${version})`, async () => {
+      // The fake container leaves the kernel's OOM record in its own memory cgroup (the guest's
+      // /sys/fs/cgroup is a directory of the test host), then dies like an OOM-killed process.
+      const record =
+        version === "v1"
+          ? 'p=$(sed -n "s/^[0-9]*:\\([^:]*,\\)\\{0,1\\}memory\\(,[^:]*\\)\\{0,1\\}://p" /proc/self/cgroup); d=/sys/fs/cgroup/memory$p; mkdir -p "$d"; printf "oom_kill_disable 0\\nunder_oom 0\\noom_kill 1\\n" >"$d/memory.oom_control"'
+          : 'p=$(sed -n "s/^0:://p" /proc/self/cgroup); d=/sys/fs/cgroup$p; mkdir -p "$d"; printf "low 0\\nhigh 0\\nmax 4\\noom 1\\noom_kill 1\\n" >"$d/memory.events"';
+      const h = await run(
+        pod([{ name: "app", image: "fake/memhog:1" }]),
+        { "fake/memhog:1": { script: `${record}; sleep 2; kill -KILL $$` } },
+        {},
+        { cgroup: version },
+      );
+      await h.finished();
+      const final = last(h.tagReports());
+      expect(container(final, "app")).toMatchObject({
+        state: "terminated",
+        exitCode: 137,
+        reason: "OOMKilled",
+      });
+      // (A SIGKILL without the record stays Error / signal 9: "reports deaths by SIGTERM and SIGKILL".)
+      expect(container(final, "app")?.signal).toBeUndefined();
+    });
+  }
+
+  it("on a Spot interruption notice stops the containers within the warning, reports it and leaves the instance to EC2", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/server:1" }], {
+        restartPolicy: "Always",
+        terminationGracePeriodSeconds: 600,
+      }),
+      {
+        "fake/server:1": {
+          script:
+            "trap 'echo drained >\"$TERMINATION_LOG\"; exit 0' TERM; while :; do sleep 0.1; done",
+        },
+      },
+    );
+    await h.until(() => h.tagReports().some((r) => container(r, "app")?.state === "running"));
+    const action = new Date(Date.now() + 120_000);
+    h.raiseSpotNotice("terminate", action);
+    expect(await h.finished()).toBe(0);
+    // The grace is capped by the two-minute warning, less the time kept for the final report.
+    const [stop] = h.dockerCalls("stop");
+    const grace = Number(/^docker stop -t (\d+) /.exec(stop ?? "")?.[1]);
+    expect(grace).toBeGreaterThan(80);
+    expect(grace).toBeLessThanOrEqual(100);
+    const final = last(h.tagReports());
+    expect(final).toMatchObject({
+      final: true,
+      stopRequested: true,
+      interruption: {
+        kind: "spot",
+        action: "terminate",
+        time: action.toISOString().replace(/\.\d{3}Z$/, "Z"),
+      },
+    });
+    expect(container(final, "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 0,
+      stoppedBecause: "SpotInterruption",
+    });
+    expect(text(container(final, "app")?.messageB64)).toBe("drained\n");
+    expect(h.poweredOff()).toBe(false);
+    // The controller: the instance is still running, yet the Pod ends as a Spot interruption.
+    const state = toInstanceState(
+      {
+        InstanceId: INSTANCE_ID,
+        State: { Name: "running" },
+        Tags: Object.entries(h.tags).map(([Key, Value]) => ({ Key, Value })),
+      },
+      { now: new Date() },
+    );
+    expect(state).toMatchObject({ kind: "Terminal", stopped: { cause: "SpotInterruption" } });
+  });
+
+  it("reports the boot timeline: supervisor start, each pull's start and end, each first start", async () => {
+    const h = await run(
+      pod([
+        { name: "app", image: "fake/ok:1" },
+        { name: "side", image: "fake/flaky:1" },
+      ]),
+      {
+        "fake/ok:1": { script: "sleep 0.5; exit 0" },
+        "fake/flaky:1": { script: "exit 0", pullFailures: 1 },
+      },
+    );
+    await h.finished();
+    const final = last(h.tagReports());
+    const at = (t: string | undefined) => Date.parse(t ?? "");
+    expect(final?.supervisorStartedAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    for (const name of ["app", "side"]) {
+      const c = container(final, name);
+      expect(at(c?.pullStartedAt)).toBeGreaterThanOrEqual(at(final?.supervisorStartedAt));
+      expect(at(c?.pullFinishedAt)).toBeGreaterThanOrEqual(at(c?.pullStartedAt));
+      expect(at(c?.firstStartedAt)).toBeGreaterThanOrEqual(at(c?.pullFinishedAt) - 1);
+    }
+    // The failed first pull of `side` is inside its pull step: it ends with the pull that worked.
+    const failed = h.tagReports().find((r) => container(r, "side")?.reason === "ErrImagePull");
+    expect(container(failed, "side")?.pullStartedAt).toBe(container(final, "side")?.pullStartedAt);
+    expect(container(failed, "side")?.pullFinishedAt).toBeUndefined();
+    const timeline = bootTimeline(final as ExitReport);
+    expect(timeline.steps.map((s) => `${s.step}:${s.container}`).sort()).toEqual([
+      "pull:app",
+      "pull:side",
+      "start:app",
+      "start:side",
+    ]);
+  });
+
   it("writes through the aws CLI when it runs here", async () => {
     const h = await run(
       pod([{ name: "app", image: "fake/ok:1" }]),
@@ -574,7 +863,7 @@ describe("the generated user-data on a host", () => {
     expect(h.supervisorLog()).toContain("reports: CreateTags through curl + SigV4");
   });
 
-  it("retries a throttled CreateTags through its own SigV4 signer", async () => {
+  it("retries a throttled CreateTags through its own SigV4 signer; a newer report replaces an older one's retries", async () => {
     const h = await run(
       pod([{ name: "app", image: "fake/ok:1" }]),
       { "fake/ok:1": { script: "exit 0" } },
@@ -582,8 +871,24 @@ describe("the generated user-data on a host", () => {
       { failCreateTags: 3 },
     );
     await h.finished();
-    expect(h.tagReports().map((r) => r.seq)).toEqual([1, 2, 3]);
+    const seqs = h.tagReports().map((r) => r.seq);
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    expect(last(h.tagReports())).toMatchObject({ seq: 3, final: true });
     expect(h.badSignatures()).toBe(0);
+  });
+
+  it("a report throttled at boot does not hold up the first container's start", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/server:1" }], { restartPolicy: "Always" }),
+      { "fake/server:1": { script: "while :; do sleep 0.1; done" } },
+      { report: { retryAttempts: 8, retryBaseMs: 4000 } },
+      { failCreateTags: 4 },
+    );
+    await h.until(() => h.dockerCalls("start").length > 0);
+    // The container runs while every CreateTags so far was refused: it did not wait for them.
+    expect(h.tagWrites).toEqual([]);
+    h.terminate();
+    expect(await h.finished()).toBe(0);
   });
 
   it("passes hostile strings byte for byte and fills the downward API", async () => {

@@ -273,9 +273,10 @@ describe("user-data with real podman + runc", () => {
       restarts: 2,
       last: { exitCode: 1, reason: "Error" },
     });
+    // The first crash restarts at once; only the second waits in CrashLoopBackOff.
     expect(
       h.tagReports().filter((r) => container(r, "app")?.reason === "CrashLoopBackOff"),
-    ).toHaveLength(2);
+    ).toHaveLength(1);
   });
 
   it("on SIGTERM stops the container with docker stop -t <grace> and writes the final report", async () => {
@@ -329,10 +330,11 @@ describe("user-data with real podman + runc", () => {
     });
   });
 
-  it("reports a memory-limit kill as the runtime records it (OOMKilled when inspect says so)", async () => {
-    // The kernel kills the container's PID 1 in its memory cgroup. Whether podman's inspect then says
-    // OOMKilled depends on conmon and the cgroup setup (on this cgroup-v1 sandbox podman 4.3 says
-    // false); the report must agree with inspect either way, and the exit code is 137.
+  it("reports a real memory-limit kill as OOMKilled, also where the runtime does not flag it", async () => {
+    // The kernel kills the container in its memory cgroup. On this cgroup-v1 sandbox podman 4.3
+    // (runc, cgroupfs) leaves OOMKilled=false in inspect; the supervisor must still say OOMKilled,
+    // from the cgroup's OOM record (or the kernel's record of it, which outlives the cgroup).
+    const cgroup = existsSync("/sys/fs/cgroup/cgroup.controllers") ? "v2" : "v1";
     const h = await run(
       pod(
         [
@@ -349,12 +351,13 @@ describe("user-data with real podman + runc", () => {
     await h.finished(120_000);
     const app = container(last(h.tagReports()), "app");
     const id = (app?.containerID ?? "").replace("docker://", "");
-    const oom = podman("inspect", "--format", "{{.State.OOMKilled}}", id).trim();
-    expect(app).toMatchObject({
-      state: "terminated",
-      exitCode: 137,
-      reason: oom === "true" ? "OOMKilled" : "Error",
+    const flagged = podman("inspect", "--format", "{{.State.OOMKilled}}", id).trim();
+    expect({ cgroup, app }).toMatchObject({
+      cgroup: expect.stringMatching(/^v[12]$/),
+      app: { state: "terminated", exitCode: 137, reason: "OOMKilled" },
     });
-    if (oom !== "true") expect(app?.signal).toBe(9);
+    expect(app?.signal).toBeUndefined();
+    // Say which path this run exercised (the runtime's flag, or the supervisor's own reading).
+    expect(["true", "false"]).toContain(flagged);
   });
 });

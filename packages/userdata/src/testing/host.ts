@@ -66,6 +66,12 @@ export interface HostOptions {
   readonly docker?: "fake" | "podman";
   /** Extra environment for the guest (e.g. `NEBULA_PODMAN_ROOT`). */
   readonly env?: Record<string, string>;
+  /**
+   * With the fake docker: the guest's `/sys/fs/cgroup` is an empty directory of the test host
+   * (so fake containers can leave an OOM record there); `v2` also marks it as the unified
+   * hierarchy (`cgroup.controllers`). Default `v1`.
+   */
+  readonly cgroup?: "v1" | "v2";
 }
 
 const PODMAN_DOCKER = fileURLToPath(new URL("./podman/docker", import.meta.url));
@@ -147,12 +153,15 @@ export class TestHost {
   private server: Server | undefined;
   private failTags: number;
   private rejected = 0;
+  private spotNotice: string | undefined;
 
   constructor(private readonly options: HostOptions) {
     this.dir = mkdtempSync(join(tmpdir(), "nebula-userdata-"));
     this.failTags = options.failCreateTags ?? 0;
-    for (const sub of ["lib", "state", "units", "docker/images", "bin"])
+    for (const sub of ["lib", "state", "units", "docker/images", "bin", "cgroup"])
       mkdirSync(join(this.dir, sub), { recursive: true });
+    if (options.cgroup === "v2")
+      writeFileSync(join(this.dir, "cgroup/cgroup.controllers"), "memory\n");
     writeFileSync(join(this.dir, "console"), "");
     writeFileSync(join(this.dir, "calls"), "");
     for (const name of ["docker", "systemctl", "shutdown", ...(options.awsCli ? ["aws"] : [])]) {
@@ -190,6 +199,9 @@ export class TestHost {
       'mount --bind "$FAKE_HOST_DIR/state" /var/lib/nebula',
       'mount --bind "$FAKE_HOST_DIR/units" /etc/systemd/system',
       'mount --bind "$FAKE_HOST_DIR/console" /dev/console',
+      ...(this.options.docker === "podman"
+        ? []
+        : ['mount --bind "$FAKE_HOST_DIR/cgroup" /sys/fs/cgroup']),
       'exec bash "$FAKE_HOST_DIR/user-data" >"$FAKE_HOST_DIR/user-data.log" 2>&1',
     ].join("\n");
     const env: Record<string, string> = {
@@ -239,6 +251,21 @@ export class TestHost {
   failTagsFromNow(awsSeconds: number): void {
     this.failTags = Number.POSITIVE_INFINITY;
     writeFileSync(join(this.dir, "aws-slow"), String(awsSeconds));
+  }
+
+  /**
+   * From now on IMDS serves a Spot interruption notice (`spot/instance-action`), as EC2 does two
+   * minutes before it acts: `{"action": action, "time": at}`.
+   */
+  raiseSpotNotice(action: "terminate" | "stop" | "hibernate", at: Date): void {
+    this.spotNotice = JSON.stringify({ action, time: at.toISOString().replace(/\.\d{3}Z$/, "Z") });
+  }
+
+  /** Epoch seconds (fractional) at which the docker stand-in received each `docker stop`. */
+  stopTimes(): number[] {
+    const file = join(this.dir, "docker/stop-times");
+    if (!existsSync(file)) return [];
+    return readFileSync(file, "utf8").trim().split("\n").map(Number);
   }
 
   /** Epoch seconds (fractional) at which each aws stand-in call started, in order. */
@@ -397,6 +424,7 @@ export class TestHost {
         "instance-id": INSTANCE_ID,
         "placement/region": REGION,
         "local-ipv4": HOST_IP,
+        ...(this.spotNotice === undefined ? {} : { "spot/instance-action": this.spotNotice }),
         "iam/security-credentials/": "nebula-host",
         "iam/security-credentials/nebula-host": JSON.stringify(
           { Code: "Success", ...CREDS, Expiration: "2099-01-01T00:00:00Z" },
