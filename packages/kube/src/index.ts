@@ -13,3 +13,12 @@ export {
   deleteWithPreconditions,
 } from "./delete.js";
 export { KubeError, type KubeErrorCode, statusOf } from "./errors.js";
+export {
+  ConfigMapLedgerOptions,
+  type ConfigMapLedgerOptionsInput,
+  ConfigMapPodLedger,
+  LEDGER_LABEL,
+  LEDGER_LAUNCH_KEY,
+  LEDGER_POD_UID_LABEL,
+  LEDGER_RECORD_KEY,
+} from "./teardown/configmap-ledger.js";
