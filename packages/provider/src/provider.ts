@@ -32,12 +32,14 @@ import { type RenderOptionsInput, renderUserData } from "@nebula/userdata";
 import { type Admission, admitPod } from "./admission.js";
 import { InstanceBatcher } from "./batch.js";
 import {
+  ACCOUNT_POOL,
   afterCapacityError,
   choosePlacement,
   type LaunchBackoff,
   NO_BACKOFF,
   type Placement,
   placementsFor,
+  poolOf,
 } from "./capacity.js";
 import { type ProviderConfig, parseProviderConfig } from "./config.js";
 import { ProviderError, toProviderError } from "./errors.js";
@@ -289,6 +291,8 @@ interface PodRecord {
   instanceId?: string;
   /** A `RunInstances` was (or may have been) sent: the ledger has its request time. */
   launchRequested: boolean;
+  /** The `ClientToken` of the latest launch request, as the ledger recorded it. */
+  clientToken?: string;
   requestedAt?: number;
   /** A launch attempt ended without a definite answer (timeout, 5xx): an instance may exist. */
   unknownOutcome: boolean;
@@ -357,6 +361,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   readonly #ownership: OwnershipRules;
   /** Capacity pools cooling down after a capacity or quota error: pool → until (ms). */
   readonly #pools = new Map<string, number>();
+  /** The error that cooled each pool down, for the Pods that wait on it. */
+  readonly #poolErrors = new Map<string, ProviderError>();
   /** The leak collector's own orphan marks: instance ID → when it marked it. */
   readonly #marks = new Map<string, number>();
   #pacing: Pacing;
@@ -940,6 +946,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     };
     if (launch?.instanceId !== undefined) record.instanceId = launch.instanceId;
     if (launch?.requestedAt !== undefined) record.requestedAt = launch.requestedAt;
+    if (launch?.clientToken !== undefined) record.clientToken = launch.clientToken;
     if (launch?.launchedAt !== undefined) record.launchedAt = new Date(launch.launchedAt);
     if (isCompleteRecord(entry?.record)) {
       record.teardown = "done";
@@ -955,8 +962,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       }
       return record;
     }
-    if (record.deleted) return record;
-    if (record.launchRequested) return record;
+    if (record.deleted || record.instanceId !== undefined) return record;
+    // Not launched yet, or a launch whose outcome is unknown (repeated with the same token if no
+    // instance turns up).
     this.#admit(record, admitPod(facts, this.config));
     return record;
   }
@@ -1039,11 +1047,15 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     if (instanceType === undefined || userData === undefined) return;
     const placements = placementsFor(facts, instanceType, this.config);
     // After an unknown outcome, repeat the same request (same token: EC2 returns that instance).
+    const repeat = record.placement ?? placements.find((p) => p.clientToken === record.clientToken);
     const choice =
-      record.unknownOutcome && record.placement
-        ? ({ kind: "launch", placement: record.placement } as const)
+      record.unknownOutcome && repeat
+        ? ({ kind: "launch", placement: repeat } as const)
         : choosePlacement(placements, record.backoff, this.#pools, this.#now());
-    if (choice.kind === "wait") return;
+    if (choice.kind === "wait") {
+      if (this.#now() >= record.backoff.notBefore) this.#waitOnPools(record, placements);
+      return;
+    }
     const placement = choice.placement;
     record.launching = true;
     try {
@@ -1063,6 +1075,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       record.launchRequested = true;
       record.requestedAt ??= requestedAt;
       record.placement = placement;
+      record.clientToken = placement.clientToken;
       const input = buildRunInstancesInput({
         pod: facts,
         config: this.config,
@@ -1107,6 +1120,36 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     }
   }
 
+  /** A Pod that makes no call because every pool it could use is cooling down: say why. */
+  #waitOnPools(record: PodRecord, placements: readonly Placement[]): void {
+    const cause =
+      this.#poolErrors.get(ACCOUNT_POOL) ??
+      placements.map((p) => this.#poolErrors.get(poolOf(p))).find((e) => e !== undefined);
+    if (
+      cause === undefined ||
+      (cause.code !== "InsufficientCapacity" && cause.code !== "QuotaExceeded")
+    ) {
+      return;
+    }
+    const previous = record.launchError?.code;
+    const what =
+      cause.code === "QuotaExceeded"
+        ? `an account quota stops launches (${cause.awsCode ?? cause.code})`
+        : `EC2 has no capacity in any configured subnet and instance type (${cause.awsCode ?? cause.code})`;
+    record.launchError = new ProviderError(
+      cause.code,
+      `pod ${record.facts.key}: ${what}; waiting to retry`,
+      { cause, ...(cause.awsCode ? { awsCode: cause.awsCode } : {}) },
+    );
+    if (previous !== cause.code) {
+      record.events.push({
+        type: "Warning",
+        reason: cause.code,
+        message: record.launchError.message,
+      });
+    }
+  }
+
   #launchFailed(
     record: PodRecord,
     placement: Placement,
@@ -1127,6 +1170,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       );
       record.backoff = next.backoff;
       this.#pools.set(next.pool, Math.max(this.#pools.get(next.pool) ?? 0, next.poolUntil));
+      this.#poolErrors.set(next.pool, error);
       const what =
         error.code === "QuotaExceeded"
           ? `an account quota stops the launch (${error.awsCode ?? error.code})`
