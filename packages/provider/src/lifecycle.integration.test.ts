@@ -291,6 +291,35 @@ describe("restarts", () => {
   });
 });
 
+describe("a reused Pod name (StatefulSet)", () => {
+  it("the replacement launches while the old Pod's instance is reclaimed; neither blocks the other", async () => {
+    const ledger = new MemoryPodLedger();
+    const provider = new Ec2PodProvider({
+      config: viaProxy("sts"),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(8), uid(9)],
+      ledger,
+    });
+    const old = testPod("web-0", uid(8));
+    await provider.createPod(old);
+    const oldId = (await ledger.get(uid(8)))?.launch.instanceId ?? "";
+    const first = await provider.deletePod(deleting(old));
+    expect(first.complete).toBe(false);
+    // The StatefulSet controller creates web-0 again, with a new UID, while the old one is torn down.
+    const replacement = testPod("web-0", uid(9));
+    await provider.createPod(replacement);
+    const newId = (await ledger.get(uid(9)))?.launch.instanceId ?? "";
+    expect(newId).toMatch(/^i-/);
+    expect(newId).not.toBe(oldId);
+    const state = await reclaim(provider, deleting(old));
+    expect(state).toMatchObject({ complete: true, instanceId: oldId });
+    expect(await stateOf(oldId)).toBe("terminated");
+    expect(await stateOf(newId)).toBe("running");
+    expect(provider.reclaimState(uid(9))?.phase).toBe("none");
+    await provider.stop();
+  });
+});
+
 describe("grace", () => {
   it("the deletion's grace period wins over the spec's, and every grace is capped", async () => {
     const ledger = new MemoryPodLedger();
