@@ -237,6 +237,40 @@ describe("teardown acts on the recorded instance, not on the last poll", () => {
   });
 });
 
+describe("InstanceReclaimer (for a caller that drives its own teardown)", () => {
+  it("findInstance and stopInstance never answer 'absent' while EC2 may still hide a new instance; the provider starts no teardown of its own", async () => {
+    proxy.configure({ consistencyWindowMs: 1_500 });
+    try {
+      const ledger = new MemoryPodLedger();
+      const provider = new Ec2PodProvider({
+        config: viaProxy("reclaimer"),
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [uid(10)],
+        ledger,
+        teardowns: "caller",
+      });
+      await provider.createPod(testPod("hidden", uid(10)));
+      const instanceId = (await ledger.get(uid(10)))?.launch.instanceId ?? "";
+      await expect(provider.findInstance(uid(10))).rejects.toMatchObject({ code: "NotFound" });
+      await expect(provider.stopInstance(instanceId)).rejects.toMatchObject({ code: "NotFound" });
+      let found = await provider.findInstance(uid(10)).catch(() => undefined);
+      for (let i = 0; i < 40 && found === undefined; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        found = await provider.findInstance(uid(10)).catch(() => undefined);
+      }
+      expect(found).toEqual({ instanceId, state: "running" });
+      await provider.terminateInstance(instanceId);
+      await provider.pollOnce();
+      expect(await stateOf(instanceId)).toBe("terminated");
+      // Terminal or not, a caller-driven provider records no teardown by itself.
+      expect((await ledger.get(uid(10)))?.record).toBeUndefined();
+      await provider.stop();
+    } finally {
+      proxy.configure({ consistencyWindowMs: 0 });
+    }
+  });
+});
+
 describe("restarts", () => {
   it("a Pod terminal in the API is never relaunched after a restart, and its interrupted reclaim resumes", async () => {
     const ledger = new MemoryPodLedger();

@@ -237,6 +237,13 @@ export interface Ec2PodProviderOptions {
    * force delete could remove the Pod before its instance is reclaimed.
    */
   readonly requireFinalizer?: boolean;
+  /**
+   * Who drives teardowns: `provider` (default) starts them itself (a terminal status written, a
+   * teardown left by an earlier process, a Pod gone with its instance) and advances them every
+   * poll; `caller` leaves that to the caller's own executor on the same ledger (the virtual node's
+   * `PodTeardown`, through {@link InstanceReclaimer}), and only `deletePod` starts one here.
+   */
+  readonly teardowns?: "provider" | "caller";
   /** An EC2 client to use instead of the one built from the configuration (adaptive retry). */
   readonly client?: EC2Client;
   /** The clock, ms since the epoch (tests pass a fake one). Default `Date.now`. */
@@ -474,8 +481,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     }
     const record = await this.#load(pod, facts);
     if (record.deleted || record.mode === "terminal") {
-      if (record.deleted) await this.#startReclaim(record);
-      else if (record.launchRequested) await this.#startReclaim(record);
+      if (this.#drivesTeardowns && (record.deleted || record.launchRequested)) {
+        await this.#startReclaim(record);
+      }
       return;
     }
     if (record.mode === "launch") {
@@ -590,19 +598,57 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
 
   // ---- instances -----------------------------------------------------------------------------
 
-  /** {@inheritDoc InstanceReclaimer.findInstance} */
+  /**
+   * {@inheritDoc InstanceReclaimer.findInstance} Throws `NotFound` instead of answering
+   * `undefined` while a launch of the Pod is younger than `eventualConsistencySeconds` (EC2 may
+   * still hide it): "not found" then is not "absent".
+   */
   async findInstance(podUid: string): Promise<{ instanceId: string; state: string } | undefined> {
     const record = this.#records.get(podUid);
     let recorded = record?.instanceId;
     if (recorded === undefined) recorded = (await this.ledger.get(podUid))?.launch.instanceId;
     const found = await this.#provenInstance(podUid, recorded);
-    return found ? { instanceId: found.instanceId, state: found.state } : undefined;
+    if (found) return { instanceId: found.instanceId, state: found.state };
+    const entry = record ? undefined : await this.ledger.get(podUid);
+    const since =
+      record?.launchedAt?.getTime() ??
+      record?.requestedAt ??
+      entry?.launch.launchedAt ??
+      entry?.launch.requestedAt;
+    this.#throwIfRecent(since, `the instance of pod ${podUid}`);
+    return undefined;
   }
 
-  /** {@inheritDoc InstanceReclaimer.stopInstance} */
+  /** Within the eventual-consistency window of a launch, "not found" is not an answer: throw. */
+  #throwIfRecent(since: number | undefined, what: string): void {
+    if (since === undefined) return;
+    if (this.#now() - since < this.config.eventualConsistencySeconds * 1000) {
+      throw new ProviderError(
+        "NotFound",
+        `${what} is not listed yet: EC2 is eventually consistent for ${this.config.eventualConsistencySeconds} s after a launch; ask again`,
+      );
+    }
+  }
+
+  #recentLaunchOf(instanceId: string): number | undefined {
+    for (const record of this.#records.values()) {
+      if (record.instanceId === instanceId)
+        return record.launchedAt?.getTime() ?? record.requestedAt;
+    }
+    return undefined;
+  }
+
+  /**
+   * {@inheritDoc InstanceReclaimer.stopInstance} Only an instance that proves Nebula launched it
+   * (`NotOwned` otherwise); NotFound is done, except for an instance this process launched within
+   * the eventual-consistency window (then it throws, to be asked again).
+   */
   async stopInstance(instanceId: string): Promise<void> {
     const instance = await this.#describeById(instanceId);
-    if (instance === undefined) return;
+    if (instance === undefined) {
+      this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
+      return;
+    }
     this.#prove(instance, undefined);
     await this.#act(instance, "stop");
   }
@@ -610,7 +656,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   /** {@inheritDoc InstanceReclaimer.terminateInstance} */
   async terminateInstance(instanceId: string): Promise<void> {
     const instance = await this.#describeById(instanceId);
-    if (instance === undefined) return;
+    if (instance === undefined) {
+      this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
+      return;
+    }
     this.#prove(instance, undefined);
     await this.#act(instance, "terminate");
   }
@@ -629,6 +678,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   /** Milliseconds until the next poll (grows under throttling and failures). */
   get pollIntervalMs(): number {
     return this.#pacing.intervalMs;
+  }
+
+  get #drivesTeardowns(): boolean {
+    return this.#options.teardowns !== "caller";
   }
 
   // ---- loops ---------------------------------------------------------------------------------
@@ -653,6 +706,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
    * then advances it), so no instance waits for its Pod to be seen again.
    */
   async resume(): Promise<number> {
+    if (!this.#drivesTeardowns) return 0;
     let entries: Awaited<ReturnType<PodLedger["list"]>>;
     try {
       entries = await this.ledger.list();
@@ -894,7 +948,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         const launched =
           entry.launch.requestedAt !== undefined || entry.launch.instanceId !== undefined;
         if (!launched || isCompleteRecord(entry.record)) await this.ledger.remove(uid);
-        else if (!this.#resuming.has(uid)) {
+        else if (this.#drivesTeardowns && !this.#resuming.has(uid)) {
           // A Pod gone with its teardown unfinished (or never started): reclaim its instance.
           this.#resuming.add(uid);
           if (entry.record === undefined) {
@@ -1336,7 +1390,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     record.deliveredKey = key;
     record.events = record.events.slice(events.length);
     // The terminal status is written: reclaim the instance (the report has been read).
-    if (terminal && record.launchRequested) await this.#startReclaim(record);
+    if (terminal && record.launchRequested && this.#drivesTeardowns)
+      await this.#startReclaim(record);
   }
 
   #instanceInfo(record: PodRecord): InstanceInfo | undefined {
