@@ -7,6 +7,7 @@ import { Buffer } from "node:buffer";
 import {
   CreateTagsCommand,
   DescribeInstancesCommand,
+  DescribeVolumesCommand,
   type EC2Client,
   RunInstancesCommand,
   StopInstancesCommand,
@@ -350,6 +351,53 @@ describe("a reused Pod name (StatefulSet)", () => {
     expect(await stateOf(oldId)).toBe("terminated");
     expect(await stateOf(newId)).toBe("running");
     expect(provider.reclaimState(uid(9))?.phase).toBe("none");
+    await provider.stop();
+  });
+});
+
+describe("cost", () => {
+  it("volumes carry the instance's tags and the Pod's labels; the Pod learns its instance, type, zone and capacity type", async () => {
+    const changes: PodStatusChange[] = [];
+    const ledger = new MemoryPodLedger();
+    const provider = new Ec2PodProvider({
+      config: viaProxy("cost", {
+        tags: { "cost-center": "ml" },
+        podLabelTags: { "app.kubernetes.io/name": "app" },
+      }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(11)],
+      ledger,
+    });
+    provider.notifyPods((change) => void changes.push(change));
+    const pod = testPod("billed", uid(11));
+    pod.metadata = { ...pod.metadata, labels: { "app.kubernetes.io/name": "trainer" } };
+    await provider.createPod(pod);
+    await provider.pollOnce();
+    const instanceId = (await ledger.get(uid(11)))?.launch.instanceId ?? "";
+    const volumes = await ec2.send(
+      new DescribeVolumesCommand({
+        Filters: [{ Name: "attachment.instance-id", Values: [instanceId] }],
+      }),
+    );
+    expect(volumes.Volumes?.length).toBeGreaterThan(0);
+    for (const volume of volumes.Volumes ?? []) {
+      const tags = Object.fromEntries((volume.Tags ?? []).map((t) => [t.Key, t.Value]));
+      expect(tags).toMatchObject({
+        "cost-center": "ml",
+        app: "trainer",
+        "nebula:pod-uid": uid(11),
+        "nebula:cluster": "it",
+      });
+    }
+    const launched = changes.flatMap((c) => c.events).find((e) => e.reason === "Launched");
+    expect(launched?.message).toContain(instanceId);
+    expect(launched?.message).toContain("t3.micro");
+    expect(changes.at(-1)?.instance).toMatchObject({
+      instanceId,
+      instanceType: "t3.micro",
+      capacityType: "on-demand",
+      availabilityZone: expect.stringMatching(/^us-east-1/),
+    });
     await provider.stop();
   });
 });
