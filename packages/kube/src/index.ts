@@ -78,6 +78,19 @@ export {
 } from "./delete.js";
 export { KubeError, type KubeErrorCode, statusOf } from "./errors.js";
 export {
+  EventInput,
+  type EventInputType,
+  type EventLogger,
+  type EventObjectReference,
+  EventRecorder,
+  EventRecorderOptions,
+  type EventRecorderOptionsInput,
+  type EventRecorderStats,
+  type EventRecordOutcome,
+  microTime,
+} from "./events/event-recorder.js";
+export { TokenBucket } from "./events/token-bucket.js";
+export {
   type Cli,
   type CliFlags,
   type CliParseResult,
@@ -140,20 +153,6 @@ export {
   WorkQueue,
   type WorkQueueOptions,
 } from "./queue/work-queue.js";
-
-  EventInput,
-  type EventInputType,
-  type EventLogger,
-  type EventObjectReference,
-  EventRecorder,
-  EventRecorderOptions,
-  type EventRecorderOptionsInput,
-  type EventRecorderStats,
-  type EventRecordOutcome,
-  microTime,
-} from "./events/event-recorder.js";
-
-export { TokenBucket } from "./events/token-bucket.js";
 export {
   apiVersionOf,
   type ObjectAddress,
@@ -181,3 +180,12 @@ export {
   StatusWriterOptions,
   type StatusWriterOptionsInput,
 } from "./status/status-writer.js";
+export {
+  ConfigMapLedgerOptions,
+  type ConfigMapLedgerOptionsInput,
+  ConfigMapPodLedger,
+  LEDGER_LABEL,
+  LEDGER_LAUNCH_KEY,
+  LEDGER_POD_UID_LABEL,
+  LEDGER_RECORD_KEY,
+} from "./teardown/configmap-ledger.js";
