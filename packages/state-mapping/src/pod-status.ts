@@ -313,8 +313,10 @@ export function toPodStatus(
     }
     status.state = currentState(entry);
     if (entry.state === "running") {
-      status.started = true;
-      status.ready = live;
+      // Reports of probed containers say whether they started and are ready; older reports and
+      // containers without probes are started and ready while running.
+      status.started = entry.started ?? true;
+      status.ready = live && status.started && (entry.ready ?? true);
     }
     return status;
   };

@@ -126,6 +126,16 @@ export const ContainerReport = z.looseObject({
   startedAt: timestamp.optional(),
   /** For `terminated`: when it ended. */
   finishedAt: timestamp.optional(),
+  /**
+   * For `running`, when the container has probes: its startup probe succeeded (or it has none).
+   * Absent in reports of containers without probes, which count as started while running.
+   */
+  started: z.boolean().optional(),
+  /**
+   * For `running`, when the container has probes: its readiness probe (after startup) passes.
+   * Absent in reports of containers without probes, which count as ready while running.
+   */
+  ready: z.boolean().optional(),
   /** Runtime container ID, as `docker://<id>` or bare id. */
   containerID: z.string().max(256).optional(),
   /** Image digest or ID the runtime resolved. */

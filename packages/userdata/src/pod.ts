@@ -2,6 +2,7 @@ import { z } from "zod";
 import { UserDataError } from "./errors.js";
 import type { ResolvedRenderOptions } from "./options.js";
 import { RESTART_LIMIT_ANNOTATION } from "./options.js";
+import { ProbeFields, type ProbePlan, planProbes } from "./probes.js";
 import { parseQuantity } from "./quantity.js";
 
 // The subset of V1Pod the host honours, parsed loosely: unknown fields are kept and ignored.
@@ -64,7 +65,7 @@ const Container = z.looseObject({
       }),
     )
     .optional(),
-  ports: z.array(z.looseObject({ containerPort: z.number().optional() })).optional(),
+  ...ProbeFields,
   terminationMessagePath: str.optional(),
   terminationMessagePolicy: z.enum(["File", "FallbackToLogsOnError"]).optional(),
   tty: z.boolean().optional(),
@@ -124,6 +125,8 @@ export interface ContainerPlan {
   readonly terminationMessagePolicy: "File" | "FallbackToLogsOnError";
   /** Agent commands for the in-container shim; empty: no shim. */
   readonly agents: readonly (readonly string[])[];
+  /** Probes and lifecycle hooks, encoded for the supervisor. */
+  readonly probes: ProbePlan;
   /** Bytes this container contributes (env, command and args), for the `TooLarge` message. */
   readonly weight: { readonly env: number; readonly argv: number };
 }
@@ -535,6 +538,7 @@ function planContainer(
     terminationMessagePath,
     terminationMessagePolicy: c.terminationMessagePolicy ?? "File",
     agents: agents.map((a) => a.command),
+    probes: planProbes(c, where),
     weight: { env: envBytes, argv: argvBytes },
   };
 }

@@ -205,6 +205,14 @@ function podData(plan: PodPlan, options: ResolvedRenderOptions): string {
       c.map((x) => (x.args ? "1" : "0")),
     ),
     array(
+      "PROBED",
+      c.map((x) =>
+        x.probes.startup.length + x.probes.liveness.length + x.probes.readiness.length > 0
+          ? "1"
+          : "0",
+      ),
+    ),
+    array(
       "SHIM",
       c.map((x) => (x.agents.length > 0 ? "1" : "0")),
     ),
@@ -214,6 +222,12 @@ function podData(plan: PodPlan, options: ResolvedRenderOptions): string {
     lines.push(array(`C${i}_CMD`, x.command ?? []));
     lines.push(array(`C${i}_ARGS`, x.args ?? []));
     lines.push(array(`C${i}_HOSTIP`, x.hostIpEnv));
+    const p = x.probes;
+    if (p.startup.length > 0) lines.push(array(`C${i}_PROBE_S`, p.startup));
+    if (p.liveness.length > 0) lines.push(array(`C${i}_PROBE_L`, p.liveness));
+    if (p.readiness.length > 0) lines.push(array(`C${i}_PROBE_R`, p.readiness));
+    if (p.postStart.length > 0) lines.push(array(`C${i}_POST`, p.postStart));
+    if (p.preStop.length > 0) lines.push(array(`C${i}_PRE`, p.preStop));
   });
   return `${lines.join("\n")}\n`;
 }
