@@ -111,6 +111,8 @@ type Agent = ResolvedRenderOptions["agents"][number];
 export interface ContainerPlan {
   readonly name: string;
   readonly init: boolean;
+  /** An init container with `restartPolicy: Always` (a native sidecar): runs beside the Pod's containers. */
+  readonly sidecar: boolean;
   readonly image: string;
   readonly pullPolicy: "Always" | "IfNotPresent" | "Never";
   /** Entrypoint override (Kubernetes `command`), already `$(VAR)`-expanded; undefined keeps the image's. */
@@ -283,14 +285,17 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions): PodPlan {
       fail("InvalidPod", where, `container name ${JSON.stringify(c.name)} is not a DNS label`);
     if (names.has(c.name)) fail("InvalidPod", where, `container name ${c.name} is used twice`);
     names.add(c.name);
-    if (init && c.restartPolicy !== undefined) {
+    if (c.restartPolicy !== undefined && (!init || c.restartPolicy !== "Always")) {
       fail(
-        "UnsupportedField",
+        "InvalidPod",
         `${where}.restartPolicy`,
-        `init container ${c.name} has restartPolicy ${c.restartPolicy} (native sidecar); run sidecars as regular containers`,
+        `container ${c.name} has restartPolicy ${c.restartPolicy}: only an init container may set one, and only Always (a native sidecar)`,
       );
     }
-    return planContainer(c, init, where, meta, spec, volumes, agentsFor(c.name, init));
+    return {
+      ...planContainer(c, init, where, meta, spec, volumes, agentsFor(c.name, init)),
+      sidecar: init && c.restartPolicy === "Always",
+    };
   });
 
   return {
@@ -319,7 +324,7 @@ function planContainer(
   spec: PodSpec["spec"],
   volumes: Map<string, string>,
   agents: readonly Agent[],
-): ContainerPlan {
+): Omit<ContainerPlan, "sidecar"> {
   const image = checkText(c.image ?? "", `${where}.image`);
   if (image.trim() === "" || /\s/.test(image)) {
     fail(

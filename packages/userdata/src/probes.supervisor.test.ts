@@ -275,3 +275,60 @@ describe("lifecycle hooks on the host", () => {
     expect(text(app?.messageB64)).toContain("PostStartHookError: cannot register");
   });
 });
+
+describe("native sidecars on the host", () => {
+  it("starts a sidecar before the Pod's containers once its startup probe passes, and a Job-like Pod still completes", async () => {
+    const p = pod([{ name: "app", image: "fake/job:1" }], {
+      initContainers: [
+        {
+          name: "proxy",
+          image: "fake/proxy:1",
+          restartPolicy: "Always",
+          startupProbe: {
+            exec: { command: ["sh", "-c", 'test -e "$FAKE_CTR/../proxy-up"'] },
+            periodSeconds: 1,
+            failureThreshold: 30,
+          },
+        },
+      ],
+    });
+    const h = await run(p, {
+      "fake/proxy:1": { script: 'sleep 2; : >"$FAKE_CTR/../proxy-up"; exec sleep 1000' },
+      // Succeeds only when the sidecar was up before it started.
+      "fake/job:1": { script: 'sleep 1; test -e "$FAKE_CTR/../proxy-up"' },
+    });
+    expect(await h.finished()).toBe(0);
+    expect(h.poweredOff()).toBe(true);
+    const final = last(h.tagReports()) as ExitReport;
+    expect(container(final, "app")).toMatchObject({ state: "terminated", reason: "Completed" });
+    const proxy = container(final, "proxy");
+    expect(proxy).toMatchObject({ init: true, state: "terminated" });
+    // Stopped after the Pod's container ended.
+    expect(Date.parse(proxy?.finishedAt ?? "")).toBeGreaterThanOrEqual(
+      Date.parse(container(final, "app")?.finishedAt ?? ""),
+    );
+    const state = toInstanceState(
+      {
+        InstanceId: INSTANCE_ID,
+        State: { Name: "stopped" },
+        Tags: Object.entries(h.tags).map(([Key, Value]) => ({ Key, Value })),
+      },
+      { now: new Date(final.time) },
+    );
+    expect(toPodStatus(p, state, { now: new Date(final.time) }).phase).toBe("Succeeded");
+  });
+
+  it("restarts a sidecar that exits, whatever the Pod's restartPolicy", async () => {
+    const p = pod([{ name: "app", image: "fake/job:1" }], {
+      initContainers: [{ name: "proxy", image: "fake/flaky:1", restartPolicy: "Always" }],
+    });
+    const h = await run(p, {
+      "fake/flaky:1": { script: "sleep 1; exit 1" },
+      "fake/job:1": { script: "sleep 5; exit 0" },
+    });
+    expect(await h.finished()).toBe(0);
+    const final = last(h.tagReports());
+    expect(container(final, "app")).toMatchObject({ state: "terminated", reason: "Completed" });
+    expect(container(final, "proxy")?.restarts).toBeGreaterThanOrEqual(1);
+  });
+});

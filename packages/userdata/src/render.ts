@@ -205,6 +205,10 @@ function podData(plan: PodPlan, options: ResolvedRenderOptions): string {
       c.map((x) => (x.args ? "1" : "0")),
     ),
     array(
+      "SIDECAR",
+      c.map((x) => (x.sidecar ? "1" : "0")),
+    ),
+    array(
       "PROBED",
       c.map((x) =>
         x.probes.startup.length + x.probes.liveness.length + x.probes.readiness.length > 0

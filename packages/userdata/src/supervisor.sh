@@ -598,6 +598,7 @@ probe_action() {
       ;;
     tcp)
       host=${1:-$(probe_host "$i")}
+      # shellcheck disable=SC2016 # the connect runs in the child shell, with its arguments
       timeout -k 1 "$t" bash -c ': >"/dev/tcp/$1/$2"' _ "$host" "$2" 2>/dev/null && return 0
       printf 'dial tcp %s:%s: connection refused or timed out' "$host" "$2"
       return 1
@@ -640,7 +641,7 @@ probe_kill() {
 # One probe loop: container $1, probe $2 (S startup, L liveness, R readiness).
 probe_loop() {
   local i=$1 k=$2 p ok=0 bad=0 out t
-  eval "p=(\"\${C${i}_PROBE_$k[@]}\")"
+  eval "p=(\"\${C${i}_PROBE_${k}[@]}\")"
   if [ "$k" != S ]; then
     while [ ! -e "$RUN/$i.started" ]; do sleep 1; done
   fi
@@ -687,7 +688,7 @@ probes_start() {
   ((p > 0)) || : >"$RUN/$i.started"
   [ "${PROBED[i]}" = 1 ] || return 0
   for k in S L R; do
-    eval "p=\${#C${i}_PROBE_$k[@]}"
+    eval "p=\${#C${i}_PROBE_${k}[@]}"
     ((p > 0)) || continue
     probe_loop "$i" "$k" &
     S[probes.$i]+=" $!"
@@ -735,6 +736,42 @@ post_start() {
   rm -f "$RUN/$i.killed"
   decide "$i"
   return 1
+}
+
+# ---- native sidecars ---------------------------------------------------------------------------
+# Init containers with restartPolicy Always: started in order with the other init containers, the
+# next one waiting until the sidecar has started (its startup probe passed, or it runs); restarted
+# whenever they exit; never holding the Pod from completing; stopped after the regular containers.
+
+# True when container $1 belongs to set $2: all (empty), regular (not a sidecar), sidecar.
+in_set() {
+  case $2 in
+    regular) [ "${SIDECAR[$1]}" != 1 ] ;;
+    sidecar) [ "${SIDECAR[$1]}" = 1 ] ;;
+    *) return 0 ;;
+  esac
+}
+
+# Moves the init sequence past every sidecar that has started.
+sidecars_advance() {
+  local i
+  [ "$PHASE" = init ] || return 0
+  for ((i = 0; i < N; i++)); do
+    if [ "${SIDECAR[i]}" = 1 ] && [ "${S[st.$i]}" = running ] && [ "${S[startedp.$i]}" = true ] && [ -z "${S[advanced.$i]}" ]; then
+      S[advanced.$i]=1
+      next_init "$i"
+    fi
+  done
+}
+
+# stop_all for the regular containers, then for the sidecars with what is left of grace $1.
+stop_sidecars_last() {
+  local grace=$1 t0 left
+  t0=$(now)
+  stop_all "$grace" "$2" regular
+  left=$((grace - ($(now) - t0)))
+  ((left > 0)) || left=0
+  stop_all "$left" "$2" sidecar
 }
 
 # ---- containers --------------------------------------------------------------------------------
@@ -1023,7 +1060,10 @@ decide() {
   fi
   S[st.$i]=exited
   log "container ${NAMES[i]}: exited code=${S[t.code.$i]} reason=${S[t.reason.$i]} after ${ran}s"
-  if [ "${INIT[i]}" = 1 ]; then
+  if [ "${SIDECAR[i]}" = 1 ]; then
+    # A native sidecar is restarted whatever its exit and the Pod's restartPolicy.
+    :
+  elif [ "${INIT[i]}" = 1 ]; then
     if [ "${S[t.reason.$i]}" = Completed ]; then
       next_init "$i"
       return 0
@@ -1064,7 +1104,7 @@ decide() {
 stop_all() {
   local grace=$1 i pids=()
   for ((i = 0; i < N; i++)); do
-    if [ "${S[st.$i]}" = running ]; then
+    if [ "${S[st.$i]}" = running ] && in_set "$i" "$3"; then
       probes_stop "$i"
       stop_one "$i" "$grace" &
       pids+=($!)
@@ -1074,6 +1114,7 @@ stop_all() {
     while kill -0 "$i" 2>/dev/null; do wait "$i"; done
   done
   for ((i = 0; i < N; i++)); do
+    in_set "$i" "$3" || continue
     if [ "${S[st.$i]}" = running ]; then
       capture "$i"
       S[st.$i]=exited
@@ -1114,7 +1155,7 @@ finish() {
   elif [ -n "$LIMIT_HIT" ]; then
     why=RestartLimit
   fi
-  stop_all "$grace" "$why"
+  stop_sidecars_last "$grace" "$why"
   FINAL=true
   report "$deadline"
   : >"$STATE/final"
@@ -1212,6 +1253,7 @@ main() {
     ! pod_done || finish
     ! spot_check || finish
     probes_read
+    sidecars_advance
     if [ -n "$PROBE_DIRTY" ] && (($(now) >= LAST_REPORT + PROBE_REPORT_SECONDS)); then changed=1; fi
     if [ -n "$changed" ]; then report; else pause 1; fi
   done
