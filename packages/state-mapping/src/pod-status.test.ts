@@ -10,6 +10,30 @@ const condition = (status: V1PodStatus, type: string) =>
   status.conditions?.find((c) => c.type === type);
 
 describe("toPodStatus", () => {
+  it("takes started and ready from a report of probed containers, and keeps older reports ready while running", () => {
+    const probed = (started: boolean, ready: boolean) =>
+      toPodStatus(pod(), live(report(1, false, [{ ...running(), started, ready }])), { now: NOW });
+    const starting = probed(false, false);
+    expect(starting.containerStatuses?.[0]).toMatchObject({ started: false, ready: false });
+    expect(condition(starting, "ContainersReady")?.status).toBe("False");
+    expect(condition(starting, "Ready")?.status).toBe("False");
+    const unready = probed(true, false);
+    expect(unready.containerStatuses?.[0]).toMatchObject({ started: true, ready: false });
+    expect(condition(unready, "Ready")).toMatchObject({
+      status: "False",
+      reason: "ContainersNotReady",
+      message: "containers with unready status: [app]",
+    });
+    const ready = probed(true, true);
+    expect(ready.containerStatuses?.[0]).toMatchObject({ started: true, ready: true });
+    expect(condition(ready, "ContainersReady")?.status).toBe("True");
+    expect(condition(ready, "Ready")?.status).toBe("True");
+    // A report without the fields: running is started and ready, as before.
+    const old = toPodStatus(pod(), live(report(1, false, [running()])), { now: NOW });
+    expect(old.containerStatuses?.[0]).toMatchObject({ started: true, ready: true });
+    expect(condition(old, "Ready")?.status).toBe("True");
+  });
+
   it("shows a running, ready container with addresses, IDs and start time", () => {
     const status = toPodStatus(pod(), live(report(1, false, [running()])), { now: NOW });
     expect(status).toMatchObject({

@@ -9,7 +9,7 @@
  *   unsupported downward-API fields).
  * - `UnsupportedVolume`: a volume kind other than `emptyDir` / `hostPath`, or a mount feature (`subPath`)
  *   the host cannot honour.
- * - `UnsupportedField`: a Pod feature the host supervisor does not implement (native sidecars, ...).
+ * - `UnsupportedField`: a Pod feature the host supervisor does not implement (gRPC probes, ...).
  * - `TooLarge`: even gzipped, the user-data exceeds EC2's 16 KiB.
  */
 export type UserDataErrorCode =

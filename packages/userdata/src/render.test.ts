@@ -287,12 +287,15 @@ describe("renderUserData refuses, with a typed error that says where", () => {
     );
   });
 
-  it("native sidecars, bad annotations, NUL bytes, duplicate names, bad options", () => {
+  it("restartPolicy outside native sidecars, bad annotations, NUL bytes, duplicate names, bad options", () => {
     expect(
       errorOf(
-        withApp({}, { initContainers: [{ name: "side", image: "x:1", restartPolicy: "Always" }] }),
-      ).code,
-    ).toBe("UnsupportedField");
+        withApp({}, { initContainers: [{ name: "side", image: "x:1", restartPolicy: "Never" }] }),
+      ),
+    ).toMatchObject({ code: "InvalidPod", path: "spec.initContainers[side].restartPolicy" });
+    expect(errorOf(withApp({ restartPolicy: "Always" })).path).toBe(
+      "spec.containers[app].restartPolicy",
+    );
     expect(
       errorOf({
         metadata: { annotations: { "nebula.dev/restart-limit": "lots" } },
@@ -313,6 +316,52 @@ describe("renderUserData refuses, with a typed error that says where", () => {
       code: "InvalidOptions",
       path: "backoff.initialSeconds",
     });
+  });
+
+  it("probes and hooks: gRPC is a typed error naming the field, named ports resolve, bad probes are refused", () => {
+    expect(errorOf(withApp({ livenessProbe: { grpc: { port: 9000 } } }))).toMatchObject({
+      code: "UnsupportedField",
+      path: "spec.containers[app].livenessProbe.grpc",
+    });
+    expect(
+      errorOf(withApp({ readinessProbe: { httpGet: { port: "web" } }, ports: [] })),
+    ).toMatchObject({
+      code: "InvalidPod",
+      path: "spec.containers[app].readinessProbe.httpGet.port",
+    });
+    expect(
+      errorOf(withApp({ livenessProbe: { exec: { command: ["true"] }, successThreshold: 2 } }))
+        .path,
+    ).toBe("spec.containers[app].livenessProbe.successThreshold");
+    expect(errorOf(withApp({ startupProbe: { periodSeconds: 1 } })).path).toBe(
+      "spec.containers[app].startupProbe",
+    );
+    expect(errorOf(withApp({ lifecycle: { preStop: { exec: { command: [] } } } })).path).toBe(
+      "spec.containers[app].lifecycle.preStop.exec.command",
+    );
+    const ok = renderUserData(
+      withApp({
+        ports: [{ name: "web", containerPort: 8080 }],
+        readinessProbe: {
+          httpGet: {
+            port: "web",
+            path: "healthz",
+            httpHeaders: [{ name: "X-Probe", value: "a b" }],
+          },
+          periodSeconds: 2,
+        },
+        livenessProbe: { tcpSocket: { port: 8080 }, terminationGracePeriodSeconds: 7 },
+        lifecycle: { preStop: { sleep: { seconds: 3 } } },
+      }),
+    );
+    if (!ok.ok) throw ok.error;
+    expect(ok.value.script).toContain(
+      "C0_PROBE_R=($'http' $'0' $'2' $'1' $'1' $'3' $'-1' $'http' $'' $'8080' $'/healthz' $'X-Probe' $'a b')",
+    );
+    expect(ok.value.script).toContain(
+      "C0_PROBE_L=($'tcp' $'0' $'10' $'1' $'1' $'3' $'7' $'' $'8080')",
+    );
+    expect(ok.value.script).toContain("C0_PRE=($'sleep' $'3')");
   });
 
   it("user-data that does not fit even gzipped, naming the size and what made it large", () => {

@@ -17,11 +17,17 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
-import type { ContainerReport, ExitReport } from "@nebula/state-mapping";
+import {
+  type ContainerReport,
+  type ExitReport,
+  encodeReportTags,
+  toInstanceState,
+  toPodStatus,
+} from "@nebula/state-mapping";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { expandKubernetesReferences, type RenderOptionsInput, renderUserData } from "./index.js";
-import { TestHost } from "./testing/host.js";
+import { INSTANCE_ID, TestHost } from "./testing/host.js";
 
 const ROOT = join(tmpdir(), "nebula-userdata-podman");
 const IMAGE = "localhost/nebula-busybox:1";
@@ -277,6 +283,94 @@ describe("user-data with real podman + runc", () => {
     expect(
       h.tagReports().filter((r) => container(r, "app")?.reason === "CrashLoopBackOff"),
     ).toHaveLength(1);
+  });
+
+  it("kills a hung container whose liveness probe fails, restarts it with back-off and reports why", async () => {
+    const h = await run({
+      ...pod(
+        [
+          {
+            name: "app",
+            image: IMAGE,
+            // PID 1 without a handler ignores SIGTERM: a hang only the grace period's SIGKILL ends.
+            command: ["/bin/sleep", "1000"],
+            livenessProbe: {
+              exec: { command: ["/bin/sh", "-c", "echo backend stuck; exit 1"] },
+              periodSeconds: 1,
+              failureThreshold: 2,
+              terminationGracePeriodSeconds: 1,
+            },
+          },
+        ],
+        outDir(),
+        { restartPolicy: "Always" },
+      ),
+      metadata: { name: "it", annotations: { "nebula.dev/restart-limit": "2" } },
+    });
+    await h.finished(120_000);
+    const reports = h.tagReports();
+    const app = container(last(reports), "app");
+    expect(app).toMatchObject({
+      state: "terminated",
+      exitCode: 137,
+      reason: "Error",
+      signal: 9,
+      restarts: 2,
+      restartLimitReached: true,
+    });
+    const message = Buffer.from(app?.messageB64 ?? "", "base64").toString("utf8");
+    expect(message).toContain("Liveness probe failed: backend stuck");
+    expect(message).toContain("Container app failed liveness probe, will be restarted");
+    expect(reports.filter((r) => container(r, "app")?.reason === "CrashLoopBackOff")).toHaveLength(
+      1,
+    );
+  });
+
+  it("a readiness httpGet probe that fails for a while: READY 0/1, then 1/1 through toPodStatus", async () => {
+    const port = 20000 + Math.floor(Math.random() * 20000);
+    const p = pod(
+      [
+        {
+          name: "web",
+          image: IMAGE,
+          command: [
+            "/bin/sh",
+            "-c",
+            `sleep 3; mkdir -p /tmp/www; echo ok >/tmp/www/healthz; httpd -p 127.0.0.1:${port} -h /tmp/www; sleep 14`,
+          ],
+          ports: [{ name: "http", containerPort: port }],
+          readinessProbe: {
+            httpGet: { port: "http", path: "/healthz" },
+            periodSeconds: 1,
+            failureThreshold: 1,
+          },
+        },
+      ],
+      outDir(),
+    );
+    const h = await run(p);
+    await h.finished(120_000);
+    const running = h.tagReports().filter((r) => container(r, "web")?.state === "running");
+    const before = running.find((r) => container(r, "web")?.ready === false);
+    const after = running.find((r) => container(r, "web")?.ready === true);
+    expect(before).toBeDefined();
+    expect(after).toBeDefined();
+    const ready = (r: ExitReport) => {
+      const state = toInstanceState(
+        {
+          InstanceId: INSTANCE_ID,
+          State: { Name: "running" },
+          Tags: Object.entries(encodeReportTags(r)).map(([Key, Value]) => ({ Key, Value })),
+        },
+        { now: new Date(r.time) },
+      );
+      const status = toPodStatus(p, state, { now: new Date(r.time) });
+      const n = status.containerStatuses?.filter((c) => c.ready).length ?? 0;
+      return `${n}/${status.containerStatuses?.length ?? 0} ${status.conditions?.find((c) => c.type === "Ready")?.status}`;
+    };
+    expect(ready(before as ExitReport)).toBe("0/1 False");
+    expect(ready(after as ExitReport)).toBe("1/1 True");
+    expect(container(last(h.tagReports()), "web")).toMatchObject({ reason: "Completed" });
   });
 
   it("on SIGTERM stops the container with docker stop -t <grace> and writes the final report", async () => {
