@@ -592,6 +592,8 @@ probe_action() {
         shift 2
       done
       code=$(curl -sS -k -o /dev/null -w '%{http_code}' --max-time "$t" "${h[@]}" "$scheme://$host:$port$path" 2>"$RUN/probe-$i.err")
+      [[ $code =~ ^[0-9]{3}$ ]] || code=000
+      code=$((10#$code))
       if ((code >= 200 && code < 400)); then return 0; fi
       if ((code > 0)); then printf 'HTTP probe failed with statuscode: %s' "$code"; else printf 'Get "%s": %s' "$scheme://$host:$port$path" "$(head -c 300 "$RUN/probe-$i.err")"; fi
       return 1

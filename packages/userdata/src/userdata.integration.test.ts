@@ -4,6 +4,7 @@
  * same IMDS/EC2 endpoint and systemctl/shutdown stand-ins as the unit tests.
  */
 import { execFileSync, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import {
   chmodSync,
   existsSync,
@@ -29,7 +30,15 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { expandKubernetesReferences, type RenderOptionsInput, renderUserData } from "./index.js";
 import { INSTANCE_ID, TestHost } from "./testing/host.js";
 
-const ROOT = join(tmpdir(), "nebula-userdata-podman");
+// One podman root per checkout: runs from other checkouts on this machine (which remove every
+// container after each test) must not touch this run's containers.
+const ROOT = join(
+  tmpdir(),
+  `nebula-userdata-podman-${createHash("sha256")
+    .update(import.meta.url)
+    .digest("hex")
+    .slice(0, 12)}`,
+);
 const IMAGE = "localhost/nebula-busybox:1";
 const IMAGE_EP = "localhost/nebula-busybox-entrypoint:3";
 const podman = (...args: string[]) =>
@@ -324,6 +333,39 @@ describe("user-data with real podman + runc", () => {
     expect(reports.filter((r) => container(r, "app")?.reason === "CrashLoopBackOff")).toHaveLength(
       1,
     );
+  });
+
+  it("runs preStop in the container before the stop signal: the container sees its effect", async () => {
+    const out = outDir();
+    const h = await run(
+      pod(
+        [
+          {
+            name: "app",
+            image: IMAGE,
+            // On SIGTERM the workload records what the preStop hook left for it.
+            command: [
+              "/bin/sh",
+              "-c",
+              "trap 'cat /tmp/drained >/out/seen; exit 0' TERM; while :; do sleep 1; done",
+            ],
+            lifecycle: {
+              preStop: { exec: { command: ["/bin/sh", "-c", "echo drained >/tmp/drained"] } },
+            },
+          },
+        ],
+        out,
+      ),
+    );
+    await h.until(() => h.tagReports().some((r) => container(r, "app")?.state === "running"));
+    h.terminate();
+    await h.finished(120_000);
+    expect(readFileSync(join(out, "seen"), "utf8")).toBe("drained\n");
+    expect(container(last(h.tagReports()), "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 0,
+      stoppedBecause: "StopRequested",
+    });
   });
 
   it("a readiness httpGet probe that fails for a while: READY 0/1, then 1/1 through toPodStatus", async () => {
