@@ -257,6 +257,31 @@ describe("toInstanceReason on a Pod", () => {
     expect(toInstanceReason({ phase: "Pending", reason: "QuotaExceeded" }).reason).toBe(
       "QuotaExceeded",
     );
+    // Every refusal the provider writes before launch (Failed at once, with the refusal's code as
+    // the reason and a message naming the field) is a rejected spec, never "starting".
+    for (const reason of [
+      "InvalidPod",
+      "SecretInUserData",
+      "UnsupportedEnvSource",
+      "UnsupportedVolume",
+      "UnsupportedField",
+      "UserDataTooLarge",
+      "InstanceTypeNotAllowed",
+    ]) {
+      const found = toInstanceReason({
+        phase: "Failed",
+        reason,
+        message: `spec.containers[app]: refused by ${reason}`,
+      });
+      expect({ reason, found }).toEqual({
+        reason,
+        found: {
+          reason: "InvalidSpec",
+          ready: false,
+          message: `spec.containers[app]: refused by ${reason}.`,
+        },
+      });
+    }
     expect(toInstanceReason({ phase: "Failed", reason: "Evicted" }).reason).toBe("InstanceLost");
     // A reason that is not a failure never hides what the containers say.
     expect(

@@ -153,12 +153,23 @@ const STOP_SIGNALS = new Set([15, 9]);
 /**
  * Pod-level `status.reason` values (besides the names in `INSTANCE_REASONS` themselves) that say
  * why a Pod is not running: ours (`SpotInterruption`), the provider's launch errors
- * (`InvalidPodSpec`, `InvalidConfiguration`) and the kubelet's/virtual-kubelet's.
+ * (`InvalidPodSpec`, `InvalidConfiguration`), its refusals before launch (the `@nebula/userdata`
+ * error codes, `UserDataTooLarge`, `InstanceTypeNotAllowed`) and the kubelet's/virtual-kubelet's.
  */
 const POD_REASONS: Readonly<Record<string, InstanceReason>> = {
   SpotInterruption: "InstanceLost",
   InvalidPodSpec: "InvalidSpec",
   InvalidConfiguration: "ConfigurationError",
+  // A Pod the provider refuses before launch carries the refusal's code as its reason: nothing can
+  // be placed until the spec changes, so it ranks as a rejected spec, never as "starting".
+  InvalidPod: "InvalidSpec",
+  SecretInUserData: "InvalidSpec",
+  UnsupportedEnvSource: "InvalidSpec",
+  UnsupportedVolume: "InvalidSpec",
+  UnsupportedField: "InvalidSpec",
+  UserDataTooLarge: "InvalidSpec",
+  TooLarge: "InvalidSpec",
+  InstanceTypeNotAllowed: "InvalidSpec",
   NodeLost: "InstanceLost",
   ProviderFailed: "InstanceLost",
   NotFound: "InstanceLost",
