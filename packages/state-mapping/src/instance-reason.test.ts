@@ -18,7 +18,7 @@ const status = (c: Partial<V1ContainerStatus>[], extra: Record<string, unknown> 
 });
 
 describe("toInstanceReason on a Pod", () => {
-  it("words a crash loop as the incident does, although the phase is Running", () => {
+  it("words a crash loop as a crash loop, although the phase is Running", () => {
     expect(
       toInstanceReason(
         status([
@@ -414,7 +414,7 @@ describe("toInstanceReason on our own Pod statuses", () => {
 });
 
 describe("toInstanceReason on an Instance object", () => {
-  it("reads the C5 reason from its Ready condition", () => {
+  it("reads the failure reason from its Ready condition", () => {
     const instance = {
       apiVersion: "compute.nebula.dev/v1alpha1",
       kind: "Instance",

@@ -1,6 +1,6 @@
 /**
  * The reverse mapping for the roll-up: a Pod's (or an Instance object's) status → one instance
- * failure reason (brief C5) with a one-sentence message. It reads container state, never the
+ * failure reason (docs/contracts.md#failure-reasons-and-ranking) with a one-sentence message. It reads container state, never the
  * phase: a crash-looping Pod is phase `Running`.
  *
  * @packageDocumentation
@@ -10,9 +10,9 @@ import { INSTANCE_REASONS, type InstanceReason, isInstanceReason } from "./reaso
 import { sanitize, statusText, truncate } from "./text.js";
 
 /**
- * The kubelet's back-off reset window as the incident words it: a container that stays up this
+ * The kubelet's back-off reset window, as users are told it: a container that stays up this
  * long is no longer crash-looping. (The kubelet resets after 10 minutes; the sentence uses the
- * 5-minute back-off cap, as the customer-facing message in the incident does.)
+ * 5-minute back-off cap, as the customer-facing message does.)
  */
 export const CRASH_LOOP_WINDOW_MINUTES = 5;
 
@@ -77,7 +77,7 @@ const Condition = z.looseObject({
 
 /**
  * The zod schema of an Instance object's status (`compute.nebula.dev` `Instance`, or any object
- * whose status conditions carry a C5 reason): `{ conditions: [{ type, status, reason, message }] }`.
+ * whose status conditions carry a failure reason): `{ conditions: [{ type, status, reason, message }] }`.
  */
 export const InstanceObjectStatus = z.looseObject({ conditions: z.array(Condition) });
 
