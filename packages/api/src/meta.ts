@@ -77,7 +77,7 @@ export const LabelSelectorRequirement = z
     /** How the label's value is compared. */
     operator: SelectorOperator,
     /** The values for `In` / `NotIn`. */
-    values: z.array(z.string().max(63).regex(labelValue)).optional(),
+    values: z.array(z.string().max(63).regex(labelValue)).max(64).optional(),
   })
   .refine(
     (r) =>
@@ -101,31 +101,35 @@ export type LabelSelectorRequirement = z.infer<typeof LabelSelectorRequirement>;
 const LABEL_KEY_CEL = LABEL_KEY_PATTERN.replaceAll("\\", "\\\\");
 const LABEL_VALUE_CEL = LABEL_VALUE_PATTERN.replaceAll("\\", "\\\\");
 
-/** `matchLabels`: label keys to exact values. */
+/** `matchLabels`: label keys to exact values (at most 64 labels). */
 export const MatchLabels = z
-  .record(z.string(), z.string())
+  .record(z.string().max(317), z.string().max(63))
   .refine((m) => Object.entries(m).every(([k, v]) => isLabelKey(k) && isLabelValue(v)), {
     message: "every key must be a label key and every value a label value",
   })
-  .meta({
-    "x-kubernetes-validations": [
-      {
-        rule: `self.all(k, k.matches('${LABEL_KEY_CEL}') && self[k].matches('${LABEL_VALUE_CEL}'))`,
-        message: "every key must be a label key and every value a label value",
-      },
-    ],
-  });
+  .meta({ maxProperties: 64 });
 
 /**
  * A Kubernetes label selector (`metav1.LabelSelector`). The requirements are ANDed; an empty
  * selector matches every object (the roll-up then reports the selector in a condition).
  */
-export const LabelSelector = z.strictObject({
-  /** Labels that must be present with exactly these values. */
-  matchLabels: MatchLabels.optional(),
-  /** Further requirements. */
-  matchExpressions: z.array(LabelSelectorRequirement).optional(),
-});
+export const LabelSelector = z
+  .strictObject({
+    /** Labels that must be present with exactly these values. */
+    matchLabels: MatchLabels.optional(),
+    /** Further requirements (at most 32). */
+    matchExpressions: z.array(LabelSelectorRequirement).max(32).optional(),
+  })
+  .meta({
+    // The API server checks matchLabels' keys and values with CEL: a structural schema cannot
+    // constrain a map's keys by pattern.
+    "x-kubernetes-validations": [
+      {
+        rule: `!has(self.matchLabels) || self.matchLabels.all(k, k.matches('${LABEL_KEY_CEL}') && self.matchLabels[k].matches('${LABEL_VALUE_CEL}'))`,
+        message: "every matchLabels key must be a label key and every value a label value",
+      },
+    ],
+  });
 
 /** A Kubernetes label selector. */
 export type LabelSelector = z.infer<typeof LabelSelector>;
