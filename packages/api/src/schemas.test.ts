@@ -43,7 +43,7 @@ describe("WorkloadDeployment", () => {
     [
       "a label value too long",
       { selector: { matchLabels: { app: "x".repeat(64) } } },
-      "spec.selector.matchLabels",
+      "spec.selector.matchLabels.app",
     ],
     [
       "an unknown operator",
