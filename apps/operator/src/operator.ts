@@ -87,6 +87,11 @@ export interface OperatorOptions {
   readonly handleSignals?: boolean | undefined;
   /** The clock (default `() => new Date()`). */
   readonly now?: (() => Date) | undefined;
+  /**
+   * Reconcile every object again this often even without a change, in ms (default 10 minutes;
+   * 0: never). A repeat writes nothing when the world is unchanged.
+   */
+  readonly resyncPeriodMs?: number | undefined;
 }
 
 /** The running parts of an operator, for its entry point and its tests. */
@@ -153,7 +158,9 @@ export function createOperator(options: OperatorOptions): Operator {
     registers: [manager.registry],
   });
 
+  const resyncPeriodMs = options.resyncPeriodMs ?? 600_000;
   const informerOptions = (kind: KindDescription) => ({
+    resyncPeriodMs,
     group: kind.group,
     version: kind.version,
     plural: kind.plural,
