@@ -29,7 +29,14 @@ process.exitCode = await runCli(
       healthProbeBindAddress: flags["health-probe-bind-address"],
       identity: process.env.POD_NAME ?? hostname(),
       ...(flags["leader-elect"]
-        ? { leaderElection: { namespace: leaseNamespace, name: "nebula-operator" } }
+        ? {
+            leaderElection: {
+              namespace: leaseNamespace,
+              name: "nebula-operator",
+              // Unique per replica: the Pod's name in a cluster, else hostname plus a random suffix.
+              ...(process.env.POD_NAME ? { identity: process.env.POD_NAME } : {}),
+            },
+          }
         : {}),
     });
     logger.info({ source: connection.source, namespace: flags.namespace ?? "(all)" }, "starting");
