@@ -29,6 +29,7 @@ import {
   PLURALS,
   patchStatus,
 } from "./testing/cluster.js";
+import { argoHealth } from "./testing/lua.js";
 import { type PodScenario, podStatus, podTemplate } from "./testing/pods.js";
 
 let kc: KubeConfig;
@@ -353,6 +354,21 @@ describe("invalid references become conditions", () => {
   it("a Workload with no placements", async () => {
     await workload("empty", []);
     await conditionOf("Workload", "empty", "ReferencesResolved", "False", "NoPlacements");
+  });
+});
+
+describe("Argo CD's health check on the objects as stored", () => {
+  it.each([
+    ["Workload", "img", "Degraded", "ImageUnavailable"],
+    ["Workload", "mem", "Degraded", "OutOfMemory"],
+    ["WorkloadDeployment", "part-eu", "Degraded", "InstanceCrashing"],
+    ["WorkloadDeployment", "inst-crash", "Degraded", "InstanceCrashing"],
+    ["Instance", "inst-part-0", "Healthy", ""],
+    ["WorkloadDeployment", "ghost-eu", "Degraded", "WorkloadNotFound"],
+  ] as const)("%s %s is %s", async (kind, name, status, reason) => {
+    const health = argoHealth(await getObject(kc, ns, kind, name));
+    expect(health.status).toBe(status);
+    expect(health.message.startsWith(reason)).toBe(true);
   });
 });
 
