@@ -69,8 +69,10 @@ function startReplica(name: string): Replica {
     { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, POD_NAME: name } },
   );
   const lines: Array<Record<string, unknown>> = [];
-  createInterface({ input: child.stdout! }).on("line", (line) => lines.push(JSON.parse(line)));
-  createInterface({ input: child.stderr! }).on("line", (line) => lines.push({ stderr: line }));
+  const { stdout, stderr } = child;
+  if (stdout === null || stderr === null) throw new Error("spawned without pipes");
+  createInterface({ input: stdout }).on("line", (line) => lines.push(JSON.parse(line)));
+  createInterface({ input: stderr }).on("line", (line) => lines.push({ stderr: line }));
   const exited = new Promise<number | null>((resolve) =>
     child.once("exit", (code) => resolve(code)),
   );
