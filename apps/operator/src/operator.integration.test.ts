@@ -29,6 +29,7 @@ import {
   PLURALS,
   patchStatus,
 } from "./testing/cluster.js";
+import { kstatus } from "./testing/kstatus.js";
 import { argoHealth } from "./testing/lua.js";
 import { type PodScenario, podStatus, podTemplate } from "./testing/pods.js";
 
@@ -369,6 +370,53 @@ describe("Argo CD's health check on the objects as stored", () => {
     const health = argoHealth(await getObject(kc, ns, kind, name));
     expect(health.status).toBe(status);
     expect(health.message.startsWith(reason)).toBe(true);
+  });
+});
+
+describe("kstatus itself on the objects as stored (the truth table)", () => {
+  it("reads crash loop, OOM, image, quota and partial failure as Failed, provisioning as InProgress, healthy as Current", async () => {
+    await workload("quota", [{ name: "eu", replicas: 1 }]);
+    await deployment("quota", "eu", 1);
+    await pod("quota-eu-0", { app: "quota", placement: "eu", kind: "pods" }, "quota");
+    await workload("prov", [{ name: "eu", replicas: 1 }]);
+    await deployment("prov", "eu", 1);
+    await pod("prov-eu-0", { app: "prov", placement: "eu", kind: "pods" }, "provisioning");
+    await workload("ok", [{ name: "eu", replicas: 1 }]);
+    await deployment("ok", "eu", 1);
+    await pod("ok-eu-0", { app: "ok", placement: "eu", kind: "pods" }, "ready");
+    await conditionOf("Workload", "quota", "Stalled", "True", "QuotaExceeded");
+    await conditionOf("Workload", "prov", "Reconciling", "True", "Provisioning");
+    await conditionOf("Workload", "ok", "ReplicasReady", "True", "AllReplicasReady");
+
+    const rows: [keyof typeof PLURALS, string, string, string][] = [
+      ["WorkloadDeployment", "web-eu", "Failed", "InstanceCrashing"],
+      ["WorkloadDeployment", "mem-eu", "Failed", "OutOfMemory"],
+      ["Workload", "img", "Failed", "ImageUnavailable"],
+      ["Workload", "quota", "Failed", "QuotaExceeded"],
+      ["WorkloadDeployment", "quota-eu", "Failed", "QuotaExceeded"],
+      ["Workload", "prov", "InProgress", "Provisioning"],
+      ["WorkloadDeployment", "part-eu", "Failed", "InstanceCrashing"],
+      ["Workload", "part", "Failed", "InstanceCrashing"],
+      ["Instance", "inst-crash-0", "Failed", "InstanceCrashing"],
+      ["Workload", "ok", "Current", ""],
+      ["WorkloadDeployment", "ok-eu", "Current", ""],
+      ["Instance", "inst-part-0", "Current", ""],
+    ];
+    const objects = await Promise.all(rows.map(([kind, name]) => getObject(kc, ns, kind, name)));
+    const verdicts = kstatus(objects);
+    expect(verdicts.map((v) => v.status)).toEqual(rows.map((r) => r[2]));
+    for (const [i, row] of rows.entries()) {
+      const verdict = verdicts[i];
+      if (row[2] === "Current") expect(verdict?.message).toMatch(/^Resource is (current|Ready)$/);
+      else {
+        const c = condition(
+          (objects[i]?.status ?? {}) as Status,
+          row[2] === "Failed" ? "Stalled" : "Reconciling",
+        );
+        expect(c?.reason).toBe(row[3]);
+        expect(verdict?.message).toBe(c?.message);
+      }
+    }
   });
 });
 
