@@ -16,6 +16,7 @@ import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Controller } from "../controller/controller.js";
 import { Informer, type InformerEvent, podInformer } from "./informer.js";
+import { withSignal } from "./request-options.js";
 
 const namespace = `informer-${randomBytes(4).toString("hex")}`;
 let kc: KubeConfig;
@@ -206,6 +207,36 @@ describe("Informer against the real apiserver", () => {
     await until(() => seen.some((e) => e.key === `${namespace}/thrown-at`));
     await until(() => resyncs.has(`${namespace}/thrown-at`));
     expect(cms.get(`${namespace}/thrown-at`)?.data).toEqual({ v: "1" });
+  });
+
+  it("a stop does not wait for a list in flight; list requests carry the abort signal", async () => {
+    let listSignal: AbortSignal | undefined;
+    const hanging = new Informer<V1ConfigMap>({
+      kubeConfig: kc,
+      name: "hanging",
+      path: `/api/v1/namespaces/${namespace}/configmaps`,
+      list: (_selectors, signal) => {
+        listSignal = signal;
+        return new Promise((_resolve, reject) =>
+          signal.addEventListener("abort", () => reject(signal.reason), { once: true }),
+        );
+      },
+    });
+    const stop = new AbortController();
+    const run = hanging.run(stop.signal);
+    await until(() => listSignal !== undefined);
+    stop.abort();
+    await run;
+    expect(listSignal?.aborted).toBe(true);
+    expect(hanging.hasSynced()).toBe(false);
+    // The signal really reaches the HTTP request of a generated API call.
+    await expect(
+      core.listNamespacedConfigMap({ namespace }, withSignal(AbortSignal.abort())),
+    ).rejects.toThrow(/abort/i);
+    expect(
+      (await core.listNamespacedConfigMap({ namespace }, withSignal(AbortSignal.timeout(10_000))))
+        .items,
+    ).toBeDefined();
   });
 
   it("100 objects churned through informer → queue → reconcile: no update lost", async () => {

@@ -171,9 +171,8 @@ export class Manager {
 
   /** Whether this replica leads (always true without leader election, once running). */
   isLeader(): boolean {
-    return this.#elector === undefined
-      ? this.#running && !this.#stopping
-      : this.#elector.isLeader();
+    if (this.#options.leaderElection !== undefined) return this.#elector?.isLeader() ?? false;
+    return this.#running && !this.#stopping;
   }
 
   /** URLs of the running servers (`http://host:port`), once {@link run} has started them. */
@@ -186,7 +185,8 @@ export class Manager {
    * rejects: failures come back as `{ reason: "failed", exitCode: 1, error }`.
    */
   async run(signal?: AbortSignal): Promise<ManagerExit> {
-    if (this.#running) throw new Error(`manager ${this.#options.name} is already running`);
+    if (this.#running)
+      throw new KubeError("AlreadyRunning", `manager ${this.#options.name} is already running`);
     this.#running = true;
     const log = this.logger;
     const phase = (name: ShutdownPhase): void => {

@@ -3,15 +3,22 @@
  * replaced within the lease duration, a released Lease is taken over before it would have
  * expired, a stolen Lease ends the term, and times are written as MicroTime.
  */
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
 import {
   CoordinationV1Api,
   CoreV1Api,
   type KubeConfig,
   V1MicroTime,
 } from "@kubernetes/client-node";
+import { startControlPlane } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bundleTestChild } from "../testing/bundle.js";
 import { LeaderElector, type StoppedLeadingReason } from "./leader-elector.js";
 
 const namespace = `leader-${randomBytes(4).toString("hex")}`;
@@ -48,6 +55,7 @@ interface Contender {
   readonly stop: AbortController;
   readonly done: Promise<StoppedLeadingReason>;
   readonly terms: number[];
+  readonly observedLeaders: Array<string | undefined>;
 }
 
 function contend(
@@ -60,12 +68,14 @@ function contend(
   const stop = new AbortController();
   cleanups.push(() => stop.abort());
   const terms: number[] = [];
+  const observedLeaders: Array<string | undefined> = [];
   const done = elector.run(stop.signal, {
     onStartedLeading: () => {
       terms.push(Date.now());
     },
+    onNewLeader: (holder) => observedLeaders.push(holder),
   });
-  return { elector, stop, done, terms };
+  return { elector, stop, done, terms, observedLeaders };
 }
 
 const fast = { leaseDurationMs: 3000, renewDeadlineMs: 2000, retryPeriodMs: 250 };
@@ -85,6 +95,7 @@ describe("LeaderElector against the real apiserver", () => {
     const leader = all.find((c) => c.elector.isLeader());
     const lease = await leases.readNamespacedLease({ namespace, name: "three" });
     expect(lease.spec?.holderIdentity).toBe(leader?.elector.options.identity);
+    for (const c of all) expect(c.observedLeaders.at(-1)).toBe(leader?.elector.options.identity);
     expect(lease.spec?.leaseDurationSeconds).toBe(3);
     // Read back as strings: 6 fractional digits, as the apiserver's MicroTime requires.
     expect(String(lease.spec?.renewTime)).toMatch(/\.\d{6}Z$/);
@@ -174,5 +185,90 @@ describe("LeaderElector against the real apiserver", () => {
     expect(elector.isLeader()).toBe(false);
     expect(elector.leader()).toBe("intruder");
     expect(order).toEqual(["started", "stopped:lost:true"]);
+  });
+
+  it("a leader process killed with SIGKILL is replaced within the lease duration", async () => {
+    const child = await bundleTestChild("elector-child");
+    const dir = mkdtempSync(join(tmpdir(), "nebula-elector-"));
+    const kubeconfig = join(dir, "kubeconfig");
+    writeFileSync(kubeconfig, useTestPeers().controlPlane.kubeconfig);
+    const a = spawn(process.execPath, [child], {
+      env: {
+        ...process.env,
+        NEBULA_ELECTOR: JSON.stringify({
+          kubeconfig,
+          namespace,
+          name: "sigkill",
+          identity: "process-a",
+          ...fast,
+        }),
+      },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      a.once("exit", (_code, signal) => resolve(signal)),
+    );
+    const lines: string[] = [];
+    createInterface({ input: a.stdout }).on("line", (line) => lines.push(line));
+    try {
+      await until(() => lines.includes("leading"), 20_000);
+      const b = contend("sigkill", "b", fast);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(b.elector.isLeader()).toBe(false); // the live process keeps its Lease
+      a.kill("SIGKILL");
+      expect(await exited).toBe("SIGKILL");
+      await until(() => b.elector.isLeader(), fast.leaseDurationMs + 2 * fast.retryPeriodMs + 1000);
+      const lease = await leases.readNamespacedLease({ namespace, name: "sigkill" });
+      expect(lease.spec?.holderIdentity).toBe("b");
+      expect(lines).toEqual(["leading"]); // killed: it never printed "stopped"
+      b.stop.abort();
+      await b.done;
+    } finally {
+      a.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("LeaderElector when the apiserver goes away (a control plane of its own)", () => {
+  it("steps down with lost before its Lease could expire, and campaigns afresh afterwards", async () => {
+    const plane = await startControlPlane();
+    try {
+      const own = plane.kubeConfig();
+      await own
+        .makeApiClient(CoreV1Api)
+        .createNamespace({ body: { metadata: { name: "election" } } });
+      const elector = new LeaderElector(own, {
+        namespace: "election",
+        name: "outage",
+        identity: "a",
+        ...fast,
+      });
+      const stop = new AbortController();
+      cleanups.push(() => stop.abort());
+      const reasons: string[] = [];
+      const done = elector.run(stop.signal, {
+        onStartedLeading: () => {},
+        onStoppedLeading: (reason) => {
+          reasons.push(reason);
+        },
+      });
+      await until(() => elector.isLeader(), 10_000);
+      await plane.stopApiServer();
+      // Its last renewal was before the stop: leading past the lease duration would overlap a
+      // successor.
+      await until(() => !elector.isLeader(), fast.leaseDurationMs);
+      expect(await done).toBe("lost");
+      expect(reasons).toEqual(["lost"]);
+      await plane.startApiServer();
+      const again = new AbortController();
+      cleanups.push(() => again.abort());
+      const second = elector.run(again.signal, { onStartedLeading: () => {} });
+      await until(() => elector.isLeader(), 10_000);
+      again.abort();
+      expect(await second).toBe("cancelled");
+    } finally {
+      await plane.stop();
+    }
   });
 });
