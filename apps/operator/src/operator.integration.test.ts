@@ -421,62 +421,72 @@ describe("kstatus itself on the objects as stored (the truth table)", () => {
 });
 
 describe("scenario 5: an unchanged world", () => {
-  it("writes no status while every object is reconciled again and again (counted from a watch)", async () => {
-    // Let the scenarios above settle: nothing pending in any queue.
-    await eventually("idle queues", async () => {
-      const depths = Object.values(operator.controllers).map(
-        (c) => c.queue.len() + c.queue.inFlight(),
-      );
-      return depths.every((d) => d === 0) ? true : undefined;
-    });
-    const watch = new Watch(kc);
-    const modified: string[] = [];
-    const aborts: AbortController[] = [];
-    for (const plural of Object.values(PLURALS)) {
-      const list = (await kc
-        .makeApiClient(CustomObjectsApi)
-        .listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: ns, plural })) as {
-        metadata: { resourceVersion: string };
-      };
-      aborts.push(
-        await watch.watch(
-          `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`,
-          { resourceVersion: list.metadata.resourceVersion, allowWatchBookmarks: false },
-          (type, object: { metadata?: { name?: string } }) => {
-            if (type === "MODIFIED") modified.push(`${plural}/${object.metadata?.name}`);
-          },
-          () => undefined,
-        ),
-      );
-    }
-    // Reconcile every object again, repeatedly, for the window (a forced resync every second).
-    const windowMs = Number(process.env.STEADY_WINDOW_MS ?? 15_000);
-    const deadline = Date.now() + windowMs;
-    let rounds = 0;
-    while (Date.now() < deadline) {
-      for (const [kind, controller] of [
-        ["Workload", operator.controllers.workloads],
-        ["WorkloadDeployment", operator.controllers.workloadDeployments],
-        ["Instance", operator.controllers.instances],
-      ] as const) {
-        const list = (await kc.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
-          group: GROUP,
-          version: VERSION,
-          namespace: ns,
-          plural: PLURALS[kind],
-        })) as {
-          items: { metadata: { name: string } }[];
+  /** How long the world stays unchanged (default 15 s; the figure of the README used 10 minutes). */
+  const windowMs = Number(process.env.STEADY_WINDOW_MS ?? 15_000);
+  it(
+    "writes no status while every object is reconciled again and again (counted from a watch)",
+    async () => {
+      // Let the scenarios above settle: nothing pending in any queue.
+      await eventually("idle queues", async () => {
+        const depths = Object.values(operator.controllers).map(
+          (c) => c.queue.len() + c.queue.inFlight(),
+        );
+        return depths.every((d) => d === 0) ? true : undefined;
+      });
+      const watch = new Watch(kc);
+      const modified: string[] = [];
+      const aborts: AbortController[] = [];
+      for (const plural of Object.values(PLURALS)) {
+        const list = (await kc
+          .makeApiClient(CustomObjectsApi)
+          .listNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            namespace: ns,
+            plural,
+          })) as {
+          metadata: { resourceVersion: string };
         };
-        for (const item of list.items) controller.enqueue(`${ns}/${item.metadata.name}`);
+        aborts.push(
+          await watch.watch(
+            `/apis/${GROUP}/${VERSION}/namespaces/${ns}/${plural}`,
+            { resourceVersion: list.metadata.resourceVersion, allowWatchBookmarks: false },
+            (type, object: { metadata?: { name?: string } }) => {
+              if (type === "MODIFIED") modified.push(`${plural}/${object.metadata?.name}`);
+            },
+            () => undefined,
+          ),
+        );
       }
-      rounds++;
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-    }
-    for (const abort of aborts) abort.abort();
-    console.log(
-      `figure: ${modified.length} status writes in ${windowMs} ms over ${rounds} forced reconcile rounds`,
-    );
-    expect(rounds).toBeGreaterThan(1);
-    expect(modified).toEqual([]);
-  });
+      // Reconcile every object again, repeatedly, for the window (a forced resync every second).
+      const deadline = Date.now() + windowMs;
+      let rounds = 0;
+      while (Date.now() < deadline) {
+        for (const [kind, controller] of [
+          ["Workload", operator.controllers.workloads],
+          ["WorkloadDeployment", operator.controllers.workloadDeployments],
+          ["Instance", operator.controllers.instances],
+        ] as const) {
+          const list = (await kc.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            namespace: ns,
+            plural: PLURALS[kind],
+          })) as {
+            items: { metadata: { name: string } }[];
+          };
+          for (const item of list.items) controller.enqueue(`${ns}/${item.metadata.name}`);
+        }
+        rounds++;
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+      }
+      for (const abort of aborts) abort.abort();
+      console.log(
+        `figure: ${modified.length} status writes in ${windowMs} ms over ${rounds} forced reconcile rounds`,
+      );
+      expect(rounds).toBeGreaterThan(1);
+      expect(modified).toEqual([]);
+    },
+    windowMs + 60_000,
+  );
 });
