@@ -8,6 +8,7 @@ import {
   CoreV1Api,
   type KubeConfig,
   type KubernetesListObject,
+  RbacAuthorizationV1Api,
   type V1ConfigMap,
   type V1Pod,
 } from "@kubernetes/client-node";
@@ -237,6 +238,33 @@ describe("Informer against the real apiserver", () => {
       (await core.listNamespacedConfigMap({ namespace }, withSignal(AbortSignal.timeout(10_000))))
         .items,
     ).toBeDefined();
+  });
+
+  it("a 403 stops client-node's ListWatch for good; the informer keeps restarting until allowed", async () => {
+    const user = `watcher-${randomBytes(3).toString("hex")}`;
+    const denied = useTestPeers().controlPlane.clientFor(user, []);
+    const cms = configMapInformer(denied, namespace, "forbidden");
+    const stop = started(cms);
+    await until(() => cms.restarts() >= 3);
+    expect(cms.hasSynced()).toBe(false);
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createNamespacedRole({
+      namespace,
+      body: {
+        metadata: { name: user },
+        rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name: user },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: user },
+        subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: user }],
+      },
+    });
+    expect(await cms.waitForSync(undefined, 30_000)).toBe(true);
+    stop.abort();
   });
 
   it("100 objects churned through informer → queue → reconcile: no update lost", async () => {

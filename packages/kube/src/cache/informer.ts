@@ -143,8 +143,11 @@ export function normalizeObject<T>(object: T, objectType?: string): T {
     : (ObjectSerializer.deserialize(json, objectType) as T);
 }
 
-/** Jittered exponential back-off: `initial * 2^attempt` capped at `max`, times 0.5-1.0. */
-function backoffDelay(attempt: number, backoff: RestartBackoff | undefined): number {
+/**
+ * The delay before restart number `attempt + 1`: jittered exponential back-off,
+ * `initial * 2^attempt` capped at `max`, times a random 0.5-1.0 (replicas do not restart in step).
+ */
+export function restartDelay(attempt: number, backoff: RestartBackoff | undefined): number {
   const initial = backoff?.initialMs ?? 1000;
   const max = backoff?.maxMs ?? 30_000;
   const ceiling = Math.min(max, initial * 2 ** Math.min(attempt, 30));
@@ -317,7 +320,7 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
           wake = undefined;
         }
         if (signal.aborted) break;
-        const delay = backoffDelay(attempt, this.#options.restartBackoff);
+        const delay = restartDelay(attempt, this.#options.restartBackoff);
         attempt += 1;
         this.#restarts += 1;
         this.#options.metrics?.informerRestarts.inc({ informer: this.name });
