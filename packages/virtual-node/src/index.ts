@@ -1,0 +1,51 @@
+export {
+  DEFAULT_POD_FINALIZER,
+  PLACEMENT_ANNOTATION,
+  PROVIDER_LABEL,
+  parseVirtualNodeConfig,
+  VIRTUAL_KUBELET_TAINT_KEY,
+  type VirtualNodeConfig,
+  type VirtualNodeConfigInput,
+  VirtualNodeConfigSchema,
+} from "./config.js";
+export { VirtualNodeError, type VirtualNodeErrorCode } from "./errors.js";
+export type {
+  FoundInstance,
+  InstanceReclaimer,
+  InstanceStateName,
+  NodeHealth,
+  NodeHealthSource,
+  PodLifecycle,
+  PodPlacement,
+  PodStatusChange,
+  PodStatusListener,
+  ProviderEvent,
+  ProviderEventSource,
+  Runnable,
+} from "./lifecycle.js";
+export {
+  buildLease,
+  buildNode,
+  NODE_CONDITION_TYPES,
+  NODE_LEASE_NAMESPACE,
+  nodeConditions,
+  nodeLabels,
+  nodeStatus,
+  nodeStatusChanged,
+  toSeconds,
+} from "./node.js";
+export {
+  DEFAULT_GRACE_SECONDS,
+  graceSeconds,
+  type PlanContext,
+  type PodStep,
+  planPod,
+} from "./pod-plan.js";
+export {
+  canonicalStatus,
+  composePodStatus,
+  isTerminalPhase,
+  type PodEventSpec,
+  podStatusChanged,
+  podStatusEvents,
+} from "./pod-status.js";
