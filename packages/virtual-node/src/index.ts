@@ -35,6 +35,22 @@ export {
   toSeconds,
 } from "./node.js";
 export {
+  NodeController,
+  type NodeControllerOptions,
+  type NodeControllerStats,
+  staticHealth,
+} from "./node-controller.js";
+export { KubernetesPodApi, type PodApi } from "./pod-api.js";
+export {
+  type EventSink,
+  PodController,
+  type PodControllerMetrics,
+  type PodControllerOptions,
+  type PodStatusSink,
+  type PodStore,
+  type StatusWriteOutcome,
+} from "./pod-controller.js";
+export {
   DEFAULT_GRACE_SECONDS,
   graceSeconds,
   type PlanContext,
@@ -49,3 +65,10 @@ export {
   podStatusChanged,
   podStatusEvents,
 } from "./pod-status.js";
+export {
+  type PodRef,
+  PodTeardown,
+  type PodTeardownOptions,
+  type PodTeardownResult,
+  PRE_TERMINATE_HOLD_PREFIX,
+} from "./pod-teardown.js";
