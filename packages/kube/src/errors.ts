@@ -7,7 +7,13 @@ export type KubeErrorCode =
   /** A store key is not `namespace/name` or `name`. */
   | "InvalidKey"
   /** A request to the API server failed (transport, authorization, unexpected status). */
-  | "RequestFailed";
+  | "RequestFailed"
+  /** No cluster configuration: not in a cluster, no `--kubeconfig`, no `$KUBECONFIG`, no `~/.kube/config`. */
+  | "KubeconfigNotFound"
+  /** A kubeconfig file exists but cannot be loaded. */
+  | "KubeconfigInvalid"
+  /** An HTTP server (metrics, health probes) could not listen on its address. */
+  | "ListenFailed";
 
 /** An error of `@nebula/kube`, with a machine-readable `code` and the original `cause`. */
 export class KubeError extends Error {
