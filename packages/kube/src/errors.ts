@@ -4,6 +4,10 @@ import { ApiException } from "@kubernetes/client-node";
 export type KubeErrorCode =
   /** Options failed validation. */
   | "InvalidOptions"
+  /** A zod schema has no structural `apiextensions.k8s.io/v1` equivalent (CRD generation). */
+  | "UnsupportedSchema"
+  /** A `pattern` Go's RE2 cannot compile (look-around, back-reference) (CRD generation). */
+  | "UnsupportedPattern"
   /** A store key is not `namespace/name` or `name`. */
   | "InvalidKey"
   /** A request to the API server failed (transport, authorization, unexpected status). */
