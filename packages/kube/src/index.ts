@@ -77,6 +77,19 @@ export {
 } from "./delete.js";
 export { KubeError, type KubeErrorCode, statusOf } from "./errors.js";
 export {
+  EventInput,
+  type EventInputType,
+  type EventLogger,
+  type EventObjectReference,
+  EventRecorder,
+  EventRecorderOptions,
+  type EventRecorderOptionsInput,
+  type EventRecorderStats,
+  type EventRecordOutcome,
+  microTime,
+} from "./events/event-recorder.js";
+export { TokenBucket } from "./events/token-bucket.js";
+export {
   type Cli,
   type CliFlags,
   type CliParseResult,
@@ -139,20 +152,6 @@ export {
   WorkQueue,
   type WorkQueueOptions,
 } from "./queue/work-queue.js";
-
-  EventInput,
-  type EventInputType,
-  type EventLogger,
-  type EventObjectReference,
-  EventRecorder,
-  EventRecorderOptions,
-  type EventRecorderOptionsInput,
-  type EventRecorderStats,
-  type EventRecordOutcome,
-  microTime,
-} from "./events/event-recorder.js";
-
-export { TokenBucket } from "./events/token-bucket.js";
 export {
   apiVersionOf,
   type ObjectAddress,
