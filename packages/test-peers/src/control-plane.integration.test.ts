@@ -205,6 +205,56 @@ describe("a control plane of its own", () => {
     }
   });
 
+  it("restarts kube-apiserver on the same port, etcd and certificates: data and clients survive", async () => {
+    const cp = await startControlPlane();
+    try {
+      // A client made before the restart, used after it.
+      const core = cp.kubeConfig().makeApiClient(CoreV1Api);
+      await core.createNamespacedConfigMap({
+        namespace: "default",
+        body: { metadata: { name: "before-restart" }, data: { kept: "yes" } },
+      });
+      const apiserverPids = (): number[] =>
+        execFileSync("pgrep", ["-f", `kube-apiserver.*--secure-port=${new URL(cp.server).port}`], {
+          encoding: "utf8",
+        })
+          .trim()
+          .split("\n")
+          .map(Number);
+      const [firstPid] = apiserverPids();
+
+      await cp.stopApiServer();
+      expect(await portOpen(cp.server)).toBe(false);
+      const whileDown = await core
+        .readNamespacedConfigMap({ name: "before-restart", namespace: "default" })
+        .then(
+          () => "answered",
+          () => "refused",
+        );
+      expect(whileDown).toBe("refused");
+
+      await cp.startApiServer();
+      expect(await portOpen(cp.server)).toBe(true);
+      const [secondPid] = apiserverPids();
+      expect(secondPid).not.toBe(firstPid);
+      const kept = await core.readNamespacedConfigMap({
+        name: "before-restart",
+        namespace: "default",
+      });
+      expect(kept.data).toEqual({ kept: "yes" });
+
+      // restartApiServer does both, with the port closed for downMs in between.
+      await cp.restartApiServer({ downMs: 500 });
+      const [thirdPid] = apiserverPids();
+      expect(thirdPid).not.toBe(secondPid);
+      const list = await core.listNamespacedConfigMap({ namespace: "default" });
+      expect(list.items.map((c) => c.metadata?.name)).toContain("before-restart");
+    } finally {
+      await cp.stop();
+    }
+    await expect(cp.startApiServer()).rejects.toMatchObject({ code: "Closed" });
+  });
+
   it("stops cleanly: no process, port or temporary folder left", async () => {
     const cp = await startControlPlane();
     const { certDir, server } = cp.info();

@@ -80,6 +80,23 @@ export interface ControlPlaneConnection {
 
 /** A control plane this process started, from {@link startControlPlane}. */
 export interface ControlPlane extends ControlPlaneConnection {
+  /**
+   * Stops kube-apiserver alone (SIGTERM, then SIGKILL after 5 s); etcd, its data and the
+   * certificates stay, so {@link ControlPlane.startApiServer} brings the same cluster back. Open
+   * watches end and new connections are refused until then. Does nothing when already stopped.
+   */
+  stopApiServer(): Promise<void>;
+  /**
+   * Starts kube-apiserver again on the same port, etcd and certificates (clients made before
+   * keep working) and resolves once `/healthz` is ok. Does nothing when it is running.
+   */
+  startApiServer(): Promise<void>;
+  /**
+   * {@link ControlPlane.stopApiServer}, then `downMs` milliseconds (default 0) with nothing
+   * listening, then {@link ControlPlane.startApiServer}: what a client sees when the apiserver
+   * restarts (a rolling update, a crash).
+   */
+  restartApiServer(options?: { downMs?: number }): Promise<void>;
   /** Stops kube-apiserver, then etcd, and deletes the temporary folder (certificates, etcd data). */
   stop(): Promise<void>;
 }
@@ -310,49 +327,52 @@ async function startOnce(
 
     const port = await freePort();
     const server = `https://127.0.0.1:${port}`;
-    apiserver = spawnPeer({
-      name: "kube-apiserver",
-      command: apiserverBin,
-      args: withOverrides(
-        [
-          "--service-cluster-ip-range=10.0.0.0/24",
-          "--allow-privileged=true",
-          "--disable-admission-plugins=ServiceAccount",
-          `--cert-dir=${certDir}`,
-          `--tls-cert-file=${join(certDir, "apiserver.crt")}`,
-          `--tls-private-key-file=${join(certDir, "apiserver.key")}`,
-          "--authorization-mode=RBAC",
-          `--secure-port=${port}`,
-          "--bind-address=127.0.0.1",
-          "--advertise-address=127.0.0.1",
-          `--service-account-issuer=${server}/`,
-          `--service-account-key-file=${join(certDir, "sa-signer.pub")}`,
-          `--service-account-signing-key-file=${join(certDir, "sa-signer.key")}`,
-          `--etcd-servers=${etcdUrl}`,
-          `--client-ca-file=${join(certDir, "client-ca.crt")}`,
-        ],
-        options.apiserverArgs ?? [],
-      ),
-      cleanupPaths: [dir],
-    });
-    const apiProcess = apiserver;
     const tls = { ca: servingCa.cert, cert: admin.cert, key: admin.key };
-    await waitUntil(
-      async () => {
-        const health = await httpsGet(`${server}/healthz`, tls);
-        return health.status === 200 && health.body === "ok";
-      },
-      {
-        what: `kube-apiserver /healthz on ${server}`,
-        timeoutMs,
-        intervalMs: 250,
-        process: apiProcess,
-      },
-    );
-    await waitUntil(
-      async () => (await httpsGet(`${server}/api/v1/namespaces/default`, tls)).status === 200,
-      { what: "the default namespace", timeoutMs, intervalMs: 250, process: apiProcess },
-    );
+    const launchApiserver = async (): Promise<void> => {
+      const launched = spawnPeer({
+        name: "kube-apiserver",
+        command: apiserverBin,
+        args: withOverrides(
+          [
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount",
+            `--cert-dir=${certDir}`,
+            `--tls-cert-file=${join(certDir, "apiserver.crt")}`,
+            `--tls-private-key-file=${join(certDir, "apiserver.key")}`,
+            "--authorization-mode=RBAC",
+            `--secure-port=${port}`,
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            `--service-account-issuer=${server}/`,
+            `--service-account-key-file=${join(certDir, "sa-signer.pub")}`,
+            `--service-account-signing-key-file=${join(certDir, "sa-signer.key")}`,
+            `--etcd-servers=${etcdUrl}`,
+            `--client-ca-file=${join(certDir, "client-ca.crt")}`,
+          ],
+          options.apiserverArgs ?? [],
+        ),
+        cleanupPaths: [dir],
+      });
+      apiserver = launched;
+      await waitUntil(
+        async () => {
+          const health = await httpsGet(`${server}/healthz`, tls);
+          return health.status === 200 && health.body === "ok";
+        },
+        {
+          what: `kube-apiserver /healthz on ${server}`,
+          timeoutMs,
+          intervalMs: 250,
+          process: launched,
+        },
+      );
+      await waitUntil(
+        async () => (await httpsGet(`${server}/api/v1/namespaces/default`, tls)).status === 200,
+        { what: "the default namespace", timeoutMs, intervalMs: 250, process: launched },
+      );
+    };
+    await launchApiserver();
     const versionResponse = await httpsGet(`${server}/version`, tls);
     const version = VersionSchema.safeParse(parseJson(versionResponse.body));
     const connection = connectControlPlane({
@@ -368,7 +388,41 @@ async function startOnce(
       certDir,
       version: version.success ? version.data.gitVersion : "unknown",
     });
-    return Object.assign(connection, { stop: stopAll });
+    // One start or stop of the apiserver at a time, in call order.
+    let lifecycle: Promise<unknown> = Promise.resolve();
+    const serialized = (step: () => Promise<void>): Promise<void> => {
+      const next = lifecycle.then(step, step);
+      lifecycle = next.catch(() => undefined);
+      return next;
+    };
+    const stopApiServer = (): Promise<void> =>
+      serialized(async () => {
+        await apiserver?.stop(5_000);
+      });
+    let stopped = false;
+    const startApiServer = (): Promise<void> =>
+      serialized(async () => {
+        if (stopped) {
+          throw new TestPeerError("Closed", "startApiServer: the control plane was stopped");
+        }
+        if (apiserver !== undefined && !apiserver.hasExited()) return;
+        await launchApiserver();
+      });
+    return Object.assign(connection, {
+      stopApiServer,
+      startApiServer,
+      async restartApiServer(restart: { downMs?: number } = {}) {
+        await stopApiServer();
+        const downMs = restart.downMs ?? 0;
+        if (downMs > 0) await new Promise((resolve) => setTimeout(resolve, downMs));
+        await startApiServer();
+      },
+      stop: () =>
+        serialized(async () => {
+          stopped = true;
+          await stopAll();
+        }),
+    });
   } catch (error) {
     await stopAll();
     throw error;

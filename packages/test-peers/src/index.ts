@@ -7,6 +7,13 @@ export {
   connectControlPlane,
   startControlPlane,
 } from "./control-plane.js";
+export {
+  type Ec2Behaviour,
+  type Ec2ProxyCounts,
+  type Ec2ProxyHandle,
+  type Ec2ProxyOptions,
+  startEc2Proxy,
+} from "./ec2-proxy.js";
 export { TestPeerError, type TestPeerErrorCode } from "./errors.js";
 export {
   buildTestImage,

@@ -1,7 +1,12 @@
 import { readFileSync } from "node:fs";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { EC2_STATES, listInstanceItems, rewriteInstanceStates } from "./overlay.js";
+import {
+  EC2_STATES,
+  listInstanceItems,
+  removeInstanceItems,
+  rewriteInstanceStates,
+} from "./overlay.js";
 
 // Answers captured from moto 5.2.5: three instances in two reservations, the first of the
 // second reservation stopped through the API.
@@ -81,5 +86,23 @@ describe("rewriteInstanceStates", () => {
         },
       ),
     );
+  });
+});
+
+describe("removeInstanceItems", () => {
+  it("drops the chosen instances and reservations left empty, keeps the rest", () => {
+    const ids = listInstanceItems(DESCRIBE).map((i) => i.instanceId);
+    fc.assert(
+      fc.property(fc.subarray(ids), (gone) => {
+        const out = removeInstanceItems(DESCRIBE, (i) => gone.includes(i.instanceId));
+        expect(listInstanceItems(out).map((i) => i.instanceId)).toEqual(
+          ids.filter((id) => !gone.includes(id)),
+        );
+        const reservations = out.match(/<reservationId>/g)?.length ?? 0;
+        expect(reservations).toBeLessThanOrEqual(2);
+        if (gone.length === ids.length) expect(reservations).toBe(0);
+      }),
+    );
+    expect(removeInstanceItems("<a><b></a>", () => true)).toBe("<a><b></a>");
   });
 });

@@ -240,3 +240,31 @@ export function rewriteInstanceStates(
   for (const edit of edits) out = out.slice(0, edit.start) + edit.text + out.slice(edit.end);
   return out;
 }
+
+/**
+ * Removes instance items from an EC2 XML answer: every instance for which `drop` returns true
+ * goes, and so does a reservation left without instances. Unparseable XML is returned unchanged.
+ *
+ * @param xml - the answer from moto.
+ * @param drop - whether to leave this instance out.
+ * @example
+ * ```ts
+ * const listed = removeInstanceItems(xml, (i) => hidden.has(i.instanceId));
+ * ```
+ */
+export function removeInstanceItems(xml: string, drop: (item: InstanceItem) => boolean): string {
+  const { reservations, loose } = scan(xml);
+  const edits: Span[] = [];
+  const dropped = (item: ItemScan): boolean =>
+    drop({ instanceId: item.instanceId, stateName: item.stateName, tags: item.tags });
+  for (const reservation of reservations) {
+    const gone = reservation.items.filter(dropped);
+    if (gone.length > 0 && gone.length === reservation.items.length) edits.push(reservation.span);
+    else edits.push(...gone.map((item) => item.span));
+  }
+  edits.push(...loose.filter(dropped).map((item) => item.span));
+  edits.sort((a, b) => b.start - a.start);
+  let out = xml;
+  for (const edit of edits) out = out.slice(0, edit.start) + out.slice(edit.end);
+  return out;
+}

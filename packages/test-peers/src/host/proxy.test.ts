@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EC2_STATES, listInstanceItems } from "./overlay.js";
-import { type Ec2Proxy, startEc2Proxy, takeStateFilter } from "./proxy.js";
+import { type OverlayProxy, startOverlayProxy, takeStateFilter } from "./proxy.js";
 
 const DESCRIBE = readFileSync(
   new URL("../../fixtures/host/describe-instances.xml", import.meta.url),
@@ -73,9 +73,9 @@ describe("takeStateFilter", () => {
   });
 });
 
-describe("startEc2Proxy", () => {
+describe("startOverlayProxy", () => {
   let upstream: Server;
-  let proxy: Ec2Proxy;
+  let proxy: OverlayProxy;
   const seenBodies: string[] = [];
   const changes: string[] = [];
   const [first, second] = listInstanceItems(DESCRIBE).map((i) => i.instanceId);
@@ -101,7 +101,7 @@ describe("startEc2Proxy", () => {
     });
     await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve));
     const { port } = upstream.address() as AddressInfo;
-    proxy = await startEc2Proxy(`http://127.0.0.1:${port}`, {
+    proxy = await startOverlayProxy(`http://127.0.0.1:${port}`, {
       observe: (item) => (item.instanceId === first ? { state: EC2_STATES.pending } : undefined),
       stateChanged: (action, ids) => changes.push(`${action} ${ids.join(",")}`),
       consoleOutput: (id) => (id === first ? Buffer.from("NEBULA-REPORT v1 abc\n") : undefined),

@@ -22,7 +22,7 @@ export interface ProxyHooks {
 }
 
 /** A running EC2 proxy. */
-export interface Ec2Proxy {
+export interface OverlayProxy {
   /** `http://127.0.0.1:<port>`. */
   readonly endpoint: string;
   /** Stops listening and drops open connections. */
@@ -104,7 +104,10 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
  * @param upstream - moto's endpoint.
  * @param hooks - the simulator's side.
  */
-export async function startEc2Proxy(upstream: string, hooks: ProxyHooks): Promise<Ec2Proxy> {
+export async function startOverlayProxy(
+  upstream: string,
+  hooks: ProxyHooks,
+): Promise<OverlayProxy> {
   const forward = async (
     req: IncomingMessage,
     body: Buffer,

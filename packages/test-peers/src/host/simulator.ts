@@ -31,7 +31,7 @@ import {
 import { ensureGuestImages } from "./images.js";
 import { startImdsServer } from "./imds.js";
 import { EC2_STATES, type InstanceItem, type StateOverride } from "./overlay.js";
-import { type Ec2Proxy, startEc2Proxy } from "./proxy.js";
+import { type OverlayProxy, startOverlayProxy } from "./proxy.js";
 import { ENTER_SCRIPT, WATCHDOG_SCRIPT } from "./shims.js";
 import { decodeUserData } from "./userdata.js";
 
@@ -472,7 +472,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
     }
   };
 
-  const proxy: Ec2Proxy = await startEc2Proxy(o.ec2Endpoint, {
+  const proxy: OverlayProxy = await startOverlayProxy(o.ec2Endpoint, {
     observe,
     stateChanged: (action, ids) => {
       const moto =
