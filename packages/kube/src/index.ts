@@ -179,3 +179,12 @@ export {
   StatusWriterOptions,
   type StatusWriterOptionsInput,
 } from "./status/status-writer.js";
+export {
+  ConfigMapLedgerOptions,
+  type ConfigMapLedgerOptionsInput,
+  ConfigMapPodLedger,
+  LEDGER_LABEL,
+  LEDGER_LAUNCH_KEY,
+  LEDGER_POD_UID_LABEL,
+  LEDGER_RECORD_KEY,
+} from "./teardown/configmap-ledger.js";
