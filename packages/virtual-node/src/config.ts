@@ -19,10 +19,15 @@ export const PROVIDER_LABEL = "nebula.dev/provider";
 export const VIRTUAL_KUBELET_TAINT_KEY = "virtual-kubelet.io/provider";
 
 /** The finalizer the Pod controller holds on each Pod from before its launch until its instance is terminated. */
-export const DEFAULT_POD_FINALIZER = "nebula.dev/instance-teardown";
+export const DEFAULT_POD_FINALIZER = "nebula.dev/instance-reclaim";
 
-/** The annotation that shows where a Pod runs (instance ID, type, zone, capacity type), as JSON. */
-export const PLACEMENT_ANNOTATION = "nebula.dev/placement";
+/** The annotations that show what a Pod runs on. */
+export const INSTANCE_ANNOTATIONS = {
+  instanceId: "nebula.dev/instance-id",
+  instanceType: "nebula.dev/instance-type-launched",
+  availabilityZone: "nebula.dev/availability-zone",
+  capacityType: "nebula.dev/capacity-type",
+} as const;
 
 /** The virtual node's configuration (before defaults). */
 export const VirtualNodeConfigSchema = z.strictObject({

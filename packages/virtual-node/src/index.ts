@@ -1,6 +1,6 @@
 export {
   DEFAULT_POD_FINALIZER,
-  PLACEMENT_ANNOTATION,
+  INSTANCE_ANNOTATIONS,
   PROVIDER_LABEL,
   parseVirtualNodeConfig,
   VIRTUAL_KUBELET_TAINT_KEY,
@@ -12,15 +12,15 @@ export { VirtualNodeError, type VirtualNodeErrorCode } from "./errors.js";
 export type {
   FoundInstance,
   InstanceReclaimer,
-  InstanceStateName,
+  LeakCollected,
+  LeakEventSource,
   NodeHealth,
   NodeHealthSource,
+  PodEventNote,
+  PodInstanceInfo,
   PodLifecycle,
-  PodPlacement,
   PodStatusChange,
   PodStatusListener,
-  ProviderEvent,
-  ProviderEventSource,
   Runnable,
 } from "./lifecycle.js";
 export {

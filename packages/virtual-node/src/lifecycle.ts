@@ -7,6 +7,30 @@
  */
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 
+/** Something worth a Kubernetes Event on the Pod (`Launched`, `InsufficientCapacity`, a refusal...). */
+export interface PodEventNote {
+  /** `Normal` or `Warning`. */
+  readonly type: "Normal" | "Warning";
+  /** CamelCase reason. */
+  readonly reason: string;
+  /** A sentence naming the instance, type and subnet, or the field that was refused. */
+  readonly message: string;
+}
+
+/** What a Pod runs on: shown on the Pod in annotations. */
+export interface PodInstanceInfo {
+  /** The instance ID. */
+  readonly instanceId: string;
+  /** The instance type, e.g. `m7i.large`. */
+  readonly instanceType?: string | undefined;
+  /** The Availability Zone. */
+  readonly availabilityZone?: string | undefined;
+  /** The subnet. */
+  readonly subnetId?: string | undefined;
+  /** `spot` or `on-demand`. */
+  readonly capacityType?: string | undefined;
+}
+
 /** A Pod's status as the provider now observes it. */
 export interface PodStatusChange {
   /** The Pod (a copy), as the provider last received it. */
@@ -15,6 +39,10 @@ export interface PodStatusChange {
   readonly status: V1PodStatus;
   /** True when `status` is terminal (`Succeeded` or `Failed`). */
   readonly terminal: boolean;
+  /** Events to record on the Pod, each delivered once. */
+  readonly events?: readonly PodEventNote[];
+  /** The instance, once known. */
+  readonly instance?: PodInstanceInfo | undefined;
 }
 
 /**
@@ -46,24 +74,18 @@ export interface PodLifecycle {
   /** Subscribes to status changes; returns the unsubscribe function. */
   notifyPods(listener: PodStatusListener): () => void;
   /** Drops everything the provider keeps for a Pod, after its teardown completed. */
-  forgetPod(uid: string): void;
+  forgetPod(uid: string): void | Promise<void>;
 }
-
-/** The EC2 states of an instance, as `DescribeInstances` names them. */
-export type InstanceStateName =
-  | "pending"
-  | "running"
-  | "stopping"
-  | "stopped"
-  | "shutting-down"
-  | "terminated";
 
 /** An instance a Pod runs on, found by the reclaimer. */
 export interface FoundInstance {
   /** The instance ID, e.g. `i-0123456789abcdef0`. */
   readonly instanceId: string;
-  /** Its state as last read from EC2. */
-  readonly state: InstanceStateName;
+  /**
+   * Its state as last read from EC2: `pending`, `running`, `stopping`, `stopped`,
+   * `shutting-down` or `terminated` (anything else is treated as unknown).
+   */
+  readonly state: string;
 }
 
 /**
@@ -109,41 +131,18 @@ export interface Runnable {
   run(signal: AbortSignal): Promise<void>;
 }
 
-/** Where a Pod's instance runs: shown on the Pod (annotation) and in its `Launched` Event. */
-export interface PodPlacement {
-  /** The instance ID. */
+/** The leak collector terminated an instance no live Pod owns (an Event on the Node). */
+export interface LeakCollected {
+  /** The instance. */
   readonly instanceId: string;
-  /** The instance type, e.g. `m7i.large`. */
-  readonly instanceType?: string | undefined;
-  /** The Availability Zone. */
-  readonly zone?: string | undefined;
-  /** The subnet. */
-  readonly subnetId?: string | undefined;
-  /** `on-demand` or `spot`. */
-  readonly capacityType?: string | undefined;
+  /** The Pod UID it carried, if any. */
+  readonly podUid?: string | undefined;
+  /** A sentence for the Event. */
+  readonly message: string;
 }
 
-/** Something the provider did that a user wants to see as a Kubernetes Event. */
-export type ProviderEvent =
-  /** An instance was launched for the Pod. */
-  | { readonly kind: "Launched"; readonly podUid: string; readonly placement: PodPlacement }
-  /** A launch failed; `reason` is CamelCase (`InsufficientCapacity`, `QuotaExceeded`, ...). */
-  | {
-      readonly kind: "LaunchFailed";
-      readonly podUid: string;
-      readonly reason: string;
-      readonly message: string;
-    }
-  /** The leak collector terminated an instance no live Pod owns. */
-  | {
-      readonly kind: "LeakCollected";
-      readonly instanceId: string;
-      readonly podUid?: string | undefined;
-      readonly message: string;
-    };
-
-/** A provider that reports {@link ProviderEvent}s (optional). */
-export interface ProviderEventSource {
-  /** Subscribes to provider events; returns the unsubscribe function. */
-  notifyEvents(listener: (event: ProviderEvent) => void): () => void;
+/** A provider that reports collected leaks (optional). */
+export interface LeakEventSource {
+  /** Subscribes; returns the unsubscribe function. */
+  onLeakCollected(listener: (leak: LeakCollected) => void): () => void;
 }

@@ -126,7 +126,7 @@ describe("parseVirtualNodeConfig", () => {
       leaseRenewIntervalSeconds: 10,
       statusUpdateIntervalSeconds: 60,
       taintEffect: "NoSchedule",
-      podFinalizer: "nebula.dev/instance-teardown",
+      podFinalizer: "nebula.dev/instance-reclaim",
     });
   });
 

@@ -8,13 +8,13 @@
  * @packageDocumentation
  */
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
-import { PLACEMENT_ANNOTATION, type VirtualNodeConfig } from "./config.js";
+import { INSTANCE_ANNOTATIONS, type VirtualNodeConfig } from "./config.js";
 import type {
+  LeakCollected,
+  LeakEventSource,
+  PodInstanceInfo,
   PodLifecycle,
-  PodPlacement,
   PodStatusChange,
-  ProviderEvent,
-  ProviderEventSource,
 } from "./lifecycle.js";
 import type { PodApi } from "./pod-api.js";
 import { planPod } from "./pod-plan.js";
@@ -83,7 +83,7 @@ export interface PodControllerOptions {
   /** The Pod informer's store. */
   readonly pods: PodStore;
   /** The provider. */
-  readonly provider: PodLifecycle & Partial<ProviderEventSource>;
+  readonly provider: PodLifecycle & Partial<LeakEventSource>;
   /** The teardown. */
   readonly teardown: PodTeardown;
   /** Finalizer, annotation and delete writes. */
@@ -183,7 +183,7 @@ export class PodController {
   readonly #now: () => number;
   readonly #waiters = new Map<string, Waiter[]>();
   readonly #known = new Map<string, Known>();
-  readonly #placements = new Map<string, PodPlacement>();
+  readonly #placements = new Map<string, PodInstanceInfo>();
 
   constructor(options: PodControllerOptions) {
     this.#o = options;
@@ -193,7 +193,7 @@ export class PodController {
   /** Subscribes to the provider's status changes and events; returns the unsubscribe function. */
   start(): () => void {
     const offStatus = this.#o.provider.notifyPods((change) => this.onStatusChange(change));
-    const offEvents = this.#o.provider.notifyEvents?.((event) => this.#onProviderEvent(event));
+    const offEvents = this.#o.provider.onLeakCollected?.((leak) => this.#onLeak(leak));
     return () => {
       offStatus();
       offEvents?.();
@@ -215,6 +215,10 @@ export class PodController {
   onStatusChange(change: PodStatusChange): Promise<void> {
     const ref = refOf(change.pod);
     const key = keyOf(ref);
+    for (const event of change.events ?? []) {
+      this.#event(ref, { type: event.type, reason: event.reason, note: event.message });
+    }
+    if (change.instance !== undefined) this.#placements.set(ref.uid, change.instance);
     return new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         const list = this.#waiters.get(key) ?? [];
@@ -343,7 +347,9 @@ export class PodController {
     }
     this.#known.delete(key);
     this.#placements.delete(known.ref.uid);
-    this.#o.provider.forgetPod(known.ref.uid);
+    void Promise.resolve(this.#o.provider.forgetPod(known.ref.uid)).catch((error: unknown) =>
+      this.#log("warn", `forgetting pod ${key}: ${String(error)}`),
+    );
   }
 
   async #syncStatus(pod: V1Pod, ref: PodRef): Promise<void> {
@@ -372,39 +378,28 @@ export class PodController {
   }
 
   async #syncPlacement(pod: V1Pod, ref: PodRef): Promise<void> {
-    const placement = this.#placements.get(ref.uid);
-    if (placement === undefined) return;
-    const value = JSON.stringify(placement);
-    if (pod.metadata?.annotations?.[PLACEMENT_ANNOTATION] === value) return;
-    await this.#o.api.annotate(ref, { [PLACEMENT_ANNOTATION]: value });
+    const info = this.#placements.get(ref.uid);
+    if (info === undefined) return;
+    const wanted: Record<string, string> = { [INSTANCE_ANNOTATIONS.instanceId]: info.instanceId };
+    if (info.instanceType) wanted[INSTANCE_ANNOTATIONS.instanceType] = info.instanceType;
+    if (info.availabilityZone)
+      wanted[INSTANCE_ANNOTATIONS.availabilityZone] = info.availabilityZone;
+    if (info.capacityType) wanted[INSTANCE_ANNOTATIONS.capacityType] = info.capacityType;
+    const current = pod.metadata?.annotations ?? {};
+    if (Object.entries(wanted).every(([k, v]) => current[k] === v)) return;
+    await this.#o.api.annotate(ref, wanted);
   }
 
-  #onProviderEvent(event: ProviderEvent): void {
-    if (event.kind === "LeakCollected") {
-      void this.#o.events?.record({
+  #onLeak(leak: LeakCollected): void {
+    void this.#o.events
+      ?.record({
         regarding: { apiVersion: "v1", kind: "Node", name: this.#o.config.nodeName },
         type: "Warning",
         reason: "LeakCollected",
         action: "Terminate",
-        note: event.message,
-      });
-      return;
-    }
-    const pod = this.#o.pods.list().find((p) => p.metadata?.uid === event.podUid);
-    if (pod === undefined) return;
-    const ref = refOf(pod);
-    if (event.kind === "Launched") {
-      this.#placements.set(ref.uid, event.placement);
-      const p = event.placement;
-      this.#event(ref, {
-        type: "Normal",
-        reason: "Launched",
-        note: `Launched instance ${p.instanceId}${p.instanceType ? ` (${p.instanceType}` : " ("}${p.capacityType ? `, ${p.capacityType}` : ""}${p.zone ? `, ${p.zone}` : ""}${p.subnetId ? `, ${p.subnetId}` : ""})`,
-      });
-      this.#o.enqueue(keyOf(ref));
-    } else {
-      this.#event(ref, { type: "Warning", reason: event.reason, note: event.message });
-    }
+        note: leak.message,
+      })
+      .catch(() => undefined);
   }
 
   /** Records an Event about a Pod (the teardown's Events arrive here too). */

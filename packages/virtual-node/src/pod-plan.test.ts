@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { graceSeconds, planPod } from "./pod-plan.js";
 
-const finalizer = "nebula.dev/instance-teardown";
+const finalizer = "nebula.dev/instance-reclaim";
 const pod = (over: {
   finalizers?: string[];
   deleting?: boolean;

@@ -76,14 +76,24 @@ export type PodTeardownResult =
 const POLL_MS = 2_000;
 const RETRY_MS = 5_000;
 
-function observationOf(found: FoundInstance | undefined | "unknown", recorded: string | undefined) {
-  if (found === "unknown") return "unknown" satisfies InstanceObservation;
-  if (found === undefined) return "absent" satisfies InstanceObservation;
-  if (recorded !== undefined && found.instanceId !== recorded) {
-    // Not the instance the teardown acts on: no conclusion from it.
-    return "unknown" satisfies InstanceObservation;
-  }
-  return found.state satisfies InstanceObservation;
+const EC2_STATES = new Set<string>([
+  "pending",
+  "running",
+  "stopping",
+  "stopped",
+  "shutting-down",
+  "terminated",
+]);
+
+function observationOf(
+  found: FoundInstance | undefined | "unknown",
+  recorded: string | undefined,
+): InstanceObservation {
+  if (found === "unknown") return "unknown";
+  if (found === undefined) return "absent";
+  // Not the instance the teardown acts on: no conclusion from it.
+  if (recorded !== undefined && found.instanceId !== recorded) return "unknown";
+  return EC2_STATES.has(found.state) ? (found.state as InstanceObservation) : "unknown";
 }
 
 /**
@@ -131,8 +141,14 @@ export class PodTeardown {
         };
       },
       handlers: {
-        StopInstance: (effect) => options.reclaimer.stopInstance(effect.instanceId),
-        TerminateInstance: (effect) => options.reclaimer.terminateInstance(effect.instanceId),
+        StopInstance: async (effect) => {
+          const id = effect.instanceId ?? (await this.#find(effect.podUid));
+          if (id !== undefined) await options.reclaimer.stopInstance(id);
+        },
+        TerminateInstance: async (effect) => {
+          const id = effect.instanceId ?? (await this.#find(effect.podUid));
+          if (id !== undefined) await options.reclaimer.terminateInstance(id);
+        },
         // The virtual node gives the teardown no auxiliary objects: nothing to release.
         DeleteAuxiliary: () => undefined,
         DeletePod: (effect) =>
@@ -220,6 +236,11 @@ export class PodTeardown {
       case "foreign":
         return { status: "error", message: result.reason, requeueAfterMs: 60_000 };
     }
+  }
+
+  /** The instance of a Pod whose launch outcome was not recorded; rejects while that cannot be told. */
+  async #find(podUid: string): Promise<string | undefined> {
+    return (await this.#options.reclaimer.findInstance(podUid))?.instanceId;
   }
 
   async #lookup(uid: string): Promise<FoundInstance | undefined | "unknown"> {
