@@ -183,9 +183,9 @@ export class PodTeardown {
         };
       }
       const ticked = await this.#executor.tick(key);
-      if (ticked.status === "idle" || ticked.status === "absent" || ticked.status === "complete") {
+      if (ticked.status === "idle" || ticked.status === "absent") {
         const gone = found === undefined || found.state === "terminated";
-        if (gone || ticked.status === "complete") {
+        if (gone) {
           if (how.deleting) await this.#options.removePod(ref);
           return { status: "complete", instanceId: found?.instanceId };
         }
@@ -218,9 +218,14 @@ export class PodTeardown {
     instanceId: string | undefined,
   ): Promise<PodTeardownResult> {
     switch (result.status) {
-      case "complete":
+      case "complete": {
+        // A teardown that ended by clearing (a finished Pod deleted later) leaves the removal to us;
+        // one that ended by `removing` already removed the Pod.
+        const finish = (result.record.params as { finish?: unknown }).finish;
+        if (deleting && finish !== "delete-pod") await this.#options.removePod(ref);
+        return { status: "complete", instanceId };
+      }
       case "absent":
-        if (deleting && result.status === "complete") await this.#options.removePod(ref);
         return { status: "complete", instanceId };
       case "progressed":
       case "conflict":
