@@ -5,7 +5,7 @@ export default defineConfig({
   test: {
     include: ["src/**/*.integration.test.ts"],
     globalSetup: [fileURLToPath(import.meta.resolve("@nebula/test-peers/vitest-global-setup"))],
-    testTimeout: 120_000,
+    testTimeout: 300_000,
     hookTimeout: 300_000,
   },
 });

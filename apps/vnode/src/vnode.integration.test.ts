@@ -132,9 +132,18 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
         }
         return read as V1Pod[];
       },
-      180_000,
+      280_000,
       500,
-    );
+    ).catch(async (error) => {
+      const read = await Promise.all(pods.map((p) => readPod(p.metadata?.name ?? "")));
+      const states = await Promise.all([...uids.values()].map((u) => instanceOf(u)));
+      throw new Error(
+        `${(error as Error).message}\n${JSON.stringify(read.map((p) => [p?.metadata?.name, p?.status?.phase, p?.metadata?.finalizers, p?.status?.containerStatuses?.[0]?.state]))}\n${JSON.stringify(states.map((l) => l.map((i) => i.State?.Name)))}\n${vnode.lines
+          .slice(-30)
+          .map((l) => JSON.stringify(l))
+          .join("\n")}`,
+      );
+    });
     const byName = new Map(settled.map((p) => [p.metadata?.name, p]));
     const terminated = (name: string) =>
       byName.get(name)?.status?.containerStatuses?.[0]?.state?.terminated;
@@ -148,7 +157,7 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
     for (const uid of uids.values()) expect(await instanceOf(uid)).toHaveLength(1);
     // The Pods show what they ran on.
     expect(byName.get("exit-0")?.metadata?.annotations?.["nebula.dev/instance-id"]).toMatch(/^i-/);
-  });
+  }, 300_000);
 
   it.each([
     ["default grace", "graceful", undefined],

@@ -27,7 +27,7 @@ import {
   loadAllYaml,
   type V1Pod,
 } from "@kubernetes/client-node";
-import { MOTO_CREDENTIALS, type MotoConnection } from "@nebula/test-peers";
+import { freePort, MOTO_CREDENTIALS, type MotoConnection } from "@nebula/test-peers";
 
 /** The bundled app. */
 export const BUNDLE = fileURLToPath(new URL("../../dist/main.js", import.meta.url));
@@ -120,6 +120,8 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
   const dir = mkdtempSync(join(tmpdir(), "nebula-vnode-e2e-"));
   writeFileSync(join(dir, "kubeconfig"), run.kubeconfig);
   writeFileSync(join(dir, "config.json"), JSON.stringify(run.config));
+  // One server for /metrics, /healthz and /readyz.
+  const address = `127.0.0.1:${await freePort()}`;
   const child = spawn(
     process.execPath,
     [
@@ -133,9 +135,9 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
       "--namespace",
       "nebula-system",
       "--metrics-bind-address",
-      "127.0.0.1:0",
+      address,
       "--health-probe-bind-address",
-      "127.0.0.1:0",
+      address,
       "--log-level",
       "info",
       ...(run.extraArgs ?? []),
