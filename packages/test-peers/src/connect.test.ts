@@ -114,6 +114,16 @@ describe("missing binaries and bad options", () => {
         }),
       ),
     ).toBe("BinaryMissing");
+    expect(
+      await codeOf(() =>
+        startControlPlane({
+          controllers: true,
+          scheduler: true,
+          kubeControllerManager: "/nonexistent/kube-controller-manager",
+          kubeScheduler: "/nonexistent/kube-scheduler",
+        }),
+      ),
+    ).toBe("BinaryMissing");
   });
 
   it("both say InvalidOptions for options that do not parse", async () => {
@@ -121,6 +131,15 @@ describe("missing binaries and bad options", () => {
     expect(await codeOf(() => startControlPlane({ apiserverArgs: ["no-dashes"] }))).toBe(
       "InvalidOptions",
     );
+    expect(await codeOf(() => startControlPlane({ controllers: ["Deployment Controller"] }))).toBe(
+      "InvalidOptions",
+    );
+    expect(await codeOf(() => startControlPlane({ controllers: [] }))).toBe("InvalidOptions");
+    expect(
+      await codeOf(() =>
+        startControlPlane({ controllers: true, nodeMonitorGracePeriodSeconds: 1 }),
+      ),
+    ).toBe("InvalidOptions");
   });
 });
 

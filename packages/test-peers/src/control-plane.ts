@@ -5,6 +5,12 @@ import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { z } from "zod";
 import { issueCert, issueCertSync, makeCa, makeSigningKey } from "./certs.js";
+import {
+  controllerList,
+  controllerManagerArgs,
+  DEFAULT_NODE_MONITOR_GRACE_SECONDS,
+  schedulerArgs,
+} from "./components.js";
 import { TestPeerError } from "./errors.js";
 import { cacheDir, DEFAULT_K8S_VERSION } from "./paths.js";
 import { freePort } from "./ports.js";
@@ -18,6 +24,15 @@ const ControlPlaneOptionsSchema = z.strictObject({
   etcd: z.string().min(1).optional(),
   startTimeoutMs: z.number().int().positive().optional(),
   apiserverArgs: z.array(z.string().startsWith("--")).optional(),
+  controllers: z
+    .union([z.boolean(), z.array(z.string().regex(/^(-?[a-z][a-z0-9-]*|\*)$/)).min(1)])
+    .optional(),
+  scheduler: z.boolean().optional(),
+  nodeMonitorGracePeriodSeconds: z.number().int().min(2).max(3_600).optional(),
+  kubeControllerManager: z.string().min(1).optional(),
+  kubeScheduler: z.string().min(1).optional(),
+  controllerManagerArgs: z.array(z.string().startsWith("--")).optional(),
+  schedulerArgs: z.array(z.string().startsWith("--")).optional(),
 });
 
 /** Options of {@link startControlPlane}. Every field is optional. */
@@ -38,6 +53,29 @@ export interface ControlPlaneOptions {
    * `["--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"]`.
    */
   apiserverArgs?: string[];
+  /**
+   * Also run kube-controller-manager: `true` for `DEFAULT_CONTROLLERS` (Deployments → ReplicaSets
+   * → Pods, garbage collection, node lifecycle, service accounts, Jobs, StatefulSets, DaemonSets,
+   * EndpointSlices...), or the `--controllers` names to run (`"*"` = its own defaults,
+   * `"-name"` leaves one out). Default `false`: the apiserver alone starts faster.
+   */
+  controllers?: boolean | string[];
+  /** Also run kube-scheduler (binds Pods to Nodes). Default `false`. */
+  scheduler?: boolean;
+  /**
+   * kube-controller-manager's `--node-monitor-grace-period` in seconds: how long a Node whose
+   * Lease and status stop being renewed stays `Ready` before it turns `Unknown`. Default 20 (the
+   * binary's own default is 50). Keep it above the Lease renew interval of the nodes under test.
+   */
+  nodeMonitorGracePeriodSeconds?: number;
+  /** Path of `kube-controller-manager`, found like `kubeApiserver` (`TEST_ASSET_KUBE_CONTROLLER_MANAGER`, ...). */
+  kubeControllerManager?: string;
+  /** Path of `kube-scheduler`, found like `kubeApiserver` (`TEST_ASSET_KUBE_SCHEDULER`, ...). */
+  kubeScheduler?: string;
+  /** Extra kube-controller-manager flags; each replaces the default flag of the same name. */
+  controllerManagerArgs?: string[];
+  /** Extra kube-scheduler flags; each replaces the default flag of the same name. */
+  schedulerArgs?: string[];
 }
 
 /**
@@ -55,6 +93,12 @@ export interface ControlPlaneInfo {
   certDir: string;
   /** `gitVersion` from `/version`, e.g. `v1.35.4`. */
   version: string;
+  /** The admin kubeconfig as a file (for `kubectl --kubeconfig`, `KUBECONFIG`), gone after `stop()`. */
+  kubeconfigPath?: string;
+  /** The controllers kube-controller-manager runs (`[]`: it does not run). */
+  controllers?: string[];
+  /** Whether kube-scheduler runs. */
+  scheduler?: boolean;
 }
 
 /** A handle on a running control plane, from {@link startControlPlane} or {@link connectControlPlane}. */
@@ -65,6 +109,12 @@ export interface ControlPlaneConnection {
   readonly version: string;
   /** A kubeconfig (YAML) for the admin user (`admin`, group `system:masters`) that client-node loads as is. */
   readonly kubeconfig: string;
+  /** The same kubeconfig as a file, e.g. for `kubectl --kubeconfig` (see `kubectlPath()`). */
+  readonly kubeconfigPath: string | undefined;
+  /** The controllers kube-controller-manager runs (`[]` when it does not run). */
+  readonly controllers: readonly string[];
+  /** Whether kube-scheduler runs. */
+  readonly scheduler: boolean;
   /** A fresh `KubeConfig` loaded from {@link ControlPlaneConnection.kubeconfig}. */
   kubeConfig(): KubeConfig;
   /**
@@ -97,8 +147,25 @@ export interface ControlPlane extends ControlPlaneConnection {
    * restarts (a rolling update, a crash).
    */
   restartApiServer(options?: { downMs?: number }): Promise<void>;
-  /** Stops kube-apiserver, then etcd, and deletes the temporary folder (certificates, etcd data). */
+  /**
+   * Stops kube-scheduler and kube-controller-manager (if running), then kube-apiserver, then
+   * etcd, and deletes the temporary folder (certificates, kubeconfigs, etcd data).
+   */
   stop(): Promise<void>;
+}
+
+/**
+ * The `kubectl` built beside kube-apiserver: `TEST_ASSET_KUBECTL`, else `$KUBEBUILDER_ASSETS/kubectl`,
+ * else `$NEBULA_CACHE_DIR/control-plane/<version>/kubectl`. Use it with a control plane's
+ * `kubeconfigPath`.
+ *
+ * @example
+ * ```ts
+ * execFileSync(kubectlPath(), ["--kubeconfig", cp.kubeconfigPath ?? "", "get", "nodes"]);
+ * ```
+ */
+export function kubectlPath(): string {
+  return binary(undefined, "TEST_ASSET_KUBECTL", "kubectl");
 }
 
 function binary(explicit: string | undefined, perBinaryEnv: string, name: string): string {
@@ -229,7 +296,23 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     "kube-apiserver",
   );
   const etcdBin = binary(parsed.data.etcd, "TEST_ASSET_ETCD", "etcd");
-  for (const path of [apiserverBin, etcdBin]) {
+  const bins: Binaries = { apiserver: apiserverBin, etcd: etcdBin };
+  const controllers = parsed.data.controllers ?? false;
+  if (controllers !== false) {
+    bins.controllerManager = binary(
+      parsed.data.kubeControllerManager,
+      "TEST_ASSET_KUBE_CONTROLLER_MANAGER",
+      "kube-controller-manager",
+    );
+  }
+  if (parsed.data.scheduler === true) {
+    bins.scheduler = binary(
+      parsed.data.kubeScheduler,
+      "TEST_ASSET_KUBE_SCHEDULER",
+      "kube-scheduler",
+    );
+  }
+  for (const path of Object.values(bins)) {
     if (!existsSync(path)) {
       throw new TestPeerError(
         "BinaryMissing",
@@ -240,7 +323,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   // Another process may take a port between freePort() and the bind: start again, as envtest does.
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce(parsed.data, apiserverBin, etcdBin);
+      return await startOnce(parsed.data, bins);
     } catch (error) {
       const portTaken =
         error instanceof TestPeerError &&
@@ -251,10 +334,16 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   }
 }
 
+interface Binaries {
+  apiserver: string;
+  etcd: string;
+  controllerManager?: string;
+  scheduler?: string;
+}
+
 async function startOnce(
   options: z.infer<typeof ControlPlaneOptionsSchema>,
-  apiserverBin: string,
-  etcdBin: string,
+  bins: Binaries,
 ): Promise<ControlPlane> {
   const timeoutMs = options.startTimeoutMs ?? 90_000;
 
@@ -263,8 +352,11 @@ async function startOnce(
   const certDir = join(dir, "pki");
   let etcd: PeerProcess | undefined;
   let apiserver: PeerProcess | undefined;
+  let controllerManager: PeerProcess | undefined;
+  let scheduler: PeerProcess | undefined;
   const stopAll = async (): Promise<void> => {
     // Throwaway state: a short grace keeps teardown inside vitest's teardownTimeout (10 s).
+    await Promise.all([scheduler?.stop(3_000), controllerManager?.stop(3_000)]);
     await apiserver?.stop(5_000);
     await etcd?.stop(3_000);
     release();
@@ -303,7 +395,7 @@ async function startOnce(
     const peerUrl = `http://127.0.0.1:${peerPort}`;
     etcd = spawnPeer({
       name: "etcd",
-      command: etcdBin,
+      command: bins.etcd,
       args: [
         `--data-dir=${join(dir, "etcd")}`,
         `--listen-client-urls=${etcdUrl}`,
@@ -331,7 +423,7 @@ async function startOnce(
     const launchApiserver = async (): Promise<void> => {
       const launched = spawnPeer({
         name: "kube-apiserver",
-        command: apiserverBin,
+        command: bins.apiserver,
         args: withOverrides(
           [
             "--service-cluster-ip-range=10.0.0.0/24",
@@ -373,20 +465,121 @@ async function startOnce(
       );
     };
     await launchApiserver();
+
+    const adminKubeconfig = renderKubeconfig(
+      server,
+      servingCa.cert,
+      CONTROL_PLANE_ADMIN.user,
+      admin.cert,
+      admin.key,
+    );
+    const kubeconfigPath = join(dir, "admin.kubeconfig");
+    writeFileSync(kubeconfigPath, adminKubeconfig, { mode: 0o600 });
+
+    // kube-controller-manager and kube-scheduler, each with its own identity (the bootstrap RBAC
+    // roles bind these user names) and the apiserver's serving certificate on their /healthz.
+    const controllerNames =
+      options.controllers === undefined || options.controllers === false
+        ? []
+        : controllerList(options.controllers);
+    const componentKubeconfig = async (user: string, file: string): Promise<string> => {
+      const pair = await issueCert({
+        caDir: certDir,
+        ca: "client-ca",
+        commonName: user,
+        organizations: [],
+        usage: "client",
+      });
+      const path = join(certDir, file);
+      writeFileSync(path, renderKubeconfig(server, servingCa.cert, user, pair.cert, pair.key), {
+        mode: 0o600,
+      });
+      return path;
+    };
+    const waitHealthy = (peer: PeerProcess, port: number): Promise<void> =>
+      waitUntil(
+        async () => {
+          const health = await httpsGet(`https://127.0.0.1:${port}/healthz`, tls);
+          return health.status === 200 && health.body === "ok";
+        },
+        {
+          what: `${peer.name} /healthz on port ${port}`,
+          timeoutMs,
+          intervalMs: 250,
+          process: peer,
+        },
+      );
+    const tlsFiles = {
+      tlsCert: join(certDir, "apiserver.crt"),
+      tlsKey: join(certDir, "apiserver.key"),
+    };
+    const starting: Promise<void>[] = [];
+    if (bins.controllerManager !== undefined && controllerNames.length > 0) {
+      const command = bins.controllerManager;
+      starting.push(
+        (async () => {
+          const paths = {
+            kubeconfig: await componentKubeconfig(
+              "system:kube-controller-manager",
+              "controller-manager.kubeconfig",
+            ),
+            port: await freePort(),
+            ...tlsFiles,
+            serviceAccountKey: join(certDir, "sa-signer.key"),
+            rootCa: join(certDir, "serving-ca.crt"),
+            signingCert: join(certDir, "client-ca.crt"),
+            signingKey: join(certDir, "client-ca.key"),
+          };
+          controllerManager = spawnPeer({
+            name: "kube-controller-manager",
+            command,
+            args: withOverrides(
+              controllerManagerArgs(
+                paths,
+                controllerNames,
+                options.nodeMonitorGracePeriodSeconds ?? DEFAULT_NODE_MONITOR_GRACE_SECONDS,
+              ),
+              options.controllerManagerArgs ?? [],
+            ),
+            cleanupPaths: [dir],
+          });
+          await waitHealthy(controllerManager, paths.port);
+        })(),
+      );
+    }
+    if (bins.scheduler !== undefined) {
+      const command = bins.scheduler;
+      starting.push(
+        (async () => {
+          const paths = {
+            kubeconfig: await componentKubeconfig("system:kube-scheduler", "scheduler.kubeconfig"),
+            port: await freePort(),
+            ...tlsFiles,
+          };
+          scheduler = spawnPeer({
+            name: "kube-scheduler",
+            command,
+            args: withOverrides(schedulerArgs(paths), options.schedulerArgs ?? []),
+            cleanupPaths: [dir],
+          });
+          await waitHealthy(scheduler, paths.port);
+        })(),
+      );
+    }
+    const started = await Promise.allSettled(starting);
+    const failed = started.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
     const versionResponse = await httpsGet(`${server}/version`, tls);
     const version = VersionSchema.safeParse(parseJson(versionResponse.body));
     const connection = connectControlPlane({
       server,
-      kubeconfig: renderKubeconfig(
-        server,
-        servingCa.cert,
-        CONTROL_PLANE_ADMIN.user,
-        admin.cert,
-        admin.key,
-      ),
+      kubeconfig: adminKubeconfig,
       caCert: servingCa.cert,
       certDir,
       version: version.success ? version.data.gitVersion : "unknown",
+      kubeconfigPath,
+      controllers: controllerNames,
+      scheduler: scheduler !== undefined,
     });
     // One start or stop of the apiserver at a time, in call order.
     let lifecycle: Promise<unknown> = Promise.resolve();
@@ -435,6 +628,9 @@ const ControlPlaneInfoSchema = z.object({
   caCert: z.string().includes("BEGIN CERTIFICATE"),
   certDir: z.string().min(1),
   version: z.string(),
+  kubeconfigPath: z.string().min(1).optional(),
+  controllers: z.array(z.string()).optional(),
+  scheduler: z.boolean().optional(),
 });
 
 /**
@@ -494,9 +690,21 @@ export function connectControlPlane(info: ControlPlaneInfo): ControlPlaneConnect
     server: data.server,
     version: data.version,
     kubeconfig: data.kubeconfig,
+    kubeconfigPath: data.kubeconfigPath,
+    controllers: data.controllers ?? [],
+    scheduler: data.scheduler ?? false,
     kubeConfig: () => load(data.kubeconfig),
     kubeconfigFor,
     clientFor: (user, groups) => load(kubeconfigFor(user, groups)),
-    info: () => ({ ...data }),
+    info: () => ({
+      server: data.server,
+      kubeconfig: data.kubeconfig,
+      caCert: data.caCert,
+      certDir: data.certDir,
+      version: data.version,
+      ...(data.kubeconfigPath === undefined ? {} : { kubeconfigPath: data.kubeconfigPath }),
+      controllers: [...(data.controllers ?? [])],
+      scheduler: data.scheduler ?? false,
+    }),
   };
 }

@@ -1,3 +1,4 @@
+export { DEFAULT_CONTROLLERS, DEFAULT_NODE_MONITOR_GRACE_SECONDS } from "./components.js";
 export {
   CONTROL_PLANE_ADMIN,
   type ControlPlane,
@@ -5,6 +6,7 @@ export {
   type ControlPlaneInfo,
   type ControlPlaneOptions,
   connectControlPlane,
+  kubectlPath,
   startControlPlane,
 } from "./control-plane.js";
 export {

@@ -82,8 +82,15 @@ describe.each(["SIGINT", "SIGTERM", "SIGKILL"] as const)("a test run killed with
           ...pidsMatching(`nebula-peer-watchdog ${child.pid} `),
         ]),
       ];
-      // etcd, kube-apiserver, moto_server and one watchdog each.
-      expect(pids).toHaveLength(6);
+      // etcd, kube-apiserver, kube-controller-manager, kube-scheduler, moto_server and one
+      // watchdog each.
+      expect(pids).toHaveLength(10);
+      const commands = pids.map(
+        (pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0] ?? "",
+      );
+      for (const peer of ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]) {
+        expect(commands.filter((c) => c.endsWith(`/${peer}`))).toHaveLength(1);
+      }
       expect(await portOpen(info.controlPlane.server)).toBe(true);
       expect(await portOpen(info.moto.endpoint)).toBe(true);
 

@@ -12,6 +12,7 @@ import {
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startEc2Proxy } from "../ec2-proxy.js";
 import { MOTO_CREDENTIALS, type Moto, NEBULA_INSTANCE_PROFILE, startMoto } from "../moto.js";
 import type { InstanceHosts } from "./simulator.js";
 import { startInstanceHosts } from "./simulator.js";
@@ -288,6 +289,20 @@ systemctl enable --now stubborn
 
     await ec2.send(new TerminateInstancesCommand({ InstanceIds: [id] }));
     expect((await describeOne(id)).State?.Name).toBe("shutting-down");
+    // EC2 refuses to stop an instance that is shutting down: the EC2 proxy in front of the
+    // simulator says so (moto alone would stop it and bring it back as stopped).
+    const strict = await startEc2Proxy({ upstream: hosts.ec2Endpoint, refuseStops: true });
+    const strictEc2 = strict.ec2();
+    try {
+      const refused = await strictEc2.send(new StopInstancesCommand({ InstanceIds: [id] })).then(
+        () => "stopped",
+        (error: Error) => error.name,
+      );
+      expect(refused).toBe("IncorrectInstanceState");
+    } finally {
+      strictEc2.destroy();
+      await strict.close();
+    }
     await hosts.waitForPhase(id, "terminated");
     expect((await describeOne(id)).State?.Name).toBe("terminated");
     expect(guest.units()).toMatchObject([{ name: "stubborn.service", state: "failed" }]);
