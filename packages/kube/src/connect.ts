@@ -8,7 +8,8 @@
  *
  * @packageDocumentation
  */
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { isIPv6 } from "node:net";
 import { homedir } from "node:os";
 import { delimiter, join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -106,10 +107,32 @@ export function connect(options: ConnectOptionsInput = {}): Connection {
     env.KUBERNETES_SERVICE_PORT &&
     existsSync(join(saDir, "token"))
   ) {
+    // client-node's loadFromCluster reads process.env; rebuild its result from `env`.
+    const template = new KubeConfig();
+    template.loadFromCluster(prefix);
+    const host = env.KUBERNETES_SERVICE_HOST;
+    const port = env.KUBERNETES_SERVICE_PORT;
+    const scheme = port === "80" || port === "8080" || port === "8001" ? "http" : "https";
+    const server = `${scheme}://${isIPv6(host) ? `[${host}]` : host}:${port}`;
+    const cluster = { ...template.clusters[0], name: "inCluster", server, skipTLSVerify: false };
+    const user = { ...template.users[0], name: "inClusterUser" };
+    const nsFile = join(saDir, "namespace");
+    const namespace = existsSync(nsFile) ? readFileSync(nsFile, "utf8").trim() : undefined;
     const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromCluster(prefix);
-    // loadFromCluster reads the service account's namespace file into the context.
-    return { kubeConfig, source: "in-cluster", namespace: contextNamespace(kubeConfig) };
+    kubeConfig.loadFromOptions({
+      clusters: [cluster],
+      users: [user],
+      contexts: [
+        {
+          name: "inClusterContext",
+          cluster: "inCluster",
+          user: "inClusterUser",
+          ...(namespace === undefined ? {} : { namespace }),
+        },
+      ],
+      currentContext: "inClusterContext",
+    });
+    return { kubeConfig, source: "in-cluster", namespace };
   }
   const fromEnv = (env.KUBECONFIG ?? "")
     .split(delimiter)

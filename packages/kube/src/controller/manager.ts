@@ -171,9 +171,8 @@ export class Manager {
 
   /** Whether this replica leads (always true without leader election, once running). */
   isLeader(): boolean {
-    return this.#elector === undefined
-      ? this.#running && !this.#stopping
-      : this.#elector.isLeader();
+    if (this.#options.leaderElection !== undefined) return this.#elector?.isLeader() ?? false;
+    return this.#running && !this.#stopping;
   }
 
   /** URLs of the running servers (`http://host:port`), once {@link run} has started them. */

@@ -37,8 +37,8 @@ export function createLogger(options: LoggerOptions = {}): Logger {
   return pino(
     {
       level: options.level ?? "info",
-      ...(options.name === undefined ? {} : { name: options.name }),
-      base: null,
+      // No pid/hostname on every line; the name when given.
+      base: options.name === undefined ? null : { name: options.name },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
