@@ -230,7 +230,7 @@ export function applyMergePatch(target: unknown, patch: unknown): unknown {
 /** Input of {@link planStatus}. */
 export interface StatusPlanInput<S> {
   /** The stored status (`undefined` when the object has none yet). */
-  readonly stored: S | JsonObject | undefined;
+  readonly stored: NoInfer<S> | JsonObject | undefined;
   /** The status this writer wants; fields it leaves out are left as stored. */
   readonly desired: S;
   /** Condition types this writer owns even when `desired` omits them (they are then removed). */
