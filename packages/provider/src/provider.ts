@@ -32,12 +32,14 @@ import { type RenderOptionsInput, renderUserData } from "@nebula/userdata";
 import { type Admission, admitPod } from "./admission.js";
 import { InstanceBatcher } from "./batch.js";
 import {
+  ACCOUNT_POOL,
   afterCapacityError,
   choosePlacement,
   type LaunchBackoff,
   NO_BACKOFF,
   type Placement,
   placementsFor,
+  poolOf,
 } from "./capacity.js";
 import { type ProviderConfig, parseProviderConfig } from "./config.js";
 import { ProviderError, toProviderError } from "./errors.js";
@@ -235,6 +237,13 @@ export interface Ec2PodProviderOptions {
    * force delete could remove the Pod before its instance is reclaimed.
    */
   readonly requireFinalizer?: boolean;
+  /**
+   * Who drives teardowns: `provider` (default) starts them itself (a terminal status written, a
+   * teardown left by an earlier process, a Pod gone with its instance) and advances them every
+   * poll; `caller` leaves that to the caller's own executor on the same ledger (the virtual node's
+   * `PodTeardown`, through {@link InstanceReclaimer}), and only `deletePod` starts one here.
+   */
+  readonly teardowns?: "provider" | "caller";
   /** An EC2 client to use instead of the one built from the configuration (adaptive retry). */
   readonly client?: EC2Client;
   /** The clock, ms since the epoch (tests pass a fake one). Default `Date.now`. */
@@ -289,6 +298,8 @@ interface PodRecord {
   instanceId?: string;
   /** A `RunInstances` was (or may have been) sent: the ledger has its request time. */
   launchRequested: boolean;
+  /** The `ClientToken` of the latest launch request, as the ledger recorded it. */
+  clientToken?: string;
   requestedAt?: number;
   /** A launch attempt ended without a definite answer (timeout, 5xx): an instance may exist. */
   unknownOutcome: boolean;
@@ -357,6 +368,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   readonly #ownership: OwnershipRules;
   /** Capacity pools cooling down after a capacity or quota error: pool → until (ms). */
   readonly #pools = new Map<string, number>();
+  /** The error that cooled each pool down, for the Pods that wait on it. */
+  readonly #poolErrors = new Map<string, ProviderError>();
   /** The leak collector's own orphan marks: instance ID → when it marked it. */
   readonly #marks = new Map<string, number>();
   #pacing: Pacing;
@@ -468,8 +481,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     }
     const record = await this.#load(pod, facts);
     if (record.deleted || record.mode === "terminal") {
-      if (record.deleted) await this.#startReclaim(record);
-      else if (record.launchRequested) await this.#startReclaim(record);
+      if (this.#drivesTeardowns && (record.deleted || record.launchRequested)) {
+        await this.#startReclaim(record);
+      }
       return;
     }
     if (record.mode === "launch") {
@@ -584,19 +598,57 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
 
   // ---- instances -----------------------------------------------------------------------------
 
-  /** {@inheritDoc InstanceReclaimer.findInstance} */
+  /**
+   * {@inheritDoc InstanceReclaimer.findInstance} Throws `NotFound` instead of answering
+   * `undefined` while a launch of the Pod is younger than `eventualConsistencySeconds` (EC2 may
+   * still hide it): "not found" then is not "absent".
+   */
   async findInstance(podUid: string): Promise<{ instanceId: string; state: string } | undefined> {
     const record = this.#records.get(podUid);
     let recorded = record?.instanceId;
     if (recorded === undefined) recorded = (await this.ledger.get(podUid))?.launch.instanceId;
     const found = await this.#provenInstance(podUid, recorded);
-    return found ? { instanceId: found.instanceId, state: found.state } : undefined;
+    if (found) return { instanceId: found.instanceId, state: found.state };
+    const entry = record ? undefined : await this.ledger.get(podUid);
+    const since =
+      record?.launchedAt?.getTime() ??
+      record?.requestedAt ??
+      entry?.launch.launchedAt ??
+      entry?.launch.requestedAt;
+    this.#throwIfRecent(since, `the instance of pod ${podUid}`);
+    return undefined;
   }
 
-  /** {@inheritDoc InstanceReclaimer.stopInstance} */
+  /** Within the eventual-consistency window of a launch, "not found" is not an answer: throw. */
+  #throwIfRecent(since: number | undefined, what: string): void {
+    if (since === undefined) return;
+    if (this.#now() - since < this.config.eventualConsistencySeconds * 1000) {
+      throw new ProviderError(
+        "NotFound",
+        `${what} is not listed yet: EC2 is eventually consistent for ${this.config.eventualConsistencySeconds} s after a launch; ask again`,
+      );
+    }
+  }
+
+  #recentLaunchOf(instanceId: string): number | undefined {
+    for (const record of this.#records.values()) {
+      if (record.instanceId === instanceId)
+        return record.launchedAt?.getTime() ?? record.requestedAt;
+    }
+    return undefined;
+  }
+
+  /**
+   * {@inheritDoc InstanceReclaimer.stopInstance} Only an instance that proves Nebula launched it
+   * (`NotOwned` otherwise); NotFound is done, except for an instance this process launched within
+   * the eventual-consistency window (then it throws, to be asked again).
+   */
   async stopInstance(instanceId: string): Promise<void> {
     const instance = await this.#describeById(instanceId);
-    if (instance === undefined) return;
+    if (instance === undefined) {
+      this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
+      return;
+    }
     this.#prove(instance, undefined);
     await this.#act(instance, "stop");
   }
@@ -604,7 +656,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   /** {@inheritDoc InstanceReclaimer.terminateInstance} */
   async terminateInstance(instanceId: string): Promise<void> {
     const instance = await this.#describeById(instanceId);
-    if (instance === undefined) return;
+    if (instance === undefined) {
+      this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
+      return;
+    }
     this.#prove(instance, undefined);
     await this.#act(instance, "terminate");
   }
@@ -623,6 +678,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   /** Milliseconds until the next poll (grows under throttling and failures). */
   get pollIntervalMs(): number {
     return this.#pacing.intervalMs;
+  }
+
+  get #drivesTeardowns(): boolean {
+    return this.#options.teardowns !== "caller";
   }
 
   // ---- loops ---------------------------------------------------------------------------------
@@ -647,6 +706,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
    * then advances it), so no instance waits for its Pod to be seen again.
    */
   async resume(): Promise<number> {
+    if (!this.#drivesTeardowns) return 0;
     let entries: Awaited<ReturnType<PodLedger["list"]>>;
     try {
       entries = await this.ledger.list();
@@ -888,7 +948,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         const launched =
           entry.launch.requestedAt !== undefined || entry.launch.instanceId !== undefined;
         if (!launched || isCompleteRecord(entry.record)) await this.ledger.remove(uid);
-        else if (!this.#resuming.has(uid)) {
+        else if (this.#drivesTeardowns && !this.#resuming.has(uid)) {
           // A Pod gone with its teardown unfinished (or never started): reclaim its instance.
           this.#resuming.add(uid);
           if (entry.record === undefined) {
@@ -940,6 +1000,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     };
     if (launch?.instanceId !== undefined) record.instanceId = launch.instanceId;
     if (launch?.requestedAt !== undefined) record.requestedAt = launch.requestedAt;
+    if (launch?.clientToken !== undefined) record.clientToken = launch.clientToken;
     if (launch?.launchedAt !== undefined) record.launchedAt = new Date(launch.launchedAt);
     if (isCompleteRecord(entry?.record)) {
       record.teardown = "done";
@@ -955,8 +1016,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       }
       return record;
     }
-    if (record.deleted) return record;
-    if (record.launchRequested) return record;
+    if (record.deleted || record.instanceId !== undefined) return record;
+    // Not launched yet, or a launch whose outcome is unknown (repeated with the same token if no
+    // instance turns up).
     this.#admit(record, admitPod(facts, this.config));
     return record;
   }
@@ -1039,11 +1101,15 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     if (instanceType === undefined || userData === undefined) return;
     const placements = placementsFor(facts, instanceType, this.config);
     // After an unknown outcome, repeat the same request (same token: EC2 returns that instance).
+    const repeat = record.placement ?? placements.find((p) => p.clientToken === record.clientToken);
     const choice =
-      record.unknownOutcome && record.placement
-        ? ({ kind: "launch", placement: record.placement } as const)
+      record.unknownOutcome && repeat
+        ? ({ kind: "launch", placement: repeat } as const)
         : choosePlacement(placements, record.backoff, this.#pools, this.#now());
-    if (choice.kind === "wait") return;
+    if (choice.kind === "wait") {
+      if (this.#now() >= record.backoff.notBefore) this.#waitOnPools(record, placements);
+      return;
+    }
     const placement = choice.placement;
     record.launching = true;
     try {
@@ -1063,6 +1129,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       record.launchRequested = true;
       record.requestedAt ??= requestedAt;
       record.placement = placement;
+      record.clientToken = placement.clientToken;
       const input = buildRunInstancesInput({
         pod: facts,
         config: this.config,
@@ -1107,6 +1174,36 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     }
   }
 
+  /** A Pod that makes no call because every pool it could use is cooling down: say why. */
+  #waitOnPools(record: PodRecord, placements: readonly Placement[]): void {
+    const cause =
+      this.#poolErrors.get(ACCOUNT_POOL) ??
+      placements.map((p) => this.#poolErrors.get(poolOf(p))).find((e) => e !== undefined);
+    if (
+      cause === undefined ||
+      (cause.code !== "InsufficientCapacity" && cause.code !== "QuotaExceeded")
+    ) {
+      return;
+    }
+    const previous = record.launchError?.code;
+    const what =
+      cause.code === "QuotaExceeded"
+        ? `an account quota stops launches (${cause.awsCode ?? cause.code})`
+        : `EC2 has no capacity in any configured subnet and instance type (${cause.awsCode ?? cause.code})`;
+    record.launchError = new ProviderError(
+      cause.code,
+      `pod ${record.facts.key}: ${what}; waiting to retry`,
+      { cause, ...(cause.awsCode ? { awsCode: cause.awsCode } : {}) },
+    );
+    if (previous !== cause.code) {
+      record.events.push({
+        type: "Warning",
+        reason: cause.code,
+        message: record.launchError.message,
+      });
+    }
+  }
+
   #launchFailed(
     record: PodRecord,
     placement: Placement,
@@ -1127,6 +1224,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       );
       record.backoff = next.backoff;
       this.#pools.set(next.pool, Math.max(this.#pools.get(next.pool) ?? 0, next.poolUntil));
+      this.#poolErrors.set(next.pool, error);
       const what =
         error.code === "QuotaExceeded"
           ? `an account quota stops the launch (${error.awsCode ?? error.code})`
@@ -1292,7 +1390,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     record.deliveredKey = key;
     record.events = record.events.slice(events.length);
     // The terminal status is written: reclaim the instance (the report has been read).
-    if (terminal && record.launchRequested) await this.#startReclaim(record);
+    if (terminal && record.launchRequested && this.#drivesTeardowns)
+      await this.#startReclaim(record);
   }
 
   #instanceInfo(record: PodRecord): InstanceInfo | undefined {
