@@ -41,8 +41,9 @@ export interface ComponentPaths {
   kubeconfig: string;
   /** Its secure port on 127.0.0.1 (`/healthz` there). */
   port: number;
-  /** Serving certificate and key for that port. */
+  /** Serving certificate for that port (PEM file). */
   tlsCert: string;
+  /** Its private key (PEM file). */
   tlsKey: string;
 }
 
@@ -52,8 +53,9 @@ export interface ControllerManagerPaths extends ComponentPaths {
   serviceAccountKey: string;
   /** The CA bundle published to Pods (`kube-root-ca.crt`): the apiserver's serving CA. */
   rootCa: string;
-  /** CA certificate and key the CSR signer signs with: the client CA. */
+  /** CA certificate the CSR signer signs with: the client CA. */
   signingCert: string;
+  /** That CA's private key. */
   signingKey: string;
 }
 

@@ -263,13 +263,15 @@ function parseJson(text: string): unknown {
 /**
  * Starts a real etcd and kube-apiserver on free loopback ports, envtest-style: throwaway CAs
  * (serving, client, service-account signing), a client-certificate admin in `system:masters`,
- * `--authorization-mode=RBAC`, the `ServiceAccount` admission plugin disabled (no controller
- * creates default service accounts). Resolves once `/healthz` is ok and the `default`
- * namespace exists.
+ * `--authorization-mode=RBAC`, the `ServiceAccount` admission plugin disabled. Resolves once
+ * `/healthz` is ok and the `default` namespace exists.
  *
  * Use it through the vitest global setup (one per test run) or, for a test that needs its own,
- * directly. No controller-manager and no scheduler run: bind Pods yourself (`spec.nodeName`) and
- * finish graceful deletions yourself, as a kubelet would.
+ * directly. By default no controller-manager and no scheduler run: bind Pods yourself
+ * (`spec.nodeName`) and finish graceful deletions yourself, as a kubelet would. With
+ * `controllers` and `scheduler` it also starts kube-controller-manager and kube-scheduler
+ * (each healthy on `/healthz` before it resolves): Deployments make Pods, Pods get scheduled,
+ * owners' deletions cascade, silent Nodes turn `Unknown`.
  *
  * @example
  * ```ts
@@ -277,6 +279,9 @@ function parseJson(text: string): unknown {
  * const core = cp.kubeConfig().makeApiClient(CoreV1Api);
  * await core.listNamespace();
  * await cp.stop();
+ *
+ * const whole = await startControlPlane({ controllers: true, scheduler: true, nodeMonitorGracePeriodSeconds: 5 });
+ * await whole.stop();
  * ```
  */
 export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {

@@ -1,4 +1,5 @@
 import {
+  CreateTagsCommand,
   DescribeInstancesCommand,
   type EC2Client,
   type Instance,
@@ -247,6 +248,27 @@ describe("eventual consistency of DescribeInstances", () => {
 
     proxy.configure({ consistencyWindowMs: 0 });
     expect((await listed(ec2, tag)).map((i) => i.InstanceId)).toEqual([id]);
+  });
+
+  it("the proxy refuses to terminate or tag an instance it does not show yet; moto terminates at once", async () => {
+    const tag = uniqueTag();
+    const { ec2, proxy } = await proxyWith({ consistencyWindowMs: 600_000 });
+    const id = (await ec2.send(launch(tag))).Instances?.[0]?.InstanceId ?? "";
+    const terminate = ec2.send(new TerminateInstancesCommand({ InstanceIds: [id] }));
+    expect(await errorName(terminate)).toBe("InvalidInstanceID.NotFound");
+    const tagged = ec2.send(
+      new CreateTagsCommand({ Resources: [id], Tags: [{ Key: "late", Value: "1" }] }),
+    );
+    expect(await errorName(tagged)).toBe("InvalidInstanceID.NotFound");
+    // The instance is still there: a NotFound here does not mean it is gone.
+    expect((await listed(motoAlone(), tag))[0]?.State?.Name).toBe("running");
+    expect(proxy.counts().refused).toEqual({ "InvalidInstanceID.NotFound": 2 });
+
+    const other = uniqueTag();
+    const ec2Alone = motoAlone();
+    const otherId = (await ec2Alone.send(launch(other))).Instances?.[0]?.InstanceId ?? "";
+    await ec2Alone.send(new TerminateInstancesCommand({ InstanceIds: [otherId] }));
+    expect((await listed(ec2Alone, other))[0]?.State?.Name).toBe("terminated");
   });
 
   it("the proxy shows a new instance once a short window has passed", async () => {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ec2ErrorXml,
   notFoundMessage,
+  referencedInstanceIds,
   requestInstanceIds,
   runInstancesFingerprint,
   startEc2Proxy,
@@ -49,6 +50,18 @@ describe("requestInstanceIds", () => {
     for (let n = 12; n >= 1; n--) params.append(`InstanceId.${n}`, `i-${n}`);
     params.append("Filter.1.Name", "instance-id");
     expect(requestInstanceIds(params)).toEqual(Array.from({ length: 12 }, (_, i) => `i-${i + 1}`));
+  });
+});
+
+describe("referencedInstanceIds", () => {
+  it("finds instance IDs in InstanceId.N, InstanceId and the i- resources of tag calls", () => {
+    const params = new URLSearchParams({
+      "InstanceId.1": "i-1",
+      InstanceId: "i-2",
+      "ResourceId.1": "i-3",
+      "ResourceId.2": "vol-4",
+    });
+    expect(referencedInstanceIds(params)).toEqual(["i-1", "i-2", "i-3"]);
   });
 });
 

@@ -42,14 +42,15 @@ export interface Ec2Behaviour {
   refuseStops?: boolean;
   /**
    * For this long after `RunInstances` returned, its instances are missing from
-   * `DescribeInstances` listings, and describing one by ID fails with `InvalidInstanceID.NotFound`.
+   * `DescribeInstances` listings, and any call naming one by ID (describe, stop, start,
+   * terminate, tags, console output, attributes) fails with `InvalidInstanceID.NotFound`.
    * Default 0 (moto: visible at once).
    */
   consistencyWindowMs?: number;
   /**
    * A terminated instance leaves `DescribeInstances` this long after the proxy first saw it
    * terminated (a `TerminateInstances` through it, or a description saying `terminated`); after
-   * that, describing it by ID fails with `InvalidInstanceID.NotFound`. `null` (default): it
+   * that, any call naming it by ID fails with `InvalidInstanceID.NotFound`. `null` (default): it
    * stays, as in moto. EC2 keeps them for about an hour.
    */
   terminatedVisibleMs?: number | null;
@@ -139,6 +140,36 @@ export function notFoundMessage(ids: readonly string[]): string {
   return ids.length === 1
     ? `The instance ID '${ids[0]}' does not exist`
     : `The instance IDs '${ids.join(", ")}' do not exist`;
+}
+
+/**
+ * Actions on instances named by ID that EC2 answers with `InvalidInstanceID.NotFound` while it
+ * does not know the instance yet (or any more); `DescribeInstances` is handled on its own.
+ */
+const ID_ACTIONS = new Set([
+  "StopInstances",
+  "StartInstances",
+  "TerminateInstances",
+  "RebootInstances",
+  "GetConsoleOutput",
+  "DescribeInstanceStatus",
+  "DescribeInstanceAttribute",
+  "ModifyInstanceAttribute",
+  "ModifyInstanceMetadataOptions",
+  "CreateTags",
+  "DeleteTags",
+]);
+
+/**
+ * The instance IDs an EC2 Query request names: `InstanceId.N`, `InstanceId`, and the `i-` IDs
+ * among `ResourceId.N` (`CreateTags`, `DeleteTags`).
+ */
+export function referencedInstanceIds(params: URLSearchParams): string[] {
+  const single = params.get("InstanceId");
+  const resources = [...params]
+    .filter(([key, value]) => /^ResourceId\.\d+$/.test(key) && value.startsWith("i-"))
+    .map(([, value]) => value);
+  return [...requestInstanceIds(params), ...(single === null ? [] : [single]), ...resources];
 }
 
 const HOP_HEADERS = new Set([
@@ -407,7 +438,11 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     const params = isForm ? new URLSearchParams(body.toString("utf8")) : new URLSearchParams();
     const action = params.get("Action");
     let answer: Answer | "lost";
-    if (action === "RunInstances") answer = await runInstances(req, body, params);
+    const missing = ID_ACTIONS.has(action ?? "")
+      ? referencedInstanceIds(params).filter((id) => hidden(id, Date.now()))
+      : [];
+    if (missing.length > 0) answer = refuse("InvalidInstanceID.NotFound", notFoundMessage(missing));
+    else if (action === "RunInstances") answer = await runInstances(req, body, params);
     else if (action === "StopInstances") answer = await stopInstances(req, body, params);
     else if (action === "DescribeInstances") answer = await describeInstances(req, body, params);
     else {
