@@ -23,7 +23,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { expandKubernetesReferences, type RenderOptionsInput, renderUserData } from "./index.js";
 import { TestHost } from "./testing/host.js";
 
-const ROOT = join(tmpdir(), "nebula-userdata-podman");
+// A podman root of this run's own: two runs on one machine (two clones, two CI jobs) never share
+// containers, network namespaces or images.
+const ROOT = mkdtempSync(join(tmpdir(), "nebula-userdata-podman-"));
 const IMAGE = "localhost/nebula-busybox:1";
 const IMAGE_EP = "localhost/nebula-busybox-entrypoint:3";
 const podman = (...args: string[]) =>
@@ -102,16 +104,11 @@ afterEach(async () => {
   podman("rm", "-af", "-t", "0");
 });
 afterAll(() => {
-  spawnSync("podman", [
-    "--root",
-    join(ROOT, "storage"),
-    "--runroot",
-    join(ROOT, "run"),
-    "rm",
-    "-af",
-    "-t",
-    "0",
-  ]);
+  const base = ["--root", join(ROOT, "storage"), "--runroot", join(ROOT, "run")];
+  spawnSync("podman", [...base, "rm", "-af", "-t", "0"]);
+  spawnSync("podman", [...base, "rmi", "-af"]);
+  spawnSync("podman", [...base, "system", "reset", "--force"]);
+  rmSync(ROOT, { recursive: true, force: true });
 });
 
 function outDir(): string {
