@@ -246,7 +246,12 @@ try {
     project,
   );
 
-  const unresolved = unresolvedDeclarationImports(join(project, "node_modules", name));
+  // This package's declarations and those of the workspace packages it brings along.
+  const unresolved = Object.keys(tarballs).flatMap((pkgName) =>
+    unresolvedDeclarationImports(join(project, "node_modules", pkgName)).map(
+      (where) => `${pkgName}/${where}`,
+    ),
+  );
   if (unresolved.length > 0) {
     fail(
       `its type declarations import modules a consumer without optional peers does not have, so their types would silently become \`any\`:\n  ${unresolved.join("\n  ")}`,
