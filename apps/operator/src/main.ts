@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
-import { parseCommandLine, usage } from "./cli.js";
+import { connect, createLogger, Manager, runCli } from "@nebula/kube";
+import { cli } from "./cli.js";
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
@@ -8,18 +9,26 @@ function version(): string {
   return pkg.version;
 }
 
-const result = parseCommandLine(process.argv.slice(2));
-if (!result.ok) {
-  process.stderr.write(`nebula-operator: ${result.message}\n\n${usage}`);
-  process.exit(2);
-}
-if (result.flags.help) {
-  process.stdout.write(usage);
-} else if (result.flags.version) {
-  process.stdout.write(`${version()}\n`);
-} else {
-  process.stderr.write(
-    "nebula-operator: the roll-up controller is not part of this build yet; only --help and --version work.\n",
-  );
-  process.exit(1);
-}
+process.exitCode = await runCli(
+  cli,
+  process.argv.slice(2),
+  { version: version() },
+  async (flags) => {
+    const logger = createLogger({ level: flags["log-level"], name: cli.name });
+    const connection = connect(
+      flags.kubeconfig === undefined ? {} : { kubeconfig: flags.kubeconfig },
+    );
+    const namespace = flags["leader-election-namespace"] ?? connection.namespace ?? "default";
+    const manager = new Manager({
+      name: cli.name,
+      kubeConfig: connection.kubeConfig,
+      logger,
+      metricsBindAddress: flags["metrics-bind-address"],
+      healthProbeBindAddress: flags["health-probe-bind-address"],
+      ...(flags["leader-elect"] ? { leaderElection: { namespace } } : {}),
+    });
+    // The roll-up controllers join the manager here; until then it serves probes and metrics only.
+    logger.info({ source: connection.source }, "starting");
+    return (await manager.run()).exitCode;
+  },
+);

@@ -1,4 +1,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { parseCommandLine } from "./cli.js";
@@ -14,6 +17,9 @@ describe("parseCommandLine", () => {
         cluster: "prod",
         "node-name": "nebula-vnode",
         "log-level": "info",
+        "leader-elect": false,
+        "metrics-bind-address": ":8080",
+        "health-probe-bind-address": ":8081",
         help: false,
         version: false,
       },
@@ -48,5 +54,50 @@ describe("the bundled binary", () => {
     expect(run.status).toBe(2);
     expect(run.stderr).toContain("nebula-vnode: Unknown option '--nope'");
     expect(run.stderr).toContain("Usage: nebula-vnode");
+  });
+});
+
+describe("the bundled binary refusing to start", () => {
+  it("exits 1 naming a missing --config", () => {
+    const run = spawnSync(process.execPath, [bundle, "--cluster", "test"], {
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain("--config: is required");
+  });
+
+  it("exits 1 listing every problem of the configuration file", () => {
+    const dir = mkdtempSync(join(tmpdir(), "nebula-vnode-config-"));
+    try {
+      const config = join(dir, "config.json");
+      writeFileSync(config, JSON.stringify({ node: { capacity: { cpu: "lots" } }, provider: {} }));
+      const run = spawnSync(process.execPath, [bundle, "--config", config], {
+        encoding: "utf8",
+        timeout: 20_000,
+      });
+      expect(run.status).toBe(1);
+      expect(run.stderr).toContain("capacity.cpu");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("exits 1 naming the problem when no cluster configuration exists", () => {
+    const home = mkdtempSync(join(tmpdir(), "nebula-vnode-home-"));
+    try {
+      const config = join(home, "config.json");
+      writeFileSync(config, JSON.stringify({ provider: { clusterName: "c" } }));
+      const { KUBECONFIG: _k, KUBERNETES_SERVICE_HOST: _h, ...env } = process.env;
+      const run = spawnSync(process.execPath, [bundle, "--config", config], {
+        encoding: "utf8",
+        env: { ...env, HOME: home },
+        timeout: 20_000,
+      });
+      expect(run.status).toBe(1);
+      expect(run.stderr).toContain("no cluster configuration");
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });

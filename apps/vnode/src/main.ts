@@ -1,5 +1,9 @@
 import { readFileSync } from "node:fs";
-import { parseCommandLine, usage } from "./cli.js";
+import { hostname } from "node:os";
+import { connect, createLogger, runCli } from "@nebula/kube";
+import { createVnode } from "./app.js";
+import { cli } from "./cli.js";
+import { loadAppConfig } from "./config.js";
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
@@ -8,18 +12,41 @@ function version(): string {
   return pkg.version;
 }
 
-const result = parseCommandLine(process.argv.slice(2));
-if (!result.ok) {
-  process.stderr.write(`nebula-vnode: ${result.message}\n\n${usage}`);
-  process.exit(2);
-}
-if (result.flags.help) {
-  process.stdout.write(usage);
-} else if (result.flags.version) {
-  process.stdout.write(`${version()}\n`);
-} else {
-  process.stderr.write(
-    "nebula-vnode: the provider loop is not part of this build yet (see the open provider issue); only --help and --version work.\n",
-  );
-  process.exit(1);
-}
+process.exitCode = await runCli(
+  cli,
+  process.argv.slice(2),
+  { version: version() },
+  async (flags) => {
+    const logger = createLogger({ level: flags["log-level"], name: cli.name });
+    if (flags.config === undefined) throw new Error("--config: is required");
+    const config = loadAppConfig(flags.config, {
+      nodeName: flags["node-name"],
+      cluster: flags.cluster,
+    });
+    const connection = connect(
+      flags.kubeconfig === undefined ? {} : { kubeconfig: flags.kubeconfig },
+    );
+    const namespace = flags.namespace ?? connection.namespace ?? "nebula-system";
+    const identity = process.env.POD_NAME ?? hostname();
+    const vnode = createVnode({
+      kubeConfig: connection.kubeConfig,
+      config,
+      namespace,
+      identity,
+      logger,
+      metricsBindAddress: flags["metrics-bind-address"],
+      healthProbeBindAddress: flags["health-probe-bind-address"],
+      ...(flags["leader-elect"]
+        ? {
+            leaderElection: {
+              namespace: flags["leader-election-namespace"] ?? namespace,
+              name: `${cli.name}-${flags["node-name"]}`,
+              identity,
+            },
+          }
+        : {}),
+    });
+    logger.info({ source: connection.source, node: flags["node-name"], namespace }, "starting");
+    return (await vnode.manager.run()).exitCode;
+  },
+);

@@ -4,10 +4,20 @@ import { ApiException } from "@kubernetes/client-node";
 export type KubeErrorCode =
   /** Options failed validation. */
   | "InvalidOptions"
+  /** A zod schema has no structural `apiextensions.k8s.io/v1` equivalent (CRD generation). */
+  | "UnsupportedSchema"
+  /** A `pattern` Go's RE2 cannot compile (look-around, back-reference) (CRD generation). */
+  | "UnsupportedPattern"
   /** A store key is not `namespace/name` or `name`. */
   | "InvalidKey"
   /** A request to the API server failed (transport, authorization, unexpected status). */
-  | "RequestFailed";
+  | "RequestFailed"
+  /** No cluster configuration: not in a cluster, no `--kubeconfig`, no `$KUBECONFIG`, no `~/.kube/config`. */
+  | "KubeconfigNotFound"
+  /** A kubeconfig file exists but cannot be loaded. */
+  | "KubeconfigInvalid"
+  /** An HTTP server (metrics, health probes) could not listen on its address. */
+  | "ListenFailed";
 
 /** An error of `@nebula/kube`, with a machine-readable `code` and the original `cause`. */
 export class KubeError extends Error {

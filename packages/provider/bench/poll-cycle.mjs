@@ -26,7 +26,12 @@ function pod(name, podUid) {
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { name, namespace: "bench", uid: podUid },
+    metadata: {
+      name,
+      namespace: "bench",
+      uid: podUid,
+      finalizers: ["nebula.dev/instance-reclaim"],
+    },
     spec: { restartPolicy: "Never", containers: [{ name: "app", image: "busybox" }] },
   };
 }
@@ -96,6 +101,8 @@ try {
           MinCount: 1,
           MaxCount: 1,
           SubnetId: subnet.Subnet.SubnetId,
+          // The host profile: the provider adopts only instances that prove Nebula launched them.
+          IamInstanceProfile: { Name: "nebula-host" },
           TagSpecifications: [
             {
               ResourceType: "instance",
@@ -122,6 +129,8 @@ try {
         instanceProfile: "nebula-host",
         instanceTypes: { default: "t3.micro" },
         endpoint: moto.endpoint,
+        // moto does not report ClientToken; ownership is proven by tags and instance profile.
+        ownership: { clientToken: false },
       },
       livePodUids: () => [],
     });

@@ -16,6 +16,46 @@ describe("chunk", () => {
 });
 
 describe("InstanceBatcher", () => {
+  it("one ID EC2 refuses never fails the others: a refused batch is resent ID by ID", async () => {
+    const calls: string[][] = [];
+    const batcher = new InstanceBatcher(
+      async (ids) => {
+        calls.push(ids);
+        if (ids.includes("i-spot")) {
+          throw Object.assign(new Error("You can't stop the Spot Instance 'i-spot'"), {
+            name: "UnsupportedOperation",
+            $fault: "client",
+          });
+        }
+      },
+      "StopInstances",
+      { batchSize: 10, windowMs: 5 },
+    );
+    const [a, b, c] = await Promise.allSettled(
+      ["i-aaaaaaaa", "i-spot", "i-bbbbbbbb"].map((id) => batcher.add(id)),
+    );
+    expect(a).toEqual({ status: "fulfilled", value: "done" });
+    expect(c).toEqual({ status: "fulfilled", value: "done" });
+    expect(b?.status).toBe("rejected");
+    expect((b as PromiseRejectedResult).reason).toMatchObject({ awsCode: "UnsupportedOperation" });
+    expect(calls.length).toBe(4);
+  });
+
+  it("throttling is not split into more calls", async () => {
+    let calls = 0;
+    const batcher = new InstanceBatcher(
+      async () => {
+        calls++;
+        throw Object.assign(new Error("slow down"), { name: "RequestLimitExceeded" });
+      },
+      "StopInstances",
+      { batchSize: 10, windowMs: 5 },
+    );
+    const results = await Promise.allSettled(["i-1", "i-2", "i-3"].map((id) => batcher.add(id)));
+    expect(results.every((r) => r.status === "rejected")).toBe(true);
+    expect(calls).toBe(1);
+  });
+
   it("gathers many requests into ⌈n/batchSize⌉ calls", async () => {
     const calls: string[][] = [];
     const batcher = new InstanceBatcher(async (ids) => void calls.push(ids), "StopInstances", {

@@ -106,6 +106,12 @@ export class InstanceBatcher {
           error,
           `${this.action} for ${remaining.length} instance(s)`,
         );
+        // One bad ID (a state EC2 refuses, an unsupported operation) fails the whole call: send
+        // each ID on its own so only that one fails. Throttling and outages are not split.
+        if (remaining.length > 1 && !wrapped.retryable) {
+          await Promise.all(remaining.map((id) => this.#send([id], batch)));
+          return;
+        }
         for (const id of remaining) for (const p of batch.get(id) ?? []) p.reject(wrapped);
         return;
       }

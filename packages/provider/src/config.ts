@@ -90,8 +90,16 @@ export const ProviderConfigSchema = z
          * wins. Used when the Pod names no type itself.
          */
         byResources: z.array(InstanceTypeRule).default([]),
-        /** When set, Pods may only ask for these types (by node selector or annotation). */
+        /**
+         * The only types a Pod may run on (asked for by node selector or annotation, or chosen by
+         * the rules). Default: the default type, the `byResources` types and their fallbacks.
+         */
         allowed: z.array(instanceType).optional(),
+        /**
+         * Types to try, in order, when EC2 has no capacity for a type the provider chose (never for
+         * a type the Pod asked for by name), e.g. `{ "m7i.large": ["m6i.large", "m5.large"] }`.
+         */
+        fallbacks: z.record(instanceType, z.array(instanceType).max(8)).default({}),
       })
       .refine((t) => t.allowed === undefined || t.allowed.includes(t.default), {
         message: "the default instance type must be in the allowed list",
@@ -103,6 +111,48 @@ export const ProviderConfigSchema = z
       .refine((tags) => Object.keys(tags).length <= MAX_USER_TAGS, {
         message: `at most ${MAX_USER_TAGS} extra tags: EC2 allows 50 per instance and Nebula reserves ${RESERVED_TAG_COUNT} (17 for the exit report, 4 identity tags, Name, the orphan mark)`,
       }),
+    /**
+     * Pod labels copied to instance (and volume) tags, label key → tag key, for cost allocation
+     * (e.g. `{ "app.kubernetes.io/name": "app", team: "team" }`). Counts against the tag budget.
+     */
+    podLabelTags: z.record(z.string().min(1).max(317), userTagKey).default({}),
+    /**
+     * Pods owned by a DaemonSet: `skip` (default) leaves them Pending with the reason
+     * `DaemonSetPodNotLaunched` (one instance per DaemonSet Pod is rarely wanted); `launch` runs them.
+     */
+    daemonSetPods: z.enum(["skip", "launch"]).default("skip"),
+    /**
+     * Upper bound of the grace period a Pod's teardown gives its containers (from
+     * `metadata.deletionGracePeriodSeconds`, else `spec.terminationGracePeriodSeconds`), so that
+     * every teardown completes and no Pod can hold its instance for longer.
+     */
+    maxGracePeriodSeconds: z.number().int().min(0).max(86_400).default(3600),
+    /**
+     * How long EC2's eventual consistency may hide an instance after its launch request: within
+     * this window, "not listed" is not proof that no instance exists.
+     */
+    eventualConsistencySeconds: z.number().min(0).max(3600).default(120),
+    /** Capacity back-off: first and longest wait of one Pod after a capacity or quota error. */
+    capacityBackoff: z
+      .strictObject({
+        /** Seconds after the first failure (doubling per failure). */
+        initialSeconds: z.number().min(0).max(3600).default(10),
+        /** Ceiling of the per-Pod wait. */
+        maxSeconds: z.number().min(0).max(86_400).default(300),
+        /** How long a (subnet, type) without capacity, or the whole account after a quota error, is skipped by every Pod. */
+        poolSeconds: z.number().min(0).max(3600).default(60),
+      })
+      .default({ initialSeconds: 10, maxSeconds: 300, poolSeconds: 60 }),
+    /**
+     * What proves an instance is Nebula's before it is stopped or terminated (teardown and leak
+     * collection): its cluster, node and Pod UID tags and the configured instance profile always;
+     * `clientToken` (default true) also requires EC2's `ClientToken` to be the Pod UID's (tags can be
+     * written by anyone with `ec2:CreateTags`; the token only by the launch). Turn it off only for an
+     * endpoint that does not report `ClientToken` (moto).
+     */
+    ownership: z
+      .strictObject({ clientToken: z.boolean().default(true) })
+      .default({ clientToken: true }),
     /** Seconds between two polls in normal operation. */
     pollIntervalSeconds: z.number().min(1).max(3600).default(10),
     /** Upper bound of the poll interval when EC2 throttles or fails (the loop doubles up to it). */
@@ -141,7 +191,26 @@ export const ProviderConfigSchema = z
   .refine((c) => c.maxPollIntervalSeconds >= c.pollIntervalSeconds, {
     message: "maxPollIntervalSeconds must be at least pollIntervalSeconds",
     path: ["maxPollIntervalSeconds"],
+  })
+  .refine((c) => Object.keys(c.tags).length + Object.keys(c.podLabelTags).length <= MAX_USER_TAGS, {
+    message: `tags and podLabelTags together may add at most ${MAX_USER_TAGS} tags`,
+    path: ["podLabelTags"],
   });
+
+/**
+ * The instance types Pods may run on: `instanceTypes.allowed` when configured, else the default
+ * type, every `byResources` type and every fallback (an allow-list is always in force).
+ */
+export function allowedInstanceTypes(config: ProviderConfig): ReadonlySet<string> {
+  const { allowed, byResources, fallbacks } = config.instanceTypes;
+  if (allowed !== undefined) return new Set(allowed);
+  return new Set([
+    config.instanceTypes.default,
+    ...byResources.map((r) => r.instanceType),
+    ...Object.keys(fallbacks),
+    ...Object.values(fallbacks).flat(),
+  ]);
+}
 
 /** A parsed, defaulted provider configuration. */
 export type ProviderConfig = z.infer<typeof ProviderConfigSchema>;

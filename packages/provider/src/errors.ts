@@ -14,6 +14,10 @@
  *   group, instance profile, instance type, tags...). A person must fix it.
  * - `InvalidPodSpec` — the Pod asks for something this provider cannot give (conflicting instance
  *   types, requests no mapped instance type fits).
+ * - `InstanceTypeNotAllowed` — the Pod asks for an instance type outside the allow-list.
+ * - `MissingFinalizer` — `createPod` was called for a Pod without the reclaim finalizer.
+ * - `NotOwned` — an instance does not prove that Nebula launched it for this Pod (tags, instance
+ *   profile, client token), so the provider will not act on it.
  * - `Unauthorized` — credentials or IAM policy refuse the call.
  * - `IdempotencyMismatch` — a launch with this Pod's UID as `ClientToken` was made before with other
  *   parameters.
@@ -29,6 +33,9 @@ export type ProviderErrorCode =
   | "QuotaExceeded"
   | "InvalidConfiguration"
   | "InvalidPodSpec"
+  | "InstanceTypeNotAllowed"
+  | "MissingFinalizer"
+  | "NotOwned"
   | "Unauthorized"
   | "IdempotencyMismatch"
   | "Unavailable"
@@ -62,6 +69,11 @@ export class ProviderError extends Error {
   readonly code: ProviderErrorCode;
   /** The EC2 error code (`err.name` of the SDK error), when the error came from EC2. */
   readonly awsCode: string | undefined;
+  /**
+   * A narrower CamelCase reason for a Pod's status, when there is one (for a refused Pod, the
+   * `@nebula/userdata` code such as `SecretInUserData` or `UnsupportedVolume`).
+   */
+  reason: string | undefined;
 
   /**
    * @param code - what went wrong.

@@ -82,7 +82,7 @@ describe("faults between the SDK and EC2", () => {
     for (const pod of pods) {
       const name = pod.metadata?.name ?? "";
       expect(log.all(name).filter((s) => s.phase === "Failed")).toEqual([]);
-      expect(provider.getPodStatus("default", name)?.phase).toBe("Pending");
+      expect(provider.getPodStatus(pod.metadata?.uid ?? "")?.phase).toBe("Pending");
     }
     // The launch whose response was lost is resolved either way: an SDK retry with the same token
     // (moto ignores ClientToken and starts a second instance, which the poll terminates), or the
@@ -92,7 +92,7 @@ describe("faults between the SDK and EC2", () => {
     const counts = liveByUid(all);
     expect([...counts.keys()].sort()).toEqual(pods.map((p) => p.metadata?.uid).sort());
     expect([...counts.values()].every((n) => n === 1)).toBe(true);
-    expect(provider.health.ready).toBe(true);
+    expect(provider.health().ready).toBe(true);
     await provider.stop();
   });
 
@@ -116,13 +116,13 @@ describe("faults between the SDK and EC2", () => {
       expect(result.error?.code).toBe("Throttled");
       intervals.push(provider.pollIntervalMs);
     }
-    expect(provider.health).toMatchObject({ ready: true, reason: "EC2Throttled" });
+    expect(provider.health()).toMatchObject({ ready: true, reason: "EC2Throttled" });
     for (let i = 0; i < 3; i++) {
       expect((await provider.pollOnce()).ok).toBe(true);
       intervals.push(provider.pollIntervalMs);
     }
     expect(intervals).toEqual([1000, 2000, 4000, 8000, 8000, 8000, 4000, 2000, 1000]);
-    expect(provider.health.reason).toBe("EC2Reachable");
+    expect(provider.health().reason).toBe("EC2Reachable");
     await provider.stop();
   });
 
@@ -142,7 +142,7 @@ describe("faults between the SDK and EC2", () => {
 
     proxy.inject({ kind: "server-error", times: 1000 });
     for (let i = 0; i < 3; i++) expect((await provider.pollOnce()).ok).toBe(false);
-    expect(provider.health).toMatchObject({ ready: false, reason: "EC2Unavailable" });
+    expect(provider.health()).toMatchObject({ ready: false, reason: "EC2Unavailable" });
     const during = log.last("o-1");
     expect(during?.phase).toBe("Pending");
     expect(during?.conditions?.find((c) => c.type === "Ready")).toMatchObject({
@@ -152,7 +152,7 @@ describe("faults between the SDK and EC2", () => {
 
     proxy.clear();
     expect((await provider.pollOnce()).ok).toBe(true);
-    expect(provider.health).toMatchObject({ ready: true, reason: "EC2Reachable" });
+    expect(provider.health()).toMatchObject({ ready: true, reason: "EC2Reachable" });
     expect(log.last("o-1")?.conditions?.find((c) => c.type === "Ready")?.reason).not.toBe(
       "EC2Unavailable",
     );

@@ -1,5 +1,19 @@
+export { type Admission, admitPod, DAEMONSET_NOT_LAUNCHED_REASON } from "./admission.js";
 export { type BatchOutcome, chunk, InstanceBatcher, missingInstanceIds } from "./batch.js";
 export {
+  ACCOUNT_POOL,
+  afterCapacityError,
+  type BackoffSettings,
+  choosePlacement,
+  type LaunchBackoff,
+  NO_BACKOFF,
+  type Placement,
+  type PlacementChoice,
+  placementsFor,
+  poolOf,
+} from "./capacity.js";
+export {
+  allowedInstanceTypes,
   INSTANCE_TYPE_ANNOTATION,
   INSTANCE_TYPE_NODE_SELECTOR,
   type ProviderConfig,
@@ -17,10 +31,12 @@ export {
 export {
   buildRunInstancesInput,
   type LaunchInput,
+  labelTags,
   MAX_USER_DATA_BYTES,
   pickSubnet,
 } from "./launch.js";
 export { type LeakInput, type LeakPlan, planLeakCollection } from "./leaks.js";
+export { clientTokenFor, disproveOwnership, type OwnershipRules } from "./ownership.js";
 export {
   initialPacing,
   isOutage,
@@ -46,16 +62,25 @@ export {
 export {
   Ec2PodProvider,
   type Ec2PodProviderOptions,
+  INSTANCE_ANNOTATIONS,
+  type InstanceInfo,
+  type InstanceReclaimer,
+  instanceAnnotations,
   type NodeHealth,
+  type NodeHealthSource,
   type PodLifecycle,
   type PodStatusChange,
   type PodStatusListener,
   type PollResult,
-  type ProviderTeardownOptions,
+  type ProviderEvent,
+  RECLAIM_FINALIZER,
+  type ReclaimState,
+  type Runnable,
 } from "./provider.js";
 export {
   EC2_UNAVAILABLE_REASON,
   isTerminalStatus,
+  LAUNCHED_CONDITION,
   type PodStatusInput,
   podStatus,
 } from "./status.js";

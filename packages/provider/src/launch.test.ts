@@ -14,6 +14,29 @@ const config = parseProviderConfig(
 const pod = podFacts(testPod("web-0", "6f1c1d4e-1111-4a4a-9b9b-000000000001"));
 
 describe("buildRunInstancesInput", () => {
+  it("tags the volumes and the network interface like the instance, Pod labels included", () => {
+    const labelled = parseProviderConfig(
+      testConfig({ tags: { team: "ml" }, podLabelTags: { "app.kubernetes.io/name": "app" } }),
+    );
+    const withLabels = testPod("web-0", "6f1c1d4e-1111-4a4a-9b9b-000000000001");
+    withLabels.metadata = { ...withLabels.metadata, labels: { "app.kubernetes.io/name": "web" } };
+    const input = buildRunInstancesInput({
+      pod: podFacts(withLabels),
+      config: labelled,
+      instanceType: "m7i.large",
+      userData: "#!/bin/bash\n",
+      subnetId: "subnet-0a1b2c3d",
+      clientToken: "6f1c1d4e-1111-4a4a-9b9b-000000000001.1",
+    });
+    const specs = input.TagSpecifications ?? [];
+    expect(specs.map((s) => s.ResourceType)).toEqual(["instance", "volume", "network-interface"]);
+    for (const spec of specs) {
+      const tags = Object.fromEntries((spec.Tags ?? []).map((t) => [t.Key, t.Value]));
+      expect(tags).toMatchObject({ app: "web", team: "ml", "nebula:pod": "default/web-0" });
+    }
+    expect(input.ClientToken).toBe("6f1c1d4e-1111-4a4a-9b9b-000000000001.1");
+  });
+
   it("sets what brief C1 requires", () => {
     const input = buildRunInstancesInput({
       pod,

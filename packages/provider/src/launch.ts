@@ -22,6 +22,10 @@ export interface LaunchInput {
   readonly userData: string | Uint8Array | { readonly userData: string; readonly bytes: number };
   /** The provider configuration. */
   readonly config: ProviderConfig;
+  /** The subnet (default: {@link pickSubnet} of the Pod UID). */
+  readonly subnetId?: string;
+  /** The `ClientToken` (default: the Pod UID). */
+  readonly clientToken?: string;
 }
 
 /**
@@ -29,7 +33,8 @@ export interface LaunchInput {
  *
  * - `ClientToken` = the Pod UID: EC2 answers a repeated launch with the instance it already
  *   started, so a retry or a crash between launch and bookkeeping never starts a second one.
- * - Tags at creation (`TagSpecifications`): identity tags, `Name`, the configured extra tags.
+ * - Tags at creation (`TagSpecifications`) on the instance, its volumes and its network
+ *   interface: identity tags, `Name`, the Pod labels named by `podLabelTags`, the configured tags.
  * - `InstanceInitiatedShutdownBehavior: "stop"`: the host powers off after its final report; the
  *   provider terminates once it has read it.
  * - IMDSv2 required, hop limit from the configuration (1 by default), instance tags in metadata
@@ -51,19 +56,23 @@ export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandI
   if (bytes > MAX_USER_DATA_BYTES) {
     throw new ProviderError(
       "InvalidPodSpec",
-      `pod ${pod.key}: user-data is ${bytes} bytes, over EC2's limit of ${MAX_USER_DATA_BYTES}`,
+      `pod ${pod.key}: spec: the rendered user-data is ${bytes} bytes, over EC2's limit of ${MAX_USER_DATA_BYTES}`,
     );
   }
   const profile = config.instanceProfile.startsWith("arn:")
     ? { Arn: config.instanceProfile }
     : { Name: config.instanceProfile };
+  const tags = launchTags(
+    { cluster: config.clusterName, node: config.nodeName, podUid: pod.uid, pod: pod.key },
+    { ...labelTags(pod.labels, config.podLabelTags), ...config.tags },
+  );
   return {
-    ClientToken: pod.uid,
+    ClientToken: input.clientToken ?? pod.uid,
     ImageId: config.imageId,
     InstanceType: instanceType as RunInstancesCommandInput["InstanceType"],
     MinCount: 1,
     MaxCount: 1,
-    SubnetId: pickSubnet(pod.uid, config.subnetIds),
+    SubnetId: input.subnetId ?? pickSubnet(pod.uid, config.subnetIds),
     SecurityGroupIds: [...config.securityGroupIds],
     IamInstanceProfile: profile,
     UserData: base64,
@@ -74,16 +83,27 @@ export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandI
       HttpPutResponseHopLimit: config.metadataHopLimit,
       InstanceMetadataTags: "enabled",
     },
-    TagSpecifications: [
-      {
-        ResourceType: "instance",
-        Tags: launchTags(
-          { cluster: config.clusterName, node: config.nodeName, podUid: pod.uid, pod: pod.key },
-          config.tags,
-        ),
-      },
-    ],
+    // The volumes and the network interface carry the instance's tags (cost allocation).
+    TagSpecifications: (["instance", "volume", "network-interface"] as const).map(
+      (ResourceType) => ({ ResourceType, Tags: tags }),
+    ),
   };
+}
+
+/**
+ * The tags a Pod's labels give through `podLabelTags` (label key → tag key); labels the Pod does
+ * not carry give none. Values are cut to EC2's 256 characters. Pure.
+ */
+export function labelTags(
+  labels: Readonly<Record<string, string>>,
+  mapping: Readonly<Record<string, string>>,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [label, tag] of Object.entries(mapping)) {
+    const value = labels[label];
+    if (value !== undefined) out[tag] = value.slice(0, 256);
+  }
+  return out;
 }
 
 /** Picks a subnet by a hash of the Pod UID: stable for one Pod, spread across Pods. */

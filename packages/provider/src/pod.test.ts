@@ -32,11 +32,16 @@ describe("resolveInstanceType", () => {
     const bySelector = testPod("a", "u1", {
       nodeSelector: { "node.kubernetes.io/instance-type": "c7i.2xlarge" },
     });
-    expect(resolveInstanceType(podFacts(bySelector), mapped)).toBe("c7i.2xlarge");
+    const open = parseProviderConfig(
+      testConfig({
+        instanceTypes: { default: "m7i.large", allowed: ["m7i.large", "c7i.2xlarge", "r7i.large"] },
+      }),
+    );
+    expect(resolveInstanceType(podFacts(bySelector), open)).toBe("c7i.2xlarge");
     const byAnnotation = testPod("a", "u1", {
       annotations: { "nebula.dev/instance-type": "r7i.large" },
     });
-    expect(resolveInstanceType(podFacts(byAnnotation), mapped)).toBe("r7i.large");
+    expect(resolveInstanceType(podFacts(byAnnotation), open)).toBe("r7i.large");
   });
 
   it("rejects two different requested types", () => {
@@ -71,12 +76,60 @@ describe("resolveInstanceType", () => {
       testConfig({ instanceTypes: { default: "m7i.large", allowed: ["m7i.large"] } }),
     );
     const pod = testPod("a", "u1", { annotations: { "nebula.dev/instance-type": "p5.48xlarge" } });
-    expect(codeOf(() => resolveInstanceType(podFacts(pod), config))).toBe("InvalidPodSpec");
+    expect(codeOf(() => resolveInstanceType(podFacts(pod), config))).toBe("InstanceTypeNotAllowed");
+  });
+
+  it("has an allow-list even when none is configured: the configured types only, the field named", () => {
+    const pod = testPod("a", "u1", {
+      nodeSelector: { "node.kubernetes.io/instance-type": "p5.48xlarge" },
+    });
+    expect(() => resolveInstanceType(podFacts(pod), mapped)).toThrow(
+      /spec\.nodeSelector\["node\.kubernetes\.io\/instance-type"\] asks for instance type p5\.48xlarge, which is not allowed.*g5\.xlarge, m7i\.large, m7i\.xlarge, t3\.small/,
+    );
+    const listed = testPod("a", "u1", {
+      nodeSelector: { "node.kubernetes.io/instance-type": "m7i.xlarge" },
+    });
+    expect(resolveInstanceType(podFacts(listed), mapped)).toBe("m7i.xlarge");
   });
 
   it("rejects a Pod without a UID as InvalidPodSpec", () => {
     expect(codeOf(() => podFacts({ metadata: { name: "x" }, spec: { containers: [] } }))).toBe(
       "InvalidPodSpec",
     );
+  });
+});
+
+describe("podFacts", () => {
+  it("the deletion's grace period wins over the spec's", () => {
+    const pod = testPod("a", "u1");
+    if (pod.spec) pod.spec.terminationGracePeriodSeconds = 60;
+    expect(podFacts(pod).gracePeriodSeconds).toBe(60);
+    pod.metadata = {
+      ...pod.metadata,
+      deletionTimestamp: new Date("2026-11-30T06:00:00Z"),
+      deletionGracePeriodSeconds: 5,
+    };
+    expect(podFacts(pod)).toMatchObject({ gracePeriodSeconds: 5, deleting: true });
+    if (pod.spec) delete pod.spec.terminationGracePeriodSeconds;
+    pod.metadata.deletionGracePeriodSeconds = 0;
+    expect(podFacts(pod).gracePeriodSeconds).toBe(0);
+  });
+
+  it("reads the controlling owner, the API phase and the finalizers", () => {
+    const pod = testPod("a", "u1");
+    pod.metadata = {
+      ...pod.metadata,
+      finalizers: ["nebula.dev/instance-reclaim"],
+      ownerReferences: [
+        { apiVersion: "apps/v1", kind: "DaemonSet", name: "ds", uid: "d1", controller: true },
+      ],
+    };
+    pod.status = { phase: "Succeeded" };
+    expect(podFacts(pod)).toMatchObject({
+      ownerKind: "DaemonSet",
+      apiPhase: "Succeeded",
+      finalizers: ["nebula.dev/instance-reclaim"],
+      deleting: false,
+    });
   });
 });

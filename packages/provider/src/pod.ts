@@ -2,7 +2,11 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { parseQuantity } from "@nebula/userdata";
 import { z } from "zod";
 import type { ProviderConfig } from "./config.js";
-import { INSTANCE_TYPE_ANNOTATION, INSTANCE_TYPE_NODE_SELECTOR } from "./config.js";
+import {
+  allowedInstanceTypes,
+  INSTANCE_TYPE_ANNOTATION,
+  INSTANCE_TYPE_NODE_SELECTOR,
+} from "./config.js";
 import { ProviderError } from "./errors.js";
 
 const resourceList = z.record(z.string(), z.union([z.string(), z.number()])).optional();
@@ -21,6 +25,14 @@ const PodShape = z.looseObject({
     name: z.string().min(1),
     namespace: z.string().min(1).default("default"),
     annotations: z.record(z.string(), z.string()).optional().nullable(),
+    labels: z.record(z.string(), z.string()).optional().nullable(),
+    finalizers: z.array(z.string()).optional().nullable(),
+    ownerReferences: z
+      .array(z.looseObject({ kind: z.string(), controller: z.boolean().optional().nullable() }))
+      .optional()
+      .nullable(),
+    deletionTimestamp: z.unknown().optional().nullable(),
+    deletionGracePeriodSeconds: z.number().int().min(0).optional().nullable(),
   }),
   spec: z.looseObject({
     nodeSelector: z.record(z.string(), z.string()).optional().nullable(),
@@ -28,6 +40,7 @@ const PodShape = z.looseObject({
     initContainers: z.array(container).optional().nullable(),
     terminationGracePeriodSeconds: z.number().int().min(0).optional().nullable(),
   }),
+  status: z.looseObject({ phase: z.string().optional().nullable() }).optional().nullable(),
 });
 
 /** What the provider needs to know about a Pod. */
@@ -40,8 +53,22 @@ export interface PodFacts {
   readonly name: string;
   /** `namespace/name`. */
   readonly key: string;
-  /** `spec.terminationGracePeriodSeconds`, default 30. */
+  /**
+   * The grace period of the Pod's stop: `metadata.deletionGracePeriodSeconds` when the Pod is being
+   * deleted (what `kubectl delete --grace-period` sets; it wins), else
+   * `spec.terminationGracePeriodSeconds`, else 30. Not capped here (see `maxGracePeriodSeconds`).
+   */
   readonly gracePeriodSeconds: number;
+  /** True when the Pod has a `deletionTimestamp` (its deletion was requested). */
+  readonly deleting: boolean;
+  /** `status.phase` as stored in the API (`Succeeded`/`Failed` are terminal: never relaunched). */
+  readonly apiPhase: string | undefined;
+  /** `metadata.finalizers`. */
+  readonly finalizers: readonly string[];
+  /** `metadata.labels`. */
+  readonly labels: Readonly<Record<string, string>>;
+  /** Kind of the controlling owner (`ReplicaSet`, `DaemonSet`, `Job`...), if any. */
+  readonly ownerKind: string | undefined;
   /** The instance type named by node selector or annotation, if any. */
   readonly requestedInstanceType: string | undefined;
   /** Where the requested type came from. */
@@ -111,7 +138,17 @@ export function podFacts(pod: V1Pod | unknown): PodFacts {
     namespace: metadata.namespace,
     name: metadata.name,
     key,
-    gracePeriodSeconds: spec.terminationGracePeriodSeconds ?? 30,
+    gracePeriodSeconds:
+      (metadata.deletionTimestamp != null ? metadata.deletionGracePeriodSeconds : undefined) ??
+      spec.terminationGracePeriodSeconds ??
+      30,
+    deleting: metadata.deletionTimestamp != null,
+    apiPhase: parsed.data.status?.phase ?? undefined,
+    finalizers: metadata.finalizers ?? [],
+    labels: metadata.labels ?? {},
+    ownerKind: (
+      metadata.ownerReferences?.find((o) => o.controller === true) ?? metadata.ownerReferences?.[0]
+    )?.kind,
     requestedInstanceType: bySelector ?? byAnnotation,
     requestedBy:
       bySelector !== undefined
@@ -157,22 +194,28 @@ function containerRequests(
  * 3. `instanceTypes.default` — unless the Pod requests GPUs, which the default is not assumed
  *    to have (then `InvalidPodSpec`), or rules exist and none fits (also `InvalidPodSpec`).
  *
- * A requested type outside `instanceTypes.allowed` (when set) is `InvalidPodSpec`.
+ * A requested type outside the allow-list ({@link allowedInstanceTypes}: `instanceTypes.allowed`,
+ * else every configured type) is `InstanceTypeNotAllowed`, naming the field that asked for it.
  */
 export function resolveInstanceType(facts: PodFacts, config: ProviderConfig): string {
-  const { allowed, byResources } = config.instanceTypes;
+  const { byResources } = config.instanceTypes;
+  const allowed = allowedInstanceTypes(config);
   if (facts.requestedInstanceType !== undefined) {
     const type = facts.requestedInstanceType;
+    const field =
+      facts.requestedBy === "nodeSelector"
+        ? `spec.nodeSelector["${INSTANCE_TYPE_NODE_SELECTOR}"]`
+        : `metadata.annotations["${INSTANCE_TYPE_ANNOTATION}"]`;
     if (!/^[a-z][a-z0-9-]*\.[a-z0-9-]+$/.test(type)) {
       throw new ProviderError(
         "InvalidPodSpec",
-        `pod ${facts.key}: ${facts.requestedBy} asks for instance type "${type}", which is not an EC2 instance type`,
+        `pod ${facts.key}: ${field} asks for instance type "${type}", which is not an EC2 instance type`,
       );
     }
-    if (allowed !== undefined && !allowed.includes(type)) {
+    if (!allowed.has(type)) {
       throw new ProviderError(
-        "InvalidPodSpec",
-        `pod ${facts.key}: instance type ${type} is not allowed on this node (allowed: ${allowed.join(", ")})`,
+        "InstanceTypeNotAllowed",
+        `pod ${facts.key}: ${field} asks for instance type ${type}, which is not allowed on this node (allowed: ${[...allowed].sort().join(", ")})`,
       );
     }
     return type;

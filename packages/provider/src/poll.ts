@@ -40,6 +40,16 @@ export interface ObservedInstance {
   readonly publicIp: string | undefined;
   /** `InstanceType`. */
   readonly instanceType: string | undefined;
+  /** `Placement.AvailabilityZone`. */
+  readonly availabilityZone: string | undefined;
+  /** `SubnetId`. */
+  readonly subnetId: string | undefined;
+  /** `spot` when `InstanceLifecycle` says so, else `on-demand`. */
+  readonly capacityType: "spot" | "on-demand";
+  /** `ClientToken` of its launch, when EC2 reports it. */
+  readonly clientToken: string | undefined;
+  /** `IamInstanceProfile.Arn`, when it has one. */
+  readonly instanceProfileArn: string | undefined;
   /** All tags (report tags included: the exit report rides along at no extra call). */
   readonly tags: ReadonlyMap<string, string>;
   /** The entry as EC2 returned it, for `@nebula/state-mapping`'s `toInstanceState`. */
@@ -66,6 +76,11 @@ const InstanceShape = z.looseObject({
   PublicIpAddress: z.string().optional(),
   InstanceType: z.string().optional(),
   Tags: z.array(z.unknown()).optional(),
+  Placement: z.looseObject({ AvailabilityZone: z.string().optional() }).optional(),
+  SubnetId: z.string().optional(),
+  InstanceLifecycle: z.string().optional(),
+  ClientToken: z.string().optional(),
+  IamInstanceProfile: z.looseObject({ Arn: z.string().optional() }).optional(),
 });
 
 function toTime(value: Date | string | number | undefined): number | undefined {
@@ -96,6 +111,11 @@ export function observeInstance(raw: unknown): ObservedInstance | undefined {
     privateIp: i.PrivateIpAddress,
     publicIp: i.PublicIpAddress,
     instanceType: i.InstanceType,
+    availabilityZone: i.Placement?.AvailabilityZone,
+    subnetId: i.SubnetId,
+    capacityType: i.InstanceLifecycle === "spot" ? "spot" : "on-demand",
+    clientToken: i.ClientToken || undefined,
+    instanceProfileArn: i.IamInstanceProfile?.Arn,
     tags,
     raw,
   };
@@ -105,11 +125,15 @@ export function observeInstance(raw: unknown): ObservedInstance | undefined {
  * The filters of the poll: this cluster's and this node's tags, and the live states. Never
  * unfiltered (unfiltered `DescribeInstances` draws from EC2's smaller throttling bucket).
  */
-export function pollFilters(clusterName: string, nodeName: string) {
+export function pollFilters(
+  clusterName: string,
+  nodeName: string,
+  states: readonly string[] = POLLED_STATES,
+) {
   return [
     { Name: `tag:${CLUSTER_TAG}`, Values: [clusterName] },
     { Name: `tag:${NODE_TAG}`, Values: [nodeName] },
-    { Name: "instance-state-name", Values: [...POLLED_STATES] },
+    { Name: "instance-state-name", Values: [...states] },
   ];
 }
 
@@ -123,7 +147,14 @@ export function pollFilters(clusterName: string, nodeName: string) {
  */
 export async function describeNodeInstances(
   client: EC2Client,
-  options: { clusterName: string; nodeName: string; pageSize: number },
+  options: {
+    clusterName: string;
+    nodeName: string;
+    pageSize: number;
+    /** Extra filters (e.g. one Pod UID's tag), and states other than the polled ones. */
+    filters?: readonly { Name: string; Values: string[] }[];
+    states?: readonly string[];
+  },
 ): Promise<PollPage> {
   const instances: ObservedInstance[] = [];
   let unreadable = 0;
@@ -136,7 +167,10 @@ export async function describeNodeInstances(
       calls++;
       page = await client.send(
         new DescribeInstancesCommand({
-          Filters: pollFilters(options.clusterName, options.nodeName),
+          Filters: [
+            ...pollFilters(options.clusterName, options.nodeName, options.states),
+            ...(options.filters ?? []),
+          ],
           MaxResults: options.pageSize,
           ...(nextToken === undefined ? {} : { NextToken: nextToken }),
         }),

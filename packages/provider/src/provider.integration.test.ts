@@ -8,7 +8,7 @@ import {
   StopInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
-import { MemoryStore, type TeardownEvent } from "@nebula/teardown";
+import { MemoryPodLedger, type TeardownEvent } from "@nebula/teardown";
 import { type Moto, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseProviderConfig } from "./config.js";
@@ -128,7 +128,7 @@ describe("launch", () => {
 
     const result = await provider.pollOnce();
     expect(result).toMatchObject({ ok: true, instances: 1, describeCalls: 1, consoleCalls: 0 });
-    const status = provider.getPodStatus("default", "web-0");
+    const status = provider.getPodStatus(uid(1));
     expect(status?.phase).toBe("Pending");
     expect(log.last("web-0")).toEqual(status);
     expect(provider.listPods().map((p) => p.metadata?.name)).toEqual(["web-0"]);
@@ -185,16 +185,26 @@ describe("launch", () => {
     expect(after.map((i) => i.InstanceId)).toEqual([recorded?.InstanceId]);
   });
 
-  it("refuses a Pod it cannot place, with a typed error and no launch", async () => {
+  it("refuses a Pod it cannot place: Failed at once with the reason and a Warning, no launch", async () => {
+    const log = statusLog();
     const provider = new Ec2PodProvider({
       config: motoConfig(moto, network, "refuse"),
       renderUserData: () => USER_DATA,
       livePodUids: () => [],
     });
+    const events: string[] = [];
+    provider.notifyPods((change) => {
+      log.listener(change);
+      for (const e of change.events) events.push(`${e.type} ${e.reason}`);
+    });
     const gpu = testPod("gpu", uid(3), { resources: { limits: { "nvidia.com/gpu": "1" } } });
-    await expect(provider.createPod(gpu)).rejects.toMatchObject({ code: "InvalidPodSpec" });
+    await provider.createPod(gpu);
+    expect(log.last("gpu")).toMatchObject({ phase: "Failed", reason: "InvalidPodSpec" });
+    expect(log.last("gpu")?.message).toMatch(/GPU/);
+    expect(events).toEqual(["Warning InvalidPodSpec"]);
     expect(await nodeInstances(ec2, "refuse")).toEqual([]);
-    expect(provider.listPods()).toEqual([]);
+    // Deleting it needs no reclaim: nothing was launched.
+    expect(await provider.deletePod(gpu)).toMatchObject({ complete: true });
     await provider.stop();
   });
 });
@@ -406,7 +416,7 @@ describe("leak collection", () => {
     clock.advance(60_000);
     await provider.pollOnce();
     const fresh = await provider.collectLeaks();
-    expect(fresh).toEqual({ mark: [], terminate: [], unmark: stale.mark });
+    expect(fresh).toEqual({ mark: [], terminate: [], unmark: stale.mark, unproven: [] });
     const instance = (await nodeInstances(ec2, "unmark"))[0];
     expect(instance?.State?.Name).toBe("running");
     expect(instance?.Tags?.some((t) => t.Key === "nebula:orphaned-at")).toBe(false);
@@ -415,56 +425,62 @@ describe("leak collection", () => {
 });
 
 describe("durable teardown", () => {
-  it("records the teardown on the Pod's store and resumes it after a crash, in C7 order", async () => {
-    const store = new MemoryStore();
-    const deleted: string[] = [];
+  it("records the teardown in the ledger and resumes it after a crash, in C7 order; a stale request never restarts it", async () => {
+    const ledger = new MemoryPodLedger();
     const events: string[] = [];
     const config = motoConfig(moto, network, "durable");
-    const teardown = (sink: string[]) => ({
-      store,
-      deletePod: async (effect: { namespace: string; name: string; uid: string }) => {
-        deleted.push(`${effect.namespace}/${effect.name}@${effect.uid}`);
-        store.remove(`${effect.namespace}/${effect.name}`);
-      },
-      onEvent: (event: TeardownEvent) => {
-        if (event.type === "transition")
-          sink.push(`${event.transition.from}->${event.transition.to}`);
-        if (event.type === "issuing") sink.push(event.effects.map((e) => e.kind).join(","));
-      },
-    });
+    const onTeardownEvent = (event: TeardownEvent) => {
+      if (event.type === "issuing") events.push(event.effects.map((e) => e.kind).join(","));
+    };
     const pod = testPod("durable", uid(700));
-    store.put("default/durable", { metadata: { name: "durable" } }, uid(700));
 
     const first = new Ec2PodProvider({
       config,
       renderUserData: () => USER_DATA,
       livePodUids: () => [uid(700)],
-      teardown: teardown(events),
+      ledger,
+      onTeardownEvent,
     });
     await first.createPod(pod);
+    expect((await ledger.get(uid(700)))?.launch.instanceId).toMatch(/^i-/);
     await first.pollOnce();
     await first.deletePod(pod);
-    // The intent is on the Pod before anything else, and the stop went out.
-    expect(store.get("default/durable")?.record).toContain('"phase":"stopping"');
+    // The intent is in the ledger before anything else, and the stop went out.
+    expect((await ledger.get(uid(700)))?.record).toContain('"phase":"stopping"');
     await first.stop(); // the provider "crashes" here
 
     const second = new Ec2PodProvider({
       config,
       renderUserData: () => USER_DATA,
       livePodUids: () => [uid(700)],
-      teardown: teardown(events),
+      ledger,
+      onTeardownEvent,
     });
-    await second.pollOnce();
-    await second.deletePod(pod);
-    for (let i = 0; i < 4 && store.get("default/durable") !== undefined; i++)
+    expect(await second.resume()).toBe(1);
+    let state = await second.deletePod(pod);
+    for (let i = 0; i < 6 && !state.complete; i++) {
       await second.pollOnce();
-
-    expect(store.get("default/durable")).toBeUndefined();
-    expect(deleted).toEqual([`default/durable@${uid(700)}`]);
-    const order = events.filter((e) => !e.includes("->"));
-    expect(order).toEqual(["StopInstance", "TerminateInstance", "DeletePod"]);
+      state = await second.deletePod(pod);
+    }
+    expect(state).toMatchObject({ complete: true, phase: "complete" });
+    expect(events).toEqual(["StopInstance", "TerminateInstance"]);
     expect(live(await nodeInstances(ec2, "durable"))).toEqual([]);
+    expect((await ledger.get(uid(700)))?.record).toContain('"phase":"complete"');
+
+    // A stale request in a third process: complete, no EC2 call.
+    const third = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      ledger,
+    });
+    const calls = countCalls(third.client);
+    expect(await third.deletePod(pod)).toMatchObject({ complete: true });
+    expect([...calls.keys()].filter((k) => k !== "DescribeInstancesCommand")).toEqual([]);
+    await third.forgetPod(uid(700));
+    expect(await ledger.get(uid(700))).toBeUndefined();
     await second.stop();
+    await third.stop();
   });
 });
 
@@ -493,6 +509,6 @@ describe("the loops", () => {
     }
     await provider.stop();
     expect(state).toBe("terminated");
-    expect(provider.getPodStatus("default", "done")?.phase).toBe("Succeeded");
+    expect(provider.getPodStatus(uid(800))?.phase).toBe("Succeeded");
   });
 });

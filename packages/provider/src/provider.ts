@@ -2,48 +2,124 @@ import { Buffer } from "node:buffer";
 import {
   CreateTagsCommand,
   DeleteTagsCommand,
+  DescribeInstancesCommand,
   EC2Client,
   GetConsoleOutputCommand,
   RunInstancesCommand,
   StopInstancesCommand,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
-import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
+import type { V1Pod, V1PodCondition, V1PodStatus } from "@kubernetes/client-node";
 import { type InstanceState, needsConsoleOutput, toInstanceState } from "@nebula/state-mapping";
 import {
   type AuxiliaryObject,
+  COMPLETE_PHASE,
+  decodeRecord,
   type InstanceObservation,
-  MemoryStore,
+  type LaunchEntry,
+  MemoryPodLedger,
   type ObserveInput,
+  type PodLedger,
   type PodTeardownEffect,
   type PodTeardownObservation,
   type PodTeardownParams,
   podTeardown,
   type TeardownEvent,
   TeardownExecutor,
-  type TeardownStore,
   type TickResult,
 } from "@nebula/teardown";
 import { type RenderOptionsInput, renderUserData } from "@nebula/userdata";
+import { type Admission, admitPod } from "./admission.js";
 import { InstanceBatcher } from "./batch.js";
+import {
+  ACCOUNT_POOL,
+  afterCapacityError,
+  choosePlacement,
+  type LaunchBackoff,
+  NO_BACKOFF,
+  type Placement,
+  placementsFor,
+  poolOf,
+} from "./capacity.js";
 import { type ProviderConfig, parseProviderConfig } from "./config.js";
 import { ProviderError, toProviderError } from "./errors.js";
 import { buildRunInstancesInput, type LaunchInput } from "./launch.js";
 import { type LeakPlan, planLeakCollection } from "./leaks.js";
+import { disproveOwnership, type OwnershipRules } from "./ownership.js";
 import { initialPacing, isOutage, nextPacing, type Pacing, type PacingBounds } from "./pacing.js";
-import { type PodFacts, podFacts, resolveInstanceType } from "./pod.js";
-import { describeNodeInstances, type ObservedInstance } from "./poll.js";
-import { isTerminalStatus, podStatus } from "./status.js";
-import { ORPHANED_TAG } from "./tags.js";
+import { type PodFacts, podFacts } from "./pod.js";
+import { describeNodeInstances, type ObservedInstance, observeInstance } from "./poll.js";
+import { isTerminalStatus, LAUNCHED_CONDITION, podStatus } from "./status.js";
+import { ORPHANED_TAG, POD_UID_TAG } from "./tags.js";
 
-/** A Pod's status changed; `pod` is a copy carrying the new `status`. */
+/**
+ * The finalizer the caller (the virtual node's Pod controller) puts on a Pod before
+ * {@link Ec2PodProvider.createPod}, and removes only once {@link Ec2PodProvider.deletePod} (or
+ * {@link Ec2PodProvider.reclaimState}) reports the teardown complete: no deletion path, not even
+ * `kubectl delete --force --grace-period=0`, can then skip reclaiming the instance.
+ */
+export const RECLAIM_FINALIZER = "nebula.dev/instance-reclaim";
+
+/** Annotation keys the caller can write on the Pod with {@link instanceAnnotations}. */
+export const INSTANCE_ANNOTATIONS = {
+  instanceId: "nebula.dev/instance-id",
+  instanceType: "nebula.dev/instance-type-launched",
+  availabilityZone: "nebula.dev/availability-zone",
+  capacityType: "nebula.dev/capacity-type",
+} as const;
+
+/** Something worth a Kubernetes Event on the Pod (the caller records it). */
+export interface ProviderEvent {
+  /** `Normal` or `Warning`. */
+  readonly type: "Normal" | "Warning";
+  /** CamelCase reason: `Launched`, `InsufficientCapacity`, `QuotaExceeded`, `DaemonSetPodNotLaunched`, a refusal reason... */
+  readonly reason: string;
+  /** A sentence naming the instance, type and subnet, or the field that was refused. */
+  readonly message: string;
+}
+
+/** What the Pod runs on, for an annotation and the launch Event. */
+export interface InstanceInfo {
+  /** EC2 instance ID. */
+  readonly instanceId: string;
+  /** Instance type. */
+  readonly instanceType: string | undefined;
+  /** Availability Zone. */
+  readonly availabilityZone: string | undefined;
+  /** Subnet. */
+  readonly subnetId: string | undefined;
+  /** `spot` or `on-demand`. */
+  readonly capacityType: "spot" | "on-demand";
+}
+
+/**
+ * The annotations that show what a Pod runs on (instance ID, type, zone, capacity type); absent
+ * values are left out. Pure.
+ */
+export function instanceAnnotations(info: InstanceInfo): Record<string, string> {
+  const out: Record<string, string> = {
+    [INSTANCE_ANNOTATIONS.instanceId]: info.instanceId,
+    [INSTANCE_ANNOTATIONS.capacityType]: info.capacityType,
+  };
+  if (info.instanceType) out[INSTANCE_ANNOTATIONS.instanceType] = info.instanceType;
+  if (info.availabilityZone) out[INSTANCE_ANNOTATIONS.availabilityZone] = info.availabilityZone;
+  return out;
+}
+
+/** A Pod's status changed (or there are Events to record); `pod` is a copy carrying the new `status`. */
 export interface PodStatusChange {
+  /** The Pod's UID. */
+  readonly uid: string;
   /** A deep copy of the Pod with `status` set. */
   readonly pod: V1Pod;
   /** The new status. */
   readonly status: V1PodStatus;
   /** True when the status is terminal (`Succeeded` / `Failed`). */
   readonly terminal: boolean;
+  /** Events to record on the Pod (each delivered once). */
+  readonly events: readonly ProviderEvent[];
+  /** The instance, once it is known (write it with {@link instanceAnnotations}). */
+  readonly instance?: InstanceInfo;
 }
 
 /**
@@ -63,25 +139,65 @@ export interface NodeHealth {
   readonly message: string;
 }
 
+/** Where a Pod's reclaim stands. */
+export interface ReclaimState {
+  /** The Pod's UID. */
+  readonly podUid: string;
+  /** The teardown phase (`stopping`, `terminating`, ...), `complete`, or `none` before it started. */
+  readonly phase: string;
+  /**
+   * True once the instance is confirmed terminated (or none was ever launched) and the record
+   * says complete: the caller may then delete the Pod (grace 0, UID precondition) and remove
+   * {@link RECLAIM_FINALIZER}.
+   */
+  readonly complete: boolean;
+  /** The instance, when known. */
+  readonly instanceId?: string;
+  /** One line for people and logs. */
+  readonly message: string;
+}
+
 /**
- * The Pod lifecycle a virtual node drives, in the spirit of virtual-kubelet's
- * `PodLifecycleHandler` + `PodNotifier`. Every method is idempotent.
+ * The Pod lifecycle a virtual node drives (virtual-kubelet's `PodLifecycleHandler` +
+ * `PodNotifier`, keyed by Pod UID). Every method is idempotent.
  */
 export interface PodLifecycle {
-  /** Starts the Pod's instance (idempotent: the Pod UID is the launch's `ClientToken`). */
+  /** Launches the Pod's instance (`ClientToken` from the Pod UID; the instance ID is recorded durably). */
   createPod(pod: V1Pod): Promise<void>;
-  /** Records a newer version of the Pod (an instance cannot change: nothing is sent to EC2). */
+  /** Records a newer version of the Pod (no cloud call). */
   updatePod(pod: V1Pod): Promise<void>;
-  /** Reclaims the Pod's instance (stop with grace + headroom, then terminate). May be called again. */
-  deletePod(pod: V1Pod): Promise<void>;
   /** The Pod's latest status, or `undefined` for a Pod this provider does not know. */
-  getPodStatus(namespace: string, name: string): V1PodStatus | undefined;
-  /** A copy of the Pod with its latest status, or `undefined`. */
-  getPod(namespace: string, name: string): V1Pod | undefined;
+  getPodStatus(uid: string): V1PodStatus | undefined;
   /** Copies of every Pod this provider runs, each with its latest status. */
-  listPods(): V1Pod[];
-  /** Subscribes to status changes; returns the unsubscribe function. */
-  onStatusChange(listener: PodStatusListener): () => void;
+  listPods(): readonly V1Pod[];
+  /** Subscribes to status changes; the promise resolves once written. Returns the unsubscribe. */
+  notifyPods(listener: PodStatusListener): () => void;
+  /** Forgets a Pod whose teardown completed (and its ledger entry). */
+  forgetPod(uid: string): void;
+}
+
+/** Acting on instances by ID (NotFound counts as done); only instances proven to be Nebula's. */
+export interface InstanceReclaimer {
+  /** The Pod's instance: by its recorded ID, else by the `nebula:pod-uid` tag (proven ownership). */
+  findInstance(podUid: string): Promise<{ instanceId: string; state: string } | undefined>;
+  /** `StopInstances` (batched); a stop EC2 refuses for good becomes `TerminateInstances`. */
+  stopInstance(instanceId: string): Promise<void>;
+  /** `TerminateInstances` (batched). */
+  terminateInstance(instanceId: string): Promise<void>;
+}
+
+/** The provider's EC2 health for the virtual Node. */
+export interface NodeHealthSource {
+  /** The latest health. */
+  health(): NodeHealth;
+  /** Subscribes to changes; returns the unsubscribe. */
+  onNodeHealth(listener: (health: NodeHealth) => void): () => void;
+}
+
+/** Something that runs until its signal aborts. */
+export interface Runnable {
+  /** Runs the loops; resolves once stopped after `signal` aborted. */
+  run(signal: AbortSignal): Promise<void>;
 }
 
 /** Options of {@link Ec2PodProvider}. */
@@ -105,34 +221,35 @@ export interface Ec2PodProviderOptions {
    */
   readonly livePodUids: () => Promise<Iterable<string>> | Iterable<string>;
   /**
-   * Durable teardown. Without it, teardown records live in memory (a `MemoryStore`) and are rebuilt
-   * from EC2 after a restart; with it, they are recorded on the Pods (compare-and-swap) by the
-   * virtual node's store and resume after a crash at the phase they reached.
+   * The durable Pod ledger: launches (the instance ID as soon as `RunInstances` returned) and
+   * teardown records, keyed by Pod UID, where tenants cannot write (`@nebula/kube`'s
+   * `ConfigMapPodLedger` in the controller's namespace). Default: in memory (lost on restart).
    */
-  readonly teardown?: ProviderTeardownOptions;
+  readonly ledger?: PodLedger;
+  /** The auxiliary objects a Pod owns (deleted after its instance is reclaimed). Default none. */
+  readonly auxiliaries?: (pod: V1Pod) => AuxiliaryObject[];
+  /** Deletes one auxiliary object; 404 counts as success. */
+  readonly deleteAuxiliary?: (object: AuxiliaryObject) => Promise<void>;
+  /** Receives every teardown event (transitions, effects issued, holds, errors). */
+  readonly onTeardownEvent?: (event: TeardownEvent) => void;
+  /**
+   * Refuse `createPod` for a Pod without {@link RECLAIM_FINALIZER} (default true): without it a
+   * force delete could remove the Pod before its instance is reclaimed.
+   */
+  readonly requireFinalizer?: boolean;
+  /**
+   * Who drives teardowns: `provider` (default) starts them itself (a terminal status written, a
+   * teardown left by an earlier process, a Pod gone with its instance) and advances them every
+   * poll; `caller` leaves that to the caller's own executor on the same ledger (the virtual node's
+   * `PodTeardown`, through {@link InstanceReclaimer}), and only `deletePod` starts one here.
+   */
+  readonly teardowns?: "provider" | "caller";
   /** An EC2 client to use instead of the one built from the configuration (adaptive retry). */
   readonly client?: EC2Client;
   /** The clock, ms since the epoch (tests pass a fake one). Default `Date.now`. */
   readonly now?: () => number;
   /** Where the provider writes one-line diagnostics. Default: nowhere. */
   readonly log?: (level: "info" | "warn" | "error", message: string) => void;
-}
-
-/** Where teardowns are recorded, and the effects only the virtual node can perform. */
-export interface ProviderTeardownOptions {
-  /**
-   * The store of teardown records, keyed `namespace/name` (the Kubernetes Pod store of the
-   * virtual node: records in the `teardown.nebula.dev/record` annotation).
-   */
-  readonly store: TeardownStore;
-  /** Deletes the Pod object with grace 0 and a UID precondition; 404 counts as success. */
-  readonly deletePod: (effect: Extract<PodTeardownEffect, { kind: "DeletePod" }>) => Promise<void>;
-  /** Deletes one auxiliary object the Pod owned; 404 counts as success. */
-  readonly deleteAuxiliary?: (object: AuxiliaryObject) => Promise<void>;
-  /** The auxiliary objects a Pod owns (deleted after its instance is reclaimed). Default none. */
-  readonly auxiliaries?: (pod: V1Pod) => AuxiliaryObject[];
-  /** Receives every teardown event (transitions, effects issued, holds, errors). */
-  readonly onEvent?: (event: TeardownEvent) => void;
 }
 
 /** What one poll cycle did. */
@@ -152,76 +269,109 @@ export interface PollResult {
 /** Annotation prefix of a pre-terminate hold on a Pod (its holders delay `terminating`). */
 const PRE_TERMINATE_HOLD_PREFIX = "pre-terminate.teardown.nebula.dev/";
 
-const POLLED_OR_TERMINATED = [
+const OBSERVABLE_STATES = new Set<string>([
   "pending",
   "running",
   "stopping",
   "stopped",
   "shutting-down",
   "terminated",
-] as const;
+]);
+
+/** What the provider does with a Pod. */
+type Mode =
+  /** Launch (or launched). */
+  | "launch"
+  /** Not launched, Pending with a reason (DaemonSet). */
+  | "hold"
+  /** Refused: Failed at once. */
+  | "refused"
+  /** Terminal in the API when first seen: never launched again. */
+  | "terminal";
 
 interface PodRecord {
   pod: V1Pod;
   facts: PodFacts;
+  mode: Mode;
+  instanceType?: string;
+  userData?: LaunchInput["userData"];
   instanceId?: string;
+  /** A `RunInstances` was (or may have been) sent: the ledger has its request time. */
+  launchRequested: boolean;
+  /** The `ClientToken` of the latest launch request, as the ledger recorded it. */
+  clientToken?: string;
+  requestedAt?: number;
+  /** A launch attempt ended without a definite answer (timeout, 5xx): an instance may exist. */
+  unknownOutcome: boolean;
+  placement?: Placement;
+  backoff: LaunchBackoff;
   launchError?: ProviderError | undefined;
   launching: boolean;
   /** When RunInstances answered (the grace for an instance not yet listed starts here). */
   launchedAt?: Date;
+  /** The instance ID still has to be written to the ledger (the write failed). */
+  ledgerDirty: boolean;
   observed?: ObservedInstance | undefined;
   /** True after a poll that did not list the (known) instance. */
   missing: boolean;
-  /** The instance state (`@nebula/state-mapping`), the previous one fed back each poll. */
   state?: InstanceState;
   stoppedSince?: number | undefined;
   consoleReadAt?: number;
-  /** Serial console output read once for a stopped instance without readable report tags. */
   consoleOutput?: string;
   status?: V1PodStatus;
   deliveredKey?: string;
+  events: ProviderEvent[];
   deleted: boolean;
-  /** The teardown: running, or finished (the instance is reclaimed). */
-  teardown?: "active" | "done";
+  teardown?: "active" | "done" | undefined;
+  reclaim?: ReclaimState;
   ticking?: boolean;
 }
 
 const CONSOLE_RETRY_MS = 5 * 60 * 1000;
 
 /**
- * The virtual-node provider on EC2: one instance per Pod, launched idempotently (brief C1),
- * observed by one tag-filtered, paginated `DescribeInstances` sequence per poll interval (the
- * exit report rides in the tags), mapped to a truthful Pod status, reclaimed (batched stop, then
- * terminate) when the Pod is finished or deleted, and backed by a two-phase leak collector.
+ * The virtual-node provider on EC2: one instance per Pod, launched idempotently, observed by one
+ * tag-filtered, paginated `DescribeInstances` sequence per poll interval (the exit report rides in
+ * the tags), mapped to a truthful Pod status, reclaimed (stop, then terminate) when the Pod is
+ * finished or deleted, and backed by a two-phase leak collector. Launches and teardowns are
+ * recorded in the {@link PodLedger} keyed by Pod UID; instances are acted on only when their
+ * launch proves they belong to the Pod.
  *
  * @example
  * ```ts
  * const provider = new Ec2PodProvider({
- *   config: { clusterName: "prod", nodeName: "nebula", region: "eu-west-1", subnetIds: ["subnet-0abc"],
- *     securityGroupIds: ["sg-0abc"], imageId: "ami-0abc", instanceProfile: "nebula-host",
- *     instanceTypes: { default: "m7i.large" } },
- *   renderUserData: (pod) => renderUserData(pod, { region: "eu-west-1" }),
+ *   config, ledger: new ConfigMapPodLedger(kc, { namespace: "nebula-system" }),
  *   livePodUids: () => informer.list().map((p) => p.metadata?.uid ?? ""),
  * });
- * provider.onStatusChange(({ pod, status }) => writeStatus(pod, status));
- * provider.start();
- * await provider.createPod(pod);
+ * provider.notifyPods(({ pod, status }) => writeStatus(pod, status));
+ * void provider.run(abort.signal);
+ * await provider.createPod(podWithFinalizer);
  * ```
  */
-export class Ec2PodProvider implements PodLifecycle {
+export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHealthSource, Runnable {
   /** The parsed configuration. */
   readonly config: ProviderConfig;
   /** The EC2 client in use. */
   readonly client: EC2Client;
+  /** The ledger in use. */
+  readonly ledger: PodLedger;
   readonly #options: Ec2PodProviderOptions;
   readonly #now: () => number;
   readonly #records = new Map<string, PodRecord>();
-  readonly #byKey = new Map<string, string>();
+  /** Teardowns found in the ledger at start-up whose Pod this process has not seen yet. */
+  readonly #resuming = new Set<string>();
   readonly #listeners = new Set<PodStatusListener>();
   readonly #nodeListeners = new Set<(health: NodeHealth) => void>();
   readonly #stop: InstanceBatcher;
   readonly #terminate: InstanceBatcher;
   readonly #bounds: PacingBounds;
+  readonly #ownership: OwnershipRules;
+  /** Capacity pools cooling down after a capacity or quota error: pool → until (ms). */
+  readonly #pools = new Map<string, number>();
+  /** The error that cooled each pool down, for the Pods that wait on it. */
+  readonly #poolErrors = new Map<string, ProviderError>();
+  /** The leak collector's own orphan marks: instance ID → when it marked it. */
+  readonly #marks = new Map<string, number>();
   #pacing: Pacing;
   #health: NodeHealth = {
     ready: true,
@@ -233,7 +383,6 @@ export class Ec2PodProvider implements PodLifecycle {
   #leakTimer: ReturnType<typeof setTimeout> | undefined;
   #running = false;
   #polling: Promise<PollResult> | undefined;
-  readonly #memoryStore: MemoryStore | undefined;
   readonly #executor: TeardownExecutor<
     PodTeardownObservation,
     PodTeardownEffect,
@@ -245,6 +394,7 @@ export class Ec2PodProvider implements PodLifecycle {
     this.#options = options;
     this.config = parseProviderConfig(options.config);
     this.#now = options.now ?? Date.now;
+    this.ledger = options.ledger ?? new MemoryPodLedger();
     this.client =
       options.client ??
       new EC2Client({
@@ -253,6 +403,12 @@ export class Ec2PodProvider implements PodLifecycle {
         maxAttempts: this.config.maxAttempts,
         ...(this.config.endpoint === undefined ? {} : { endpoint: this.config.endpoint }),
       });
+    this.#ownership = {
+      clusterName: this.config.clusterName,
+      nodeName: this.config.nodeName,
+      instanceProfile: this.config.instanceProfile,
+      clientToken: this.config.ownership.clientToken,
+    };
     const batch = { batchSize: this.config.batchSize, windowMs: this.config.batchWindowMs };
     this.#stop = new InstanceBatcher(
       (ids) => this.client.send(new StopInstancesCommand({ InstanceIds: ids })),
@@ -270,127 +426,124 @@ export class Ec2PodProvider implements PodLifecycle {
       outageAfterFailures: this.config.outageAfterFailures,
     };
     this.#pacing = initialPacing(this.#bounds);
-    const teardown = options.teardown;
-    this.#memoryStore = teardown ? undefined : new MemoryStore();
-    const memory = this.#memoryStore;
     this.#executor = new TeardownExecutor({
       teardown: podTeardown,
-      store: teardown?.store ?? (memory as MemoryStore),
+      store: this.ledger,
       now: this.#now,
       observe: (input) => this.#observeTeardown(input),
       handlers: {
-        StopInstance: (effect) => this.#stopInstance(effect.instanceId),
-        TerminateInstance: (effect) => this.#terminateInstance(effect.instanceId),
+        StopInstance: (effect) => this.#reclaimEffect(effect.podUid, effect.instanceId, "stop"),
+        TerminateInstance: (effect) =>
+          this.#reclaimEffect(effect.podUid, effect.instanceId, "terminate"),
         DeleteAuxiliary: async (effect) => {
-          if (!teardown?.deleteAuxiliary) {
-            throw new ProviderError(
-              "InvalidConfiguration",
-              "no deleteAuxiliary handler is configured",
-            );
+          if (!options.deleteAuxiliary) {
+            throw new ProviderError("InvalidConfiguration", "no deleteAuxiliary is configured");
           }
-          await teardown.deleteAuxiliary(effect.object);
+          await options.deleteAuxiliary(effect.object);
         },
-        DeletePod: async (effect) => {
-          if (teardown) await teardown.deletePod(effect);
-          else memory?.remove(`${effect.namespace}/${effect.name}`);
-        },
+        // The provider's teardowns end by clearing (`finish: "clear"`): the caller deletes the Pod.
+        DeletePod: () => undefined,
       },
-      ...(teardown?.onEvent ? { onEvent: teardown.onEvent } : {}),
+      ...(options.onTeardownEvent ? { onEvent: options.onTeardownEvent } : {}),
     });
   }
 
   // ---- Pod lifecycle -------------------------------------------------------------------------
 
   /**
-   * Launches the Pod's instance. Idempotent: a Pod already launched (or adopted from a poll after
-   * a restart) is not launched again, and EC2 answers a repeated `ClientToken` with the same
-   * instance. Throttling, capacity and server errors do not fail the Pod: it stays `Pending`
-   * with the reason in its status and the launch is retried on the next poll. Configuration and
-   * Pod-spec errors throw a {@link ProviderError}.
+   * Starts the Pod's instance, unless the Pod is refused (then `Failed` at once, with the reason
+   * and a message naming the field, and a Warning Event), held (a DaemonSet Pod: `Pending` with a
+   * reason), terminal in the API (never relaunched: its teardown resumes instead) or being deleted.
+   * Idempotent: a Pod whose launch the ledger recorded is adopted, not launched again; the launch
+   * intent is recorded before `RunInstances` and the instance ID as soon as it returns. Capacity,
+   * quota, throttling and server errors leave the Pod `Pending` with the reason; the launch is
+   * retried by the poll with back-off (other subnets and fallback types first).
+   *
+   * @throws ProviderError `MissingFinalizer` for a Pod without {@link RECLAIM_FINALIZER};
+   * `InvalidPodSpec` for a Pod without a UID, name or containers; a ledger failure (retry later).
    */
   async createPod(pod: V1Pod): Promise<void> {
     const facts = podFacts(pod);
     const existing = this.#records.get(facts.uid);
     if (existing) {
-      existing.pod = structuredClone(pod);
-      if (existing.instanceId !== undefined || existing.launching || existing.deleted) return;
+      this.#refreshPod(existing, pod);
+      return;
     }
-    const record: PodRecord = existing ?? {
-      pod: structuredClone(pod),
-      facts,
-      launching: false,
-      missing: false,
-      deleted: false,
-    };
-    this.#records.set(facts.uid, record);
-    this.#byKey.set(facts.key, facts.uid);
-    const adopted = this.#lastInstances?.find((i) => i.podUid === facts.uid);
-    if (adopted) {
-      this.#observe(record, adopted);
-    } else {
-      try {
-        await this.#launch(record);
-      } catch (error) {
-        // Not retryable (configuration, Pod spec, permissions): the caller reports it on the Pod.
-        this.#forget(record);
-        throw error;
+    if (
+      this.#options.requireFinalizer !== false &&
+      !facts.deleting &&
+      !facts.finalizers.includes(RECLAIM_FINALIZER)
+    ) {
+      throw new ProviderError(
+        "MissingFinalizer",
+        `pod ${facts.key} has no ${RECLAIM_FINALIZER} finalizer: add it before createPod, so that no deletion can skip reclaiming the instance`,
+      );
+    }
+    const record = await this.#load(pod, facts);
+    if (record.deleted || record.mode === "terminal") {
+      if (this.#drivesTeardowns && (record.deleted || record.launchRequested)) {
+        await this.#startReclaim(record);
       }
+      return;
     }
-    this.#refreshState(record);
+    if (record.mode === "launch") {
+      const adopted = await this.#adopt(record);
+      if (!adopted && !record.instanceId) {
+        try {
+          await this.#launch(record);
+        } catch (error) {
+          // Not retryable (configuration, permissions): the caller reports it; the next call retries.
+          this.#records.delete(facts.uid);
+          throw error;
+        }
+      }
+      this.#refreshState(record);
+    }
     await this.#publish(record);
   }
 
-  /** Records the newer Pod object; EC2 is not called (an instance's spec cannot change). */
+  /** Records the newer Pod object (its deletion grace, labels, holds); EC2 is not called. */
   async updatePod(pod: V1Pod): Promise<void> {
     const facts = podFacts(pod);
     const record = this.#records.get(facts.uid);
     if (!record) return this.createPod(pod);
-    record.pod = structuredClone(pod);
-    record.facts = facts;
+    this.#refreshPod(record, pod);
   }
 
   /**
-   * Reclaims the Pod's instance: `StopInstances` (batched) so the host stops the containers
-   * within the Pod's grace period and writes its final report, then `TerminateInstances` once the
-   * instance is stopped or `terminationGracePeriodSeconds + apiHeadroomSeconds` have passed. The
-   * poll loop drives the steps; this call only records the intent and sends the stop. Safe to call
-   * again; a Pod the provider never saw is looked up by its UID tag on the next poll.
+   * Reclaims the Pod's instance and reports where that stands: the teardown (stop with the
+   * deletion's grace period, capped, plus headroom; then terminate) is recorded in the ledger
+   * before any effect and advanced one step per call and per poll. Call it on every reconcile of
+   * a Pod being deleted; once it returns `complete: true`, delete the Pod (grace 0, UID
+   * precondition), remove {@link RECLAIM_FINALIZER}, then {@link forgetPod}. Idempotent; a Pod
+   * this process never saw is looked up in the ledger and by its UID tag.
    */
-  async deletePod(pod: V1Pod): Promise<void> {
+  async deletePod(pod: V1Pod): Promise<ReclaimState> {
     const facts = podFacts(pod);
     let record = this.#records.get(facts.uid);
-    if (!record) {
-      record = {
-        pod: structuredClone(pod),
-        facts,
-        launching: false,
-        missing: false,
-        deleted: true,
-      };
-      this.#records.set(facts.uid, record);
-      this.#byKey.set(facts.key, facts.uid);
-      const seen = this.#lastInstances?.find((i) => i.podUid === facts.uid);
-      if (seen) this.#observe(record, seen);
-    }
-    if (record.instanceId === undefined && this.#lastInstances === undefined) {
-      // Before the first poll: look for an instance launched by an earlier run of the provider.
-      await this.pollOnce();
-      const seen = this.#seenPod(facts.uid);
-      if (seen) this.#observe(record, seen);
-    }
+    if (record) this.#refreshPod(record, pod);
+    else record = await this.#load(pod, facts);
     record.deleted = true;
-    await this.#startReclaim(record);
+    if (record.teardown === undefined) await this.#startReclaim(record);
+    else await this.#advanceReclaim(record);
+    return this.reclaimState(facts.uid) ?? this.#stateOf(record);
+  }
+
+  /** Where the Pod's reclaim stands, or `undefined` for a Pod this provider does not know. */
+  reclaimState(uid: string): ReclaimState | undefined {
+    const record = this.#records.get(uid);
+    return record ? this.#stateOf(record) : undefined;
   }
 
   /** {@inheritDoc PodLifecycle.getPodStatus} */
-  getPodStatus(namespace: string, name: string): V1PodStatus | undefined {
-    const record = this.#recordByKey(namespace, name);
+  getPodStatus(uid: string): V1PodStatus | undefined {
+    const record = this.#records.get(uid);
     return record?.status === undefined ? undefined : structuredClone(record.status);
   }
 
-  /** {@inheritDoc PodLifecycle.getPod} */
-  getPod(namespace: string, name: string): V1Pod | undefined {
-    const record = this.#recordByKey(namespace, name);
+  /** A copy of the Pod with its latest status, or `undefined`. */
+  getPod(uid: string): V1Pod | undefined {
+    const record = this.#records.get(uid);
     return record ? withStatus(record) : undefined;
   }
 
@@ -401,10 +554,114 @@ export class Ec2PodProvider implements PodLifecycle {
       .map(withStatus);
   }
 
-  /** {@inheritDoc PodLifecycle.onStatusChange} */
-  onStatusChange(listener: PodStatusListener): () => void {
+  /** {@inheritDoc PodLifecycle.notifyPods} */
+  notifyPods(listener: PodStatusListener): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /** Same as {@link notifyPods}. */
+  onStatusChange(listener: PodStatusListener): () => void {
+    return this.notifyPods(listener);
+  }
+
+  /**
+   * Forgets a Pod that is gone from the API. Its ledger entry is removed when its teardown is
+   * complete (or nothing was launched); otherwise it stays, and the teardown resumes from it.
+   */
+  async forgetPod(uid: string): Promise<void> {
+    const record = this.#records.get(uid);
+    this.#records.delete(uid);
+    this.#resuming.delete(uid);
+    const state = record ? this.#stateOf(record) : undefined;
+    if (state !== undefined && !state.complete && record?.launchRequested) {
+      this.#log(
+        "warn",
+        `pod ${uid} forgotten before its instance was reclaimed; the ledger keeps it`,
+      );
+      return;
+    }
+    try {
+      const entry = await this.ledger.get(uid);
+      if (entry === undefined) return;
+      if (entry.launch.requestedAt !== undefined || entry.launch.instanceId !== undefined) {
+        if (!isCompleteRecord(entry.record)) {
+          this.#resuming.add(uid);
+          return;
+        }
+      }
+      await this.ledger.remove(uid);
+    } catch (error) {
+      this.#log("warn", `ledger entry of pod ${uid} not removed: ${String(error)}`);
+    }
+  }
+
+  // ---- instances -----------------------------------------------------------------------------
+
+  /**
+   * {@inheritDoc InstanceReclaimer.findInstance} Throws `NotFound` instead of answering
+   * `undefined` while a launch of the Pod is younger than `eventualConsistencySeconds` (EC2 may
+   * still hide it): "not found" then is not "absent".
+   */
+  async findInstance(podUid: string): Promise<{ instanceId: string; state: string } | undefined> {
+    const record = this.#records.get(podUid);
+    let recorded = record?.instanceId;
+    if (recorded === undefined) recorded = (await this.ledger.get(podUid))?.launch.instanceId;
+    const found = await this.#provenInstance(podUid, recorded);
+    if (found) return { instanceId: found.instanceId, state: found.state };
+    const entry = record ? undefined : await this.ledger.get(podUid);
+    const since =
+      record?.launchedAt?.getTime() ??
+      record?.requestedAt ??
+      entry?.launch.launchedAt ??
+      entry?.launch.requestedAt;
+    this.#throwIfRecent(since, `the instance of pod ${podUid}`);
+    return undefined;
+  }
+
+  /** Within the eventual-consistency window of a launch, "not found" is not an answer: throw. */
+  #throwIfRecent(since: number | undefined, what: string): void {
+    if (since === undefined) return;
+    if (this.#now() - since < this.config.eventualConsistencySeconds * 1000) {
+      throw new ProviderError(
+        "NotFound",
+        `${what} is not listed yet: EC2 is eventually consistent for ${this.config.eventualConsistencySeconds} s after a launch; ask again`,
+      );
+    }
+  }
+
+  #recentLaunchOf(instanceId: string): number | undefined {
+    for (const record of this.#records.values()) {
+      if (record.instanceId === instanceId)
+        return record.launchedAt?.getTime() ?? record.requestedAt;
+    }
+    return undefined;
+  }
+
+  /**
+   * {@inheritDoc InstanceReclaimer.stopInstance} Only an instance that proves Nebula launched it
+   * (`NotOwned` otherwise); NotFound is done, except for an instance this process launched within
+   * the eventual-consistency window (then it throws, to be asked again).
+   */
+  async stopInstance(instanceId: string): Promise<void> {
+    const instance = await this.#describeById(instanceId);
+    if (instance === undefined) {
+      this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
+      return;
+    }
+    this.#prove(instance, undefined);
+    await this.#act(instance, "stop");
+  }
+
+  /** {@inheritDoc InstanceReclaimer.terminateInstance} */
+  async terminateInstance(instanceId: string): Promise<void> {
+    const instance = await this.#describeById(instanceId);
+    if (instance === undefined) {
+      this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
+      return;
+    }
+    this.#prove(instance, undefined);
+    await this.#act(instance, "terminate");
   }
 
   /** Subscribes to changes of {@link NodeHealth}; returns the unsubscribe function. */
@@ -414,7 +671,7 @@ export class Ec2PodProvider implements PodLifecycle {
   }
 
   /** EC2 as the provider last saw it, for the virtual Node's conditions. */
-  get health(): NodeHealth {
+  health(): NodeHealth {
     return this.#health;
   }
 
@@ -423,7 +680,47 @@ export class Ec2PodProvider implements PodLifecycle {
     return this.#pacing.intervalMs;
   }
 
+  get #drivesTeardowns(): boolean {
+    return this.#options.teardowns !== "caller";
+  }
+
   // ---- loops ---------------------------------------------------------------------------------
+
+  /**
+   * Runs the poll loop and the leak collector until `signal` aborts, then stops them and sends
+   * what is queued. Teardowns recorded in the ledger by an earlier process resume.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    await this.resume();
+    this.start();
+    if (!signal.aborted) {
+      await new Promise<void>((resolve) =>
+        signal.addEventListener("abort", () => resolve(), { once: true }),
+      );
+    }
+    await this.stop();
+  }
+
+  /**
+   * Reads the ledger and resumes every teardown that an earlier process left unfinished (each poll
+   * then advances it), so no instance waits for its Pod to be seen again.
+   */
+  async resume(): Promise<number> {
+    if (!this.#drivesTeardowns) return 0;
+    let entries: Awaited<ReturnType<PodLedger["list"]>>;
+    try {
+      entries = await this.ledger.list();
+    } catch (error) {
+      this.#log("warn", `ledger not read at start-up: ${String(error)}`);
+      return 0;
+    }
+    for (const entry of entries) {
+      if (entry.record !== undefined && !isCompleteRecord(entry.record)) {
+        if (!this.#records.has(entry.launch.podUid)) this.#resuming.add(entry.launch.podUid);
+      }
+    }
+    return this.#resuming.size;
+  }
 
   /** Starts the poll loop and the leak collector (whose first pass follows the first poll). */
   start(): void {
@@ -445,7 +742,7 @@ export class Ec2PodProvider implements PodLifecycle {
     };
     this.#pollTimer = setTimeout(async () => {
       await pollLoop();
-      this.#leakTimer = setTimeout(leakLoop, 0);
+      if (this.#running) this.#leakTimer = setTimeout(leakLoop, 0);
     }, 0);
   }
 
@@ -462,7 +759,7 @@ export class Ec2PodProvider implements PodLifecycle {
    * One poll cycle: one paginated, tag-filtered `DescribeInstances` sequence; every known Pod's
    * status recomputed from its instance and exit report; `GetConsoleOutput` only for stopped
    * instances without readable report tags after the settle window; reclaims advanced; pending
-   * launches retried. Never throws: a failed poll is reported in the result and in
+   * launches retried (with back-off). Never throws: a failed poll is reported in the result and in
    * {@link Ec2PodProvider.health}, and slows the loop down.
    */
   pollOnce(): Promise<PollResult> {
@@ -499,9 +796,12 @@ export class Ec2PodProvider implements PodLifecycle {
     const byUid = new Map<string, ObservedInstance>();
     const duplicates: string[] = [];
     for (const [uid, group] of groups) {
-      const keep = pickKeeper(group, this.#records.get(uid)?.instanceId);
+      // Only instances that prove they were launched for this Pod count (tags can be forged).
+      const proven = group.filter((i) => this.#disprove(i, uid) === undefined);
+      if (proven.length === 0) continue;
+      const keep = pickKeeper(proven, this.#records.get(uid)?.instanceId);
       byUid.set(uid, keep);
-      for (const other of group) {
+      for (const other of proven) {
         if (other !== keep && other.state !== "shutting-down") duplicates.push(other.instanceId);
       }
     }
@@ -519,12 +819,18 @@ export class Ec2PodProvider implements PodLifecycle {
     let consoleCalls = 0;
     const work: Promise<void>[] = [];
     for (const record of this.#records.values()) {
+      if (record.mode !== "launch") {
+        work.push(this.#publish(record));
+        continue;
+      }
       const instance = byUid.get(record.facts.uid);
-      if (instance) this.#observe(record, instance);
-      else if (record.instanceId !== undefined) {
+      if (instance && this.#disprove(instance, record.facts.uid) === undefined) {
+        this.#observe(record, instance);
+      } else if (record.instanceId !== undefined) {
         record.missing = true;
         record.observed = undefined;
       }
+      if (record.ledgerDirty) work.push(this.#recordInstance(record));
       if (record.instanceId === undefined && !record.deleted && !record.launching) {
         work.push(
           this.#launch(record)
@@ -551,6 +857,14 @@ export class Ec2PodProvider implements PodLifecycle {
     }
     await Promise.all(work);
     await Promise.all([...this.#records.values()].map((r) => this.#advanceReclaim(r)));
+    for (const uid of [...this.#resuming]) {
+      if (this.#records.has(uid)) {
+        this.#resuming.delete(uid);
+        continue;
+      }
+      const result = await this.#executor.tick(uid);
+      if (result.status === "complete" || result.status === "absent") this.#resuming.delete(uid);
+    }
     return {
       ok: true,
       instances: listing.instances.length,
@@ -561,9 +875,11 @@ export class Ec2PodProvider implements PodLifecycle {
 
   /**
    * One leak-collection pass over the latest poll (polling first when there is none): instances
-   * of this node whose Pod UID is not live and older than the grace period are marked with
-   * `nebula:orphaned-at` (one `CreateTags` call per batch); those marked on an earlier pass and
-   * still orphaned are terminated (batched); marks on instances whose Pod is live are removed.
+   * of this node that prove Nebula launched them (tags, instance profile, client token) and whose
+   * Pod UID is not live, older than the grace period, are marked (the collector's own mark, also
+   * written as `nebula:orphaned-at` for people); those it marked on an earlier pass and still
+   * orphaned are terminated; marks of instances whose Pod is live again are removed. Ledger
+   * entries of Pods that are gone and whose teardown completed are removed.
    */
   async collectLeaks(): Promise<LeakPlan> {
     if (this.#lastInstances === undefined) await this.pollOnce();
@@ -574,7 +890,7 @@ export class Ec2PodProvider implements PodLifecycle {
     // Live Pods are read after the listing, so a Pod created in between counts as live.
     const live = new Set(await this.#options.livePodUids());
     for (const record of this.#records.values()) {
-      if (!record.deleted) live.add(record.facts.uid);
+      if (!record.deleted || record.teardown !== "done") live.add(record.facts.uid);
     }
     const now = this.#now();
     const plan = planLeakCollection({
@@ -583,7 +899,12 @@ export class Ec2PodProvider implements PodLifecycle {
       now,
       graceMs: this.config.leakCollection.graceSeconds * 1000,
       confirmAfterMs: Math.min(60, this.config.leakCollection.intervalSeconds / 2) * 1000,
+      marks: this.#marks,
+      disprove: (instance) => this.#disprove(instance, undefined),
     });
+    for (const id of plan.mark) this.#marks.set(id, now);
+    for (const id of plan.unmark) this.#marks.delete(id);
+    for (const id of plan.terminate) this.#marks.delete(id);
     const stamp = new Date(now).toISOString();
     for (const ids of chunkIds(plan.mark, this.config.batchSize)) {
       await this.#call(
@@ -592,7 +913,7 @@ export class Ec2PodProvider implements PodLifecycle {
             new CreateTagsCommand({ Resources: ids, Tags: [{ Key: ORPHANED_TAG, Value: stamp }] }),
           ),
         "CreateTags (orphan mark)",
-      );
+      ).catch((error) => this.#log("warn", String(error)));
     }
     for (const ids of chunkIds(plan.unmark, this.config.batchSize)) {
       await this.#call(
@@ -601,19 +922,56 @@ export class Ec2PodProvider implements PodLifecycle {
             new DeleteTagsCommand({ Resources: ids, Tags: [{ Key: ORPHANED_TAG }] }),
           ),
         "DeleteTags (orphan mark)",
-      );
+      ).catch((error) => this.#log("warn", String(error)));
     }
     await Promise.all(plan.terminate.map((id) => this.#terminate.add(id)));
+    for (const { instanceId, why } of plan.unproven) {
+      this.#log("warn", `leak collection leaves ${instanceId} alone: ${why}`);
+    }
     if (plan.mark.length + plan.terminate.length > 0) {
       this.#log(
         "info",
         `leak collection: marked ${plan.mark.length}, terminated ${plan.terminate.length}, unmarked ${plan.unmark.length}`,
       );
     }
+    await this.#sweepLedger(live);
     return plan;
   }
 
   // ---- internals -----------------------------------------------------------------------------
+
+  async #sweepLedger(live: ReadonlySet<string>): Promise<void> {
+    try {
+      for (const entry of await this.ledger.list()) {
+        const uid = entry.launch.podUid;
+        if (live.has(uid) || this.#records.has(uid)) continue;
+        const launched =
+          entry.launch.requestedAt !== undefined || entry.launch.instanceId !== undefined;
+        if (!launched || isCompleteRecord(entry.record)) await this.ledger.remove(uid);
+        else if (this.#drivesTeardowns && !this.#resuming.has(uid)) {
+          // A Pod gone with its teardown unfinished (or never started): reclaim its instance.
+          this.#resuming.add(uid);
+          if (entry.record === undefined) {
+            await this.#executor.request(uid, {
+              params: {
+                namespace: entry.launch.namespace,
+                name: entry.launch.name,
+                podUid: uid,
+                ...(entry.launch.instanceId ? { instanceId: entry.launch.instanceId } : {}),
+                launchRequested: true,
+                headroomSeconds: this.config.apiHeadroomSeconds,
+                finish: "clear",
+              },
+              cause: "PodGone",
+              uid,
+            });
+          }
+        }
+      }
+    } catch (error) {
+      this.#log("warn", `ledger sweep failed: ${String(error)}`);
+    }
+  }
 
   async #call<T>(send: () => Promise<T>, action: string): Promise<T> {
     try {
@@ -623,41 +981,307 @@ export class Ec2PodProvider implements PodLifecycle {
     }
   }
 
+  /** Builds the in-memory record of a Pod from the Pod and its ledger entry. */
+  async #load(pod: V1Pod, facts: PodFacts): Promise<PodRecord> {
+    const entry = await this.ledger.get(facts.uid);
+    const launch = entry?.launch;
+    const record: PodRecord = {
+      pod: structuredClone(pod),
+      facts,
+      mode: "launch",
+      launchRequested: launch?.requestedAt !== undefined || launch?.instanceId !== undefined,
+      unknownOutcome: launch?.requestedAt !== undefined && launch.instanceId === undefined,
+      backoff: NO_BACKOFF,
+      launching: false,
+      ledgerDirty: false,
+      missing: false,
+      events: [],
+      deleted: facts.deleting,
+    };
+    if (launch?.instanceId !== undefined) record.instanceId = launch.instanceId;
+    if (launch?.requestedAt !== undefined) record.requestedAt = launch.requestedAt;
+    if (launch?.clientToken !== undefined) record.clientToken = launch.clientToken;
+    if (launch?.launchedAt !== undefined) record.launchedAt = new Date(launch.launchedAt);
+    if (isCompleteRecord(entry?.record)) {
+      record.teardown = "done";
+    }
+    this.#records.set(facts.uid, record);
+    this.#resuming.delete(facts.uid);
+    if (facts.apiPhase === "Succeeded" || facts.apiPhase === "Failed") {
+      // Terminal in the API: the stored status is the truth; never launched again.
+      record.mode = "terminal";
+      if (pod.status) {
+        record.status = structuredClone(pod.status);
+        record.deliveredKey = JSON.stringify(pod.status);
+      }
+      return record;
+    }
+    if (record.deleted || record.instanceId !== undefined) return record;
+    // Not launched yet, or a launch whose outcome is unknown (repeated with the same token if no
+    // instance turns up).
+    this.#admit(record, admitPod(facts, this.config));
+    return record;
+  }
+
+  /** Applies the admission decision; renders the user-data of a Pod to launch (may refuse it). */
+  #admit(record: PodRecord, admission: Admission): void {
+    const now = new Date(this.#now());
+    if (admission.kind === "launch") {
+      try {
+        const userData = this.#userData(record);
+        // Measures it (16 KiB) before anything is recorded or launched.
+        buildRunInstancesInput({
+          pod: record.facts,
+          config: this.config,
+          instanceType: admission.instanceType,
+          userData,
+        });
+        record.instanceType = admission.instanceType;
+        record.userData = userData;
+        return;
+      } catch (error) {
+        const wrapped = error instanceof ProviderError ? error : toProviderError(error, "render");
+        const reason = /user-data is \d+ bytes/.test(wrapped.message)
+          ? "UserDataTooLarge"
+          : (wrapped.reason ?? wrapped.code);
+        admission = { kind: "refuse", reason, message: wrapped.message };
+      }
+    }
+    if (admission.kind === "hold") {
+      record.mode = "hold";
+      record.status = heldStatus(record.pod, admission.reason, admission.message, now);
+      record.events.push({ type: "Normal", reason: admission.reason, message: admission.message });
+      return;
+    }
+    record.mode = "refused";
+    record.status = refusedStatus(record.pod, admission.reason, admission.message, now);
+    record.events.push({ type: "Warning", reason: admission.reason, message: admission.message });
+  }
+
+  #refreshPod(record: PodRecord, pod: V1Pod): void {
+    record.pod = structuredClone(pod);
+    const facts = podFacts(pod);
+    record.facts = facts;
+    if (facts.deleting) record.deleted = true;
+  }
+
+  /**
+   * Adopts the Pod's instance when the ledger recorded a launch, or a poll or a lookup by the
+   * Pod UID tag finds a proven one (after a restart, or a launch whose outcome was unknown).
+   */
+  async #adopt(record: PodRecord): Promise<boolean> {
+    const uid = record.facts.uid;
+    const listed = this.#lastInstances?.find(
+      (i) => i.podUid === uid && this.#disprove(i, uid) === undefined,
+    );
+    if (listed) {
+      this.#observe(record, listed);
+      if (record.ledgerDirty || !record.launchRequested) await this.#recordInstance(record);
+      return true;
+    }
+    if (record.instanceId !== undefined) return true;
+    if (!record.launchRequested) return false;
+    try {
+      const found = await this.#provenInstance(uid, undefined);
+      if (found) {
+        this.#observe(record, found);
+        await this.#recordInstance(record);
+        return true;
+      }
+    } catch (error) {
+      this.#log("warn", `looking up the instance of pod ${record.facts.key}: ${String(error)}`);
+    }
+    return false;
+  }
+
   async #launch(record: PodRecord): Promise<void> {
+    const { facts } = record;
+    const instanceType = record.instanceType;
+    const userData = record.userData;
+    if (instanceType === undefined || userData === undefined) return;
+    const placements = placementsFor(facts, instanceType, this.config);
+    // After an unknown outcome, repeat the same request (same token: EC2 returns that instance).
+    const repeat = record.placement ?? placements.find((p) => p.clientToken === record.clientToken);
+    const choice =
+      record.unknownOutcome && repeat
+        ? ({ kind: "launch", placement: repeat } as const)
+        : choosePlacement(placements, record.backoff, this.#pools, this.#now());
+    if (choice.kind === "wait") {
+      if (this.#now() >= record.backoff.notBefore) this.#waitOnPools(record, placements);
+      return;
+    }
+    const placement = choice.placement;
     record.launching = true;
     try {
-      const instanceType = resolveInstanceType(record.facts, this.config);
-      const input = buildRunInstancesInput({
-        pod: record.facts,
-        config: this.config,
-        instanceType,
-        userData: this.#userData(record),
-      });
-      const output = await this.#call(
-        () => this.client.send(new RunInstancesCommand(input)),
-        `RunInstances for pod ${record.facts.key}`,
-      );
-      const instanceId = output.Instances?.[0]?.InstanceId;
-      if (instanceId === undefined) {
-        throw new ProviderError(
+      const base = launchBase(facts);
+      const requestedAt = this.#now();
+      try {
+        // The intent, durably, before the call: a crash from here on leaves a launch to look for.
+        await this.ledger.recordLaunch(base, { requestedAt, clientToken: placement.clientToken });
+      } catch (error) {
+        record.launchError = new ProviderError(
           "Unavailable",
-          `RunInstances for pod ${record.facts.key} returned no instance`,
+          `pod ${facts.key}: the launch could not be recorded in the ledger (${String(error)}); not launched`,
+          { cause: error },
         );
+        return;
+      }
+      record.launchRequested = true;
+      record.requestedAt ??= requestedAt;
+      record.placement = placement;
+      record.clientToken = placement.clientToken;
+      const input = buildRunInstancesInput({
+        pod: facts,
+        config: this.config,
+        instanceType: placement.instanceType,
+        userData,
+        subnetId: placement.subnetId,
+        clientToken: placement.clientToken,
+      });
+      let instanceId: string | undefined;
+      try {
+        const output = await this.#call(
+          () => this.client.send(new RunInstancesCommand(input)),
+          `RunInstances for pod ${facts.key}`,
+        );
+        instanceId = output.Instances?.[0]?.InstanceId;
+      } catch (error) {
+        this.#launchFailed(record, placement, placements.length, error as ProviderError);
+        return;
+      }
+      if (instanceId === undefined) {
+        record.unknownOutcome = true;
+        record.launchError = new ProviderError(
+          "Unavailable",
+          `RunInstances for pod ${facts.key} returned no instance`,
+        );
+        return;
       }
       record.instanceId = instanceId;
       record.launchedAt = new Date(this.#now());
       record.launchError = undefined;
+      record.unknownOutcome = false;
+      record.backoff = NO_BACKOFF;
       record.missing = false;
-    } catch (error) {
-      const wrapped = toProviderError(error, `launch of pod ${record.facts.key}`);
-      record.launchError = wrapped;
-      if (wrapped.retryable) {
-        this.#log("warn", `${wrapped.message} (will retry on the next poll)`);
-        return;
-      }
-      throw wrapped;
+      record.events.push({
+        type: "Normal",
+        reason: "Launched",
+        message: `launched instance ${instanceId} (${placement.instanceType}) in ${placement.subnetId}`,
+      });
+      await this.#recordInstance(record);
     } finally {
       record.launching = false;
+    }
+  }
+
+  /** A Pod that makes no call because every pool it could use is cooling down: say why. */
+  #waitOnPools(record: PodRecord, placements: readonly Placement[]): void {
+    const cause =
+      this.#poolErrors.get(ACCOUNT_POOL) ??
+      placements.map((p) => this.#poolErrors.get(poolOf(p))).find((e) => e !== undefined);
+    if (
+      cause === undefined ||
+      (cause.code !== "InsufficientCapacity" && cause.code !== "QuotaExceeded")
+    ) {
+      return;
+    }
+    const previous = record.launchError?.code;
+    const what =
+      cause.code === "QuotaExceeded"
+        ? `an account quota stops launches (${cause.awsCode ?? cause.code})`
+        : `EC2 has no capacity in any configured subnet and instance type (${cause.awsCode ?? cause.code})`;
+    record.launchError = new ProviderError(
+      cause.code,
+      `pod ${record.facts.key}: ${what}; waiting to retry`,
+      { cause, ...(cause.awsCode ? { awsCode: cause.awsCode } : {}) },
+    );
+    if (previous !== cause.code) {
+      record.events.push({
+        type: "Warning",
+        reason: cause.code,
+        message: record.launchError.message,
+      });
+    }
+  }
+
+  #launchFailed(
+    record: PodRecord,
+    placement: Placement,
+    placements: number,
+    error: ProviderError,
+  ): void {
+    const { facts } = record;
+    const previous = record.launchError?.code;
+    if (error.code === "InsufficientCapacity" || error.code === "QuotaExceeded") {
+      // A definite answer: no instance was started by this request.
+      const next = afterCapacityError(
+        record.backoff,
+        placement,
+        error.code,
+        placements,
+        this.#now(),
+        this.config.capacityBackoff,
+      );
+      record.backoff = next.backoff;
+      this.#pools.set(next.pool, Math.max(this.#pools.get(next.pool) ?? 0, next.poolUntil));
+      this.#poolErrors.set(next.pool, error);
+      const what =
+        error.code === "QuotaExceeded"
+          ? `an account quota stops the launch (${error.awsCode ?? error.code})`
+          : `EC2 has no ${placement.instanceType} capacity in ${placement.subnetId} (${error.awsCode ?? error.code})`;
+      record.launchError = new ProviderError(
+        error.code,
+        `pod ${facts.key}: ${what}; retrying with back-off${placements > 1 ? " in the other configured subnets and instance types" : ""}`,
+        { cause: error, ...(error.awsCode ? { awsCode: error.awsCode } : {}) },
+      );
+      if (!record.unknownOutcome && record.instanceId === undefined) {
+        // Nothing can exist: a later teardown need not look for an instance.
+        record.launchRequested = false;
+        void this.ledger
+          .recordLaunch(launchBase(facts), { requestedAt: undefined, clientToken: undefined })
+          .catch(() => undefined);
+      }
+      if (previous !== error.code) {
+        record.events.push({
+          type: "Warning",
+          reason: error.code,
+          message: record.launchError.message,
+        });
+      }
+      this.#log("warn", record.launchError.message);
+      return;
+    }
+    record.launchError = error;
+    if (error.retryable || error.code === "Unknown") {
+      // No definite answer: an instance may exist; the next attempt repeats the same request.
+      record.unknownOutcome = true;
+      this.#log("warn", `${error.message} (will retry on the next poll)`);
+      return;
+    }
+    if (previous !== error.code) {
+      record.events.push({ type: "Warning", reason: "LaunchFailed", message: error.message });
+    }
+    throw error;
+  }
+
+  /** Writes the instance ID to the ledger (retried by the poll when it fails). */
+  async #recordInstance(record: PodRecord): Promise<void> {
+    const instanceId = record.instanceId;
+    if (instanceId === undefined) return;
+    try {
+      await this.ledger.recordLaunch(launchBase(record.facts), {
+        instanceId,
+        launchedAt: record.launchedAt?.getTime() ?? this.#now(),
+        ...(record.requestedAt === undefined ? { requestedAt: this.#now() } : {}),
+      });
+      record.launchRequested = true;
+      record.ledgerDirty = false;
+    } catch (error) {
+      record.ledgerDirty = true;
+      this.#log(
+        "warn",
+        `instance ${instanceId} of pod ${record.facts.key} not yet in the ledger: ${String(error)}`,
+      );
     }
   }
 
@@ -668,11 +1292,13 @@ export class Ec2PodProvider implements PodLifecycle {
       ...this.#options.userData,
     });
     if (!rendered.ok) {
-      throw new ProviderError(
+      const error = new ProviderError(
         "InvalidPodSpec",
-        `pod ${record.facts.key}: ${rendered.error.message}`,
+        `pod ${record.facts.key}: ${rendered.error.path}: ${rendered.error.message}`,
         { cause: rendered.error },
       );
+      error.reason = rendered.error.code;
+      throw error;
     }
     return rendered.value;
   }
@@ -689,7 +1315,6 @@ export class Ec2PodProvider implements PodLifecycle {
   #refreshState(record: PodRecord): void {
     const now = new Date(this.#now());
     if (record.instanceId === undefined && record.observed === undefined) {
-      // Not launched yet (or launch being retried): pending, whatever came before.
       record.state = toInstanceState(undefined, { now, launchedAt: now });
       return;
     }
@@ -724,29 +1349,37 @@ export class Ec2PodProvider implements PodLifecycle {
   }
 
   async #publish(record: PodRecord): Promise<void> {
-    if (record.state === undefined) this.#refreshState(record);
-    const state = record.state;
-    if (state === undefined) return;
-    // Stopped without a readable report: hold the last status until the console has been read
-    // (after the settle window), so the Pod is not failed, nor its instance reclaimed, on a guess.
-    if (record.observed?.state === "stopped" && !record.missing && needsConsoleOutput(state))
-      return;
-    const status = podStatus({
-      // No copy: the mapping is pure and reads the Pod only (copies are made for listeners).
-      pod: record.status === undefined ? record.pod : { ...record.pod, status: record.status },
-      state,
-      now: new Date(this.#now()),
-      launchError: record.launchError,
-      ec2Unavailable: this.#health.ready ? undefined : this.#health.message,
-    });
-    record.status = status;
+    let status: V1PodStatus | undefined = record.status;
+    if (record.mode === "launch") {
+      if (record.state === undefined) this.#refreshState(record);
+      const state = record.state;
+      if (state === undefined) return;
+      // Stopped without a readable report: hold the last status until the console has been read
+      // (after the settle window), so the Pod is not failed, nor its instance reclaimed, on a guess.
+      if (record.observed?.state === "stopped" && !record.missing && needsConsoleOutput(state))
+        return;
+      status = podStatus({
+        pod: record.status === undefined ? record.pod : { ...record.pod, status: record.status },
+        state,
+        now: new Date(this.#now()),
+        launchError: record.launchError,
+        ec2Unavailable: this.#health.ready ? undefined : this.#health.message,
+      });
+      record.status = status;
+    }
+    if (status === undefined) return;
     const key = JSON.stringify(status);
-    if (key === record.deliveredKey) return;
+    if (key === record.deliveredKey && record.events.length === 0) return;
     const terminal = isTerminalStatus(status);
+    const events = record.events;
+    const instance = this.#instanceInfo(record);
     const change: PodStatusChange = {
+      uid: record.facts.uid,
       pod: withStatus(record),
       status: structuredClone(status),
       terminal,
+      events: [...events],
+      ...(instance ? { instance } : {}),
     };
     const results = await Promise.allSettled([...this.#listeners].map(async (l) => l(change)));
     const failed = results.find((r) => r.status === "rejected");
@@ -755,30 +1388,51 @@ export class Ec2PodProvider implements PodLifecycle {
       return;
     }
     record.deliveredKey = key;
+    record.events = record.events.slice(events.length);
     // The terminal status is written: reclaim the instance (the report has been read).
-    if (terminal && record.instanceId !== undefined) await this.#startReclaim(record);
+    if (terminal && record.launchRequested && this.#drivesTeardowns)
+      await this.#startReclaim(record);
+  }
+
+  #instanceInfo(record: PodRecord): InstanceInfo | undefined {
+    const id = record.instanceId;
+    if (id === undefined) return undefined;
+    const seen = record.observed;
+    return {
+      instanceId: id,
+      instanceType: seen?.instanceType ?? record.placement?.instanceType,
+      availabilityZone: seen?.availabilityZone,
+      subnetId: seen?.subnetId ?? record.placement?.subnetId,
+      capacityType: seen?.capacityType ?? "on-demand",
+    };
   }
 
   /**
-   * Starts the Pod's teardown (`@nebula/teardown`'s `podTeardown`), durably recorded in the store
-   * before any effect: stop, wait (grace + headroom from the stop request), terminate, wait, release,
-   * then remove the Pod (deleted Pods) or clear the record (finished Pods, whose status stays).
+   * Starts the Pod's teardown in the ledger (before any effect), its parameters rebuilt from the
+   * Pod and the ledger's launch: stop (grace of the deletion, capped), wait (grace + headroom from
+   * the stop request), terminate, wait, release auxiliaries, then the record is kept as complete.
    */
   async #startReclaim(record: PodRecord): Promise<void> {
-    if (record.teardown !== undefined) return;
-    record.teardown = "active";
+    if (record.teardown !== undefined) return this.#advanceReclaim(record);
     const { facts } = record;
-    this.#memoryStore?.get(facts.key) ?? this.#memoryStore?.put(facts.key, {}, facts.uid);
-    const result = await this.#executor.request(facts.key, {
+    try {
+      await this.ledger.ensure(launchBase(facts));
+    } catch (error) {
+      this.#log("warn", `teardown of pod ${facts.key} not recorded: ${String(error)}`);
+      return;
+    }
+    record.teardown = "active";
+    const result = await this.#executor.request(facts.uid, {
       params: {
         namespace: facts.namespace,
         name: facts.name,
         podUid: facts.uid,
         ...(record.instanceId === undefined ? {} : { instanceId: record.instanceId }),
-        gracePeriodSeconds: facts.gracePeriodSeconds,
+        launchRequested: record.launchRequested,
+        gracePeriodSeconds: Math.min(facts.gracePeriodSeconds, this.config.maxGracePeriodSeconds),
         headroomSeconds: this.config.apiHeadroomSeconds,
-        auxiliaries: this.#options.teardown?.auxiliaries?.(record.pod) ?? [],
-        finish: record.deleted ? "delete-pod" : "clear",
+        auxiliaries: this.#options.auxiliaries?.(record.pod) ?? [],
+        finish: "clear",
       },
       cause: record.deleted ? "DeletionRequested" : "TerminalStatusWritten",
       uid: facts.uid,
@@ -790,20 +1444,45 @@ export class Ec2PodProvider implements PodLifecycle {
     if (record.teardown !== "active" || record.ticking) return;
     record.ticking = true;
     try {
-      this.#afterTick(record, await this.#executor.tick(record.facts.key));
+      this.#afterTick(record, await this.#executor.tick(record.facts.uid));
     } finally {
       record.ticking = false;
     }
   }
 
   #afterTick(record: PodRecord, result: TickResult): void {
+    const uid = record.facts.uid;
     switch (result.status) {
       case "complete":
+        record.teardown = "done";
+        record.reclaim = {
+          podUid: uid,
+          phase: COMPLETE_PHASE,
+          complete: true,
+          ...(record.instanceId ? { instanceId: record.instanceId } : {}),
+          message: record.launchRequested
+            ? `instance ${record.instanceId ?? "(none found)"} is terminated`
+            : "no instance was launched",
+        };
+        return;
       case "absent":
       case "idle":
-        record.teardown = "done";
-        if (record.deleted) this.#forget(record);
+        // No ledger entry (or record): the teardown cannot progress; start it again next time.
+        record.teardown = undefined;
         return;
+      case "waiting":
+      case "held":
+      case "progressed": {
+        const summary = podTeardown.describe(result.record, this.#now());
+        record.reclaim = {
+          podUid: uid,
+          phase: result.record.phase,
+          complete: false,
+          ...(record.instanceId ? { instanceId: record.instanceId } : {}),
+          message: summary.text,
+        };
+        return;
+      }
       case "error":
         this.#log(
           "warn",
@@ -819,52 +1498,172 @@ export class Ec2PodProvider implements PodLifecycle {
     }
   }
 
-  /** EC2 state of an instance as the latest poll saw it, for the teardown's observation. */
-  #instanceObservation(instanceId: string | undefined): InstanceObservation {
-    if (instanceId === undefined) return "absent";
-    if (this.#lastInstances === undefined || !this.#health.ready) return "unknown";
-    const seen = this.#lastInstances.find((i) => i.instanceId === instanceId);
-    if (!seen) return "absent";
-    const state = seen.state;
-    return (POLLED_OR_TERMINATED as readonly string[]).includes(state)
-      ? (state as InstanceObservation)
-      : "unknown";
+  #stateOf(record: PodRecord): ReclaimState {
+    if (record.reclaim) return record.reclaim;
+    if (record.teardown === "done") {
+      return {
+        podUid: record.facts.uid,
+        phase: COMPLETE_PHASE,
+        complete: true,
+        message: "reclaimed",
+      };
+    }
+    return {
+      podUid: record.facts.uid,
+      phase: "none",
+      complete: false,
+      ...(record.instanceId ? { instanceId: record.instanceId } : {}),
+      message: "the teardown has not started",
+    };
   }
 
-  #observeTeardown(input: ObserveInput): PodTeardownObservation {
+  async #observeTeardown(input: ObserveInput): Promise<PodTeardownObservation> {
+    const uid = input.key;
+    const record = this.#records.get(uid);
     const params = input.record.params as { instanceId?: unknown };
-    const instanceId = typeof params.instanceId === "string" ? params.instanceId : undefined;
-    const annotations =
-      (input.subject as { metadata?: { annotations?: Record<string, string> } } | undefined)
-        ?.metadata?.annotations ?? {};
+    const recorded =
+      record?.instanceId ?? (typeof params.instanceId === "string" ? params.instanceId : undefined);
+    const annotations = record?.pod.metadata?.annotations ?? {};
     const holds = Object.keys(annotations).filter((k) => k.startsWith(PRE_TERMINATE_HOLD_PREFIX));
-    return { instance: this.#instanceObservation(instanceId), pod: "present", holds };
+    const since = record?.launchedAt?.getTime() ?? record?.requestedAt ?? input.record.startedAt;
+    let instance: InstanceObservation;
+    try {
+      const found = await this.#provenInstance(uid, recorded);
+      if (found) {
+        if (record && record.instanceId === undefined) {
+          record.instanceId = found.instanceId;
+          await this.#recordInstance(record);
+        }
+        instance = OBSERVABLE_STATES.has(found.state)
+          ? (found.state as InstanceObservation)
+          : "unknown";
+      } else {
+        // Not listed is not proof of absence while EC2 may still hide a new instance.
+        const window = this.config.eventualConsistencySeconds * 1000;
+        instance = this.#now() - since < window ? "unknown" : "absent";
+      }
+    } catch {
+      instance = "unknown";
+    }
+    return { instance, pod: "present", holds };
   }
 
-  async #stopInstance(instanceId: string): Promise<void> {
-    const seen = this.#instanceObservation(instanceId);
-    // Already stopped or further: nothing to ask EC2 (the teardown only needs "stopped or gone").
-    if (
-      seen === "stopped" ||
-      seen === "shutting-down" ||
-      seen === "terminated" ||
-      seen === "absent"
-    ) {
+  /** Stops or terminates the Pod's instance for the teardown (found and proven first). */
+  async #reclaimEffect(
+    podUid: string,
+    recorded: string | undefined,
+    action: "stop" | "terminate",
+  ): Promise<void> {
+    const record = this.#records.get(podUid);
+    const instance = await this.#provenInstance(podUid, record?.instanceId ?? recorded);
+    if (instance === undefined) {
+      const since = record?.launchedAt?.getTime() ?? record?.requestedAt;
+      if (
+        since !== undefined &&
+        this.#now() - since < this.config.eventualConsistencySeconds * 1000
+      ) {
+        throw new ProviderError(
+          "NotFound",
+          `the instance of pod ${podUid} is not listed yet (EC2 is eventually consistent); will look again`,
+        );
+      }
       return;
     }
-    await this.#stop.add(instanceId);
+    await this.#act(instance, action);
   }
 
-  async #terminateInstance(instanceId: string): Promise<void> {
-    const seen = this.#instanceObservation(instanceId);
-    if (seen === "shutting-down" || seen === "terminated" || seen === "absent") return;
-    await this.#terminate.add(instanceId);
+  async #act(instance: ObservedInstance, action: "stop" | "terminate"): Promise<void> {
+    const state = instance.state;
+    if (state === "shutting-down" || state === "terminated") return;
+    if (action === "stop") {
+      if (state === "stopped" || state === "stopping") return;
+      try {
+        await this.#stop.add(instance.instanceId);
+      } catch (error) {
+        const wrapped = toProviderError(error, `StopInstances ${instance.instanceId}`);
+        if (wrapped.awsCode === "UnsupportedOperation" || wrapped.code === "Unauthorized") {
+          // Refused for good (Spot, instance-store root, permissions): terminate instead.
+          this.#log("warn", `${wrapped.message}; terminating instead`);
+          await this.#terminate.add(instance.instanceId);
+          return;
+        }
+        throw wrapped;
+      }
+      return;
+    }
+    await this.#terminate.add(instance.instanceId);
   }
 
-  #forget(record: PodRecord): void {
-    this.#records.delete(record.facts.uid);
-    if (this.#byKey.get(record.facts.key) === record.facts.uid)
-      this.#byKey.delete(record.facts.key);
+  /**
+   * The Pod's instance, proven to belong to it: the recorded one when it proves it (from the latest
+   * poll, else described by ID, terminated included), else one found by its `nebula:pod-uid` tag.
+   */
+  async #provenInstance(
+    podUid: string,
+    recorded: string | undefined,
+  ): Promise<ObservedInstance | undefined> {
+    if (recorded !== undefined) {
+      const fresh = this.#health.ready
+        ? this.#lastInstances?.find((i) => i.instanceId === recorded)
+        : undefined;
+      const instance = fresh ?? (await this.#describeById(recorded));
+      if (instance !== undefined) {
+        // Nothing is ever done to a terminated instance, so it needs no proof to be observed
+        // (EC2 may drop its instance profile once it is terminated).
+        if (instance.state === "terminated" && instance.podUid === podUid) return instance;
+        const why = this.#disprove(instance, podUid);
+        if (why === undefined) return instance;
+        this.#log("warn", `not acting on ${recorded} for pod ${podUid}: ${why}`);
+      }
+    }
+    const found = await describeNodeInstances(this.client, {
+      clusterName: this.config.clusterName,
+      nodeName: this.config.nodeName,
+      pageSize: this.config.pageSize,
+      filters: [{ Name: `tag:${POD_UID_TAG}`, Values: [podUid] }],
+      states: [...OBSERVABLE_STATES],
+    });
+    const proven = found.instances.filter(
+      (i) =>
+        this.#disprove(i, podUid) === undefined ||
+        (i.state === "terminated" && i.podUid === podUid),
+    );
+    if (proven.length === 0) return undefined;
+    const live = proven.filter((i) => i.state !== "terminated");
+    return pickKeeper(live.length > 0 ? live : proven, recorded);
+  }
+
+  async #describeById(instanceId: string): Promise<ObservedInstance | undefined> {
+    try {
+      const page = await this.client.send(
+        new DescribeInstancesCommand({ InstanceIds: [instanceId] }),
+      );
+      for (const reservation of page.Reservations ?? []) {
+        for (const raw of reservation.Instances ?? []) {
+          const observed = observeInstance(raw);
+          if (observed?.instanceId === instanceId) return observed;
+        }
+      }
+      return undefined;
+    } catch (error) {
+      const wrapped = toProviderError(error, `DescribeInstances ${instanceId}`);
+      if (wrapped.code === "NotFound") return undefined;
+      throw wrapped;
+    }
+  }
+
+  #disprove(instance: ObservedInstance, podUid: string | undefined): string | undefined {
+    return disproveOwnership(instance, podUid, this.#ownership);
+  }
+
+  #prove(instance: ObservedInstance, podUid: string | undefined): void {
+    const why = this.#disprove(instance, podUid);
+    if (why !== undefined) {
+      throw new ProviderError(
+        "NotOwned",
+        `instance ${instance.instanceId} does not prove that Nebula launched it: ${why}`,
+      );
+    }
   }
 
   async #updateHealth(error: ProviderError | undefined): Promise<void> {
@@ -901,18 +1700,66 @@ export class Ec2PodProvider implements PodLifecycle {
     }
   }
 
-  #seenPod(uid: string): ObservedInstance | undefined {
-    return this.#lastInstances?.find((i) => i.podUid === uid);
-  }
-
-  #recordByKey(namespace: string, name: string): PodRecord | undefined {
-    const uid = this.#byKey.get(`${namespace}/${name}`);
-    return uid === undefined ? undefined : this.#records.get(uid);
-  }
-
   #log(level: "info" | "warn" | "error", message: string): void {
     this.#options.log?.(level, message);
   }
+}
+
+function launchBase(facts: PodFacts): LaunchEntry {
+  return { podUid: facts.uid, namespace: facts.namespace, name: facts.name };
+}
+
+function isCompleteRecord(text: string | undefined): boolean {
+  if (text === undefined) return false;
+  const decoded = decodeRecord(text);
+  return decoded.ok && decoded.record.phase === COMPLETE_PHASE;
+}
+
+function launchCondition(
+  reason: string,
+  message: string,
+  now: Date,
+  previous: V1PodStatus | undefined,
+): V1PodCondition {
+  const before = previous?.conditions?.find((c) => c.type === LAUNCHED_CONDITION);
+  return {
+    type: LAUNCHED_CONDITION,
+    status: "False",
+    reason,
+    message,
+    lastTransitionTime:
+      before?.status === "False" && before.lastTransitionTime ? before.lastTransitionTime : now,
+  };
+}
+
+/** A Pod left `Pending`, not launched, with a reason (a DaemonSet Pod). */
+function heldStatus(pod: V1Pod, reason: string, message: string, now: Date): V1PodStatus {
+  return {
+    ...(pod.status ?? {}),
+    phase: "Pending",
+    reason,
+    message,
+    conditions: [launchCondition(reason, message, now, pod.status)],
+  };
+}
+
+/** A Pod refused at once: `Failed`, with the reason and a message naming the field. */
+function refusedStatus(pod: V1Pod, reason: string, message: string, now: Date): V1PodStatus {
+  return {
+    phase: "Failed",
+    reason,
+    message,
+    conditions: [launchCondition(reason, message, now, pod.status)],
+    containerStatuses: (pod.spec?.containers ?? []).map((c) => ({
+      name: c.name,
+      image: c.image ?? "",
+      imageID: "",
+      ready: false,
+      restartCount: 0,
+      started: false,
+      state: { waiting: { reason, message } },
+    })),
+  };
 }
 
 function withStatus(record: PodRecord): V1Pod {

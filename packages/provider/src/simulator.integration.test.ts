@@ -1,7 +1,7 @@
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import { type InstanceHosts, type Moto, startInstanceHosts, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Ec2PodProvider } from "./provider.js";
+import { Ec2PodProvider, RECLAIM_FINALIZER } from "./provider.js";
 import { type MotoNetwork, motoConfig, nodeInstances, prepareMoto } from "./testing/moto-env.js";
 
 let moto: Moto;
@@ -28,7 +28,7 @@ function pod(name: string, uid: string, container: Record<string, unknown>): V1P
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { name, namespace: "default", uid },
+    metadata: { name, namespace: "default", uid, finalizers: [RECLAIM_FINALIZER] },
     spec: {
       nodeName: "sim-node",
       restartPolicy: "Never",

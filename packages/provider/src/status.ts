@@ -16,20 +16,43 @@ export interface PodStatusInput {
   readonly ec2Unavailable?: string | undefined;
 }
 
+/**
+ * Pod condition type the provider sets to `False` while a Pod is not launched (capacity, quota,
+ * a DaemonSet Pod held back, a refused Pod), with the reason (`InsufficientCapacity`,
+ * `QuotaExceeded`, `DaemonSetPodNotLaunched`, ...) and a message.
+ */
+export const LAUNCHED_CONDITION = "nebula.dev/InstanceLaunched";
+
 /** Condition reason the provider sets on `Ready`/`ContainersReady` during an EC2 outage. */
 export const EC2_UNAVAILABLE_REASON = "EC2Unavailable";
 
 /**
  * The Pod's status: `@nebula/state-mapping`'s `toPodStatus`, plus what only the provider knows —
  * a launch being retried (`reason` = the error code, e.g. `InsufficientCapacity`, with its
- * message; the Pod stays `Pending`), and an EC2 outage (a non-terminal Pod's `Ready` and
+ * message, and the {@link LAUNCHED_CONDITION} condition `False` with that reason; the Pod stays
+ * `Pending`), and an EC2 outage (a non-terminal Pod's `Ready` and
  * `ContainersReady` become `False` with reason `EC2Unavailable`: its state is unknown, not hidden).
  */
 export function podStatus(input: PodStatusInput): V1PodStatus {
   const status = toPodStatus(input.pod, input.state, { now: input.now });
   if (input.launchError !== undefined && input.state.kind === "Pending") {
-    status.reason = input.launchError.code;
+    const reason = input.launchError.code;
+    status.reason = reason;
     status.message = `launch is being retried: ${input.launchError.message}`;
+    const before = input.pod.status?.conditions?.find((c) => c.type === LAUNCHED_CONDITION);
+    status.conditions = [
+      ...(status.conditions ?? []).filter((c) => c.type !== LAUNCHED_CONDITION),
+      {
+        type: LAUNCHED_CONDITION,
+        status: "False",
+        reason,
+        message: input.launchError.message,
+        lastTransitionTime:
+          before?.status === "False" && before.lastTransitionTime
+            ? before.lastTransitionTime
+            : input.now,
+      },
+    ];
   }
   if (input.ec2Unavailable !== undefined && !isTerminalStatus(status)) {
     status.conditions = (status.conditions ?? []).map((condition): V1PodCondition => {

@@ -235,6 +235,9 @@ export class TeardownExecutor<O, E extends EffectDescription, P> {
     phase: string,
   ): Promise<TickResult> {
     if (outcome.kind === "invalid") return this.#invalid(key, outcome.reason);
+    if (outcome.write === "none" && outcome.status === "complete") {
+      return { status: "complete", record: outcome.record };
+    }
     if (outcome.write === "none") {
       if (outcome.status === "held")
         this.#emit({ type: "held", key, waitingFor: outcome.waitingFor });
@@ -249,7 +252,9 @@ export class TeardownExecutor<O, E extends EffectDescription, P> {
     for (const transition of outcome.transitions) {
       this.#emit({ type: "transition", key, transition, record: outcome.record });
     }
-    if (outcome.write === "clear") return { status: "complete", record: outcome.record };
+    if (outcome.write === "clear" || outcome.status === "complete") {
+      return { status: "complete", record: outcome.record };
+    }
     if (outcome.status === "held") {
       this.#emit({ type: "held", key, waitingFor: outcome.waitingFor });
       return { status: "held", record: outcome.record, waitingFor: outcome.waitingFor };
@@ -296,7 +301,14 @@ export class TeardownExecutor<O, E extends EffectDescription, P> {
         );
       }
     }
-    if (failure) return { status: "error", error: failure };
+    if (failure) {
+      // Durable proof that the action was attempted and refused (its deadline may then pass it).
+      const failed = this.#options.teardown.fail(record, this.#now());
+      if (failed.kind === "step" && failed.write === "update") {
+        await this.#write(key, failed, version, uid, record.phase);
+      }
+      return { status: "error", error: failure };
+    }
     const confirmed = this.#options.teardown.acknowledge(record, this.#now());
     if (confirmed.kind === "invalid") return this.#invalid(key, confirmed.reason);
     if (confirmed.write === "none") return { status: "progressed", record };
@@ -332,7 +344,7 @@ export class TeardownExecutor<O, E extends EffectDescription, P> {
       if (outcome.status === "written") return outcome;
       if (outcome.status === "gone") {
         // The subject vanished (or was replaced) under us; with `clear` that is completion.
-        return step.write === "clear"
+        return step.write === "clear" || step.status === "complete"
           ? { status: "failed", result: { status: "complete", record: step.record } }
           : { status: "failed", result: { status: "absent" } };
       }

@@ -11,6 +11,13 @@ export {
   type TickResult,
 } from "./executor.js";
 export {
+  decodeLaunch,
+  LaunchEntry,
+  type LedgerEntry,
+  MemoryPodLedger,
+  type PodLedger,
+} from "./ledger.js";
+export {
   type DeadlineAction,
   defaultRetryBackoffMs,
   defineTeardown,

@@ -116,6 +116,11 @@ export interface TeardownDefinition<O, E extends EffectDescription, P> {
    * into another write.
    */
   readonly retryBackoffMs?: (attempt: number) => number;
+  /**
+   * Keep the completed record (phase `complete`) instead of clearing it, so that a later request
+   * on the same subject finds the teardown finished and never starts it again. Default `false`.
+   */
+  readonly keepCompleted?: boolean;
 }
 
 /**
@@ -252,6 +257,11 @@ export interface Teardown<O, E extends EffectDescription, P> {
    * `write: "none"` result when it already is confirmed.
    */
   acknowledge(record: TeardownRecord, now: number): StepOutcome<E>;
+  /**
+   * Records that the current phase's effects ran and failed (`failures` + 1), so that an
+   * `advance` deadline can go on without them. `write: "none"` for a complete or confirmed record.
+   */
+  fail(record: TeardownRecord, now: number): StepOutcome<E>;
   /** A readable summary of where the teardown stands. Total. */
   describe(record: TeardownRecord, now: number): TeardownSummary;
 }
@@ -357,12 +367,13 @@ export function defineTeardown<O, E extends EffectDescription, P>(
         issuedAt: undefined,
         deadline: undefined,
         heldSince: undefined,
+        failures: undefined,
       });
       const subject = definition.complete?.({ params, record });
       return {
         kind: "step",
         status: "complete",
-        write: "clear",
+        write: definition.keepCompleted ? "update" : "clear",
         record,
         ...(subject ? { subject } : {}),
         effects: [],
@@ -381,6 +392,7 @@ export function defineTeardown<O, E extends EffectDescription, P>(
       issuedAt: undefined,
       deadline: undefined,
       heldSince: undefined,
+      failures: undefined,
     });
     const ctx = { params, record: entering };
     const effects = phase.action?.(ctx) ?? [];
@@ -420,6 +432,7 @@ export function defineTeardown<O, E extends EffectDescription, P>(
       ...record,
       claimedAt: undefined,
       issuedAt: now,
+      failures: undefined,
       deadline: budget === undefined ? undefined : clampTime(from + budget),
     });
   };
@@ -566,10 +579,19 @@ export function defineTeardown<O, E extends EffectDescription, P>(
           return {
             ...wait(record, "waiting", "nothing", "none"),
             status: "complete",
-            write: "clear",
+            write: definition.keepCompleted ? "none" : "clear",
           };
         }
         if (record.issuedAt === undefined) {
+          // An action that never succeeds still has a deadline: an `advance` phase whose effects
+          // were run and failed goes on once its budget, counted from when the phase was entered
+          // (its first claim), has passed. A claim that was never run (a crash) does not count.
+          if (phase.deadline?.onExpiry === "advance" && (record.failures ?? 0) > 0) {
+            const budget = clampMs(phase.deadline.afterMs({ params, record }));
+            if (now >= record.since + budget) {
+              return advance(record, observation, params, "DeadlineExpired", now);
+            }
+          }
           const retryAt = (record.claimedAt ?? 0) + clampMs(backoff(record.attempt));
           if (record.claimedAt !== undefined && now < retryAt) {
             return wait(
@@ -601,6 +623,19 @@ export function defineTeardown<O, E extends EffectDescription, P>(
         return {
           ...wait(confirm(record, phase, params, now), "waiting", phase.waitsFor, "update"),
         };
+      });
+    },
+
+    fail(record, _now) {
+      return guarded(() => {
+        const resolved = resolve(record);
+        if (!resolved.ok) return { kind: "invalid", reason: resolved.reason };
+        const { phase } = resolved;
+        if (phase === undefined || record.issuedAt !== undefined) {
+          return wait(record, "waiting", phase?.waitsFor ?? "nothing");
+        }
+        const next = { ...record, failures: (record.failures ?? 0) + 1 };
+        return wait(next, "waiting", phase.waitsFor, "update");
       });
     },
 

@@ -213,7 +213,9 @@ describe("podTeardown (brief C7)", () => {
     const started = podTeardown.start({ params: p, cause: "DeletionRequested" }, t0);
     if (started.kind !== "step") throw new Error(started.reason);
     expect(started.record).toMatchObject({ phase: "stopping", attempt: 1, claimedAt: t0 });
-    expect(started.effects).toEqual([{ kind: "StopInstance", instanceId: INSTANCE }]);
+    expect(started.effects).toEqual([
+      { kind: "StopInstance", podUid: "pod-uid-1", instanceId: INSTANCE },
+    ]);
     // StopInstances returned 45 s later.
     const acked = podTeardown.acknowledge(started.record, t0 + 45_000);
     if (acked.kind !== "step") throw new Error(acked.reason);
@@ -237,7 +239,9 @@ describe("podTeardown (brief C7)", () => {
         at: t0 + 60_000,
       },
     ]);
-    expect(expired.effects).toEqual([{ kind: "TerminateInstance", instanceId: INSTANCE }]);
+    expect(expired.effects).toEqual([
+      { kind: "TerminateInstance", podUid: "pod-uid-1", instanceId: INSTANCE },
+    ]);
   });
 
   it("a slow StopInstances call counts against the stop deadline (executor)", async () => {
@@ -285,7 +289,71 @@ describe("podTeardown (brief C7)", () => {
     await executor.request(KEY, { params: noInstance, cause: "DeletionRequested" });
     for (let i = 0; i < 10; i++) await executor.tick(KEY);
     expect(world.calls).toEqual(["DeleteAuxiliary web-0-env", "DeleteAuxiliary web-0-files"]);
-    expect(world.store.get(KEY)).toMatchObject({ uid: "pod-uid-1", record: undefined });
+    const kept = decodeRecord(world.store.get(KEY)?.record);
+    expect(kept.ok && kept.record.phase).toBe("complete");
+  });
+
+  it("a completed teardown is kept as complete: a later request never starts it again", async () => {
+    const world = new PodWorld();
+    const executor = world.executor(new Process());
+    const clear = { ...params, finish: "clear" as const };
+    await executor.request(KEY, { params: clear, cause: "DeletionRequested" });
+    let result = await executor.tick(KEY);
+    for (let i = 0; i < 200 && result.status !== "complete"; i++) {
+      world.t += 1_000;
+      result = await executor.tick(KEY);
+    }
+    expect(result.status).toBe("complete");
+    const calls = world.calls.length;
+    const writes = world.store.history.length;
+    // A stale request (a restarted process, a late watch event) finds it complete.
+    const again = await world
+      .executor(new Process())
+      .request(KEY, { params: clear, cause: "TerminalStatusWritten" });
+    expect(again.status).toBe("complete");
+    expect(world.calls.length).toBe(calls);
+    expect(world.store.history.length).toBe(writes);
+  });
+
+  it("with a launch requested but no instance ID, stop and terminate carry the Pod UID", () => {
+    const p = { ...params, launchRequested: true };
+    delete p.instanceId;
+    const started = podTeardown.start({ params: p, cause: "DeletionRequested" }, 0);
+    if (started.kind !== "step") throw new Error(started.reason);
+    expect(started.effects).toEqual([{ kind: "StopInstance", podUid: "pod-uid-1" }]);
+  });
+
+  it("a StopInstances refused for good escalates to terminate once the stop deadline passes", async () => {
+    const world = new PodWorld();
+    let refusals = 0;
+    const refusing = {
+      ...world.handlers,
+      StopInstance: () => {
+        refusals++;
+        throw new Error("UnsupportedOperation: the instance has an instance-store root");
+      },
+    };
+    const executor = new TeardownExecutor({
+      teardown: podTeardown,
+      store: world.checkedStore(),
+      handlers: refusing,
+      observe: () => world.observe(),
+      now: () => world.t,
+    });
+    const t0 = world.t;
+    await executor.request(KEY, { params, cause: "DeletionRequested" });
+    let terminatedAt: number | undefined;
+    for (let i = 0; i < 300 && !world.done(); i++) {
+      world.t += 1_000;
+      await executor.tick(KEY);
+      if (terminatedAt === undefined && world.calls.includes("TerminateInstance")) {
+        terminatedAt = world.t;
+      }
+    }
+    expect(refusals).toBeGreaterThan(1);
+    expect(terminatedAt).toBe(t0 + (GRACE_S + HEADROOM_S) * 1000);
+    expect(world.instance).toBe("terminated");
+    expect(world.done()).toBe(true);
   });
 
   it("a stale delete never removes a recreated Pod of the same name (UID precondition)", async () => {

@@ -47,11 +47,20 @@ export const PodTeardownParams = z.strictObject({
   name,
   /** The Pod's UID: every delete of the Pod carries it as a precondition. */
   podUid: z.string().min(1).max(128),
-  /** The EC2 instance running the Pod; omit when none was launched (stop and terminate are skipped). */
+  /**
+   * The EC2 instance running the Pod, as recorded when `RunInstances` returned. Omit when it is not
+   * known: stop and terminate are then skipped only if no launch was ever requested
+   * (`launchRequested`); otherwise the effects carry the Pod UID and the caller finds the instance.
+   */
   instanceId: z
     .string()
     .regex(/^i-[0-9a-f]{8,17}$/)
     .optional(),
+  /**
+   * True when a launch was requested for the Pod (even if its outcome is unknown: a crash or a
+   * timeout during `RunInstances`). Default: true when `instanceId` is set.
+   */
+  launchRequested: z.boolean().optional(),
   /** The Pod's `terminationGracePeriodSeconds` (default 30). */
   gracePeriodSeconds: z.number().int().min(0).max(31_536_000).default(DEFAULT_GRACE_PERIOD_SECONDS),
   /** Allowance for API calls and observation, added to the grace period (default 30). */
@@ -73,10 +82,13 @@ export type PodTeardownParamsInput = z.input<typeof PodTeardownParams>;
 
 /** The effects of the Pod teardown, executed by the caller's handlers. */
 export type PodTeardownEffect =
-  /** `StopInstances` on the instance (the host supervisor stops the containers with the Pod's grace). */
-  | { readonly kind: "StopInstance"; readonly instanceId: string }
-  /** `TerminateInstances` on the instance. */
-  | { readonly kind: "TerminateInstance"; readonly instanceId: string }
+  /**
+   * `StopInstances` on the Pod's instance (the host supervisor stops the containers with the Pod's
+   * grace). `instanceId` is absent when the launch's outcome is unknown: find it by the Pod UID.
+   */
+  | { readonly kind: "StopInstance"; readonly podUid: string; readonly instanceId?: string }
+  /** `TerminateInstances` on the Pod's instance (found by the Pod UID when `instanceId` is absent). */
+  | { readonly kind: "TerminateInstance"; readonly podUid: string; readonly instanceId?: string }
   /** Delete one auxiliary object, treating 404 as success. */
   | { readonly kind: "DeleteAuxiliary"; readonly object: AuxiliaryObject }
   /** Delete the Pod object with `gracePeriodSeconds: 0` and a UID precondition; 404 is success. */
@@ -116,6 +128,17 @@ export interface PodTeardownObservation {
   readonly holds?: readonly string[];
 }
 
+/** Whether the Pod ever had a launch requested (then its instance must be stopped and terminated). */
+function launched(params: PodTeardownParams): boolean {
+  return params.instanceId !== undefined || params.launchRequested === true;
+}
+
+function instanceRef(params: PodTeardownParams): { podUid: string; instanceId?: string } {
+  return params.instanceId === undefined
+    ? { podUid: params.podUid }
+    : { podUid: params.podUid, instanceId: params.instanceId };
+}
+
 /** How long a `pre-terminate` hold may delay termination: 10 minutes. */
 export const POD_HOLD_TIMEOUT_MS = 10 * 60_000;
 
@@ -138,7 +161,12 @@ const stoppedOrGone = new Set<InstanceObservation>([
  * 4. `removing` (when `finish` is `delete-pod`): `DeletePod` with grace 0 and the Pod's UID;
  *    done when the Pod is absent.
  *
- * Without an `instanceId`, `stopping` and `terminating` are skipped. The deadline is never
+ * Without an `instanceId` and without `launchRequested`, `stopping` and `terminating` are
+ * skipped; with `launchRequested` but no `instanceId` (a launch whose outcome is unknown) the
+ * effects carry only the Pod UID and the caller finds the instance. A `stopping` action that never
+ * succeeds (a stop EC2 refuses) goes on to `terminating` once its deadline has passed. The
+ * completed record is kept (phase `complete`), so a later request never starts it again. The
+ * deadline is never
  * derived from `deletionTimestamp` (which already includes the grace period).
  *
  * @example
@@ -154,12 +182,13 @@ export const podTeardown: Teardown<PodTeardownObservation, PodTeardownEffect, Po
   defineTeardown<PodTeardownObservation, PodTeardownEffect, PodTeardownParams>({
     name: "nebula.dev/pod",
     params: PodTeardownParams,
+    keepCompleted: true,
     phases: [
       {
         name: "stopping",
         waitsFor: "the instance to stop",
-        skip: ({ params }) => params.instanceId === undefined,
-        action: ({ params }) => [{ kind: "StopInstance", instanceId: params.instanceId ?? "" }],
+        skip: ({ params }) => !launched(params),
+        action: ({ params }) => [{ kind: "StopInstance", ...instanceRef(params) }],
         isDone: (o) => stoppedOrGone.has(o.instance),
         deadline: {
           afterMs: ({ params }) => (params.gracePeriodSeconds + params.headroomSeconds) * 1000,
@@ -169,10 +198,8 @@ export const podTeardown: Teardown<PodTeardownObservation, PodTeardownEffect, Po
       {
         name: "terminating",
         waitsFor: "the instance to be terminated",
-        skip: ({ params }) => params.instanceId === undefined,
-        action: ({ params }) => [
-          { kind: "TerminateInstance", instanceId: params.instanceId ?? "" },
-        ],
+        skip: ({ params }) => !launched(params),
+        action: ({ params }) => [{ kind: "TerminateInstance", ...instanceRef(params) }],
         isDone: (o) => o.instance === "terminated" || o.instance === "absent",
         deadline: {
           afterMs: ({ params }) => Math.max(params.headroomSeconds, 1) * 1000,

@@ -61,6 +61,12 @@ export const TeardownRecord = z.strictObject({
    * action, its entry time plus the budget.
    */
   deadline: millis.optional(),
+  /**
+   * How many times the current phase's effects were run and failed since it was entered (reported
+   * durably by the executor): proof that the action was really attempted, which an `advance`
+   * deadline needs before it goes on without the action ever succeeding.
+   */
+  failures: z.number().int().min(0).optional(),
   /** When external holders were first seen holding the next phase (hooks). */
   heldSince: millis.optional(),
   /** Durable parameters of this teardown. */

@@ -7,15 +7,21 @@ import type { AddressInfo } from "node:net";
  * - `server-error`: answers HTTP 500 with `InternalError`;
  * - `drop`: closes the connection without forwarding (the request never reaches EC2);
  * - `drop-after-forward`: forwards the request (EC2 acts on it), then closes the connection
- *   without answering (the caller cannot know it happened: the case `ClientToken` exists for).
+ *   without answering (the caller cannot know it happened: the case `ClientToken` exists for);
+ * - `error`: answers with the rule's EC2 error `code` and HTTP `status` (capacity, quota).
  */
-export type FaultKind = "throttle" | "server-error" | "drop" | "drop-after-forward";
+export type FaultKind = "throttle" | "server-error" | "drop" | "drop-after-forward" | "error";
 
 /** Applies `kind` to the next `times` requests of `action` (any action when omitted). */
 export interface FaultRule {
   readonly action?: string;
   readonly kind: FaultKind;
   times: number;
+  /** Only requests whose form parameters match (e.g. one subnet's launches). */
+  readonly match?: (params: URLSearchParams) => boolean;
+  /** For `error`: the EC2 error code and HTTP status to answer with (e.g. `InsufficientInstanceCapacity`, 500). */
+  readonly code?: string;
+  readonly status?: number;
 }
 
 /** A loopback HTTP proxy between the SDK and the EC2 endpoint that injects faults. Test-only. */
@@ -81,7 +87,10 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       bump(received, action);
       log.push({ action, params });
       const index = rules.findIndex(
-        (r) => r.times > 0 && (r.action === undefined || r.action === action),
+        (r) =>
+          r.times > 0 &&
+          (r.action === undefined || r.action === action) &&
+          (r.match === undefined || r.match(params)),
       );
       const rule = index >= 0 ? rules[index] : undefined;
       if (rule) {
@@ -97,6 +106,11 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       if (rule?.kind === "server-error") {
         res.writeHead(500, { "content-type": "text/xml" });
         res.end(errorXml("InternalError", "An internal error has occurred."));
+        return;
+      }
+      if (rule?.kind === "error") {
+        res.writeHead(rule.status ?? 400, { "content-type": "text/xml" });
+        res.end(errorXml(rule.code ?? "InvalidRequest", `${rule.code ?? "error"} injected`));
         return;
       }
       if (rule?.kind === "drop") {

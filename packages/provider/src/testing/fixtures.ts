@@ -33,6 +33,8 @@ export function testPod(
       name,
       namespace: "default",
       uid,
+      // The caller (the virtual node's Pod controller) adds the reclaim finalizer before createPod.
+      finalizers: ["nebula.dev/instance-reclaim"],
       ...(extra.annotations ? { annotations: extra.annotations } : {}),
     },
     spec: {

@@ -56,6 +56,8 @@ export function motoConfig(
     instanceTypes: { default: "t3.micro" },
     endpoint: moto.endpoint,
     batchWindowMs: 50,
+    // moto does not report an instance's ClientToken; ownership is proven by tags and profile.
+    ownership: { clientToken: false },
     ...overrides,
   };
 }

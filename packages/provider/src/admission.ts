@@ -1,0 +1,39 @@
+import type { ProviderConfig } from "./config.js";
+import { ProviderError } from "./errors.js";
+import { type PodFacts, resolveInstanceType } from "./pod.js";
+
+/** Reason of a DaemonSet Pod the provider does not launch. */
+export const DAEMONSET_NOT_LAUNCHED_REASON = "DaemonSetPodNotLaunched";
+
+/** What the provider does with a Pod, decided before any cloud call. */
+export type Admission =
+  /** Launch it on this instance type. */
+  | { readonly kind: "launch"; readonly instanceType: string }
+  /** Leave it `Pending`, not launched, with this reason (a DaemonSet Pod by default). */
+  | { readonly kind: "hold"; readonly reason: string; readonly message: string }
+  /** Refuse it: `Failed` at once with this reason; the message names the field. */
+  | { readonly kind: "refuse"; readonly reason: string; readonly message: string };
+
+/**
+ * Decides whether a Pod is launched, held or refused. Pure and total: a DaemonSet Pod is held
+ * (unless `daemonSetPods` is `launch`); a Pod whose instance type cannot be resolved or is
+ * outside the allow-list is refused with the error's code as reason (`InstanceTypeNotAllowed`,
+ * `InvalidPodSpec`).
+ */
+export function admitPod(facts: PodFacts, config: ProviderConfig): Admission {
+  if (facts.ownerKind === "DaemonSet" && config.daemonSetPods === "skip") {
+    return {
+      kind: "hold",
+      reason: DAEMONSET_NOT_LAUNCHED_REASON,
+      message: `pod ${facts.key} belongs to a DaemonSet (metadata.ownerReferences): Nebula does not start one instance per DaemonSet Pod (set daemonSetPods: launch to allow it)`,
+    };
+  }
+  try {
+    return { kind: "launch", instanceType: resolveInstanceType(facts, config) };
+  } catch (error) {
+    if (error instanceof ProviderError) {
+      return { kind: "refuse", reason: error.code, message: error.message };
+    }
+    return { kind: "refuse", reason: "InvalidPodSpec", message: String(error) };
+  }
+}

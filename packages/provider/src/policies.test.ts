@@ -1,0 +1,69 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: ${...} are the policy documents' placeholders, not templates
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+
+const Statement = z.object({
+  Sid: z.string(),
+  Effect: z.enum(["Allow", "Deny"]),
+  Action: z.union([z.string(), z.array(z.string())]),
+  Resource: z.union([z.string(), z.array(z.string())]),
+  Condition: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
+});
+const Policy = z.object({ Version: z.literal("2012-10-17"), Statement: z.array(Statement) });
+
+function load(name: string) {
+  return Policy.parse(
+    JSON.parse(readFileSync(new URL(`../policies/${name}`, import.meta.url), "utf8")),
+  );
+}
+const list = (v: string | string[]) => (Array.isArray(v) ? v : [v]);
+
+describe("the controller's IAM policy", () => {
+  const policy = load("controller.json");
+  const allows = (action: string) =>
+    policy.Statement.filter((s) => s.Effect === "Allow" && list(s.Action).includes(action));
+
+  it("pins RunInstances: image, subnet, security group, instance type, IMDSv2, host profile", () => {
+    const run = allows("ec2:RunInstances");
+    const resources = run.flatMap((s) => list(s.Resource));
+    expect(resources).toContain("arn:aws:ec2:${Region}::image/${ImageId}");
+    expect(resources).toContain("arn:aws:ec2:${Region}:${AccountId}:subnet/${SubnetId}");
+    expect(resources).toContain(
+      "arn:aws:ec2:${Region}:${AccountId}:security-group/${SecurityGroupId}",
+    );
+    expect(resources.some((r) => r.includes("image/*") || r.includes("subnet/*"))).toBe(false);
+    const instance = run.find((s) => list(s.Resource).some((r) => r.includes(":instance/")));
+    expect(instance?.Condition?.StringEquals).toMatchObject({
+      "ec2:InstanceType": ["${InstanceType}"],
+      "ec2:MetadataHttpTokens": "required",
+      "aws:RequestTag/nebula:cluster": "${ClusterName}",
+      "ec2:InstanceProfile": "arn:aws:iam::${AccountId}:instance-profile/${HostInstanceProfile}",
+    });
+  });
+
+  it("passes only the host role, and mutates only its own cluster's instances", () => {
+    const pass = allows("iam:PassRole");
+    expect(pass.flatMap((s) => list(s.Resource))).toEqual([
+      "arn:aws:iam::${AccountId}:role/${HostRoleName}",
+    ]);
+    for (const action of ["ec2:StopInstances", "ec2:TerminateInstances", "ec2:DeleteTags"]) {
+      for (const s of allows(action)) {
+        expect(s.Condition?.StringEquals).toMatchObject({
+          "aws:ResourceTag/nebula:cluster": "${ClusterName}",
+        });
+      }
+    }
+    const star = policy.Statement.filter((s) => list(s.Resource).includes("*"));
+    expect(star.flatMap((s) => list(s.Action))).toEqual(["ec2:DescribeInstances"]);
+  });
+});
+
+describe("the account guard (SCP)", () => {
+  it("reserves the nebula: tag keys and the host role to Nebula's roles", () => {
+    const scp = load("reserve-nebula-tags.scp.json");
+    expect(scp.Statement.every((s) => s.Effect === "Deny")).toBe(true);
+    const tags = scp.Statement.find((s) => list(s.Action).includes("ec2:CreateTags"));
+    expect(tags?.Condition?.["ForAnyValue:StringLike"]).toEqual({ "aws:TagKeys": ["nebula:*"] });
+  });
+});
