@@ -7,8 +7,8 @@
 #
 # Steps:
 #   apt            Debian packages the tests need (podman runc busybox-static shellcheck awscli
-#                  uidmap openssl procps, plus python3-venv when Python lacks venv). Skipped when all
-#                  are installed.
+#                  uidmap openssl procps lua5.4, plus python3-venv when Python lacks venv). Skipped
+#                  when all are installed.
 #   moto           A Python virtual environment with moto[server] pinned to $NEBULA_MOTO_VERSION,
 #                  at $NEBULA_CACHE_DIR/moto-venv.
 #   control-plane  kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd built
@@ -49,8 +49,9 @@ with_lock() {
 
 # --- apt -------------------------------------------------------------------------------------
 
-# openssl mints the control plane's certificates; procps gives the tests pgrep.
-apt_packages=(podman runc busybox-static shellcheck awscli uidmap openssl procps)
+# openssl mints the control plane's certificates; procps gives the tests pgrep; lua5.4 runs the
+# operator's Argo CD health check.
+apt_packages=(podman runc busybox-static shellcheck awscli uidmap openssl procps lua5.4)
 
 step_apt() {
   local missing=() pkg
