@@ -43,7 +43,7 @@ announce_preparation() {
     log "  this takes about 16 minutes on 2 cores (less when only some are missing), once; later runs reuse it in about 1 s"
   fi
   if [ ! -x "$cache_dir/moto-venv/bin/moto_server" ]; then
-    log "first use: installing moto into $cache_dir/moto-venv (about 1 minute)"
+    log "first use: installing moto into $cache_dir/moto-venv (a few minutes: pip, quiet)"
   fi
 }
 

@@ -92,6 +92,8 @@ interface RunState {
   aborted: string | undefined;
   instancesLeft: number | undefined;
   podsLeft: string[];
+  /** Seconds into the run when the scenarios' deadline passed, if it did. */
+  scenarioDeadlinePassedAt: number | undefined;
   vnodeLatencies: VnodeLatencies | undefined;
 }
 
@@ -149,7 +151,6 @@ async function tick(world: World, state: RunState, startedAt: number, ui: Ui, st
 
 async function runScenarios(
   world: World,
-  options: DemoOptions,
   state: RunState,
   ui: Ui,
   startedAt: number,
@@ -166,11 +167,8 @@ async function runScenarios(
     }
     if (state.tracker.allOk()) return;
     if (Date.now() > until) {
-      const pending = state.tracker
-        .verdicts()
-        .filter((v) => !v.ok)
-        .map((v) => v.id);
-      state.aborted = `timeout: after ${Math.round((Date.now() - startedAt) / 1000)} s (--timeout ${options.timeoutSeconds}) these scenarios had not shown what they should: ${pending.join(", ")}`;
+      // The clean-up goes on; scenarios still settling (a deletion finishing) may still get there.
+      state.scenarioDeadlinePassedAt = Math.round((Date.now() - startedAt) / 1000);
       return;
     }
     await sleep(POLL_MS, signal);
@@ -248,6 +246,7 @@ async function main(argv: readonly string[]): Promise<number> {
     aborted: undefined,
     instancesLeft: undefined,
     podsLeft: [],
+    scenarioDeadlinePassedAt: undefined,
     vnodeLatencies: undefined,
   };
 
@@ -307,15 +306,7 @@ async function main(argv: readonly string[]): Promise<number> {
     try {
       if (vnodeProblem === undefined && !stop.signal.aborted) {
         await applySamples(world, options, state, ui);
-        await runScenarios(
-          world,
-          options,
-          state,
-          ui,
-          startedAt,
-          deadline - RECLAIM_RESERVE_MS,
-          stop.signal,
-        );
+        await runScenarios(world, state, ui, startedAt, deadline - RECLAIM_RESERVE_MS, stop.signal);
       }
       const metrics = await scrapeVnode(world);
       const latencies = metrics === undefined ? undefined : vnodeLatencies(metrics);
@@ -352,6 +343,12 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   clearTimeout(hardStop);
   ui.done();
+  const pending = state.tracker
+    .verdicts()
+    .filter((v) => !v.ok)
+    .map((v) => v.id);
+  if (state.scenarioDeadlinePassedAt !== undefined && pending.length > 0)
+    state.aborted ??= `timeout: ${state.scenarioDeadlinePassedAt} s into the run (--timeout ${options.timeoutSeconds} minus ${RECLAIM_RESERVE_MS / 1000} s kept for the clean-up) these scenarios had not shown what they should: ${pending.join(", ")}`;
   const input = summaryInput(state, startedAt, state.vnodeLatencies, options.keep);
   if (options.keep && state.aborted === undefined) return 0;
   if (state.aborted !== undefined) process.stderr.write(`demo: ${state.aborted}\n`);
