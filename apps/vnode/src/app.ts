@@ -59,6 +59,8 @@ export interface Vnode {
   readonly nodes: NodeController;
   /** The Pod controller. */
   readonly pods: PodController;
+  /** After `manager.run()` returned: flushes pending Events and closes the EC2 client. */
+  close(): Promise<void>;
 }
 
 /** Builds the virtual node; start it with `manager.run()`. */
@@ -118,6 +120,8 @@ export function createVnode(options: VnodeOptions): Vnode {
   const provider = new Ec2PodProvider({
     config: config.provider,
     ledger,
+    // The Pod controller drives every teardown (PodTeardown on the same ledger).
+    teardowns: "caller",
     livePodUids: () =>
       informer.list().flatMap((p) => (p.metadata?.uid === undefined ? [] : [p.metadata.uid])),
     log,
@@ -156,6 +160,11 @@ export function createVnode(options: VnodeOptions): Vnode {
       if (event.type === "error") logger.warn({ key: event.key, err: event.error }, "teardown");
     },
   });
+  const events = new EventRecorder(kubeConfig, {
+    reportingController: "nebula.dev/vnode",
+    reportingInstance: options.identity.slice(0, 128),
+    logger,
+  });
   const controller = new Controller({
     name: "pods",
     workers: config.node.podWorkers,
@@ -173,11 +182,7 @@ export function createVnode(options: VnodeOptions): Vnode {
       resource: PODS,
       fieldManager: "nebula-vnode",
     }),
-    events: new EventRecorder(kubeConfig, {
-      reportingController: "nebula.dev/vnode",
-      reportingInstance: options.identity.slice(0, 128),
-      logger,
-    }),
+    events,
     enqueue: (key) => controller.enqueue(key),
     metrics: {
       statusWrite: (outcome) => statusWrites.inc({ outcome }),
@@ -212,5 +217,14 @@ export function createVnode(options: VnodeOptions): Vnode {
       }
     },
   });
-  return { manager, provider, nodes, pods: podController };
+  return {
+    manager,
+    provider,
+    nodes,
+    pods: podController,
+    async close() {
+      await events.close();
+      provider.client.destroy();
+    },
+  };
 }

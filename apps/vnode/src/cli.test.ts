@@ -61,7 +61,7 @@ describe("the bundled binary refusing to start", () => {
   it("exits 1 naming a missing --config", () => {
     const run = spawnSync(process.execPath, [bundle, "--cluster", "test"], {
       encoding: "utf8",
-      timeout: 20_000,
+      timeout: 60_000,
     });
     expect(run.status).toBe(1);
     expect(run.stderr).toContain("--config: is required");
@@ -74,7 +74,7 @@ describe("the bundled binary refusing to start", () => {
       writeFileSync(config, JSON.stringify({ node: { capacity: { cpu: "lots" } }, provider: {} }));
       const run = spawnSync(process.execPath, [bundle, "--config", config], {
         encoding: "utf8",
-        timeout: 20_000,
+        timeout: 60_000,
       });
       expect(run.status).toBe(1);
       expect(run.stderr).toContain("capacity.cpu");
@@ -92,7 +92,7 @@ describe("the bundled binary refusing to start", () => {
       const run = spawnSync(process.execPath, [bundle, "--config", config], {
         encoding: "utf8",
         env: { ...env, HOME: home },
-        timeout: 20_000,
+        timeout: 60_000,
       });
       expect(run.status).toBe(1);
       expect(run.stderr).toContain("no cluster configuration");

@@ -54,7 +54,28 @@ describe("the container image (apps/vnode/Dockerfile)", () => {
       ],
       { maxBuffer: 16 * 1024 * 1024 },
     );
-    const help = await run("podman", [...podman, "run", "--rm", "--network=none", image, "--help"]);
+    // This sandbox refuses the runtime's default rlimits: pass the host's own hard limits (runc
+    // may not raise one above the caller's; conmon caps processes at kernel.pid_max).
+    const limits = (
+      await run("bash", [
+        "-c",
+        "n=$(ulimit -Hn); [[ $n == unlimited ]] && n=1048576; u=$(ulimit -Hu); m=$(cat /proc/sys/kernel/pid_max); [[ $u == unlimited || $u -gt $m ]] && u=$m; ((u > 65536)) && u=65536; echo $n; echo $u",
+      ])
+    ).stdout
+      .trim()
+      .split("\n");
+    const help = await run("podman", [
+      ...podman,
+      "run",
+      "--rm",
+      "--network=none",
+      "--ulimit",
+      `nofile=1024:${limits[0]}`,
+      "--ulimit",
+      `nproc=${limits[1]}:${limits[1]}`,
+      image,
+      "--help",
+    ]);
     expect(help.stdout).toMatch(/^Usage: nebula-vnode/);
     expect(help.stdout).toContain("--node-name");
     const user = await run("podman", [

@@ -47,6 +47,12 @@ process.exitCode = await runCli(
         : {}),
     });
     logger.info({ source: connection.source, node: flags["node-name"], namespace }, "starting");
-    return (await vnode.manager.run()).exitCode;
+    const exit = await vnode.manager.run();
+    await vnode.close();
+    logger.info({ reason: exit.reason, exitCode: exit.exitCode }, "stopped");
+    return exit.exitCode;
   },
 );
+// The shutdown was ordered (leadership released, reconciles drained, servers closed): leave now
+// rather than wait for idle keep-alive sockets.
+process.exit();

@@ -237,6 +237,68 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
     });
   });
 
+  it("an unchanged world costs no Pod status write (and few EC2 calls per poll)", async () => {
+    // CI: 3 Pods for 70 s (longer than the 60 s resync); the figure in the README:
+    // NEBULA_E2E_QUIET_PODS=30 NEBULA_E2E_QUIET_SECONDS=600.
+    const count = Number(process.env.NEBULA_E2E_QUIET_PODS ?? "3");
+    const seconds = Number(process.env.NEBULA_E2E_QUIET_SECONDS ?? "70");
+    const names = Array.from({ length: count }, (_, i) => `quiet-${i}`);
+    for (const name of names) {
+      await core.createNamespacedPod({
+        namespace: NS,
+        body: barePod(name, NODE, { command: ["sh", "-c", "sleep 3600"] }),
+      });
+    }
+    await until(
+      "every quiet Pod running",
+      async () => {
+        const pods = await Promise.all(names.map((n) => readPod(n)));
+        return pods.every((p) => p?.status?.phase === "Running") ? true : undefined;
+      },
+      600_000,
+      1_000,
+    );
+    // Let the last launch-time changes (placement annotation, readiness) settle.
+    await new Promise((r) => setTimeout(r, 10_000));
+    const sum = (m: Map<string, number>, prefix: string) =>
+      [...m.entries()].filter(([k]) => k.startsWith(prefix)).reduce((a, [, v]) => a + v, 0);
+    const before = await scrape(vnode.url);
+    await new Promise((r) => setTimeout(r, seconds * 1000));
+    const after = await scrape(vnode.url);
+    const written = 'nebula_vnode_pod_status_writes_total{outcome="written"}';
+    const writes = sum(after, written) - sum(before, written);
+    const describes =
+      sum(after, 'nebula_vnode_ec2_calls_total{action="DescribeInstances"') -
+      sum(before, 'nebula_vnode_ec2_calls_total{action="DescribeInstances"');
+    const calls =
+      sum(after, "nebula_vnode_ec2_calls_total") - sum(before, "nebula_vnode_ec2_calls_total");
+    console.log(
+      JSON.stringify({
+        quiet: {
+          pods: count,
+          seconds,
+          statusWrites: writes,
+          ec2Calls: calls,
+          describeCalls: describes,
+          residentMemoryBytes: sum(after, "process_resident_memory_bytes"),
+        },
+      }),
+    );
+    expect(writes).toBe(0);
+    for (const name of names) {
+      await core.deleteNamespacedPod({ name, namespace: NS, gracePeriodSeconds: 0 });
+    }
+    await until(
+      "the quiet Pods gone",
+      async () =>
+        (await Promise.all(names.map((n) => readPod(n)))).every((p) => p === undefined)
+          ? true
+          : undefined,
+      600_000,
+      1_000,
+    );
+  }, 1_500_000);
+
   it("serves /healthz, /readyz and its metrics", async () => {
     const metrics = await scrape(vnode.url);
     expect([...metrics.keys()].some((k) => k.startsWith("nebula_vnode_ec2_calls_total"))).toBe(

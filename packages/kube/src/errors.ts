@@ -17,7 +17,9 @@ export type KubeErrorCode =
   /** A kubeconfig file exists but cannot be loaded. */
   | "KubeconfigInvalid"
   /** An HTTP server (metrics, health probes) could not listen on its address. */
-  | "ListenFailed";
+  | "ListenFailed"
+  /** `run` was called on an informer, controller, elector or manager that is already running. */
+  | "AlreadyRunning";
 
 /** An error of `@nebula/kube`, with a machine-readable `code` and the original `cause`. */
 export class KubeError extends Error {

@@ -27,6 +27,7 @@ export {
   type Selectors,
   type Store,
 } from "./cache/informer.js";
+export { withSignal } from "./cache/request-options.js";
 export {
   type Connection,
   ConnectOptions,

@@ -7,13 +7,14 @@ import { Buffer } from "node:buffer";
 import {
   CreateTagsCommand,
   DescribeInstancesCommand,
+  DescribeVolumesCommand,
   type EC2Client,
   RunInstancesCommand,
   StopInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
-import { decodeRecord, MemoryPodLedger } from "@nebula/teardown";
+import { decodeRecord, MemoryPodLedger, type PodLedger } from "@nebula/teardown";
 import { type Ec2ProxyHandle, type Moto, startEc2Proxy, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderConfigInput } from "./config.js";
@@ -354,6 +355,53 @@ describe("a reused Pod name (StatefulSet)", () => {
   });
 });
 
+describe("cost", () => {
+  it("volumes carry the instance's tags and the Pod's labels; the Pod learns its instance, type, zone and capacity type", async () => {
+    const changes: PodStatusChange[] = [];
+    const ledger = new MemoryPodLedger();
+    const provider = new Ec2PodProvider({
+      config: viaProxy("cost", {
+        tags: { "cost-center": "ml" },
+        podLabelTags: { "app.kubernetes.io/name": "app" },
+      }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(11)],
+      ledger,
+    });
+    provider.notifyPods((change) => void changes.push(change));
+    const pod = testPod("billed", uid(11));
+    pod.metadata = { ...pod.metadata, labels: { "app.kubernetes.io/name": "trainer" } };
+    await provider.createPod(pod);
+    await provider.pollOnce();
+    const instanceId = (await ledger.get(uid(11)))?.launch.instanceId ?? "";
+    const volumes = await ec2.send(
+      new DescribeVolumesCommand({
+        Filters: [{ Name: "attachment.instance-id", Values: [instanceId] }],
+      }),
+    );
+    expect(volumes.Volumes?.length).toBeGreaterThan(0);
+    for (const volume of volumes.Volumes ?? []) {
+      const tags = Object.fromEntries((volume.Tags ?? []).map((t) => [t.Key, t.Value]));
+      expect(tags).toMatchObject({
+        "cost-center": "ml",
+        app: "trainer",
+        "nebula:pod-uid": uid(11),
+        "nebula:cluster": "it",
+      });
+    }
+    const launched = changes.flatMap((c) => c.events).find((e) => e.reason === "Launched");
+    expect(launched?.message).toContain(instanceId);
+    expect(launched?.message).toContain("t3.micro");
+    expect(changes.at(-1)?.instance).toMatchObject({
+      instanceId,
+      instanceType: "t3.micro",
+      capacityType: "on-demand",
+      availabilityZone: expect.stringMatching(/^us-east-1/),
+    });
+    await provider.stop();
+  });
+});
+
 describe("grace", () => {
   it("the deletion's grace period wins over the spec's, and every grace is capped", async () => {
     const ledger = new MemoryPodLedger();
@@ -647,4 +695,117 @@ describe("security", () => {
     expect(await stateOf(victimId)).toBe("running");
     await provider.stop();
   });
+});
+
+/** A process that dies at its k-th side effect (an EC2 mutation or a ledger write), before or after it. */
+class Mortal {
+  count = 0;
+  dead = false;
+  constructor(
+    readonly k: number,
+    readonly when: "before" | "after",
+  ) {}
+
+  async effect<T>(run: () => Promise<T>): Promise<T> {
+    if (this.dead) throw new Error("process is dead");
+    const mine = this.count++;
+    if (mine === this.k && this.when === "before") {
+      this.dead = true;
+      throw new Error(`crash before side effect ${mine}`);
+    }
+    const result = await run();
+    if (mine === this.k) {
+      this.dead = true;
+      throw new Error(`crash after side effect ${mine}`);
+    }
+    return result;
+  }
+
+  ledger(inner: PodLedger): PodLedger {
+    const writes = new Set(["ensure", "recordLaunch", "write", "remove"]);
+    return new Proxy(inner, {
+      get: (target, prop, receiver) => {
+        const value = Reflect.get(target, prop, receiver);
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          if (this.dead) return Promise.reject(new Error("process is dead"));
+          const call = () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+          return writes.has(String(prop)) ? this.effect(call) : call();
+        };
+      },
+    });
+  }
+
+  client(client: EC2Client): void {
+    const mutating = new Set([
+      "RunInstancesCommand",
+      "StopInstancesCommand",
+      "TerminateInstancesCommand",
+    ]);
+    client.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (this.dead) throw new Error("process is dead");
+        if (!mutating.has(context.commandName ?? "")) return next(args);
+        return this.effect(() => next(args));
+      },
+      { step: "initialize", name: "mortal" },
+    );
+  }
+}
+
+describe("crash at every side effect", () => {
+  it("killed before or after each EC2 mutation and ledger write, a fresh process launches at most one instance and reclaims it", async () => {
+    const failures: string[] = [];
+    let runs = 0;
+    for (let k = 0; k < 16; k++) {
+      for (const when of ["before", "after"] as const) {
+        const node = `crash-${k}-${when}`;
+        const podUid = uid(900 + k * 2 + (when === "after" ? 1 : 0));
+        const inner = new MemoryPodLedger();
+        const mortal = new Mortal(k, when);
+        const pod = testPod("victim", podUid);
+        const first = new Ec2PodProvider({
+          config: viaProxy(node, { maxAttempts: 1, eventualConsistencySeconds: 3 }),
+          renderUserData: () => USER_DATA,
+          livePodUids: () => [podUid],
+          ledger: mortal.ledger(inner),
+        });
+        mortal.client(first.client);
+        // The first process: launch, observe, delete, until done or dead.
+        try {
+          await first.createPod(pod);
+          await first.pollOnce();
+          for (let i = 0; i < 30 && !mortal.dead; i++) {
+            const state = await first.deletePod(deleting(pod));
+            if (state.complete) break;
+            await first.pollOnce();
+          }
+        } catch {
+          // died
+        }
+        await first.stop().catch(() => undefined);
+        if (!mortal.dead) break; // k is past the last side effect
+        runs++;
+        // A fresh process on the same ledger: the Pod is still there, being deleted.
+        // A launch recorded but never sent is only declared absent after the consistency window
+        // (3 s here): until then "not found" is not proof.
+        const second = new Ec2PodProvider({
+          config: viaProxy(node, { eventualConsistencySeconds: 3 }),
+          renderUserData: () => USER_DATA,
+          livePodUids: () => [podUid],
+          ledger: inner,
+        });
+        await second.createPod(deleting(pod));
+        const state = await reclaim(second, deleting(pod), 120, 100);
+        await second.stop();
+        const instances = await nodeInstances(ec2, node);
+        const alive = instances.filter((i) => i.State?.Name !== "terminated");
+        if (!state.complete) failures.push(`${node}: reclaim not complete (${state.message})`);
+        if (instances.length > 1) failures.push(`${node}: ${instances.length} instances launched`);
+        if (alive.length > 0) failures.push(`${node}: ${alive.length} instance(s) left running`);
+      }
+    }
+    expect(runs).toBeGreaterThanOrEqual(10);
+    expect(failures).toEqual([]);
+  }, 600_000);
 });

@@ -65,8 +65,6 @@ export const VirtualNodeConfigSchema = z.strictObject({
   statusUpdateIntervalSeconds: z.number().int().min(1).max(3600).default(60),
   /** The finalizer held on each Pod until its instance is terminated. */
   podFinalizer: z.string().regex(labelKey).default(DEFAULT_POD_FINALIZER),
-  /** Pod labels copied into instance tags (keys). */
-  podLabelTags: z.array(z.string().regex(labelKey)).max(27).default([]),
   /** How often every Pod is reconciled even when nothing changed, in seconds (60). */
   podResyncSeconds: z.number().int().min(1).max(3600).default(60),
   /** Concurrent Pod reconciles (each Pod still has at most one at a time). */

@@ -181,5 +181,17 @@ describe("podStatusEvents", () => {
       "ContainerExited",
       "RestartLimitReached",
     ]);
+    // Every run exited 0: under Always the limit ends the Pod Succeeded, still a limit.
+    const done: V1PodStatus = {
+      phase: "Succeeded",
+      containerStatuses: [terminated(0, "Completed", 2)],
+    };
+    expect(podStatusEvents(pod("Always"), backoff, done).map((e) => e.reason)).toContain(
+      "RestartLimitReached",
+    );
+    // Under OnFailure a success after restarts is no limit.
+    expect(podStatusEvents(pod("OnFailure"), backoff, done).map((e) => e.reason)).not.toContain(
+      "RestartLimitReached",
+    );
   });
 });

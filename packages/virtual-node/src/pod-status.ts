@@ -200,19 +200,17 @@ export function podStatusEvents(
       });
     }
   }
-  const restarts = pod.spec?.restartPolicy !== "Never";
+  // Under Always a Pod only ends when its restart limit is reached; under OnFailure, when it fails.
+  const policy = pod.spec?.restartPolicy ?? "Always";
   const restarted = allStatuses(after).some((c) => c.restartCount > 0);
-  if (
-    restarts &&
-    restarted &&
-    after?.phase === "Failed" &&
-    before?.phase !== "Failed" &&
-    !isLost(after)
-  ) {
+  const limitReached =
+    (policy === "Always" && isTerminalPhase(after?.phase)) ||
+    (policy === "OnFailure" && after?.phase === "Failed");
+  if (restarted && limitReached && !isTerminalPhase(before?.phase) && after && !isLost(after)) {
     events.push({
       type: "Warning",
       reason: "RestartLimitReached",
-      note: `Restart limit reached: the Pod failed${after.reason ? ` (${after.reason})` : ""}${after.message ? `: ${after.message.slice(0, 200)}` : ""}`,
+      note: `Restart limit reached: the Pod is ${after.phase}${after.reason ? ` (${after.reason})` : ""}${after.message ? `: ${after.message.slice(0, 200)}` : ""}`,
     });
   }
   return events;

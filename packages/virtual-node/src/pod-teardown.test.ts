@@ -112,6 +112,24 @@ describe("PodTeardown", () => {
     expect(s.removed).toHaveLength(1);
   });
 
+  it("an instance already terminated is not acted on (EC2 may drop what proves whose it was)", async () => {
+    const now = { t: 1_000_000 };
+    const s = setup(now);
+    s.account.byPod.set("uid-1", "i-0123456789abcdef5");
+    s.account.states.set("i-0123456789abcdef5", "running");
+    // The first reconcile starts the teardown and sends the stop; then the instance is gone.
+    await s.teardown.reconcile(pod, { deleting: true, graceSeconds: 0 });
+    s.account.states.set("i-0123456789abcdef5", "terminated");
+    const refuse = s.account.terminateInstance.bind(s.account);
+    s.account.terminateInstance = async (id) => {
+      await refuse(id);
+      throw new Error(`instance ${id} does not prove that Nebula launched it`);
+    };
+    await drive(s.teardown, { deleting: true, graceSeconds: 0 }, now);
+    expect(s.account.calls.filter((c) => c.startsWith("terminate"))).toEqual([]);
+    expect(s.removed).toHaveLength(1);
+  });
+
   it("a completed teardown is not restarted by a stale request", async () => {
     const now = { t: 1_000_000 };
     const s = setup(now);

@@ -74,6 +74,8 @@ export type PodTeardownResult =
   | { readonly status: "error"; readonly message: string; readonly requeueAfterMs: number };
 
 const POLL_MS = 2_000;
+const TERMINATED = new Set(["terminated"]);
+const STOPPED_OR_GONE = new Set(["stopped", "shutting-down", "terminated"]);
 const RETRY_MS = 5_000;
 
 const EC2_STATES = new Set<string>([
@@ -141,13 +143,17 @@ export class PodTeardown {
         };
       },
       handlers: {
+        // An instance already where the action would take it needs no call: nothing is done to a
+        // terminated instance (EC2 may even drop what proves whose it was).
         StopInstance: async (effect) => {
           const id = effect.instanceId ?? (await this.#find(effect.podUid));
-          if (id !== undefined) await options.reclaimer.stopInstance(id);
+          if (id === undefined || this.#already(effect.podUid, id, STOPPED_OR_GONE)) return;
+          await options.reclaimer.stopInstance(id);
         },
         TerminateInstance: async (effect) => {
           const id = effect.instanceId ?? (await this.#find(effect.podUid));
-          if (id !== undefined) await options.reclaimer.terminateInstance(id);
+          if (id === undefined || this.#already(effect.podUid, id, TERMINATED)) return;
+          await options.reclaimer.terminateInstance(id);
         },
         // The virtual node gives the teardown no auxiliary objects: nothing to release.
         DeleteAuxiliary: () => undefined,
@@ -241,6 +247,12 @@ export class PodTeardown {
       case "foreign":
         return { status: "error", message: result.reason, requeueAfterMs: 60_000 };
     }
+  }
+
+  /** True when this reconcile's lookup found instance `id` of the Pod in one of `states`. */
+  #already(podUid: string, id: string, states: ReadonlySet<string>): boolean {
+    const found = this.#found.get(podUid);
+    return typeof found === "object" && found.instanceId === id && states.has(found.state);
   }
 
   /** The instance of a Pod whose launch outcome was not recorded; rejects while that cannot be told. */

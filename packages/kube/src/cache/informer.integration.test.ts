@@ -8,6 +8,7 @@ import {
   CoreV1Api,
   type KubeConfig,
   type KubernetesListObject,
+  RbacAuthorizationV1Api,
   type V1ConfigMap,
   type V1Pod,
 } from "@kubernetes/client-node";
@@ -16,6 +17,7 @@ import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Controller } from "../controller/controller.js";
 import { Informer, type InformerEvent, podInformer } from "./informer.js";
+import { withSignal } from "./request-options.js";
 
 const namespace = `informer-${randomBytes(4).toString("hex")}`;
 let kc: KubeConfig;
@@ -206,6 +208,63 @@ describe("Informer against the real apiserver", () => {
     await until(() => seen.some((e) => e.key === `${namespace}/thrown-at`));
     await until(() => resyncs.has(`${namespace}/thrown-at`));
     expect(cms.get(`${namespace}/thrown-at`)?.data).toEqual({ v: "1" });
+  });
+
+  it("a stop does not wait for a list in flight; list requests carry the abort signal", async () => {
+    let listSignal: AbortSignal | undefined;
+    const hanging = new Informer<V1ConfigMap>({
+      kubeConfig: kc,
+      name: "hanging",
+      path: `/api/v1/namespaces/${namespace}/configmaps`,
+      list: (_selectors, signal) => {
+        listSignal = signal;
+        return new Promise((_resolve, reject) =>
+          signal.addEventListener("abort", () => reject(signal.reason), { once: true }),
+        );
+      },
+    });
+    const stop = new AbortController();
+    const run = hanging.run(stop.signal);
+    await until(() => listSignal !== undefined);
+    stop.abort();
+    await run;
+    expect(listSignal?.aborted).toBe(true);
+    expect(hanging.hasSynced()).toBe(false);
+    // The signal really reaches the HTTP request of a generated API call.
+    await expect(
+      core.listNamespacedConfigMap({ namespace }, withSignal(AbortSignal.abort())),
+    ).rejects.toThrow(/abort/i);
+    expect(
+      (await core.listNamespacedConfigMap({ namespace }, withSignal(AbortSignal.timeout(10_000))))
+        .items,
+    ).toBeDefined();
+  });
+
+  it("a 403 stops client-node's ListWatch for good; the informer keeps restarting until allowed", async () => {
+    const user = `watcher-${randomBytes(3).toString("hex")}`;
+    const denied = useTestPeers().controlPlane.clientFor(user, []);
+    const cms = configMapInformer(denied, namespace, "forbidden");
+    const stop = started(cms);
+    await until(() => cms.restarts() >= 3);
+    expect(cms.hasSynced()).toBe(false);
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createNamespacedRole({
+      namespace,
+      body: {
+        metadata: { name: user },
+        rules: [{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace,
+      body: {
+        metadata: { name: user },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: user },
+        subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: user }],
+      },
+    });
+    expect(await cms.waitForSync(undefined, 30_000)).toBe(true);
+    stop.abort();
   });
 
   it("100 objects churned through informer → queue → reconcile: no update lost", async () => {

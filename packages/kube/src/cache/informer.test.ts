@@ -1,6 +1,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { normalizeObject, objectKey } from "./informer.js";
+import { normalizeObject, objectKey, restartDelay } from "./informer.js";
 
 describe("objectKey", () => {
   it("is namespace/name, or name for cluster-scoped objects", () => {
@@ -35,5 +36,35 @@ describe("normalizeObject", () => {
       );
     }
     expect(fromList.metadata?.creationTimestamp).toBeInstanceOf(Date);
+  });
+});
+
+describe("restartDelay", () => {
+  it("is 1 s → 30 s by default, jittered between half and all of the ceiling", () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 100 }), (attempt) => {
+        const ceiling = Math.min(30_000, 1000 * 2 ** attempt);
+        const delay = restartDelay(attempt, undefined);
+        expect(delay).toBeGreaterThanOrEqual(ceiling / 2);
+        expect(delay).toBeLessThanOrEqual(ceiling);
+      }),
+    );
+  });
+
+  it("honours the configured bounds", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 10_000 }),
+        fc.integer({ min: 10_000, max: 100_000 }),
+        fc.integer({ min: 0, max: 60 }),
+        (initialMs, maxMs, attempt) => {
+          const delay = restartDelay(attempt, { initialMs, maxMs });
+          expect(delay).toBeLessThanOrEqual(maxMs);
+          expect(delay).toBeGreaterThanOrEqual(
+            Math.floor(Math.min(maxMs, initialMs * 2 ** attempt) / 2),
+          );
+        },
+      ),
+    );
   });
 });

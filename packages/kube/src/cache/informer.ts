@@ -25,9 +25,11 @@ import {
 } from "@kubernetes/client-node";
 // The model serializer is not re-exported from the package root (the package has no exports map).
 import { ObjectSerializer } from "@kubernetes/client-node/dist/serializer.js";
+import { KubeError } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { silentLogger } from "../observability/logger.js";
 import type { ControllerMetrics } from "../observability/metrics.js";
+import { withSignal } from "./request-options.js";
 
 /** Selectors restricting what an informer lists and watches. */
 export interface Selectors {
@@ -37,9 +39,13 @@ export interface Selectors {
   readonly fieldSelector?: string;
 }
 
-/** Lists the watched collection (with the informer's selectors). */
+/**
+ * Lists the watched collection with the informer's selectors. `signal` aborts when the informer
+ * stops or the list deadline passes: hand it to the request (see the factories).
+ */
 export type ListFunction<T extends KubernetesObject> = (
   selectors: Selectors,
+  signal: AbortSignal,
 ) => Promise<KubernetesListObject<T>>;
 
 /** Back-off between informer restarts. */
@@ -58,6 +64,8 @@ export interface InformerCommonOptions extends Selectors {
   readonly resyncPeriodMs?: number;
   /** Back-off between restarts after an error. */
   readonly restartBackoff?: RestartBackoff;
+  /** Deadline of each list request, in ms (default 60 000). */
+  readonly listTimeoutMs?: number;
   /** Logger (default: silent). */
   readonly logger?: Logger;
   /** Records restarts and sync state. */
@@ -135,8 +143,11 @@ export function normalizeObject<T>(object: T, objectType?: string): T {
     : (ObjectSerializer.deserialize(json, objectType) as T);
 }
 
-/** Jittered exponential back-off: `initial * 2^attempt` capped at `max`, times 0.5-1.0. */
-function backoffDelay(attempt: number, backoff: RestartBackoff | undefined): number {
+/**
+ * The delay before restart number `attempt + 1`: jittered exponential back-off,
+ * `initial * 2^attempt` capped at `max`, times a random 0.5-1.0 (replicas do not restart in step).
+ */
+export function restartDelay(attempt: number, backoff: RestartBackoff | undefined): number {
   const initial = backoff?.initialMs ?? 1000;
   const max = backoff?.maxMs ?? 30_000;
   const ceiling = Math.min(max, initial * 2 ** Math.min(attempt, 30));
@@ -229,7 +240,8 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
    * back-off. Resolves once stopped. The cache keeps its content after stopping.
    */
   async run(signal: AbortSignal): Promise<void> {
-    if (this.#running) throw new Error(`informer ${this.name} is already running`);
+    if (this.#running)
+      throw new KubeError("AlreadyRunning", `informer ${this.name} is already running`);
     if (signal.aborted) return;
     this.#running = true;
     const { kubeConfig, path, list, labelSelector, fieldSelector, objectType } = this.#options;
@@ -242,7 +254,8 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
       path,
       new Watch(kubeConfig),
       async () => {
-        const result = await list(selectors);
+        const deadline = AbortSignal.timeout(this.#options.listTimeoutMs ?? 60_000);
+        const result = await list(selectors, AbortSignal.any([signal, deadline]));
         listed = true;
         return result;
       },
@@ -272,14 +285,12 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
     listWatch.on("delete", (o) => deliver("delete", o));
 
     let attempt = 0;
+    let starting: Promise<void> = Promise.resolve();
     let failed: { error: unknown } | undefined;
     let wake: (() => void) | undefined;
     listWatch.on("error", (error?: unknown) => {
       failed = { error };
       wake?.();
-    });
-    listWatch.on("connect", () => {
-      // The watch (re)connects; a clean reconnect by ListWatch itself is not a failure.
     });
     const onAbort = (): void => {
       void listWatch.stop();
@@ -291,10 +302,13 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
       while (!signal.aborted) {
         failed = undefined;
         try {
-          await listWatch.start();
+          // Stopping does not wait for a list in flight (its request is aborted meanwhile).
+          starting = listWatch.start();
+          await Promise.race([starting, aborted(signal)]);
         } catch (error) {
           failed = { error };
         }
+        if (signal.aborted) break;
         // The list's items are in the cache once start() returns after a successful list.
         if (listed && !this.#synced) this.#markSynced();
         // Wait until ListWatch gives up (error) or we are stopped.
@@ -306,7 +320,7 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
           wake = undefined;
         }
         if (signal.aborted) break;
-        const delay = backoffDelay(attempt, this.#options.restartBackoff);
+        const delay = restartDelay(attempt, this.#options.restartBackoff);
         attempt += 1;
         this.#restarts += 1;
         this.#options.metrics?.informerRestarts.inc({ informer: this.name });
@@ -319,6 +333,10 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
     } finally {
       signal.removeEventListener("abort", onAbort);
       clearInterval(resync);
+      await listWatch.stop();
+      // A watch request still connecting when stop() ran is not aborted by it (ListWatch keeps
+      // the request only once connected): let the start finish (bounded), then stop again.
+      await Promise.race([starting.catch(() => undefined), delay(5000)]);
       await listWatch.stop();
       this.#running = false;
     }
@@ -356,6 +374,17 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
   }
 }
 
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}
+
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const timer = setTimeout(done, ms);
@@ -390,10 +419,10 @@ export function podInformer(
     objectType: "V1Pod",
     name: options.name ?? (namespace === undefined ? "pods" : `pods/${namespace}`),
     path: namespace === undefined ? "/api/v1/pods" : `/api/v1/namespaces/${namespace}/pods`,
-    list: (selectors) =>
+    list: (selectors, signal) =>
       namespace === undefined
-        ? core.listPodForAllNamespaces(selectors)
-        : core.listNamespacedPod({ namespace, ...selectors }),
+        ? core.listPodForAllNamespaces(selectors, withSignal(signal))
+        : core.listNamespacedPod({ namespace, ...selectors }, withSignal(signal)),
   });
 }
 
@@ -426,20 +455,15 @@ export function customObjectInformer<T extends KubernetesObject>(
     name: options.name ?? (namespace === undefined ? plural : `${plural}/${namespace}`),
     path:
       namespace === undefined ? `${base}/${plural}` : `${base}/namespaces/${namespace}/${plural}`,
-    list: async (selectors) =>
+    list: async (selectors, signal) =>
       (namespace === undefined
-        ? await api.listCustomObjectForAllNamespaces({
-            group,
-            version,
-            resourcePlural: plural,
-            ...selectors,
-          })
-        : await api.listNamespacedCustomObject({
-            group,
-            version,
-            namespace,
-            plural,
-            ...selectors,
-          })) as KubernetesListObject<T>,
+        ? await api.listCustomObjectForAllNamespaces(
+            { group, version, resourcePlural: plural, ...selectors },
+            withSignal(signal),
+          )
+        : await api.listNamespacedCustomObject(
+            { group, version, namespace, plural, ...selectors },
+            withSignal(signal),
+          )) as KubernetesListObject<T>,
   });
 }

@@ -7,6 +7,7 @@
  */
 import type { KubernetesObject } from "@kubernetes/client-node";
 import type { Informer, InformerEvent } from "../cache/informer.js";
+import { KubeError } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { silentLogger } from "../observability/logger.js";
 import type { ControllerMetrics } from "../observability/metrics.js";
@@ -133,7 +134,8 @@ export class Controller {
    * every worker has returned. A controller runs once; its queue is shut down afterwards.
    */
   async run(options: ControllerRunOptions): Promise<void> {
-    if (this.#running) throw new Error(`controller ${this.name} is already running`);
+    if (this.#running)
+      throw new KubeError("AlreadyRunning", `controller ${this.name} is already running`);
     this.#running = true;
     const { signal, hardStop } = options;
     const inFlight = new AbortController();

@@ -185,7 +185,8 @@ export class Manager {
    * rejects: failures come back as `{ reason: "failed", exitCode: 1, error }`.
    */
   async run(signal?: AbortSignal): Promise<ManagerExit> {
-    if (this.#running) throw new Error(`manager ${this.#options.name} is already running`);
+    if (this.#running)
+      throw new KubeError("AlreadyRunning", `manager ${this.#options.name} is already running`);
     this.#running = true;
     const log = this.logger;
     const phase = (name: ShutdownPhase): void => {

@@ -211,7 +211,8 @@ export function structuralSchemaOf(schema: z.ZodType, path = ""): StructuralSche
   return toStructuralSchema(jsonSchema, path);
 }
 
-function convert(input: unknown, path: string, context: Context): StructuralSchema {
+function convert(input: unknown, path: string, initial: Context): StructuralSchema {
+  let context = initial;
   if (input === true || input === undefined)
     return { "x-kubernetes-preserve-unknown-fields": true };
   if (input === false) throw unsupported(path, "a schema that accepts nothing");
@@ -265,12 +266,23 @@ function convert(input: unknown, path: string, context: Context): StructuralSche
   if (Array.isArray(node.enum) && node.enum.includes(null)) {
     node.enum = node.enum.filter((v) => v !== null);
     node.nullable = true;
+    if ((node.enum as unknown[]).length === 0)
+      throw unsupported(path, "a value that can only be null");
   }
 
   if (Array.isArray(node.allOf)) {
-    const parts = node.allOf;
-    delete node.allOf;
-    node = parts.reduce<Json>((merged, part) => intersect(merged, part, path), node);
+    let resolving = context.resolving;
+    for (let depth = 0; Array.isArray(node.allOf); depth++) {
+      if (depth > 32) throw unsupported(path, "an allOf nested this deeply");
+      const parts: unknown[] = node.allOf;
+      delete node.allOf;
+      for (const part of parts) {
+        const { schema, name } = dereference(part, path, resolving, context);
+        if (name !== undefined) resolving = [...resolving, name];
+        node = intersect(node, schema, path);
+      }
+    }
+    context = { ...context, resolving };
   }
 
   const union = Array.isArray(node.anyOf)
@@ -278,6 +290,18 @@ function convert(input: unknown, path: string, context: Context): StructuralSche
     : Array.isArray(node.oneOf)
       ? node.oneOf
       : undefined;
+  if (
+    union !== undefined &&
+    node.type !== undefined &&
+    union.every((b) => isObject(b) && b.type === undefined && b.$ref === undefined)
+  ) {
+    // Already structural: a typed node with value validations as alternatives.
+    const key = Array.isArray(node.anyOf) ? "anyOf" : "oneOf";
+    delete node.anyOf;
+    delete node.oneOf;
+    for (const branch of union) checkPatterns(branch, path);
+    return { ...convert(node, path, context), [key]: union };
+  }
   if (union !== undefined) {
     delete node.anyOf;
     delete node.oneOf;
@@ -316,6 +340,50 @@ function convert(input: unknown, path: string, context: Context): StructuralSche
       return finish(node);
     default:
       throw unsupported(path, `the type ${String(node.type)}`);
+  }
+}
+
+/** A `$ref` part of an `allOf` replaced by its definition, and the definition's name. */
+function dereference(
+  part: unknown,
+  path: string,
+  resolving: readonly string[],
+  context: Context,
+): { schema: unknown; name?: string } {
+  if (!isObject(part) || typeof part.$ref !== "string") return { schema: part };
+  const name = /^#\/(?:definitions|\$defs)\/(.+)$/.exec(part.$ref)?.[1];
+  const target = name === undefined ? undefined : context.definitions[name];
+  if (name === undefined || !isObject(target))
+    throw unsupported(path, `the reference ${part.$ref}`);
+  if (resolving.includes(name)) throw unsupported(path, `the recursive schema ${name}`);
+  const { $ref: _ref, ...siblings } = part;
+  return { schema: { ...target, ...siblings }, name };
+}
+
+/** Every `pattern` below `node` must compile with RE2. */
+function checkPatterns(node: unknown, path: string): void {
+  if (Array.isArray(node)) {
+    for (const item of node) checkPatterns(item, path);
+    return;
+  }
+  if (!isObject(node)) return;
+  if (typeof node.pattern === "string") checkPattern(node.pattern, path);
+  for (const [key, value] of Object.entries(node)) {
+    if (key === "enum" || key === "default" || key === "example") continue;
+    checkPatterns(
+      value,
+      key === "properties" || key === "items" || key === "anyOf" ? path : childPath(path, key),
+    );
+  }
+}
+
+function checkPattern(pattern: string, path: string): void {
+  const problem = re2Problem(pattern);
+  if (problem !== undefined) {
+    throw new KubeError(
+      "UnsupportedPattern",
+      `${path || "(root)"}: the pattern ${JSON.stringify(pattern)} uses a ${problem}, which Go's RE2 (the API server's regexp) cannot compile`,
+    );
   }
 }
 
@@ -405,15 +473,7 @@ function convertString(node: Json, path: string): StructuralSchema {
     if (KUBERNETES_FORMATS.has(format)) delete node.pattern;
     else delete node.format;
   }
-  if (typeof node.pattern === "string") {
-    const problem = re2Problem(node.pattern);
-    if (problem !== undefined) {
-      throw new KubeError(
-        "UnsupportedPattern",
-        `${path || "(root)"}: the pattern ${JSON.stringify(node.pattern)} uses a ${problem}, which Go's RE2 (the API server's regexp) cannot compile`,
-      );
-    }
-  }
+  if (typeof node.pattern === "string") checkPattern(node.pattern, path);
   return finish(node);
 }
 
@@ -428,7 +488,9 @@ function convertNumber(node: Json): StructuralSchema {
     node.maximum = node.exclusiveMaximum;
     node.exclusiveMaximum = true;
   }
-  if (node.type === "integer" && node.format === undefined) node.format = "int64";
+  if (node.type === "integer" && node.format === undefined) {
+    node.format = node.minimum === -(2 ** 31) && node.maximum === 2 ** 31 - 1 ? "int32" : "int64";
+  }
   return finish(node);
 }
 
@@ -573,9 +635,7 @@ function combineObjects(
   const properties: Record<string, StructuralSchema> = {};
   for (const [name, list] of fieldSchemas) {
     properties[name] =
-      list.length === 1 && list[0]
-        ? stripDefaultInUnion(list[0], schemas.length)
-        : combine(list, childPath(path, name));
+      list.length === 1 && list[0] ? structureOnly(list[0]) : combine(list, childPath(path, name));
   }
   const requiredSets = schemas.map((s) => new Set(s.required ?? []));
   const required = [...(requiredSets[0] ?? [])].filter((r) =>
@@ -589,11 +649,31 @@ function combineObjects(
   return withAlternatives(out, schemas);
 }
 
-/** A field only one variant has keeps its schema; its default would apply to every variant, so it goes. */
-function stripDefaultInUnion(schema: StructuralSchema, variants: number): StructuralSchema {
-  if (variants <= 1 || schema.default === undefined) return schema;
-  const { default: _default, ...rest } = schema;
-  return rest;
+/**
+ * A field only some variants have keeps its structure (types, formats, nesting) but not its value
+ * validations or default: those belong to its variant and go into that variant's `anyOf`
+ * alternative, so they do not apply to the other variants.
+ */
+function structureOnly(schema: StructuralSchema): StructuralSchema {
+  const out: StructuralSchema = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === "properties" && isObject(value)) {
+      out.properties = Object.fromEntries(
+        Object.entries(value).map(([name, child]) => [
+          name,
+          structureOnly(child as StructuralSchema),
+        ]),
+      );
+    } else if (key === "items" && isObject(value)) {
+      out.items = structureOnly(value as StructuralSchema);
+    } else if (
+      ["type", "format", "description", "nullable", "additionalProperties"].includes(key) ||
+      key.startsWith("x-kubernetes-")
+    ) {
+      out[key] = value;
+    }
+  }
+  return out;
 }
 
 /** Adds `anyOf` of each variant's value validations, unless one variant accepts everything. */

@@ -15,6 +15,7 @@ import {
   type KubeConfig,
   V1MicroTime,
 } from "@kubernetes/client-node";
+import { startControlPlane } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bundleTestChild } from "../testing/bundle.js";
@@ -54,6 +55,7 @@ interface Contender {
   readonly stop: AbortController;
   readonly done: Promise<StoppedLeadingReason>;
   readonly terms: number[];
+  readonly observedLeaders: Array<string | undefined>;
 }
 
 function contend(
@@ -66,12 +68,14 @@ function contend(
   const stop = new AbortController();
   cleanups.push(() => stop.abort());
   const terms: number[] = [];
+  const observedLeaders: Array<string | undefined> = [];
   const done = elector.run(stop.signal, {
     onStartedLeading: () => {
       terms.push(Date.now());
     },
+    onNewLeader: (holder) => observedLeaders.push(holder),
   });
-  return { elector, stop, done, terms };
+  return { elector, stop, done, terms, observedLeaders };
 }
 
 const fast = { leaseDurationMs: 3000, renewDeadlineMs: 2000, retryPeriodMs: 250 };
@@ -91,6 +95,7 @@ describe("LeaderElector against the real apiserver", () => {
     const leader = all.find((c) => c.elector.isLeader());
     const lease = await leases.readNamespacedLease({ namespace, name: "three" });
     expect(lease.spec?.holderIdentity).toBe(leader?.elector.options.identity);
+    for (const c of all) expect(c.observedLeaders.at(-1)).toBe(leader?.elector.options.identity);
     expect(lease.spec?.leaseDurationSeconds).toBe(3);
     // Read back as strings: 6 fractional digits, as the apiserver's MicroTime requires.
     expect(String(lease.spec?.renewTime)).toMatch(/\.\d{6}Z$/);
@@ -221,6 +226,49 @@ describe("LeaderElector against the real apiserver", () => {
     } finally {
       a.kill("SIGKILL");
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("LeaderElector when the apiserver goes away (a control plane of its own)", () => {
+  it("steps down with lost before its Lease could expire, and campaigns afresh afterwards", async () => {
+    const plane = await startControlPlane();
+    try {
+      const own = plane.kubeConfig();
+      await own
+        .makeApiClient(CoreV1Api)
+        .createNamespace({ body: { metadata: { name: "election" } } });
+      const elector = new LeaderElector(own, {
+        namespace: "election",
+        name: "outage",
+        identity: "a",
+        ...fast,
+      });
+      const stop = new AbortController();
+      cleanups.push(() => stop.abort());
+      const reasons: string[] = [];
+      const done = elector.run(stop.signal, {
+        onStartedLeading: () => {},
+        onStoppedLeading: (reason) => {
+          reasons.push(reason);
+        },
+      });
+      await until(() => elector.isLeader(), 10_000);
+      await plane.stopApiServer();
+      // Its last renewal was before the stop: leading past the lease duration would overlap a
+      // successor.
+      await until(() => !elector.isLeader(), fast.leaseDurationMs);
+      expect(await done).toBe("lost");
+      expect(reasons).toEqual(["lost"]);
+      await plane.startApiServer();
+      const again = new AbortController();
+      cleanups.push(() => again.abort());
+      const second = elector.run(again.signal, { onStartedLeading: () => {} });
+      await until(() => elector.isLeader(), 10_000);
+      again.abort();
+      expect(await second).toBe("cancelled");
+    } finally {
+      await plane.stop();
     }
   });
 });

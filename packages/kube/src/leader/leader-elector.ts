@@ -17,12 +17,11 @@
 import {
   CoordinationV1Api,
   type KubeConfig,
-  Observable,
-  type RequestContext,
   type V1Lease,
   V1MicroTime,
 } from "@kubernetes/client-node";
 import { z } from "zod";
+import { withSignal } from "../cache/request-options.js";
 import { KubeError, statusOf } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { silentLogger } from "../observability/logger.js";
@@ -93,18 +92,7 @@ export interface LeaderElectorDeps {
 
 /** Per-request deadline: aborts the HTTP request after `ms`. */
 function deadline(ms: number) {
-  return {
-    middleware: [
-      {
-        pre: (context: RequestContext) => {
-          context.setSignal(AbortSignal.timeout(ms));
-          return new Observable(Promise.resolve(context));
-        },
-        post: <R>(response: R) => new Observable(Promise.resolve(response)),
-      },
-    ],
-    middlewareMergeStrategy: "append" as const,
-  };
+  return withSignal(AbortSignal.timeout(ms));
 }
 
 /**
@@ -133,6 +121,7 @@ export class LeaderElector {
   #holder: string | undefined;
   #observed: { record: string; at: number } | undefined;
   #running = false;
+  #onNewLeader: ((identity: string | undefined) => void) | undefined;
 
   /** Throws {@link KubeError} `InvalidOptions` when the options do not validate. */
   constructor(
@@ -174,31 +163,41 @@ export class LeaderElector {
    * `cancelled` at once when `signal` aborts before leading. Run it again to campaign again.
    */
   async run(signal: AbortSignal, callbacks: LeadershipCallbacks): Promise<StoppedLeadingReason> {
-    if (this.#running) throw new Error("this LeaderElector is already running");
+    if (this.#running)
+      throw new KubeError("AlreadyRunning", "this LeaderElector is already running");
     this.#running = true;
+    this.#onNewLeader = callbacks.onNewLeader;
     try {
-      // Campaign.
+      // Campaign. Times are taken before each request: the server's renewTime is no earlier.
+      let acquiredAt = this.#now();
       while (!(await this.#tryAcquireOrRenew())) {
         if (signal.aborted) return "cancelled";
         await sleep(this.#jittered(this.options.retryPeriodMs), signal);
         if (signal.aborted) return "cancelled";
+        acquiredAt = this.#now();
       }
       this.#setLeading(true);
       this.#log.info("started leading");
       const term = new AbortController();
-      try {
-        await callbacks.onStartedLeading(term.signal);
-      } catch (error) {
-        this.#log.error({ err: error }, "onStartedLeading failed");
-      }
-      // Renew.
-      let lastRenew = this.#now();
+      // Not awaited: the callback starts the work; renewals must go on meanwhile.
+      void (async () => {
+        try {
+          await callbacks.onStartedLeading(term.signal);
+        } catch (error) {
+          this.#log.error({ err: error }, "onStartedLeading failed");
+        }
+      })();
+      // Renew. Every attempt must end by the renew deadline, so a hanging request cannot keep
+      // this replica leading after the Lease may have passed to another.
+      let lastRenew = acquiredAt;
       let reason: StoppedLeadingReason = "cancelled";
       while (!signal.aborted) {
         await sleep(this.options.retryPeriodMs, signal);
         if (signal.aborted) break;
-        if (await this.#tryAcquireOrRenew()) {
-          lastRenew = this.#now();
+        const attemptAt = this.#now();
+        const remaining = lastRenew + this.options.renewDeadlineMs - attemptAt;
+        if (remaining > 0 && (await this.#tryAcquireOrRenew(remaining))) {
+          lastRenew = attemptAt;
           continue;
         }
         if (this.#holder !== undefined && this.#holder !== this.options.identity) {
@@ -222,6 +221,7 @@ export class LeaderElector {
       return reason;
     } finally {
       this.#running = false;
+      this.#onNewLeader = undefined;
       this.#setLeading(false);
     }
   }
@@ -250,15 +250,20 @@ export class LeaderElector {
     if (holder !== this.#holder) {
       this.#holder = holder;
       this.#log.info({ holder }, "new leader observed");
+      try {
+        this.#onNewLeader?.(holder);
+      } catch (error) {
+        this.#log.error({ err: error }, "onNewLeader threw");
+      }
     }
   }
 
   /** One client-go `tryAcquireOrRenew` round; false on any failure (logged). */
-  async #tryAcquireOrRenew(): Promise<boolean> {
+  async #tryAcquireOrRenew(timeoutMs: number = this.options.renewDeadlineMs): Promise<boolean> {
     const { namespace, name, identity } = this.options;
     const leaseDurationSeconds = Math.ceil(this.options.leaseDurationMs / 1000);
     const now = new V1MicroTime(this.#now());
-    const requestDeadline = deadline(this.options.renewDeadlineMs);
+    const requestDeadline = deadline(Math.max(1, Math.round(timeoutMs)));
     let current: V1Lease;
     try {
       current = await this.#api.readNamespacedLease({ namespace, name }, requestDeadline);

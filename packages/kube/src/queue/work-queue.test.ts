@@ -34,6 +34,7 @@ function manualTimers(): Timers & { advance(ms: number): void; pending(): number
       }
     },
     pending: () => timers.size,
+    now: () => now,
   };
 }
 

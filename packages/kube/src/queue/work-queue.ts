@@ -19,6 +19,8 @@ export interface Timers {
   setTimeout(callback: () => void, ms: number): unknown;
   /** Cancels a timer made by `setTimeout`. */
   clearTimeout(handle: unknown): void;
+  /** The current time in ms, on the same clock as `setTimeout` (default `Date.now`). */
+  now?(): number;
 }
 
 /** Receives the queue's figures (e.g. {@link ControllerMetrics.queueObserver}). */
@@ -103,7 +105,7 @@ export class WorkQueue {
       this.add(key);
       return;
     }
-    const at = Date.now() + delayMs;
+    const at = (this.#timers.now?.() ?? Date.now()) + delayMs;
     const pending = this.#waiting.get(key);
     if (pending !== undefined) {
       if (pending.at <= at) return;

@@ -257,6 +257,33 @@ describe("planStatus", () => {
     });
   });
 
+  it("accepts a stored status from a typed client (Dates) and sends JSON times", () => {
+    const typed = {
+      phase: "Running",
+      conditions: [
+        {
+          type: "PodScheduled",
+          status: "True",
+          lastTransitionTime: new Date("2026-11-30T09:59:00Z"),
+        },
+      ],
+    };
+    const same = planStatus({ stored: typed, desired: { phase: "Running" } });
+    expect(same.changed).toBe(false);
+    const plan = planStatus({
+      stored: typed,
+      desired: {
+        conditions: [
+          { type: "Ready", status: "True", lastTransitionTime: new Date("2026-11-30T10:00:00.7Z") },
+        ],
+      },
+    });
+    expect(plan.patch.conditions).toEqual([
+      { type: "PodScheduled", status: "True", lastTransitionTime: "2026-11-30T09:59:00Z" },
+      { type: "Ready", status: "True", lastTransitionTime: "2026-11-30T10:00:00Z" },
+    ]);
+  });
+
   it("uses the caller's equality", () => {
     const plan = planStatus({ stored, desired: { phase: "Failed" }, equal: () => true });
     expect(plan.changed).toBe(false);

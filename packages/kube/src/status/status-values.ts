@@ -270,7 +270,8 @@ export function planStatus<S>(input: StatusPlanInput<S>): StatusPlan<S> {
   const storedConditions = Array.isArray(stored?.conditions) ? stored.conditions : undefined;
   const desiredConditions = Array.isArray(patch.conditions) ? patch.conditions : undefined;
   const conditions = mergeConditions(storedConditions, desiredConditions, input.ownedConditions);
-  if (conditions !== undefined) patch.conditions = conditions;
+  // Stored conditions may come from a typed client (Dates): the patch carries JSON either way.
+  if (conditions !== undefined) patch.conditions = normalizeTimes(conditions, precision);
   const next = applyMergePatch(normalizeTimes(stored ?? {}, "exact"), patch) as S;
   const equal =
     input.equal ??
