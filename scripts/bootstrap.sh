@@ -3,7 +3,7 @@
 # run installs and builds nothing.
 #
 #   bash scripts/bootstrap.sh                 # everything
-#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, control-plane
+#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, control-plane, kstatus
 #
 # Steps:
 #   apt            Debian packages the tests need (podman runc busybox-static shellcheck awscli
@@ -18,6 +18,9 @@
 #                  longest), a cached run under a second.
 #                  Builds nothing when KUBEBUILDER_ASSETS, or both TEST_ASSET_KUBE_APISERVER and
 #                  TEST_ASSET_ETCD, point at existing binaries.
+#   kstatus        The operator's kstatus checker (apps/operator/kstatus: sigs.k8s.io/cli-utils'
+#                  kstatus library over objects read from the API server) built with the machine's
+#                  Go, at $NEBULA_CACHE_DIR/kstatus/<hash of its sources>/kstatus (~1 minute cold).
 #
 # Everything is kept outside the repository, under NEBULA_CACHE_DIR (default ~/.cache/nebula),
 # including the Go module and build caches ($NEBULA_CACHE_DIR/go/{mod,build}).
@@ -226,16 +229,45 @@ step_control_plane() {
   "$out/etcd" --version | head -1 >&2
 }
 
+# --- kstatus ---------------------------------------------------------------------------------
+
+repo_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# The cache key: the checker's sources (go.mod, go.sum, main.go), so an edit rebuilds it.
+kstatus_dir() {
+  local src="$repo_dir/apps/operator/kstatus" hash
+  hash="$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-16)"
+  echo "$cache_dir/kstatus/$hash"
+}
+
+step_kstatus() {
+  local out
+  out="$(kstatus_dir)"
+  if [ -x "$out/kstatus" ]; then
+    log "kstatus: cached in $out"
+    return 0
+  fi
+  command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
+  command -v go >/dev/null || die "kstatus: needs Go 1.25 or newer on PATH (Debian's is too old)"
+  go_env
+  mkdir -p "$out"
+  local started=$SECONDS
+  (cd "$repo_dir/apps/operator/kstatus" && go build -trimpath -ldflags "-s -w" -o "$out/kstatus.tmp" .)
+  mv "$out/kstatus.tmp" "$out/kstatus"
+  log "kstatus: built in $((SECONDS - started))s into $out"
+}
+
 # --- main ------------------------------------------------------------------------------------
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(apt moto control-plane)
+[ "${#steps[@]}" -gt 0 ] || steps=(apt moto control-plane kstatus)
 for step in "${steps[@]}"; do
   case "$step" in
   apt) with_lock apt step_apt ;;
   moto) with_lock moto step_moto ;;
   control-plane) with_lock control-plane step_control_plane ;;
-  *) die "unknown step '$step' (apt, moto, control-plane)" ;;
+  kstatus) with_lock kstatus step_kstatus ;;
+  *) die "unknown step '$step' (apt, moto, control-plane, kstatus)" ;;
   esac
 done
 log "done"

@@ -5,10 +5,25 @@ import { apiReference } from "./reference.js";
 
 const file = fileURLToPath(new URL("../docs/api-reference.md", import.meta.url));
 
+/** The page with table cells trimmed and rules shortened: the formatter pads tables. */
+function normalized(page: string): string {
+  return page
+    .split("\n")
+    .map((line) =>
+      line.startsWith("|")
+        ? line
+            .split(/(?<!\\)\|/)
+            .map((cell) => cell.trim().replace(/^-{3,}$/, "---"))
+            .join("|")
+        : line,
+    )
+    .join("\n");
+}
+
 describe("docs/api-reference.md", () => {
   it("is what the schemas generate", () => {
     if (process.env.UPDATE_CRDS === "1") writeFileSync(file, apiReference());
-    expect(readFileSync(file, "utf8")).toBe(apiReference());
+    expect(normalized(readFileSync(file, "utf8"))).toBe(normalized(apiReference()));
   });
 
   it("documents every kind's spec fields and columns", () => {
