@@ -170,7 +170,7 @@ async function runScenarios(
       state.aborted = trouble;
       return;
     }
-    if (state.tracker.allOk()) return;
+    if (state.tracker.pending().length === 0) return;
     if (Date.now() > until) {
       // The clean-up goes on; scenarios still settling (a deletion finishing) may still get there.
       state.scenarioDeadlinePassedAt = Math.round((Date.now() - startedAt) / 1000);
@@ -348,10 +348,7 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   clearTimeout(hardStop);
   ui.done();
-  const pending = state.tracker
-    .verdicts()
-    .filter((v) => !v.ok)
-    .map((v) => v.id);
+  const pending = state.tracker.pending();
   if (state.scenarioDeadlinePassedAt !== undefined && pending.length > 0)
     state.aborted ??= `timeout: ${state.scenarioDeadlinePassedAt} s into the run (--timeout ${options.timeoutSeconds} minus ${RECLAIM_RESERVE_MS / 1000} s kept for the clean-up) these scenarios had not shown what they should: ${pending.join(", ")}`;
   const input = summaryInput(state, startedAt, state.vnodeLatencies, options.keep);
