@@ -1575,10 +1575,13 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   async #act(instance: ObservedInstance, action: "stop" | "terminate"): Promise<void> {
     const state = instance.state;
     if (state === "shutting-down" || state === "terminated") return;
+    const since = this.#recentLaunchOf(instance.instanceId) ?? instance.launchTime;
     if (action === "stop") {
       if (state === "stopped" || state === "stopping") return;
       try {
-        await this.#stop.add(instance.instanceId);
+        const outcome = await this.#stop.add(instance.instanceId);
+        // EC2 may still deny knowing a new instance: that is not "already gone".
+        if (outcome === "notFound") this.#throwIfRecent(since, `instance ${instance.instanceId}`);
       } catch (error) {
         const wrapped = toProviderError(error, `StopInstances ${instance.instanceId}`);
         if (wrapped.awsCode === "UnsupportedOperation" || wrapped.code === "Unauthorized") {
@@ -1591,7 +1594,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       }
       return;
     }
-    await this.#terminate.add(instance.instanceId);
+    const outcome = await this.#terminate.add(instance.instanceId);
+    if (outcome === "notFound") this.#throwIfRecent(since, `instance ${instance.instanceId}`);
   }
 
   /**
