@@ -117,7 +117,7 @@ describe("the bundled binary running the manager", () => {
       child.kill("SIGKILL");
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, 60_000);
 
   it("exits 1 naming the problem when no cluster configuration exists", () => {
     const home = mkdtempSync(join(tmpdir(), "nebula-operator-home-"));
@@ -133,5 +133,5 @@ describe("the bundled binary running the manager", () => {
     } finally {
       rmSync(home, { recursive: true, force: true });
     }
-  });
+  }, 60_000);
 });

@@ -437,14 +437,12 @@ describe("scenario 5: an unchanged world", () => {
       const modified: string[] = [];
       const aborts: AbortController[] = [];
       for (const plural of Object.values(PLURALS)) {
-        const list = (await kc
-          .makeApiClient(CustomObjectsApi)
-          .listNamespacedCustomObject({
-            group: GROUP,
-            version: VERSION,
-            namespace: ns,
-            plural,
-          })) as {
+        const list = (await kc.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({
+          group: GROUP,
+          version: VERSION,
+          namespace: ns,
+          plural,
+        })) as {
           metadata: { resourceVersion: string };
         };
         aborts.push(
