@@ -45,6 +45,8 @@ class Ui {
   #drawn = 0;
   #lastKey = "";
   readonly #notes: string[] = [];
+  /** Notes taken since the last drawing (not on the screen yet). */
+  readonly #unshown: string[] = [];
 
   constructor(redrawInPlace: boolean) {
     this.#redraw = redrawInPlace;
@@ -54,6 +56,7 @@ class Ui {
   note(line: string): void {
     if (this.#redraw && this.#drawn > 0) {
       this.#notes.push(line);
+      this.#unshown.push(line);
       if (this.#notes.length > 4) this.#notes.shift();
     } else {
       process.stdout.write(`${line}\n`);
@@ -69,6 +72,7 @@ class Ui {
       ];
       process.stdout.write(redraw(this.#drawn, lines));
       this.#drawn = lines.length;
+      this.#unshown.length = 0;
       return;
     }
     const key = progressKey(view);
@@ -81,7 +85,8 @@ class Ui {
   /** Ends the live drawing: later output goes below it. */
   done(): void {
     this.#drawn = 0;
-    for (const note of this.#notes.splice(0)) process.stdout.write(`  ${note}\n`);
+    this.#notes.length = 0;
+    for (const note of this.#unshown.splice(0)) process.stdout.write(`  ${note}\n`);
   }
 }
 
@@ -165,7 +170,7 @@ async function runScenarios(
       state.aborted = trouble;
       return;
     }
-    if (state.tracker.allOk()) return;
+    if (state.tracker.pending().length === 0) return;
     if (Date.now() > until) {
       // The clean-up goes on; scenarios still settling (a deletion finishing) may still get there.
       state.scenarioDeadlinePassedAt = Math.round((Date.now() - startedAt) / 1000);
@@ -343,10 +348,7 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   clearTimeout(hardStop);
   ui.done();
-  const pending = state.tracker
-    .verdicts()
-    .filter((v) => !v.ok)
-    .map((v) => v.id);
+  const pending = state.tracker.pending();
   if (state.scenarioDeadlinePassedAt !== undefined && pending.length > 0)
     state.aborted ??= `timeout: ${state.scenarioDeadlinePassedAt} s into the run (--timeout ${options.timeoutSeconds} minus ${RECLAIM_RESERVE_MS / 1000} s kept for the clean-up) these scenarios had not shown what they should: ${pending.join(", ")}`;
   const input = summaryInput(state, startedAt, state.vnodeLatencies, options.keep);

@@ -212,5 +212,8 @@ describe("Tracker", () => {
       observed: "could not run: nebula-operator is not usable: exited with code 1",
     });
     expect(tracker.allOk()).toBe(false);
+    // Nothing is waited for on its behalf.
+    expect(tracker.pending()).not.toContain("workload");
+    expect(tracker.pending()).toContain("incident");
   });
 });

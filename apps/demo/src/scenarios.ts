@@ -147,6 +147,13 @@ export class Tracker {
     return this.verdicts().every((v) => v.ok);
   }
 
+  /** The scenarios still to settle: neither ok nor blocked. */
+  pending(): ScenarioId[] {
+    return this.verdicts()
+      .filter((v) => !v.ok && !this.#blocked.has(v.id))
+      .map((v) => v.id);
+  }
+
   /** The latency samples collected so far. */
   latencies(): Latencies {
     const terminalToTerminated: number[] = [];

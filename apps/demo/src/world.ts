@@ -348,7 +348,7 @@ export async function startWorld(options: {
       connectionHelp: () => [
         `export KUBECONFIG=${controlPlane.kubeconfigPath}`,
         `alias kubectl=${kubectlPath()}`,
-        `export AWS_REGION=${moto.region} AWS_ACCESS_KEY_ID=${MOTO_CREDENTIALS.accessKeyId} AWS_SECRET_ACCESS_KEY=${MOTO_CREDENTIALS.secretAccessKey}`,
+        `export AWS_REGION=${moto.region} AWS_DEFAULT_REGION=${moto.region} AWS_ACCESS_KEY_ID=${MOTO_CREDENTIALS.accessKeyId} AWS_SECRET_ACCESS_KEY=${MOTO_CREDENTIALS.secretAccessKey}`,
         `export AWS_ENDPOINT_URL_EC2=${hosts.ec2Endpoint}`,
         "# Debian's aws CLI 2.9 ignores AWS_ENDPOINT_URL_EC2; pass the endpoint explicitly:",
         `aws --endpoint-url ${hosts.ec2Endpoint} ec2 describe-instances --filters Name=tag:nebula:cluster,Values=${CLUSTER} --query 'Reservations[].Instances[].[InstanceId,State.Name]' --output text`,
