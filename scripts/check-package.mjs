@@ -28,8 +28,12 @@ const here = process.cwd();
 const manifest = JSON.parse(readFileSync(join(here, "package.json"), "utf8"));
 const name = manifest.name;
 
+/** The temporary consumer project, removed on every exit unless --keep. */
+let project;
+
 function fail(message) {
   console.error(`check-package ${name}: ${message}`);
+  if (project && !keep) rmSync(project, { recursive: true, force: true });
   process.exit(1);
 }
 
@@ -159,7 +163,7 @@ function unresolvedDeclarationImports(installed) {
   return found;
 }
 
-const project = mkdtempSync(join(tmpdir(), "nebula-check-package-"));
+project = mkdtempSync(join(tmpdir(), "nebula-check-package-"));
 try {
   const workspace = workspacePackages();
   const tarballs = {};
