@@ -1,0 +1,162 @@
+/**
+ * The demo end to end, as a user runs it: the bundle with `--ci`, its own world (control plane,
+ * moto, instance-host simulator, nebula-vnode and nebula-operator from their bundles).
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { SCENARIO_IDS } from "./scenarios.js";
+
+const BUNDLE = fileURLToPath(new URL("../dist/main.js", import.meta.url));
+
+interface Finished {
+  readonly code: number | null;
+  readonly lines: string[];
+  readonly stderr: string;
+}
+
+/** Every live (not zombie) descendant of `root`, from /proc. */
+function descendants(root: number): number[] {
+  const parent = new Map<number, number>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (fields[0] !== "Z") parent.set(Number(entry), Number(fields[1]));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  const out: number[] = [];
+  const queue = [root];
+  while (queue.length > 0) {
+    const pid = queue.shift() as number;
+    for (const [child, ppid] of parent) {
+      if (ppid === pid) {
+        out.push(child);
+        queue.push(child);
+      }
+    }
+  }
+  return out;
+}
+
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim();
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * The processes of `pids` still alive once a short grace has passed (a watchdog's last `sleep 1`,
+ * a group killed a moment before the demo exited), with their command lines.
+ */
+async function survivors(pids: Iterable<number>): Promise<string[]> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const left = [...pids].filter(alive);
+    if (left.length === 0 || Date.now() > deadline)
+      return left.map((pid) => `${pid} ${commandLine(pid)}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+function startDemo(args: readonly string[]): {
+  child: ChildProcess;
+  lines: string[];
+  finished: Promise<Finished>;
+} {
+  const child = spawn(process.execPath, [BUNDLE, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const lines: string[] = [];
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+    const parts = stdout.split("\n");
+    stdout = parts.pop() ?? "";
+    lines.push(...parts);
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-8000);
+  });
+  const finished = new Promise<Finished>((resolve) => {
+    child.once("exit", (code) => resolve({ code, lines, stderr }));
+  });
+  return { child, lines, finished };
+}
+
+/** Collects the demo's descendants every second while it runs (they come and go). */
+function watchDescendants(root: number): { seen: Set<number>; stop: () => void } {
+  const seen = new Set<number>();
+  const timer = setInterval(() => {
+    for (const pid of descendants(root)) seen.add(pid);
+  }, 1000);
+  return { seen, stop: () => clearInterval(timer) };
+}
+
+describe("npm run demo -- --ci", () => {
+  it("runs every scenario against the real apps, reclaims every instance, leaves no process", async () => {
+    const demo = startDemo(["--ci", "--replicas", "4", "--timeout", "330"]);
+    const watch = watchDescendants(demo.child.pid as number);
+    const { code, lines, stderr } = await demo.finished;
+    watch.stop();
+    const last = lines.at(-1) ?? "";
+    const context = `${lines.slice(-40).join("\n")}\n${stderr}`;
+    expect(last.startsWith("SUMMARY {"), context).toBe(true);
+    const summary = JSON.parse(last.slice("SUMMARY ".length)) as {
+      ok: boolean;
+      instancesLeft: number | null;
+      scenarios: Record<string, { expected: string; observed: string; ok: boolean }>;
+    };
+    expect(Object.keys(summary.scenarios)).toEqual([...SCENARIO_IDS]);
+    for (const [id, verdict] of Object.entries(summary.scenarios))
+      expect(verdict.ok, `${id}: ${verdict.observed}\n${context}`).toBe(true);
+    expect(summary.instancesLeft).toBe(0);
+    expect(summary.ok, last).toBe(true);
+    expect(code, context).toBe(0);
+    // The progress was one line per change, never a redraw.
+    expect(lines.some((l) => l.includes("\u001b["))).toBe(false);
+    expect(lines.filter((l) => l.startsWith("[")).length).toBeGreaterThan(3);
+    // Everything it started (control plane, moto, simulator guests, the two apps, watchdogs) is gone.
+    expect(watch.seen.size).toBeGreaterThan(5);
+    expect(await survivors(watch.seen)).toEqual([]);
+  }, 420_000);
+
+  it("Ctrl-C while the scenarios run stops everything and says so", async () => {
+    const demo = startDemo(["--ci", "--replicas", "1", "--timeout", "300"]);
+    const watch = watchDescendants(demo.child.pid as number);
+    const deadline = Date.now() + 180_000;
+    while (!demo.lines.some((l) => l.includes("running the scenarios")) && Date.now() < deadline) {
+      if (demo.child.exitCode !== null) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(demo.lines.some((l) => l.includes("running the scenarios"))).toBe(true);
+    for (const pid of descendants(demo.child.pid as number)) watch.seen.add(pid);
+    demo.child.kill("SIGINT");
+    const { code, lines, stderr } = await demo.finished;
+    watch.stop();
+    expect(code, stderr).toBe(130);
+    expect(stderr).toContain("SIGINT: stopping everything");
+    const summary = JSON.parse((lines.at(-1) ?? "").slice("SUMMARY ".length)) as {
+      ok: boolean;
+      aborted: string;
+    };
+    expect(summary.ok).toBe(false);
+    expect(summary.aborted).toBe("interrupted (SIGINT)");
+    expect(watch.seen.size).toBeGreaterThan(5);
+    expect(await survivors(watch.seen)).toEqual([]);
+  }, 300_000);
+});
