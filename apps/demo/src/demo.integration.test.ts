@@ -16,28 +16,42 @@ interface Finished {
   readonly stderr: string;
 }
 
+/** A process as `pid:starttime`: PIDs are reused on a busy machine, the pair is not. */
+type ProcessId = string;
+
+function stat(pid: number): { state: string; ppid: number; id: ProcessId } | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after "(comm) ": state, ppid, ..., starttime is the 20th of them.
+    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+    return {
+      state: fields[0] ?? "",
+      ppid: Number(fields[1]),
+      id: `${pid}:${fields[19] ?? ""}`,
+    };
+  } catch {
+    return undefined;
+  }
+}
+
 /** Every live (not zombie) descendant of `root`, from /proc. */
-function descendants(root: number): number[] {
-  const parent = new Map<number, number>();
+function descendants(root: number): ProcessId[] {
+  const children = new Map<number, { pid: number; id: ProcessId }[]>();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (fields[0] !== "Z") parent.set(Number(entry), Number(fields[1]));
-    } catch {
-      // Gone meanwhile.
-    }
+    const info = stat(Number(entry));
+    if (info === undefined || info.state === "Z") continue;
+    const list = children.get(info.ppid) ?? [];
+    list.push({ pid: Number(entry), id: info.id });
+    children.set(info.ppid, list);
   }
-  const out: number[] = [];
+  const out: ProcessId[] = [];
   const queue = [root];
   while (queue.length > 0) {
     const pid = queue.shift() as number;
-    for (const [child, ppid] of parent) {
-      if (ppid === pid) {
-        out.push(child);
-        queue.push(child);
-      }
+    for (const child of children.get(pid) ?? []) {
+      out.push(child.id);
+      queue.push(child.pid);
     }
   }
   return out;
@@ -55,23 +69,19 @@ function commandLine(pid: number): string {
  * The processes of `pids` still alive once a short grace has passed (a watchdog's last `sleep 1`,
  * a group killed a moment before the demo exited), with their command lines.
  */
-async function survivors(pids: Iterable<number>): Promise<string[]> {
+async function survivors(ids: Iterable<ProcessId>): Promise<string[]> {
   const deadline = Date.now() + 15_000;
   for (;;) {
-    const left = [...pids].filter(alive);
+    const left = [...ids].filter(alive);
     if (left.length === 0 || Date.now() > deadline)
-      return left.map((pid) => `${pid} ${commandLine(pid)}`);
+      return left.map((id) => `${id} ${commandLine(Number(id.split(":")[0]))}`);
     await new Promise((r) => setTimeout(r, 500));
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
+function alive(id: ProcessId): boolean {
+  const info = stat(Number(id.split(":")[0]));
+  return info !== undefined && info.id === id && info.state !== "Z";
 }
 
 function startDemo(args: readonly string[]): {
@@ -99,8 +109,8 @@ function startDemo(args: readonly string[]): {
 }
 
 /** Collects the demo's descendants every second while it runs (they come and go). */
-function watchDescendants(root: number): { seen: Set<number>; stop: () => void } {
-  const seen = new Set<number>();
+function watchDescendants(root: number): { seen: Set<ProcessId>; stop: () => void } {
+  const seen = new Set<ProcessId>();
   const timer = setInterval(() => {
     for (const pid of descendants(root)) seen.add(pid);
   }, 1000);
