@@ -3,14 +3,16 @@
 # run installs and builds nothing.
 #
 #   bash scripts/bootstrap.sh                 # everything
-#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, control-plane
+#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, control-plane, kstatus
 #
 # Steps:
 #   apt            Debian packages the tests need (podman runc busybox-static shellcheck awscli
-#                  uidmap openssl procps, plus python3-venv when Python lacks venv). Skipped when all
-#                  are installed.
+#                  uidmap openssl procps lua5.4, plus python3-venv when Python lacks venv). Skipped
+#                  when all are installed.
 #   moto           A Python virtual environment with moto[server] pinned to $NEBULA_MOTO_VERSION,
 #                  at $NEBULA_CACHE_DIR/moto-venv.
+#   parliament     A Python virtual environment with the IAM policy linter parliament pinned to
+#                  $NEBULA_PARLIAMENT_VERSION, at $NEBULA_CACHE_DIR/parliament-venv.
 #   control-plane  kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd built
 #                  from their Go modules with the machine's Go (CGO_ENABLED=0, version ldflags), at
 #                  $NEBULA_CACHE_DIR/control-plane/<k8s-version>/. Each binary is cached on its own;
@@ -18,17 +20,22 @@
 #                  longest), a cached run under a second.
 #                  Builds nothing when KUBEBUILDER_ASSETS, or both TEST_ASSET_KUBE_APISERVER and
 #                  TEST_ASSET_ETCD, point at existing binaries.
+#   kstatus        The operator's kstatus checker (apps/operator/kstatus: sigs.k8s.io/cli-utils'
+#                  kstatus library over objects read from the API server) built with the machine's
+#                  Go, at $NEBULA_CACHE_DIR/kstatus/<hash of its sources>/kstatus (~1 minute cold).
 #
 # Everything is kept outside the repository, under NEBULA_CACHE_DIR (default ~/.cache/nebula),
 # including the Go module and build caches ($NEBULA_CACHE_DIR/go/{mod,build}).
 # Versions: NEBULA_K8S_VERSION (default v1.35.4), NEBULA_ETCD_VERSION (default v3.6.13),
-# NEBULA_MOTO_VERSION (default 5.2.5). packages/test-peers reads the same defaults.
+# NEBULA_MOTO_VERSION (default 5.2.5), NEBULA_PARLIAMENT_VERSION (default 1.6.4).
+# packages/test-peers reads the same defaults.
 set -euo pipefail
 
 cache_dir="${NEBULA_CACHE_DIR:-$HOME/.cache/nebula}"
 k8s_version="${NEBULA_K8S_VERSION:-v1.35.4}"
 etcd_version="${NEBULA_ETCD_VERSION:-v3.6.13}"
 moto_version="${NEBULA_MOTO_VERSION:-5.2.5}"
+parliament_version="${NEBULA_PARLIAMENT_VERSION:-1.6.4}"
 
 log() { echo "bootstrap: $*" >&2; }
 die() {
@@ -49,8 +56,9 @@ with_lock() {
 
 # --- apt -------------------------------------------------------------------------------------
 
-# openssl mints the control plane's certificates; procps gives the tests pgrep.
-apt_packages=(podman runc busybox-static shellcheck awscli uidmap openssl procps)
+# openssl mints the control plane's certificates; procps gives the tests pgrep; lua5.4 runs the
+# operator's Argo CD health check.
+apt_packages=(podman runc busybox-static shellcheck awscli uidmap openssl procps lua5.4)
 
 step_apt() {
   local missing=() pkg
@@ -89,6 +97,23 @@ step_moto() {
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$moto_version"
   "$venv/bin/moto_server" --help >/dev/null
+  touch "$stamp"
+}
+
+# --- parliament ------------------------------------------------------------------------------
+
+step_parliament() {
+  local venv="$cache_dir/parliament-venv"
+  local stamp="$venv/.nebula-parliament-$parliament_version"
+  if [ -f "$stamp" ] && [ -x "$venv/bin/parliament" ]; then
+    log "parliament: $parliament_version cached in $venv"
+    return 0
+  fi
+  log "parliament: installing parliament==$parliament_version into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "parliament==$parliament_version"
+  "$venv/bin/parliament" --help >/dev/null
   touch "$stamp"
 }
 
@@ -225,16 +250,46 @@ step_control_plane() {
   "$out/etcd" --version | head -1 >&2
 }
 
+# --- kstatus ---------------------------------------------------------------------------------
+
+repo_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# The cache key: the checker's sources (go.mod, go.sum, main.go), so an edit rebuilds it.
+kstatus_dir() {
+  local src="$repo_dir/apps/operator/kstatus" hash
+  hash="$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-16)"
+  echo "$cache_dir/kstatus/$hash"
+}
+
+step_kstatus() {
+  local out
+  out="$(kstatus_dir)"
+  if [ -x "$out/kstatus" ]; then
+    log "kstatus: cached in $out"
+    return 0
+  fi
+  command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
+  command -v go >/dev/null || die "kstatus: needs Go 1.25 or newer on PATH (Debian's is too old)"
+  go_env
+  mkdir -p "$out"
+  local started=$SECONDS
+  (cd "$repo_dir/apps/operator/kstatus" && go build -trimpath -ldflags "-s -w" -o "$out/kstatus.tmp" .)
+  mv "$out/kstatus.tmp" "$out/kstatus"
+  log "kstatus: built in $((SECONDS - started))s into $out"
+}
+
 # --- main ------------------------------------------------------------------------------------
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(apt moto control-plane)
+[ "${#steps[@]}" -gt 0 ] || steps=(apt moto parliament control-plane kstatus)
 for step in "${steps[@]}"; do
   case "$step" in
   apt) with_lock apt step_apt ;;
   moto) with_lock moto step_moto ;;
+  parliament) with_lock parliament step_parliament ;;
   control-plane) with_lock control-plane step_control_plane ;;
-  *) die "unknown step '$step' (apt, moto, control-plane)" ;;
+  kstatus) with_lock kstatus step_kstatus ;;
+  *) die "unknown step '$step' (apt, moto, parliament, control-plane, kstatus)" ;;
   esac
 done
 log "done"

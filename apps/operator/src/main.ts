@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
-import { connect, createLogger, Manager, runCli } from "@nebula/kube";
+import { hostname } from "node:os";
+import { connect, createLogger, runCli } from "@nebula/kube";
 import { cli } from "./cli.js";
+import { createOperator } from "./operator.js";
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
@@ -18,17 +20,28 @@ process.exitCode = await runCli(
     const connection = connect(
       flags.kubeconfig === undefined ? {} : { kubeconfig: flags.kubeconfig },
     );
-    const namespace = flags["leader-election-namespace"] ?? connection.namespace ?? "default";
-    const manager = new Manager({
-      name: cli.name,
+    const leaseNamespace = flags["leader-election-namespace"] ?? connection.namespace ?? "default";
+    const operator = createOperator({
       kubeConfig: connection.kubeConfig,
+      namespace: flags.namespace,
       logger,
       metricsBindAddress: flags["metrics-bind-address"],
       healthProbeBindAddress: flags["health-probe-bind-address"],
-      ...(flags["leader-elect"] ? { leaderElection: { namespace } } : {}),
+      identity: process.env.POD_NAME ?? hostname(),
+      ...(flags["leader-elect"]
+        ? {
+            leaderElection: {
+              namespace: leaseNamespace,
+              name: "nebula-operator",
+              // Unique per replica: the Pod's name in a cluster, else hostname plus a random suffix.
+              ...(process.env.POD_NAME ? { identity: process.env.POD_NAME } : {}),
+            },
+          }
+        : {}),
     });
-    // The roll-up controllers join the manager here; until then it serves probes and metrics only.
-    logger.info({ source: connection.source }, "starting");
-    return (await manager.run()).exitCode;
+    logger.info({ source: connection.source, namespace: flags.namespace ?? "(all)" }, "starting");
+    const exit = await operator.manager.run();
+    await operator.close();
+    return exit.exitCode;
   },
 );

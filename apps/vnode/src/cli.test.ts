@@ -1,8 +1,7 @@
-import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { parseCommandLine } from "./cli.js";
@@ -58,63 +57,28 @@ describe("the bundled binary", () => {
   });
 });
 
-describe("the bundled binary running the manager", () => {
-  it("serves probes and metrics, then stops in order on SIGTERM with exit code 0", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "nebula-vnode-"));
-    const kubeconfig = join(dir, "kubeconfig");
-    // Never contacted: without leader election and controllers the manager makes no API call.
-    writeFileSync(
-      kubeconfig,
-      "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:9'}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
-    );
-    const child = spawn(
-      process.execPath,
-      [
-        bundle,
-        ...["--cluster", "test"],
-        "--kubeconfig",
-        kubeconfig,
-        "--metrics-bind-address",
-        "127.0.0.1:0",
-        "--health-probe-bind-address",
-        "127.0.0.1:0",
-      ],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    const lines: Array<Record<string, unknown>> = [];
-    const exited = new Promise<number | null>((resolve) =>
-      child.once("exit", (code) => resolve(code)),
-    );
-    createInterface({ input: child.stdout }).on("line", (line) => lines.push(JSON.parse(line)));
+describe("the bundled binary refusing to start", () => {
+  it("exits 1 naming a missing --config", () => {
+    const run = spawnSync(process.execPath, [bundle, "--cluster", "test"], {
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain("--config: is required");
+  });
+
+  it("exits 1 listing every problem of the configuration file", () => {
+    const dir = mkdtempSync(join(tmpdir(), "nebula-vnode-config-"));
     try {
-      const deadline = Date.now() + 20_000;
-      while (lines.filter((l) => l.msg === "listening").length < 2 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      const urls = lines.filter((l) => l.msg === "listening").map((l) => String(l.url));
-      expect(urls).toHaveLength(2);
-      const bodies = await Promise.all(
-        urls.flatMap((url) =>
-          ["/healthz", "/readyz", "/metrics"].map(async (path) => {
-            const response = await fetch(`${url}${path}`, { signal: AbortSignal.timeout(5_000) });
-            return `${path} ${response.status} ${(await response.text()).slice(0, 2000)}`;
-          }),
-        ),
-      );
-      expect(bodies.filter((b) => b.startsWith("/healthz 200 ok"))).toHaveLength(1);
-      expect(bodies.filter((b) => b.startsWith("/readyz 200 ok"))).toHaveLength(1);
-      expect(
-        bodies.filter((b) => b.startsWith("/metrics 200") && b.includes("process_cpu")),
-      ).toHaveLength(1);
-      child.kill("SIGTERM");
-      expect(await exited).toBe(0);
-      expect(lines.filter((l) => l.msg === "shutdown").map((l) => l.phase)).toEqual([
-        "stop-leading",
-        "drained",
-        "server-closed",
-      ]);
+      const config = join(dir, "config.json");
+      writeFileSync(config, JSON.stringify({ node: { capacity: { cpu: "lots" } }, provider: {} }));
+      const run = spawnSync(process.execPath, [bundle, "--config", config], {
+        encoding: "utf8",
+        timeout: 60_000,
+      });
+      expect(run.status).toBe(1);
+      expect(run.stderr).toContain("capacity.cpu");
     } finally {
-      child.kill("SIGKILL");
       rmSync(dir, { recursive: true, force: true });
     }
   });
@@ -122,11 +86,13 @@ describe("the bundled binary running the manager", () => {
   it("exits 1 naming the problem when no cluster configuration exists", () => {
     const home = mkdtempSync(join(tmpdir(), "nebula-vnode-home-"));
     try {
+      const config = join(home, "config.json");
+      writeFileSync(config, JSON.stringify({ provider: { clusterName: "c" } }));
       const { KUBECONFIG: _k, KUBERNETES_SERVICE_HOST: _h, ...env } = process.env;
-      const run = spawnSync(process.execPath, [bundle, ...["--cluster", "test"]], {
+      const run = spawnSync(process.execPath, [bundle, "--config", config], {
         encoding: "utf8",
         env: { ...env, HOME: home },
-        timeout: 20_000,
+        timeout: 60_000,
       });
       expect(run.status).toBe(1);
       expect(run.stderr).toContain("no cluster configuration");

@@ -21,13 +21,26 @@ on a dedicated EC2 instance (one Pod = one instance), reporting truthful Pod sta
       type: "string",
       schema: z.string().min(1, "is required").optional(),
       placeholder: "<name>",
-      description: "cluster name written to the nebula:cluster tag of every instance (required)",
+      description:
+        "cluster name written to the nebula:cluster tag of every instance (default: provider.clusterName)",
     },
     config: {
       type: "string",
       schema: z.string().min(1).optional(),
       placeholder: "<path>",
-      description: "provider configuration file (JSON; region, subnets, AMI, ...)",
+      description:
+        "configuration file (JSON: { node, provider }; see deploy/vnode/README.md) (required to run)",
+    },
+    namespace: {
+      type: "string",
+      schema: z
+        .string()
+        .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be a lowercase RFC 1123 label")
+        .max(63)
+        .optional(),
+      placeholder: "<name>",
+      description:
+        "the app's namespace: the Pod ledger lives there (default: this Pod's namespace, else nebula-system)",
     },
   },
 });

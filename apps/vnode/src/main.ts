@@ -1,6 +1,9 @@
 import { readFileSync } from "node:fs";
-import { connect, createLogger, Manager, runCli } from "@nebula/kube";
+import { hostname } from "node:os";
+import { connect, createLogger, runCli } from "@nebula/kube";
+import { createVnode } from "./app.js";
 import { cli } from "./cli.js";
+import { loadAppConfig } from "./config.js";
 
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
@@ -15,22 +18,41 @@ process.exitCode = await runCli(
   { version: version() },
   async (flags) => {
     const logger = createLogger({ level: flags["log-level"], name: cli.name });
+    if (flags.config === undefined) throw new Error("--config: is required");
+    const config = loadAppConfig(flags.config, {
+      nodeName: flags["node-name"],
+      cluster: flags.cluster,
+    });
     const connection = connect(
       flags.kubeconfig === undefined ? {} : { kubeconfig: flags.kubeconfig },
     );
-    const namespace = flags["leader-election-namespace"] ?? connection.namespace ?? "default";
-    const manager = new Manager({
-      name: cli.name,
+    const namespace = flags.namespace ?? connection.namespace ?? "nebula-system";
+    const identity = process.env.POD_NAME ?? hostname();
+    const vnode = createVnode({
       kubeConfig: connection.kubeConfig,
+      config,
+      namespace,
+      identity,
       logger,
       metricsBindAddress: flags["metrics-bind-address"],
       healthProbeBindAddress: flags["health-probe-bind-address"],
       ...(flags["leader-elect"]
-        ? { leaderElection: { namespace, name: `${cli.name}-${flags["node-name"]}` } }
+        ? {
+            leaderElection: {
+              namespace: flags["leader-election-namespace"] ?? namespace,
+              name: `${cli.name}-${flags["node-name"]}`,
+              identity,
+            },
+          }
         : {}),
     });
-    // The Node and Pod controllers join the manager here; until then it serves probes and metrics only.
-    logger.info({ source: connection.source, node: flags["node-name"] }, "starting");
-    return (await manager.run()).exitCode;
+    logger.info({ source: connection.source, node: flags["node-name"], namespace }, "starting");
+    const exit = await vnode.manager.run();
+    await vnode.close();
+    logger.info({ reason: exit.reason, exitCode: exit.exitCode }, "stopped");
+    return exit.exitCode;
   },
 );
+// The shutdown was ordered (leadership released, reconciles drained, servers closed): leave now
+// rather than wait for idle keep-alive sockets.
+process.exit();

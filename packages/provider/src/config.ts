@@ -159,7 +159,7 @@ export const ProviderConfigSchema = z
     maxPollIntervalSeconds: z.number().min(1).max(3600).default(120),
     /**
      * Seconds added to a Pod's `terminationGracePeriodSeconds` before its instance is terminated
-     * after a stop request (EC2 and API observation headroom, brief C7).
+     * after a stop request (EC2 and API observation headroom; see docs/contracts.md#pod-teardown).
      */
     apiHeadroomSeconds: z.number().min(0).max(3600).default(30),
     /** Consecutive failed polls (not throttling) after which the region is reported unavailable. */

@@ -37,7 +37,7 @@ describe("buildRunInstancesInput", () => {
     expect(input.ClientToken).toBe("6f1c1d4e-1111-4a4a-9b9b-000000000001.1");
   });
 
-  it("sets what brief C1 requires", () => {
+  it("sets every launch setting of docs/contracts.md#launch", () => {
     const input = buildRunInstancesInput({
       pod,
       config,

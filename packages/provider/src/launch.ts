@@ -29,7 +29,7 @@ export interface LaunchInput {
 }
 
 /**
- * Builds the `RunInstances` request for a Pod (brief C1). Pure.
+ * Builds the `RunInstances` request for a Pod (the launch contract: docs/contracts.md#launch). Pure.
  *
  * - `ClientToken` = the Pod UID: EC2 answers a repeated launch with the instance it already
  *   started, so a retry or a crash between launch and bookkeeping never starts a second one.

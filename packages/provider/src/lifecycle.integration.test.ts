@@ -11,6 +11,7 @@ import {
   type EC2Client,
   RunInstancesCommand,
   StopInstancesCommand,
+  TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
@@ -269,6 +270,28 @@ describe("InstanceReclaimer (for a caller that drives its own teardown)", () => 
     } finally {
       proxy.configure({ consistencyWindowMs: 0 });
     }
+  });
+});
+
+describe("InstanceReclaimer on a terminated instance", () => {
+  it("stop and terminate of an instance that is already terminated are done, not refused as unproven", async () => {
+    const ledger = new MemoryPodLedger();
+    const provider = new Ec2PodProvider({
+      config: viaProxy("reclaimer-done"),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(11)],
+      ledger,
+      teardowns: "caller",
+    });
+    await provider.createPod(testPod("done", uid(11)));
+    const instanceId = (await ledger.get(uid(11)))?.launch.instanceId ?? "";
+    expect(instanceId).toMatch(/^i-/);
+    await ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
+    expect(await stateOf(instanceId)).toBe("terminated");
+    // A teardown that resumes after the instance is gone must be able to finish.
+    await expect(provider.stopInstance(instanceId)).resolves.toBeUndefined();
+    await expect(provider.terminateInstance(instanceId)).resolves.toBeUndefined();
+    await provider.stop();
   });
 });
 

@@ -78,7 +78,7 @@ const completed = (seq: number, exitCode: number): ExitReport => ({
 });
 
 describe("launch", () => {
-  it("launches one instance with the C1 settings and reports the Pod", async () => {
+  it("launches one instance with the launch settings of docs/contracts.md and reports the Pod", async () => {
     const log = statusLog();
     // The real user-data from @nebula/userdata (no renderUserData override).
     const provider = new Ec2PodProvider({
@@ -425,7 +425,7 @@ describe("leak collection", () => {
 });
 
 describe("durable teardown", () => {
-  it("records the teardown in the ledger and resumes it after a crash, in C7 order; a stale request never restarts it", async () => {
+  it("records the teardown in the ledger and resumes it after a crash, in teardown order; a stale request never restarts it", async () => {
     const ledger = new MemoryPodLedger();
     const events: string[] = [];
     const config = motoConfig(moto, network, "durable");
@@ -485,7 +485,7 @@ describe("durable teardown", () => {
 });
 
 describe("the loops", () => {
-  it("start(): the poll loop drives a finished instance to a terminal Pod and reclaims it (the incident)", async () => {
+  it("start(): the poll loop drives a finished instance to a terminal Pod and reclaims it (an exited container never leaves its instance running)", async () => {
     const provider = new Ec2PodProvider({
       config: motoConfig(moto, network, "loop", { pollIntervalSeconds: 1 }),
       renderUserData: () => USER_DATA,

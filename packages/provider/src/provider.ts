@@ -649,6 +649,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
       return;
     }
+    // A terminated (or terminating) instance is done: nothing more is sent to it, so it needs no
+    // proof (EC2 may drop its instance profile once it is terminated, which would fail the proof).
+    if (instance.state === "terminated" || instance.state === "shutting-down") return;
     this.#prove(instance, undefined);
     await this.#act(instance, "stop");
   }
@@ -660,6 +663,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
       return;
     }
+    // A terminated (or terminating) instance is done: nothing more is sent to it, so it needs no
+    // proof (EC2 may drop its instance profile once it is terminated, which would fail the proof).
+    if (instance.state === "terminated" || instance.state === "shutting-down") return;
     this.#prove(instance, undefined);
     await this.#act(instance, "terminate");
   }

@@ -14,7 +14,7 @@ describe("DEFAULT_REASON_CATALOG", () => {
     expect(missing).toEqual([]);
   });
 
-  it("classes the reasons as brief C5 ranks them", () => {
+  it("classes the reasons in rank order (docs/contracts.md#failure-reasons-and-ranking)", () => {
     const classOf = (r: string) => DEFAULT_REASON_CATALOG.get(r)?.class;
     expect(["InvalidSpec", "NoMatchingLocation"].map(classOf)).toEqual([
       "SpecRejected",
@@ -47,7 +47,7 @@ describe("DEFAULT_REASON_CATALOG", () => {
     expect(reasonClassRank("Unclassified")).toBeGreaterThan(reasonClassRank("PlatformBlocked"));
   });
 
-  it("words the incident's reasons as the incident does", () => {
+  it("words each failure reason as users read it", () => {
     expect(DEFAULT_REASON_CATALOG.get("InstanceCrashing")).toMatchObject({
       singular: "is repeatedly exiting and restarting",
       plural: "are repeatedly exiting and restarting",

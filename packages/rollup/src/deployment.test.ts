@@ -10,7 +10,7 @@ import {
 
 const now = new Date("2026-11-30T05:00:00Z");
 
-/** The representative message of the incident, as `@nebula/state-mapping` words it. */
+/** The representative message of a crash-looping instance, as `@nebula/state-mapping` words it. */
 const CRASH_MESSAGE =
   'container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.';
 
@@ -41,7 +41,7 @@ function brief(conditions: readonly Condition[], type: string) {
   return [c?.status, c?.reason, c?.message];
 }
 
-describe("the incident, word for word", () => {
+describe("a crash-looping WorkloadDeployment, word for word", () => {
   it("a workload whose only container exits on startup: Available=False InstanceCrashing", () => {
     const status = rollup({ desiredReplicas: 1, instances: [crashing("web-0")] });
     expect(brief(status.conditions, "Available")).toEqual([

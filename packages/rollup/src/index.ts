@@ -31,6 +31,14 @@ export {
   type WorkloadDeploymentStatus,
 } from "./deployment.js";
 export { RollupError, type RollupErrorCode, type RollupResult } from "./errors.js";
+export {
+  KSTATUS_CONDITION_TYPES,
+  KSTATUS_REASONS,
+  type KstatusOptions,
+  kstatusConditions,
+  type ProgressInput,
+  progressConditions,
+} from "./kstatus.js";
 export { CONDITION_TYPES, ReasonCount, ROLLUP_REASONS } from "./tally.js";
 export {
   PlacementInput,

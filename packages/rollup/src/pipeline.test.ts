@@ -4,7 +4,7 @@ import { findCondition } from "./condition.js";
 import { type InstanceInput, rollupWorkloadDeployment } from "./deployment.js";
 import { rollupWorkload } from "./workload.js";
 
-// The whole upward path of the incident with the real reverse mapping from @nebula/state-mapping:
+// The whole upward path of a crash loop with the real reverse mapping from @nebula/state-mapping:
 // Pod status → instance reason → WorkloadDeployment → Workload.
 
 const now = new Date("2026-11-30T05:00:00Z");
@@ -30,7 +30,7 @@ function instanceFrom(name: string, podStatus: unknown): InstanceInput {
 }
 
 describe("Pod → WorkloadDeployment → Workload", () => {
-  it("carries the crash up to the Workload as the incident words it", () => {
+  it("carries the crash up to the Workload, with its count and last exit code", () => {
     const deployment = rollupWorkloadDeployment(
       { desiredReplicas: 1, generation: 2, instances: [instanceFrom("web-0", crashLoopingPod)] },
       { now },

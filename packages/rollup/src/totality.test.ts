@@ -5,8 +5,10 @@ import {
   DEFAULT_REASON_CATALOG,
   findCondition,
   formatTime,
+  kstatusConditions,
   parseWorkloadDeploymentInput,
   parseWorkloadInput,
+  progressConditions,
   reasonClassRank,
   rollupWorkload,
   rollupWorkloadDeployment,
@@ -110,8 +112,10 @@ describe("no exported function throws, whatever it is handed", () => {
     expect(functions).toEqual([
       "findCondition",
       "formatTime",
+      "kstatusConditions",
       "parseWorkloadDeploymentInput",
       "parseWorkloadInput",
+      "progressConditions",
       "reasonClassRank",
       "rollupWorkload",
       "rollupWorkloadDeployment",
@@ -159,6 +163,8 @@ describe("no exported function throws, whatever it is handed", () => {
         loose(formatTime)(a);
         loose(statusChanged)(a, b);
         loose(reasonClassRank)(a);
+        loose(kstatusConditions)(a, b);
+        loose(progressConditions)(a, b);
         DEFAULT_REASON_CATALOG.extend(a);
         DEFAULT_REASON_CATALOG.resolve(a);
         loose(DEFAULT_REASON_CATALOG.get.bind(DEFAULT_REASON_CATALOG))(a);

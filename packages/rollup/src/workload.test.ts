@@ -43,7 +43,7 @@ function brief(conditions: readonly Condition[], type: string) {
   return [c?.status, c?.reason, c?.message];
 }
 
-describe("the incident at the Workload", () => {
+describe("a crash-looping placement at the Workload", () => {
   it("carries the WorkloadDeployment's reason and message up unchanged (one placement)", () => {
     const status = rollup([placement("eu", 1, [crashing("web-0")])]);
     expect(brief(status.conditions, "Available")).toEqual([

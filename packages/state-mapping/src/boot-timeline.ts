@@ -41,7 +41,10 @@ export interface BootTimeline {
  */
 export function bootTimeline(report: ExitReport, launchTime?: Date): BootTimeline {
   const steps: BootStep[] = [];
-  const supervisor = time(report.supervisorStartedAt);
+  // Total: a report or launch time that is not what the types say yields the steps it can.
+  const given = typeof report === "object" && report !== null ? report : undefined;
+  const supervisor = time(given?.supervisorStartedAt);
+  const launched = time(launchTime);
   const step = (
     kind: BootStep["step"],
     from: Date | undefined,
@@ -57,9 +60,11 @@ export function bootTimeline(report: ExitReport, launchTime?: Date): BootTimelin
       ms: Math.max(0, to.getTime() - from.getTime()),
     });
   };
-  step("supervisor", launchTime, supervisor);
+  step("supervisor", launched, supervisor);
   let first: Date | undefined;
-  for (const c of report.containers) {
+  const containers = Array.isArray(given?.containers) ? given.containers : [];
+  for (const c of containers) {
+    if (typeof c !== "object" || c === null) continue;
     const pulledFrom = time(c.pullStartedAt);
     const pulledTo = time(c.pullFinishedAt);
     const started = time(c.firstStartedAt);
@@ -68,7 +73,7 @@ export function bootTimeline(report: ExitReport, launchTime?: Date): BootTimelin
     if (started !== undefined && (first === undefined || started < first)) first = started;
   }
   steps.sort((a, b) => a.from.getTime() - b.from.getTime());
-  const origin = launchTime ?? supervisor;
+  const origin = launched ?? supervisor;
   return {
     steps,
     ...(origin === undefined || first === undefined
@@ -77,8 +82,8 @@ export function bootTimeline(report: ExitReport, launchTime?: Date): BootTimelin
   };
 }
 
-function time(value: string | undefined): Date | undefined {
-  if (value === undefined) return undefined;
+function time(value: unknown): Date | undefined {
+  if (typeof value !== "string" && !(value instanceof Date)) return undefined;
   const t = new Date(value);
   return Number.isNaN(t.getTime()) ? undefined : t;
 }

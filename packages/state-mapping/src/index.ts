@@ -26,6 +26,7 @@ export {
   lostPodReason,
   MAX_STATUS_MESSAGE_CHARS,
   REPORT_CONDITION_TYPE,
+  RESTART_LIMIT_REASON,
   type ToPodStatusOptions,
   toPodStatus,
   UNKNOWN_EXIT_CODE,

@@ -18,7 +18,7 @@ const status = (c: Partial<V1ContainerStatus>[], extra: Record<string, unknown> 
 });
 
 describe("toInstanceReason on a Pod", () => {
-  it("words a crash loop as the incident does, although the phase is Running", () => {
+  it("words a crash loop as a crash loop, although the phase is Running", () => {
     expect(
       toInstanceReason(
         status([
@@ -257,6 +257,31 @@ describe("toInstanceReason on a Pod", () => {
     expect(toInstanceReason({ phase: "Pending", reason: "QuotaExceeded" }).reason).toBe(
       "QuotaExceeded",
     );
+    // Every refusal the provider writes before launch (Failed at once, with the refusal's code as
+    // the reason and a message naming the field) is a rejected spec, never "starting".
+    for (const reason of [
+      "InvalidPod",
+      "SecretInUserData",
+      "UnsupportedEnvSource",
+      "UnsupportedVolume",
+      "UnsupportedField",
+      "UserDataTooLarge",
+      "InstanceTypeNotAllowed",
+    ]) {
+      const found = toInstanceReason({
+        phase: "Failed",
+        reason,
+        message: `spec.containers[app]: refused by ${reason}`,
+      });
+      expect({ reason, found }).toEqual({
+        reason,
+        found: {
+          reason: "InvalidSpec",
+          ready: false,
+          message: `spec.containers[app]: refused by ${reason}.`,
+        },
+      });
+    }
     expect(toInstanceReason({ phase: "Failed", reason: "Evicted" }).reason).toBe("InstanceLost");
     // A reason that is not a failure never hides what the containers say.
     expect(
@@ -389,7 +414,7 @@ describe("toInstanceReason on our own Pod statuses", () => {
 });
 
 describe("toInstanceReason on an Instance object", () => {
-  it("reads the C5 reason from its Ready condition", () => {
+  it("reads the failure reason from its Ready condition", () => {
     const instance = {
       apiVersion: "compute.nebula.dev/v1alpha1",
       kind: "Instance",

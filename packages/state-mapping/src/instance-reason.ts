@@ -1,6 +1,6 @@
 /**
  * The reverse mapping for the roll-up: a Pod's (or an Instance object's) status → one instance
- * failure reason (brief C5) with a one-sentence message. It reads container state, never the
+ * failure reason (docs/contracts.md#failure-reasons-and-ranking) with a one-sentence message. It reads container state, never the
  * phase: a crash-looping Pod is phase `Running`.
  *
  * @packageDocumentation
@@ -10,9 +10,9 @@ import { INSTANCE_REASONS, type InstanceReason, isInstanceReason } from "./reaso
 import { sanitize, statusText, truncate } from "./text.js";
 
 /**
- * The kubelet's back-off reset window as the incident words it: a container that stays up this
+ * The kubelet's back-off reset window, as users are told it: a container that stays up this
  * long is no longer crash-looping. (The kubelet resets after 10 minutes; the sentence uses the
- * 5-minute back-off cap, as the customer-facing message in the incident does.)
+ * 5-minute back-off cap, as the customer-facing message does.)
  */
 export const CRASH_LOOP_WINDOW_MINUTES = 5;
 
@@ -77,7 +77,7 @@ const Condition = z.looseObject({
 
 /**
  * The zod schema of an Instance object's status (`compute.nebula.dev` `Instance`, or any object
- * whose status conditions carry a C5 reason): `{ conditions: [{ type, status, reason, message }] }`.
+ * whose status conditions carry a failure reason): `{ conditions: [{ type, status, reason, message }] }`.
  */
 export const InstanceObjectStatus = z.looseObject({ conditions: z.array(Condition) });
 
@@ -153,12 +153,23 @@ const STOP_SIGNALS = new Set([15, 9]);
 /**
  * Pod-level `status.reason` values (besides the names in `INSTANCE_REASONS` themselves) that say
  * why a Pod is not running: ours (`SpotInterruption`), the provider's launch errors
- * (`InvalidPodSpec`, `InvalidConfiguration`) and the kubelet's/virtual-kubelet's.
+ * (`InvalidPodSpec`, `InvalidConfiguration`), its refusals before launch (the `@nebula/userdata`
+ * error codes, `UserDataTooLarge`, `InstanceTypeNotAllowed`) and the kubelet's/virtual-kubelet's.
  */
 const POD_REASONS: Readonly<Record<string, InstanceReason>> = {
   SpotInterruption: "InstanceLost",
   InvalidPodSpec: "InvalidSpec",
   InvalidConfiguration: "ConfigurationError",
+  // A Pod the provider refuses before launch carries the refusal's code as its reason: nothing can
+  // be placed until the spec changes, so it ranks as a rejected spec, never as "starting".
+  InvalidPod: "InvalidSpec",
+  SecretInUserData: "InvalidSpec",
+  UnsupportedEnvSource: "InvalidSpec",
+  UnsupportedVolume: "InvalidSpec",
+  UnsupportedField: "InvalidSpec",
+  UserDataTooLarge: "InvalidSpec",
+  TooLarge: "InvalidSpec",
+  InstanceTypeNotAllowed: "InvalidSpec",
   NodeLost: "InstanceLost",
   ProviderFailed: "InstanceLost",
   NotFound: "InstanceLost",

@@ -48,6 +48,13 @@ export const REPORT_CONDITION_TYPE = "nebula.dev/ExitReport";
 /** Longest termination or waiting message written to a container status, in code points (the kubelet keeps 4096 bytes). */
 export const MAX_STATUS_MESSAGE_CHARS = 4096;
 
+/**
+ * Pod `status.reason` of a Pod whose container reached the restart limit (the
+ * `nebula.dev/restart-limit` annotation); `status.message` names the container, the limit and the
+ * annotation.
+ */
+export const RESTART_LIMIT_REASON = "RestartLimitReached";
+
 /** Longest Pod-level `status.message`, in code points. */
 const MAX_POD_MESSAGE_CHARS = 1024;
 
@@ -463,6 +470,11 @@ export function toPodStatus(
     // Pod reason a lost instance with that cause gets, so the roll-up does not see a crash.
     result.reason = lostPodReason(state.stopped.cause);
     result.message = statusText(state.stopped.message, MAX_POD_MESSAGE_CHARS);
+  } else if (state.kind === "Terminal" && state.restartLimit !== undefined) {
+    // The cost guard ended the Pod: say so, naming the limit and the annotation that sets it
+    // (the containers keep their own exits; the roll-up reads those, not this reason).
+    result.reason = RESTART_LIMIT_REASON;
+    result.message = statusText(state.restartLimit.message, MAX_POD_MESSAGE_CHARS);
   }
   return result;
 }

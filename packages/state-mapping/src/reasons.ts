@@ -1,5 +1,5 @@
 /**
- * The instance failure reasons (brief C5) that the reverse mapping produces. `@nebula/rollup`
+ * The instance failure reasons (docs/contracts.md#failure-reasons-and-ranking) that the reverse mapping produces. `@nebula/rollup`
  * owns the catalog (class, phrases, transience) keyed by these names.
  *
  * @packageDocumentation

@@ -122,8 +122,9 @@ export function allocate(slots: readonly MessageSlot[], budget: number): number[
  * splits a character, so no U+FFFD appears when the text is decoded).
  */
 export function utf8Head(bytes: Uint8Array, max: number): Uint8Array {
+  if (!(bytes instanceof Uint8Array)) return new Uint8Array(0);
   if (bytes.length <= max) return bytes;
-  let n = Math.max(0, max);
+  let n = byteLimit(max);
   // A boundary is where the next byte is not a continuation byte (10xxxxxx).
   // At most 3 steps: a character is at most 4 bytes (invalid text is cut where it is).
   for (let back = 0; n > 0 && back < 3 && isContinuation(bytes[n]); back++) n--;
@@ -132,11 +133,17 @@ export function utf8Head(bytes: Uint8Array, max: number): Uint8Array {
 
 /** The last at most `max` bytes of `bytes`, starting on a UTF-8 character boundary. */
 export function utf8Tail(bytes: Uint8Array, max: number): Uint8Array {
+  if (!(bytes instanceof Uint8Array)) return new Uint8Array(0);
   if (bytes.length <= max) return bytes;
-  let start = bytes.length - Math.max(0, max);
+  let start = bytes.length - byteLimit(max);
   for (let ahead = 0; start < bytes.length && ahead < 3 && isContinuation(bytes[start]); ahead++)
     start++;
   return bytes.subarray(start);
+}
+
+/** A byte count from any `max`: a whole number ≥ 0 (anything else, NaN included, is 0). */
+function byteLimit(max: unknown): number {
+  return typeof max === "number" && max > 0 ? Math.floor(max) : 0;
 }
 
 /** Cuts a base64 message to `max` decoded bytes from the given end; `undefined` when nothing is left. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { bootTimeline } from "./boot-timeline.js";
+import { RESTART_LIMIT_REASON, toPodStatus } from "./pod-status.js";
 import { type ExitReport, encodeConsoleLine, encodeReportTags } from "./report.js";
 import { needsConsoleOutput, toInstanceState } from "./state.js";
 
@@ -71,6 +72,26 @@ describe("report fields the instance state reads", () => {
       message:
         'container "app" reached the restart limit of 3 restarts after its last exit (code 1, Error), so the Pod was ended and its instance released; the limit is set by the Pod annotation nebula.dev/restart-limit',
     });
+  });
+
+  it("the Pod's status names the restart limit and its annotation; the containers keep their exits", () => {
+    const pod = {
+      metadata: { name: "p", namespace: "default", uid: "u-1" },
+      spec: {
+        containers: [
+          { name: "app", image: "x" },
+          { name: "sidecar", image: "y" },
+        ],
+      },
+    };
+    const status = toPodStatus(pod, toInstanceState(instance(final, "stopped"), { now }), { now });
+    expect(status.phase).toBe("Failed");
+    expect(status.reason).toBe(RESTART_LIMIT_REASON);
+    expect(status.message).toBe(
+      'container "app" reached the restart limit of 3 restarts after its last exit (code 1, Error), so the Pod was ended and its instance released; the limit is set by the Pod annotation nebula.dev/restart-limit',
+    );
+    const app = status.containerStatuses?.find((c) => c.name === "app");
+    expect(app?.state?.terminated).toMatchObject({ exitCode: 1, reason: "Error" });
   });
 
   it("asks for the console when the final tag report was cut, and not once it was read", () => {

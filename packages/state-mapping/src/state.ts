@@ -453,12 +453,11 @@ function sameInstance(previous: ToInstanceStateOptions["previous"], instance: un
  * line carries all of it).
  */
 export function needsConsoleOutput(state: InstanceState): boolean {
+  if (typeof state !== "object" || state === null) return false;
   if (state.kind === "Terminal") {
-    return state.instance !== undefined && state.report.cut === true && !state.consoleConsulted;
+    return state.instance !== undefined && state.report?.cut === true && !state.consoleConsulted;
   }
   return (
-    typeof state === "object" &&
-    state !== null &&
     state.kind === "Lost" &&
     state.instance !== undefined &&
     state.report?.final !== true &&

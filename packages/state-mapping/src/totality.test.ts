@@ -85,6 +85,7 @@ describe("no exported function throws, whatever it is handed", () => {
       .map(([name]) => name)
       .sort();
     expect(functions).toEqual([
+      "bootTimeline",
       "decodeConsoleOutput",
       "decodeReportTags",
       "ec2Cause",
@@ -100,6 +101,8 @@ describe("no exported function throws, whatever it is handed", () => {
       "toInstanceReason",
       "toInstanceState",
       "toPodStatus",
+      "utf8Head",
+      "utf8Tail",
     ]);
   });
 
@@ -138,6 +141,7 @@ describe("no exported function throws, whatever it is handed", () => {
     fc.assert(
       fc.property(anything, anything, (a, b) => {
         for (const name of [
+          "bootTimeline",
           "decodeConsoleOutput",
           "decodeReportTags",
           "ec2Cause",
@@ -148,6 +152,8 @@ describe("no exported function throws, whatever it is handed", () => {
           "needsConsoleOutput",
           "parseDescribeInstancesPage",
           "parseInstance",
+          "utf8Head",
+          "utf8Tail",
         ]) {
           call(name, a, b);
         }

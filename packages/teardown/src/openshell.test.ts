@@ -4,7 +4,7 @@
  * is gone, suspending the workload in the same write as the phase change, waiting until the
  * workload is gone, deleting the generation Secrets separately, and clearing the record.
  *
- * The world below is a small simulation with the incident's failure built in: a supervisor whose
+ * The world below is a small simulation with OpenShell's reported failure (NVIDIA/OpenShell#3421) built in: a supervisor whose
  * cleanup runs after the workload is suspended loses its boundary and is force-killed.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
@@ -256,7 +256,7 @@ describe("the OpenShell stop order (worked example)", () => {
     ]);
   });
 
-  it("the incident's order (suspend first) is caught by the world's invariants", async () => {
+  it("the reported wrong order (suspend first) is caught by the world's invariants", async () => {
     // A control for the harness: the wrong order must be visible as a violation.
     const world = new World();
     await world.store.write(KEY, { record: null, subject: { spec: { replicas: 0 } } }, "1");

@@ -158,7 +158,7 @@ function expectCompleted(world: PodWorld): void {
   expect([...world.auxiliaries]).toEqual([]);
 }
 
-describe("podTeardown (brief C7)", () => {
+describe("podTeardown (docs/contracts.md#pod-teardown)", () => {
   it("stops, waits, terminates, releases auxiliaries, then deletes the Pod with grace 0 and its UID", async () => {
     const world = new PodWorld();
     const transitions: string[] = [];

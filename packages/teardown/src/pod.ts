@@ -1,5 +1,5 @@
 /**
- * Nebula's own teardown of a Pod on the virtual node (brief C7): stop the instance, wait for it
+ * Nebula's own teardown of a Pod on the virtual node (docs/contracts.md#pod-teardown): stop the instance, wait for it
  * to stop (grace period plus API headroom, from the stop request), terminate it, wait until it is
  * gone, release the Pod's auxiliary objects, then remove the Pod (grace 0, UID precondition) or
  * just clear the record. The effects are descriptions; `@nebula/provider` runs them.
@@ -150,7 +150,7 @@ const stoppedOrGone = new Set<InstanceObservation>([
 ]);
 
 /**
- * Nebula's Pod teardown (brief C7), as a ready-made {@link Teardown}. Phases, in order:
+ * Nebula's Pod teardown (docs/contracts.md#pod-teardown), as a ready-made {@link Teardown}. Phases, in order:
  *
  * 1. `stopping`: `StopInstance`; done when the instance is stopped (or further); deadline the
  *    Pod's grace period plus headroom from the stop request as durably recorded (the claim

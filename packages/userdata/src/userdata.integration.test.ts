@@ -4,7 +4,6 @@
  * same IMDS/EC2 endpoint and systemctl/shutdown stand-ins as the unit tests.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
 import {
   chmodSync,
   existsSync,
@@ -30,15 +29,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { expandKubernetesReferences, type RenderOptionsInput, renderUserData } from "./index.js";
 import { INSTANCE_ID, TestHost } from "./testing/host.js";
 
-// One podman root per checkout: runs from other checkouts on this machine (which remove every
-// container after each test) must not touch this run's containers.
-const ROOT = join(
-  tmpdir(),
-  `nebula-userdata-podman-${createHash("sha256")
-    .update(import.meta.url)
-    .digest("hex")
-    .slice(0, 12)}`,
-);
+// A podman root of this run's own: two runs on one machine (two clones, two CI jobs) never share
+// containers, network namespaces or images.
+const ROOT = mkdtempSync(join(tmpdir(), "nebula-userdata-podman-"));
 const IMAGE = "localhost/nebula-busybox:1";
 const IMAGE_EP = "localhost/nebula-busybox-entrypoint:3";
 const podman = (...args: string[]) =>
@@ -117,16 +110,11 @@ afterEach(async () => {
   podman("rm", "-af", "-t", "0");
 });
 afterAll(() => {
-  spawnSync("podman", [
-    "--root",
-    join(ROOT, "storage"),
-    "--runroot",
-    join(ROOT, "run"),
-    "rm",
-    "-af",
-    "-t",
-    "0",
-  ]);
+  const base = ["--root", join(ROOT, "storage"), "--runroot", join(ROOT, "run")];
+  spawnSync("podman", [...base, "rm", "-af", "-t", "0"]);
+  spawnSync("podman", [...base, "rmi", "-af"]);
+  spawnSync("podman", [...base, "system", "reset", "--force"]);
+  rmSync(ROOT, { recursive: true, force: true });
 });
 
 function outDir(): string {

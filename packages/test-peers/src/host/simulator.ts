@@ -35,9 +35,9 @@ import { type OverlayProxy, startOverlayProxy } from "./proxy.js";
 import { ENTER_SCRIPT, WATCHDOG_SCRIPT } from "./shims.js";
 import { decodeUserData } from "./userdata.js";
 
-/** Tag that marks an instance as Nebula's (brief C1); the simulator plays only such instances. */
+/** Tag that marks an instance as Nebula's (set at launch); the simulator plays only such instances. */
 export const NEBULA_CLUSTER_TAG = "nebula:cluster";
-/** Tag with the Pod UID (brief C1); required too. */
+/** Tag with the Pod UID (set at launch); required too. */
 export const NEBULA_POD_UID_TAG = "nebula:pod-uid";
 
 const OptionsSchema = z.strictObject({

@@ -1,0 +1,56 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { DEFAULT_REPLICAS, DEFAULT_TIMEOUT_SECONDS, parseDemoArgs, USAGE } from "./cli.js";
+
+describe("parseDemoArgs", () => {
+  it("defaults: replicas 6, no keep, no ci, the default deadline", () => {
+    expect(parseDemoArgs([])).toEqual({
+      kind: "run",
+      options: {
+        keep: false,
+        ci: false,
+        replicas: DEFAULT_REPLICAS,
+        timeoutSeconds: DEFAULT_TIMEOUT_SECONDS,
+      },
+    });
+  });
+
+  it("reads every flag", () => {
+    expect(parseDemoArgs(["--keep", "--ci", "--replicas", "3", "--timeout=120"])).toEqual({
+      kind: "run",
+      options: { keep: true, ci: true, replicas: 3, timeoutSeconds: 120 },
+    });
+  });
+
+  it("--help and -h win over everything else", () => {
+    expect(parseDemoArgs(["--help"])).toEqual({ kind: "help" });
+    expect(parseDemoArgs(["--ci", "-h"])).toEqual({ kind: "help" });
+  });
+
+  it.each([
+    [["--replicas", "0"], "--replicas"],
+    [["--replicas", "31"], "--replicas"],
+    [["--replicas", "two"], "--replicas must be a whole number"],
+    [["--timeout", "5"], "--timeout"],
+    [["--bogus"], "bogus"],
+    [["extra"], "extra"],
+  ])("refuses %j naming the problem", (argv, fragment) => {
+    const parsed = parseDemoArgs(argv);
+    expect(parsed.kind).toBe("error");
+    expect(parsed.kind === "error" ? parsed.message : "").toContain(fragment);
+  });
+
+  it("never throws, whatever the command line", () => {
+    fc.assert(
+      fc.property(fc.array(fc.string()), (argv) => {
+        const parsed = parseDemoArgs(argv);
+        expect(["run", "help", "error"]).toContain(parsed.kind);
+      }),
+    );
+  });
+
+  it("the usage names every flag and scenario", () => {
+    for (const word of ["--replicas", "--keep", "--ci", "--timeout", "--help", "kubectl-delete"])
+      expect(USAGE).toContain(word);
+  });
+});

@@ -1,0 +1,116 @@
+import { parseArgs } from "node:util";
+import { z } from "zod";
+
+/** The demo's options, after parsing. */
+export interface DemoOptions {
+  /** Leave everything running at the end and print how to reach it. */
+  readonly keep: boolean;
+  /** Replicas of the incident's Deployment. */
+  readonly replicas: number;
+  /** No redrawing: one progress line per change and a last `SUMMARY <json>` line. */
+  readonly ci: boolean;
+  /** The whole run's deadline, in seconds. */
+  readonly timeoutSeconds: number;
+}
+
+/** The result of {@link parseDemoArgs}: options, a request for help, or a message naming the problem. */
+export type ParsedArgs =
+  | { readonly kind: "run"; readonly options: DemoOptions }
+  | { readonly kind: "help" }
+  | { readonly kind: "error"; readonly message: string };
+
+/** The default number of replicas of the incident's Deployment (sized for a 2-core machine). */
+export const DEFAULT_REPLICAS = 6;
+/** The most replicas the demo accepts (each one is an instance the local simulator runs). */
+export const MAX_REPLICAS = 30;
+/** The default deadline of a whole run, in seconds. */
+export const DEFAULT_TIMEOUT_SECONDS = 600;
+
+const Options = z.strictObject({
+  keep: z.boolean().default(false),
+  ci: z.boolean().default(false),
+  help: z.boolean().default(false),
+  replicas: z
+    .string()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(MAX_REPLICAS))
+    .default(DEFAULT_REPLICAS),
+  timeout: z
+    .string()
+    .regex(/^\d+$/, "must be a whole number of seconds")
+    .transform(Number)
+    .pipe(z.number().int().min(30).max(3600))
+    .default(DEFAULT_TIMEOUT_SECONDS),
+});
+
+/** Usage text of `npm run demo -- --help`. */
+export const USAGE = `npm run demo [-- <flags>]
+
+Starts a whole local world on this machine — kube-apiserver + etcd + kube-controller-manager +
+kube-scheduler, the moto EC2 server, the instance-host simulator (each instance runs its real
+user-data, with podman as its Docker) — then nebula-vnode and nebula-operator from their bundles,
+applies the samples in samples/, shows a live table, and ends with a summary of what each scenario
+should show against what it showed. Everything it started is stopped on exit, on Ctrl-C and on
+errors.
+
+Scenarios (samples/):
+  incident           a Deployment whose containers print and exit: every exit is reported
+  workload-healthy   a Workload placement that serves: Available=True
+  workload-crashing  a placement that exits 1 on start: Available=False, InstanceCrashing
+  workload           the Workload over both: Available=True, lists InstanceCrashing
+  image-unavailable  an image that cannot be pulled: ErrImagePull / ImagePullBackOff
+  job-completes      a Pod that exits 0 (restartPolicy Never): Succeeded, instance terminated
+  oom-killed         a Pod that runs out of memory: Failed/OOMKilled, instance terminated
+                     (locally with the simulator's image nebula-sim/oomkill: it cannot OOM-kill)
+  kubectl-delete     kubectl delete of a running Pod: instance terminated, then the Pod is gone
+At the end every sample is deleted and the instances left running are counted (must be 0).
+
+Flags:
+  --replicas <n>   replicas of the incident's Deployment (default ${DEFAULT_REPLICAS}, at most ${MAX_REPLICAS})
+  --keep           leave everything running at the end; prints how to point kubectl and the
+                   AWS CLI at it; Ctrl-C stops it
+  --ci             no redrawing: one progress line per change, then SUMMARY <json> as the last line;
+                   exit 0 only when every scenario is ok and no instance is left
+  --timeout <s>    deadline of the whole run in seconds (default ${DEFAULT_TIMEOUT_SECONDS})
+  -h, --help       this text
+
+First use prepares what it needs (Node.js 24, Debian packages, moto, the control plane built from
+source: about 16 minutes on 2 cores, once); later runs start in seconds.`;
+
+/** Parses the demo's command line. Never throws: problems come back as a message naming the flag. */
+export function parseDemoArgs(argv: readonly string[]): ParsedArgs {
+  let values: Record<string, unknown>;
+  try {
+    values = parseArgs({
+      args: [...argv],
+      options: {
+        keep: { type: "boolean" },
+        ci: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+        replicas: { type: "string" },
+        timeout: { type: "string" },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (error) {
+    return { kind: "error", message: (error as Error).message };
+  }
+  const parsed = Options.safeParse(values);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const flag = issue?.path[0] === undefined ? "" : `--${String(issue.path[0])} `;
+    return { kind: "error", message: `${flag}${issue?.message ?? "is invalid"}` };
+  }
+  if (parsed.data.help) return { kind: "help" };
+  return {
+    kind: "run",
+    options: {
+      keep: parsed.data.keep,
+      ci: parsed.data.ci,
+      replicas: parsed.data.replicas,
+      timeoutSeconds: parsed.data.timeout,
+    },
+  };
+}

@@ -1,0 +1,389 @@
+/**
+ * `npm run demo`: the whole local world running the samples, with a live table and a summary.
+ * See `USAGE` in cli.ts.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { type DemoOptions, parseDemoArgs, USAGE } from "./cli.js";
+import { vnodeLatencies } from "./metrics.js";
+import { EMPTY_SNAPSHOT, type Snapshot } from "./model.js";
+import { observe, scrapeVnode } from "./observe.js";
+import { SAMPLE_FILES, withReplicas, withSimulatedOom } from "./samples.js";
+import { DELETE_POD, SCENARIO_IDS, type ScenarioId, Tracker } from "./scenarios.js";
+import {
+  type SummaryInput,
+  succeeded,
+  summaryLine,
+  summaryLines,
+  type VnodeLatencies,
+} from "./summary.js";
+import { progressKey, progressLine, redraw, renderTable, type TableView } from "./table.js";
+import { DEMO_NAMESPACE, REPO_ROOT, startWorld, type World } from "./world.js";
+
+const POLL_MS = 1_000;
+/** Time kept back from the deadline for deleting the samples and reclaiming their instances. */
+const RECLAIM_RESERVE_MS = 120_000;
+/** How long, once every instance is terminated, the deleted Pods' removal is waited for. */
+const PODS_GRACE_MS = 60_000;
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+
+/** The live output: a table redrawn in place, or one line per change. */
+class Ui {
+  readonly #redraw: boolean;
+  #drawn = 0;
+  #lastKey = "";
+  readonly #notes: string[] = [];
+  /** Notes taken since the last drawing (not on the screen yet). */
+  readonly #unshown: string[] = [];
+
+  constructor(redrawInPlace: boolean) {
+    this.#redraw = redrawInPlace;
+  }
+
+  /** A line that stays (start-up steps, actions taken). */
+  note(line: string): void {
+    if (this.#redraw && this.#drawn > 0) {
+      this.#notes.push(line);
+      this.#unshown.push(line);
+      if (this.#notes.length > 4) this.#notes.shift();
+    } else {
+      process.stdout.write(`${line}\n`);
+    }
+  }
+
+  update(view: TableView): void {
+    if (this.#redraw) {
+      const width = Math.max(60, (process.stdout.columns ?? 120) - 1);
+      const lines = [
+        ...renderTable(view, width),
+        ...this.#notes.map((n) => `  ${n}`.slice(0, width)),
+      ];
+      process.stdout.write(redraw(this.#drawn, lines));
+      this.#drawn = lines.length;
+      this.#unshown.length = 0;
+      return;
+    }
+    const key = progressKey(view);
+    if (key !== this.#lastKey) {
+      this.#lastKey = key;
+      process.stdout.write(`${progressLine(view)}\n`);
+    }
+  }
+
+  /** Ends the live drawing: later output goes below it. */
+  done(): void {
+    this.#drawn = 0;
+    this.#notes.length = 0;
+    for (const note of this.#unshown.splice(0)) process.stdout.write(`  ${note}\n`);
+  }
+}
+
+interface RunState {
+  world: World | undefined;
+  readonly tracker: Tracker;
+  snapshot: Snapshot;
+  aborted: string | undefined;
+  instancesLeft: number | undefined;
+  podsLeft: string[];
+  /** Seconds into the run when the scenarios' deadline passed, if it did. */
+  scenarioDeadlinePassedAt: number | undefined;
+  vnodeLatencies: VnodeLatencies | undefined;
+}
+
+function blockFor(tracker: Tracker, ids: readonly ScenarioId[], why: string): void {
+  for (const id of ids) tracker.block(id, why);
+}
+
+async function applySamples(world: World, options: DemoOptions, state: RunState, ui: Ui) {
+  for (const sample of SAMPLE_FILES) {
+    const path = join(REPO_ROOT, "samples", sample.file);
+    let text = readFileSync(path, "utf8");
+    if (sample.file === "incident.yaml") text = withReplicas(text, options.replicas);
+    if (sample.file === "oom-killed.yaml") text = withSimulatedOom(text, 2);
+    try {
+      await world.kubectl(["apply", "-f", "-"], text);
+      ui.note(
+        `kubectl apply -f samples/${sample.file}${sample.file === "incident.yaml" ? ` (replicas ${options.replicas})` : ""}${sample.file === "oom-killed.yaml" ? " (image nebula-sim/oomkill)" : ""}`,
+      );
+    } catch (error) {
+      const why = `kubectl apply -f samples/${sample.file} failed: ${(error as Error).message}`;
+      ui.note(why);
+      blockFor(state.tracker, sample.scenarios.length > 0 ? sample.scenarios : SCENARIO_IDS, why);
+    }
+  }
+}
+
+/** Deletes the running Pod with the real kubectl once it runs. */
+async function maybeDelete(world: World, state: RunState, ui: Ui): Promise<void> {
+  if (state.tracker.deleteRequested) return;
+  const pod = state.snapshot.pods.find((p) => p.name === DELETE_POD && !p.deleting);
+  if (pod === undefined || pod.phase !== "Running" || pod.exit !== undefined) return;
+  state.tracker.markDeleteRequested(Date.now(), pod.uid);
+  try {
+    await world.kubectl(["delete", "pod", DELETE_POD, "-n", DEMO_NAMESPACE, "--wait=false"]);
+    ui.note(`kubectl delete pod ${DELETE_POD} -n ${DEMO_NAMESPACE}`);
+  } catch (error) {
+    state.tracker.block("kubectl-delete", `kubectl delete failed: ${(error as Error).message}`);
+  }
+}
+
+function appTrouble(world: World): string | undefined {
+  for (const app of world.apps.values()) {
+    const code = app.exitCode();
+    if (code !== undefined)
+      return `${app.name} exited (code ${code}); its last lines:\n${app.tail(10).join("\n")}`;
+  }
+  return undefined;
+}
+
+async function tick(world: World, state: RunState, startedAt: number, ui: Ui, stage: string) {
+  state.snapshot = await observe(world, startedAt, state.snapshot);
+  state.tracker.observe(state.snapshot);
+  ui.update({ snapshot: state.snapshot, verdicts: state.tracker.verdicts(), stage });
+}
+
+async function runScenarios(
+  world: World,
+  state: RunState,
+  ui: Ui,
+  startedAt: number,
+  until: number,
+  signal: AbortSignal,
+): Promise<void> {
+  while (!signal.aborted) {
+    await tick(world, state, startedAt, ui, "running the scenarios");
+    await maybeDelete(world, state, ui);
+    const trouble = appTrouble(world);
+    if (trouble !== undefined) {
+      state.aborted = trouble;
+      return;
+    }
+    if (state.tracker.pending().length === 0) return;
+    if (Date.now() > until) {
+      // The clean-up goes on; scenarios still settling (a deletion finishing) may still get there.
+      state.scenarioDeadlinePassedAt = Math.round((Date.now() - startedAt) / 1000);
+      return;
+    }
+    await sleep(POLL_MS, signal);
+  }
+}
+
+async function reclaim(
+  world: World,
+  state: RunState,
+  ui: Ui,
+  startedAt: number,
+  deadline: number,
+  signal: AbortSignal,
+): Promise<void> {
+  try {
+    await world.kubectl([
+      "delete",
+      "deployments,pods,workloaddeployments,workloads",
+      "--all",
+      "-n",
+      DEMO_NAMESPACE,
+      "--wait=false",
+    ]);
+    ui.note(
+      `kubectl delete deployments,pods,workloaddeployments,workloads --all -n ${DEMO_NAMESPACE}`,
+    );
+  } catch (error) {
+    ui.note(`deleting the samples failed: ${(error as Error).message}`);
+  }
+  let allTerminatedAt: number | undefined;
+  while (!signal.aborted) {
+    await tick(world, state, startedAt, ui, "reclaiming: every sample deleted");
+    const left = state.snapshot.instances.filter((i) => i.state !== "terminated").length;
+    state.instancesLeft = left;
+    state.podsLeft = state.snapshot.pods.map((p) => `${p.name} (${p.phase})`);
+    if (left === 0) {
+      if (state.snapshot.pods.length === 0) return;
+      // Every instance is reclaimed; the Pods' removal is waited for a while, then reported.
+      allTerminatedAt ??= Date.now();
+      if (Date.now() - allTerminatedAt > PODS_GRACE_MS || Date.now() > deadline) return;
+    } else if (Date.now() > deadline) {
+      state.aborted ??= `timeout: ${left} instances were not terminated when the deadline passed (--timeout)`;
+      return;
+    }
+    await sleep(POLL_MS, signal);
+  }
+}
+
+function waitForSignal(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const parsed = parseDemoArgs(argv);
+  if (parsed.kind === "help") {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  if (parsed.kind === "error") {
+    process.stderr.write(`demo: ${parsed.message} (see --help)\n`);
+    return 2;
+  }
+  const options = parsed.options;
+  const startedAt = Date.now();
+  const deadline = startedAt + options.timeoutSeconds * 1000;
+  const ui = new Ui(!options.ci && process.stdout.isTTY === true);
+  const stop = new AbortController();
+  const state: RunState = {
+    world: undefined,
+    tracker: new Tracker(options.replicas),
+    snapshot: EMPTY_SNAPSHOT,
+    aborted: undefined,
+    instancesLeft: undefined,
+    podsLeft: [],
+    scenarioDeadlinePassedAt: undefined,
+    vnodeLatencies: undefined,
+  };
+
+  let signals = 0;
+  const onSignal = (name: NodeJS.Signals) => {
+    signals += 1;
+    if (signals === 1) {
+      state.aborted ??= `interrupted (${name})`;
+      process.stderr.write(`\ndemo: ${name}: stopping everything (again to kill at once)\n`);
+      stop.abort();
+    } else {
+      state.world?.kill();
+      process.exit(130);
+    }
+  };
+  for (const name of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(name, onSignal);
+  // The phases keep their own deadlines; this is the last resort if one of them hangs.
+  const hardStop = setTimeout(
+    () => {
+      state.aborted ??= `timeout: the run exceeded --timeout ${options.timeoutSeconds} s`;
+      process.stderr.write(`\ndemo: ${state.aborted}; stopping everything\n`);
+      stop.abort();
+    },
+    options.timeoutSeconds * 1000 + 30_000,
+  );
+
+  ui.note(
+    `Nebula demo: starting the local world (replicas ${options.replicas}, deadline ${options.timeoutSeconds} s)`,
+  );
+  try {
+    state.world = await startWorld({
+      signal: stop.signal,
+      report: (step, status, detail) => {
+        if (status === "start") return;
+        ui.note(
+          `  ${status === "done" ? "ok    " : "FAILED"} ${step}${detail ? `: ${detail}` : ""}`,
+        );
+      },
+    });
+  } catch (error) {
+    state.aborted ??= `the local world did not start: ${(error as Error).message}`;
+    blockFor(state.tracker, SCENARIO_IDS, state.aborted);
+  }
+
+  const world = state.world;
+  if (world !== undefined) {
+    const vnodeProblem = world.unusable.get("nebula-vnode");
+    const operatorProblem = world.unusable.get("nebula-operator");
+    if (vnodeProblem !== undefined)
+      blockFor(state.tracker, SCENARIO_IDS, `nebula-vnode is not usable: ${vnodeProblem}`);
+    if (operatorProblem !== undefined)
+      blockFor(
+        state.tracker,
+        ["workload-healthy", "workload-crashing", "workload"],
+        `nebula-operator is not usable: ${operatorProblem}`,
+      );
+    try {
+      if (vnodeProblem === undefined && !stop.signal.aborted) {
+        await applySamples(world, options, state, ui);
+        await runScenarios(world, state, ui, startedAt, deadline - RECLAIM_RESERVE_MS, stop.signal);
+      }
+      const metrics = await scrapeVnode(world);
+      const latencies = metrics === undefined ? undefined : vnodeLatencies(metrics);
+      if (options.keep && !stop.signal.aborted) {
+        ui.done();
+        clearTimeout(hardStop);
+        const input = summaryInput(state, startedAt, latencies, true);
+        for (const line of summaryLines(input)) process.stdout.write(`${line}\n`);
+        process.stdout.write(
+          [
+            "",
+            "--keep: everything is still running. In another shell:",
+            ...world.connectionHelp().map((l) => `  ${l}`),
+            "Ctrl-C stops everything.",
+            "",
+          ].join("\n"),
+        );
+        await waitForSignal(stop.signal);
+        state.aborted = undefined;
+      } else if (vnodeProblem === undefined && !stop.signal.aborted) {
+        await reclaim(world, state, ui, startedAt, deadline, stop.signal);
+      }
+      const after = await scrapeVnode(world);
+      state.vnodeLatencies = after === undefined ? latencies : vnodeLatencies(after);
+    } catch (error) {
+      state.aborted ??= `error: ${(error as Error).message}`;
+    } finally {
+      ui.done();
+      ui.note("stopping the local world…");
+      const stopping = Date.now();
+      await world.stop();
+      ui.note(`stopped in ${((Date.now() - stopping) / 1000).toFixed(1)} s; nothing left running`);
+    }
+  }
+  clearTimeout(hardStop);
+  ui.done();
+  const pending = state.tracker.pending();
+  if (state.scenarioDeadlinePassedAt !== undefined && pending.length > 0)
+    state.aborted ??= `timeout: ${state.scenarioDeadlinePassedAt} s into the run (--timeout ${options.timeoutSeconds} minus ${RECLAIM_RESERVE_MS / 1000} s kept for the clean-up) these scenarios had not shown what they should: ${pending.join(", ")}`;
+  const input = summaryInput(state, startedAt, state.vnodeLatencies, options.keep);
+  if (options.keep && state.aborted === undefined) return 0;
+  if (state.aborted !== undefined) process.stderr.write(`demo: ${state.aborted}\n`);
+  for (const line of summaryLines(input)) process.stdout.write(`${line}\n`);
+  if (world !== undefined && !succeeded(input))
+    process.stdout.write(`logs of nebula-vnode and nebula-operator: ${world.logDir}\n`);
+  if (options.ci) process.stdout.write(`${summaryLine(input)}\n`);
+  if (signals > 0) return 130;
+  return succeeded(input) ? 0 : 1;
+}
+
+function summaryInput(
+  state: RunState,
+  startedAt: number,
+  latencies: SummaryInput["vnodeLatencies"],
+  keep: boolean,
+): SummaryInput {
+  return {
+    keep,
+    verdicts: state.tracker.verdicts(),
+    latencies: state.tracker.latencies(),
+    vnodeLatencies: latencies,
+    instancesLeft: state.instancesLeft,
+    podsLeft: state.podsLeft,
+    elapsedMs: Date.now() - startedAt,
+    aborted: state.aborted,
+  };
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`demo: ${(error as Error).stack ?? String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import { ec2CallsByAction, parseMetrics, vnodeLatencies } from "./metrics.js";
+
+const TEXT = `# HELP nebula_vnode_ec2_calls_total EC2 API calls by action and outcome
+# TYPE nebula_vnode_ec2_calls_total counter
+nebula_vnode_ec2_calls_total{action="DescribeInstances",outcome="ok"} 40
+nebula_vnode_ec2_calls_total{action="RunInstances",outcome="ok"} 12
+nebula_vnode_ec2_calls_total{action="StopInstances",outcome="IncorrectInstanceState"} 1
+nebula_vnode_ec2_calls_total{action="StopInstances",outcome="ok"} 3
+nebula_vnode_exit_to_status_seconds_bucket{le="0.5"} 0
+nebula_vnode_exit_to_status_seconds_sum 12.5
+nebula_vnode_exit_to_status_seconds_count 5
+nebula_vnode_terminal_to_terminated_seconds_sum 0
+nebula_vnode_terminal_to_terminated_seconds_count 0
+garbage line
+`;
+
+describe("vnode metrics", () => {
+  it("parses series values and skips comments and junk", () => {
+    const metrics = parseMetrics(TEXT);
+    expect(metrics.get("nebula_vnode_exit_to_status_seconds_count")).toBe(5);
+    expect(metrics.has("garbage")).toBe(false);
+  });
+
+  it("sums EC2 calls per action over outcomes", () => {
+    expect(ec2CallsByAction(parseMetrics(TEXT))).toEqual({
+      DescribeInstances: 40,
+      RunInstances: 12,
+      StopInstances: 4,
+    });
+  });
+
+  it("reads the histograms as means; none without samples", () => {
+    expect(vnodeLatencies(parseMetrics(TEXT))).toEqual({
+      exitToStatus: { count: 5, meanSeconds: 2.5 },
+      terminalToTerminated: { count: 0, meanSeconds: null },
+    });
+    expect(vnodeLatencies(new Map()).exitToStatus).toEqual({ count: 0, meanSeconds: null });
+  });
+});

@@ -1,0 +1,219 @@
+import { describe, expect, it } from "vitest";
+import { DELETE_POD, SCENARIO_IDS, Tracker, type Verdict } from "./scenarios.js";
+import { instance, iso, pod, snapshot, workload } from "./testing/fixtures.js";
+
+const byId = (verdicts: Verdict[]) => new Map(verdicts.map((v) => [v.id, v]));
+
+describe("Tracker", () => {
+  it("before any snapshot every scenario is 'not started' and not ok", () => {
+    const verdicts = new Tracker(2).verdicts();
+    expect(verdicts.map((v) => v.id)).toEqual([...SCENARIO_IDS]);
+    expect(verdicts.every((v) => !v.ok && v.observed === "not started")).toBe(true);
+  });
+
+  it("incident: ok once every replica reports an exit 0 Completed, and stays ok", () => {
+    const tracker = new Tracker(2);
+    const labels = { app: "incident" };
+    const exited = { code: 0, reason: "Completed", finishedAt: iso(8) };
+    tracker.observe(
+      snapshot(10, {
+        pods: [
+          pod("incident-a", {
+            labels,
+            phase: "Running",
+            restarts: 1,
+            lastExit: exited,
+            reason: "CrashLoopBackOff",
+          }),
+          pod("incident-b", { labels, phase: "Running" }),
+        ],
+      }),
+    );
+    let incident = byId(tracker.verdicts()).get("incident");
+    expect(incident?.ok).toBe(false);
+    expect(incident?.observed).toContain("1/2 replicas report their exit (exit 0, Completed)");
+    tracker.observe(
+      snapshot(12, {
+        pods: [
+          pod("incident-a", { labels, phase: "Running", restarts: 1, lastExit: exited }),
+          pod("incident-b", { labels, phase: "Running", exit: { ...exited, finishedAt: iso(11) } }),
+        ],
+      }),
+    );
+    incident = byId(tracker.verdicts()).get("incident");
+    expect(incident?.ok).toBe(true);
+    // The Pods go away during the clean-up: the verdict keeps what was shown.
+    tracker.observe(snapshot(30));
+    expect(byId(tracker.verdicts()).get("incident")?.ok).toBe(true);
+    // Exits seen 2 s (a) and 1 s (b) after they happened.
+    expect([...tracker.latencies().exitToStatus].sort()).toEqual([1000, 2000]);
+  });
+
+  it("incident: an exit other than 0 is not what the sample shows", () => {
+    const tracker = new Tracker(1);
+    tracker.observe(
+      snapshot(5, {
+        pods: [
+          pod("incident-a", {
+            labels: { app: "incident" },
+            lastExit: { code: 1, reason: "Error", finishedAt: iso(4) },
+          }),
+        ],
+      }),
+    );
+    expect(byId(tracker.verdicts()).get("incident")?.ok).toBe(false);
+  });
+
+  it("workloads: each judged on its Available condition and reasons", () => {
+    const tracker = new Tracker(1);
+    tracker.observe(
+      snapshot(5, {
+        workloads: [
+          workload("Workload", "shop", {
+            available: "True",
+            reason: "AvailablePlacementFound",
+            reasons: ["InstanceCrashing"],
+          }),
+          workload("WorkloadDeployment", "shop-healthy", { available: "True", readyReplicas: 1 }),
+          workload("WorkloadDeployment", "shop-crashing", {
+            available: "False",
+            reason: "Provisioning",
+          }),
+        ],
+      }),
+    );
+    const verdicts = byId(tracker.verdicts());
+    expect(verdicts.get("workload")?.ok).toBe(true);
+    expect(verdicts.get("workload-healthy")?.ok).toBe(true);
+    expect(verdicts.get("workload-crashing")?.ok).toBe(false);
+    expect(verdicts.get("workload-crashing")?.observed).toBe(
+      "Available=False, Provisioning (0/1 ready)",
+    );
+  });
+
+  it("a Workload without a status yet is not ok", () => {
+    const tracker = new Tracker(1);
+    tracker.observe(snapshot(1, { workloads: [workload("Workload", "shop")] }));
+    expect(byId(tracker.verdicts()).get("workload")?.observed).toBe("no status yet");
+  });
+
+  it("image: Pending with an image pull reason", () => {
+    const tracker = new Tracker(1);
+    tracker.observe(
+      snapshot(1, { pods: [pod("image-unavailable", { reason: "ContainerCreating" })] }),
+    );
+    expect(byId(tracker.verdicts()).get("image-unavailable")?.ok).toBe(false);
+    tracker.observe(
+      snapshot(2, { pods: [pod("image-unavailable", { reason: "ImagePullBackOff" })] }),
+    );
+    expect(byId(tracker.verdicts()).get("image-unavailable")).toMatchObject({
+      ok: true,
+      observed: "Pending, waiting ImagePullBackOff",
+    });
+  });
+
+  it("job and OOM: ok only once the Pod is terminal as expected and its instance terminated", () => {
+    const tracker = new Tracker(1);
+    const job = pod("job-completes", {
+      phase: "Succeeded",
+      exit: { code: 0, reason: "Completed", finishedAt: iso(9) },
+    });
+    const oom = pod("oom-killed", {
+      phase: "Failed",
+      exit: { code: 137, reason: "OOMKilled", finishedAt: iso(9) },
+    });
+    tracker.observe(
+      snapshot(10, {
+        pods: [job, oom],
+        instances: [instance("job-completes", "stopping"), instance("oom-killed", "running")],
+      }),
+    );
+    let verdicts = byId(tracker.verdicts());
+    expect(verdicts.get("job-completes")?.ok).toBe(false);
+    expect(verdicts.get("job-completes")?.observed).toContain("instance not terminated yet");
+    tracker.observe(
+      snapshot(14, {
+        pods: [job, oom],
+        instances: [instance("job-completes", "terminated"), instance("oom-killed", "terminated")],
+      }),
+    );
+    verdicts = byId(tracker.verdicts());
+    expect(verdicts.get("job-completes")).toMatchObject({
+      ok: true,
+      observed: "Succeeded (exit 0 Completed); instance terminated 4.0 s after",
+    });
+    expect(verdicts.get("oom-killed")?.ok).toBe(true);
+    expect(tracker.latencies().terminalToTerminated).toEqual([4000, 4000]);
+  });
+
+  it("a Pod that failed with another reason is not an OOM kill", () => {
+    const tracker = new Tracker(1);
+    tracker.observe(
+      snapshot(10, {
+        pods: [
+          pod("oom-killed", {
+            phase: "Failed",
+            exit: { code: 1, reason: "Error", finishedAt: iso(9) },
+          }),
+        ],
+        instances: [instance("oom-killed", "terminated")],
+      }),
+    );
+    expect(byId(tracker.verdicts()).get("oom-killed")?.ok).toBe(false);
+  });
+
+  it("kubectl delete: ok when the instance is terminated no later than the Pod disappears", () => {
+    const tracker = new Tracker(1);
+    const running = pod(DELETE_POD, { phase: "Running" });
+    tracker.observe(snapshot(1, { pods: [running], instances: [instance(DELETE_POD, "running")] }));
+    expect(byId(tracker.verdicts()).get("kubectl-delete")?.observed).toBe(
+      "waiting for it to run (Running)",
+    );
+    tracker.markDeleteRequested(snapshot(2).at, running.uid);
+    expect(tracker.deleteRequested).toBe(true);
+    tracker.observe(
+      snapshot(5, {
+        pods: [{ ...running, deleting: true }],
+        instances: [instance(DELETE_POD, "terminated")],
+      }),
+    );
+    expect(byId(tracker.verdicts()).get("kubectl-delete")?.ok).toBe(false);
+    tracker.observe(snapshot(7, { instances: [instance(DELETE_POD, "terminated")] }));
+    expect(byId(tracker.verdicts()).get("kubectl-delete")).toMatchObject({
+      ok: true,
+      observed: "deleted with kubectl; instance terminated after 3.0 s; Pod gone after 5.0 s",
+    });
+  });
+
+  it("kubectl delete: a Pod gone before its instance is terminated is not ok", () => {
+    const tracker = new Tracker(1);
+    const running = pod(DELETE_POD, { phase: "Running" });
+    tracker.observe(snapshot(1, { pods: [running], instances: [instance(DELETE_POD, "running")] }));
+    tracker.markDeleteRequested(snapshot(1).at, running.uid);
+    tracker.observe(snapshot(3, { instances: [instance(DELETE_POD, "running")] }));
+    const verdict = byId(tracker.verdicts()).get("kubectl-delete");
+    expect(verdict?.ok).toBe(false);
+    expect(verdict?.observed).toContain("the Pod went before its instance");
+  });
+
+  it("a blocked scenario says why and is never ok", () => {
+    const tracker = new Tracker(1);
+    tracker.block("workload", "nebula-operator is not usable: exited with code 1");
+    tracker.block("workload", "a second reason is ignored");
+    tracker.observe(
+      snapshot(1, {
+        workloads: [
+          workload("Workload", "shop", { available: "True", reasons: ["InstanceCrashing"] }),
+        ],
+      }),
+    );
+    expect(byId(tracker.verdicts()).get("workload")).toMatchObject({
+      ok: false,
+      observed: "could not run: nebula-operator is not usable: exited with code 1",
+    });
+    expect(tracker.allOk()).toBe(false);
+    // Nothing is waited for on its behalf.
+    expect(tracker.pending()).not.toContain("workload");
+    expect(tracker.pending()).toContain("incident");
+  });
+});

@@ -1,0 +1,322 @@
+/**
+ * The demo's scenarios and their judges. A {@link Tracker} is fed every snapshot (time comes
+ * from the snapshot, never from a clock), remembers when things first happened, and judges each
+ * scenario: what it should show, what it showed, and whether that is it.
+ */
+import type { PodView, Snapshot, WorkloadView } from "./model.js";
+
+/** The scenario ids, in the order the summary lists them. */
+export const SCENARIO_IDS = [
+  "incident",
+  "workload-healthy",
+  "workload-crashing",
+  "workload",
+  "image-unavailable",
+  "job-completes",
+  "oom-killed",
+  "kubectl-delete",
+] as const;
+
+/** A scenario id. */
+export type ScenarioId = (typeof SCENARIO_IDS)[number];
+
+/** The Pod the demo deletes with kubectl once it runs. */
+export const DELETE_POD = "delete-me";
+
+/** What a scenario should show. */
+export function expectedOf(id: ScenarioId, replicas: number): string {
+  switch (id) {
+    case "incident":
+      return `${replicas}/${replicas} replicas report their container's exit (exit 0, Completed) instead of Running forever`;
+    case "workload-healthy":
+      return "WorkloadDeployment shop-healthy Available=True";
+    case "workload-crashing":
+      return "WorkloadDeployment shop-crashing Available=False, reason InstanceCrashing";
+    case "workload":
+      return "Workload shop Available=True (one placement serves), InstanceCrashing among its reasons";
+    case "image-unavailable":
+      return "Pod Pending, waiting ErrImagePull or ImagePullBackOff";
+    case "job-completes":
+      return "Pod Succeeded (exit 0, Completed), its instance terminated";
+    case "oom-killed":
+      return "Pod Failed (OOMKilled, exit 137), its instance terminated";
+    case "kubectl-delete":
+      return "after kubectl delete: instance terminated, then the Pod gone";
+  }
+}
+
+/** One scenario's verdict. */
+export interface Verdict {
+  readonly id: ScenarioId;
+  readonly expected: string;
+  readonly observed: string;
+  readonly ok: boolean;
+}
+
+/** Latency samples in milliseconds. */
+export interface Latencies {
+  /** Container exit (its `finishedAt`) → the demo first reads that exit in the Pod's status. */
+  readonly exitToStatus: readonly number[];
+  /** The demo first reads a terminal Pod → first reads its instance `terminated`. */
+  readonly terminalToTerminated: readonly number[];
+}
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+
+const describeExit = (pod: PodView): string => {
+  const exit = pod.exit ?? pod.lastExit;
+  return exit === undefined
+    ? "no exit"
+    : `exit ${exit.code}${exit.reason ? ` ${exit.reason}` : ""}`;
+};
+
+/** Remembers first occurrences across snapshots and judges the scenarios. */
+export class Tracker {
+  readonly #replicas: number;
+  readonly #uidByName = new Map<string, string>();
+  readonly #terminalAt = new Map<string, number>();
+  readonly #goneAt = new Map<string, number>();
+  readonly #instanceTerminatedAt = new Map<string, number>();
+  readonly #exitsSeen = new Map<string, number>();
+  readonly #blocked = new Map<ScenarioId, string>();
+  readonly #settled = new Map<ScenarioId, Verdict>();
+  #deleteRequestedAt: number | undefined;
+  #deleteUid: string | undefined;
+  #last: Snapshot | undefined;
+
+  /** @param replicas the incident Deployment's replicas */
+  constructor(replicas: number) {
+    this.#replicas = replicas;
+  }
+
+  /** Takes one snapshot in (snapshots come in time order). */
+  observe(snapshot: Snapshot): void {
+    const present = new Set<string>();
+    for (const pod of snapshot.pods) {
+      present.add(pod.uid);
+      this.#uidByName.set(pod.name, pod.uid);
+      if ((pod.phase === "Succeeded" || pod.phase === "Failed") && !this.#terminalAt.has(pod.uid))
+        this.#terminalAt.set(pod.uid, snapshot.at);
+      for (const exit of [pod.exit, pod.lastExit]) {
+        if (exit?.finishedAt === undefined) continue;
+        const finished = Date.parse(exit.finishedAt);
+        if (Number.isNaN(finished)) continue;
+        const key = `${pod.uid}/${exit.finishedAt}`;
+        if (!this.#exitsSeen.has(key))
+          this.#exitsSeen.set(key, Math.max(0, snapshot.at - finished));
+      }
+    }
+    for (const uid of this.#uidByName.values()) {
+      if (!present.has(uid) && !this.#goneAt.has(uid)) this.#goneAt.set(uid, snapshot.at);
+    }
+    for (const instance of snapshot.instances) {
+      if (instance.state !== "terminated" || instance.podUid === undefined) continue;
+      if (!this.#instanceTerminatedAt.has(instance.podUid))
+        this.#instanceTerminatedAt.set(instance.podUid, snapshot.at);
+    }
+    this.#last = snapshot;
+    for (const verdict of this.#judgeAll(snapshot)) {
+      if (verdict.ok && !this.#settled.has(verdict.id)) this.#settled.set(verdict.id, verdict);
+    }
+  }
+
+  /** Records that the running Pod {@link DELETE_POD} was deleted with kubectl at `at`. */
+  markDeleteRequested(at: number, uid: string): void {
+    this.#deleteRequestedAt = at;
+    this.#deleteUid = uid;
+  }
+
+  /** Whether the kubectl delete was already sent. */
+  get deleteRequested(): boolean {
+    return this.#deleteRequestedAt !== undefined;
+  }
+
+  /** Marks a scenario as impossible to run, with the reason (its verdict is then not ok). */
+  block(id: ScenarioId, why: string): void {
+    if (!this.#blocked.has(id)) this.#blocked.set(id, why);
+  }
+
+  /** The verdict of every scenario: the first ok verdict once reached, else the latest. */
+  verdicts(): Verdict[] {
+    const latest = this.#judgeAll(this.#last);
+    return latest.map((v) => this.#settled.get(v.id) ?? v);
+  }
+
+  /** Every scenario has an ok verdict. */
+  allOk(): boolean {
+    return this.verdicts().every((v) => v.ok);
+  }
+
+  /** The scenarios still to settle: neither ok nor blocked. */
+  pending(): ScenarioId[] {
+    return this.verdicts()
+      .filter((v) => !v.ok && !this.#blocked.has(v.id))
+      .map((v) => v.id);
+  }
+
+  /** The latency samples collected so far. */
+  latencies(): Latencies {
+    const terminalToTerminated: number[] = [];
+    for (const [uid, at] of this.#terminalAt) {
+      const terminated = this.#instanceTerminatedAt.get(uid);
+      if (terminated !== undefined) terminalToTerminated.push(Math.max(0, terminated - at));
+    }
+    return { exitToStatus: [...this.#exitsSeen.values()], terminalToTerminated };
+  }
+
+  #judgeAll(snapshot: Snapshot | undefined): Verdict[] {
+    return SCENARIO_IDS.map((id) => {
+      const expected = expectedOf(id, this.#replicas);
+      const blocked = this.#blocked.get(id);
+      if (blocked !== undefined)
+        return { id, expected, observed: `could not run: ${blocked}`, ok: false };
+      if (snapshot === undefined) return { id, expected, observed: "not started", ok: false };
+      return { id, expected, ...this.#judge(id, snapshot) };
+    });
+  }
+
+  #pod(snapshot: Snapshot, name: string): PodView | undefined {
+    return snapshot.pods.find((p) => p.name === name && !p.deleting);
+  }
+
+  #instanceTerminated(uid: string): number | undefined {
+    return this.#instanceTerminatedAt.get(uid);
+  }
+
+  #judge(id: ScenarioId, snapshot: Snapshot): { observed: string; ok: boolean } {
+    switch (id) {
+      case "incident":
+        return this.#judgeIncident(snapshot);
+      case "workload-healthy":
+        return judgeWorkload(
+          find(snapshot, "WorkloadDeployment", "shop-healthy"),
+          (w) => w.available === "True",
+        );
+      case "workload-crashing":
+        return judgeWorkload(
+          find(snapshot, "WorkloadDeployment", "shop-crashing"),
+          (w) => w.available === "False" && w.reason === "InstanceCrashing",
+        );
+      case "workload":
+        return judgeWorkload(
+          find(snapshot, "Workload", "shop"),
+          (w) => w.available === "True" && w.reasons.includes("InstanceCrashing"),
+        );
+      case "image-unavailable": {
+        const pod = this.#pod(snapshot, "image-unavailable");
+        if (pod === undefined) return { observed: "no Pod yet", ok: false };
+        const ok =
+          pod.phase === "Pending" &&
+          (pod.reason === "ErrImagePull" || pod.reason === "ImagePullBackOff");
+        return { observed: `${pod.phase}${pod.reason ? `, waiting ${pod.reason}` : ""}`, ok };
+      }
+      case "job-completes":
+        return this.#judgeTerminal(snapshot, "job-completes", "Succeeded", (p) => {
+          const exit = p.exit;
+          return exit?.code === 0 && exit.reason === "Completed";
+        });
+      case "oom-killed":
+        return this.#judgeTerminal(
+          snapshot,
+          "oom-killed",
+          "Failed",
+          (p) => p.exit?.reason === "OOMKilled",
+        );
+      case "kubectl-delete":
+        return this.#judgeDelete(snapshot);
+    }
+  }
+
+  #judgeIncident(snapshot: Snapshot): { observed: string; ok: boolean } {
+    const pods = snapshot.pods.filter((p) => p.labels.app === "incident" && !p.deleting);
+    if (pods.length === 0) return { observed: "no Pods yet", ok: false };
+    const exited = pods.filter((p) => [p.exit, p.lastExit].some((e) => e?.code === 0));
+    const completed = exited.filter((p) =>
+      [p.exit, p.lastExit].some((e) => e?.code === 0 && e.reason === "Completed"),
+    );
+    const restarts = pods.map((p) => p.restarts);
+    const running = pods.filter((p) => p.phase === "Running" && p.exit === undefined).length;
+    const observed =
+      `${exited.length}/${this.#replicas} replicas report their exit` +
+      (exited.length > 0
+        ? ` (exit 0${completed.length === exited.length ? ", Completed" : ""})`
+        : "") +
+      `; restarts ${Math.min(...restarts)}-${Math.max(...restarts)}; ${pods.length} Pods, ${running} with a running container`;
+    return {
+      observed,
+      ok: completed.length >= this.#replicas && exited.length === completed.length,
+    };
+  }
+
+  #judgeTerminal(
+    snapshot: Snapshot,
+    name: string,
+    phase: string,
+    good: (pod: PodView) => boolean,
+  ): { observed: string; ok: boolean } {
+    const pod = this.#pod(snapshot, name);
+    if (pod === undefined) return { observed: "no Pod yet", ok: false };
+    const terminalAt = this.#terminalAt.get(pod.uid);
+    const terminatedAt = this.#instanceTerminated(pod.uid);
+    const instance =
+      terminatedAt === undefined
+        ? terminalAt === undefined
+          ? ""
+          : "; instance not terminated yet"
+        : `; instance terminated ${seconds(Math.max(0, terminatedAt - (terminalAt ?? terminatedAt)))} after`;
+    const observed = `${pod.phase} (${describeExit(pod)})${instance}`;
+    return { observed, ok: pod.phase === phase && good(pod) && terminatedAt !== undefined };
+  }
+
+  #judgeDelete(snapshot: Snapshot): { observed: string; ok: boolean } {
+    const requested = this.#deleteRequestedAt;
+    const uid = this.#deleteUid;
+    if (requested === undefined || uid === undefined) {
+      const pod = this.#pod(snapshot, DELETE_POD);
+      return {
+        observed: pod === undefined ? "no Pod yet" : `waiting for it to run (${pod.phase})`,
+        ok: false,
+      };
+    }
+    const terminatedAt = this.#instanceTerminated(uid);
+    const goneAt = this.#goneAt.get(uid);
+    const parts = ["deleted with kubectl"];
+    parts.push(
+      terminatedAt === undefined
+        ? "instance not terminated yet"
+        : `instance terminated after ${seconds(Math.max(0, terminatedAt - requested))}`,
+    );
+    parts.push(
+      goneAt === undefined
+        ? "Pod still present"
+        : `Pod gone after ${seconds(Math.max(0, goneAt - requested))}`,
+    );
+    const inOrder = terminatedAt !== undefined && goneAt !== undefined && terminatedAt <= goneAt;
+    if (terminatedAt !== undefined && goneAt !== undefined && !inOrder)
+      parts.push("the Pod went first");
+    if (goneAt !== undefined && terminatedAt === undefined)
+      parts.push("the Pod went before its instance");
+    return { observed: parts.join("; "), ok: inOrder };
+  }
+}
+
+function find(
+  snapshot: Snapshot,
+  kind: WorkloadView["kind"],
+  name: string,
+): WorkloadView | undefined {
+  return snapshot.workloads.find((w) => w.kind === kind && w.name === name);
+}
+
+function judgeWorkload(
+  view: WorkloadView | undefined,
+  good: (view: WorkloadView) => boolean,
+): { observed: string; ok: boolean } {
+  if (view === undefined) return { observed: "not created yet", ok: false };
+  if (view.available === "-") return { observed: "no status yet", ok: false };
+  const reasons = view.reasons.length > 0 ? `; reasons ${view.reasons.join(", ")}` : "";
+  return {
+    observed: `Available=${view.available}${view.reason ? `, ${view.reason}` : ""} (${view.readyReplicas}/${view.desiredReplicas} ready)${reasons}`,
+    ok: good(view),
+  };
+}

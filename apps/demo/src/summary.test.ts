@@ -1,0 +1,108 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { Verdict } from "./scenarios.js";
+import {
+  type SummaryInput,
+  stats,
+  succeeded,
+  summaryJson,
+  summaryLine,
+  summaryLines,
+} from "./summary.js";
+
+const OK: Verdict = { id: "incident", expected: "6/6 exits", observed: "6/6 exits", ok: true };
+const BAD: Verdict = { id: "oom-killed", expected: "OOMKilled", observed: "Running", ok: false };
+
+const input = (fields: Partial<SummaryInput> = {}): SummaryInput => ({
+  verdicts: [OK],
+  latencies: { exitToStatus: [3000, 1000, 2000], terminalToTerminated: [] },
+  vnodeLatencies: undefined,
+  instancesLeft: 0,
+  podsLeft: [],
+  keep: false,
+  elapsedMs: 123_456,
+  aborted: undefined,
+  ...fields,
+});
+
+describe("stats", () => {
+  it("median and max; null without samples", () => {
+    expect(stats([3, 1, 2])).toEqual({ n: 3, medianMs: 2, maxMs: 3 });
+    expect(stats([4, 1, 2, 3])).toEqual({ n: 4, medianMs: 2.5, maxMs: 4 });
+    expect(stats([])).toEqual({ n: 0, medianMs: null, maxMs: null });
+    expect(stats([Number.NaN, 5])).toEqual({ n: 1, medianMs: 5, maxMs: 5 });
+  });
+
+  it("the median lies between the smallest and the largest sample", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.double({ noNaN: true, min: 0, max: 1e9 }), { minLength: 1 }),
+        (xs) => {
+          const s = stats(xs);
+          expect(s.medianMs).toBeGreaterThanOrEqual(Math.min(...xs));
+          expect(s.medianMs).toBeLessThanOrEqual(s.maxMs as number);
+        },
+      ),
+    );
+  });
+});
+
+describe("the summary", () => {
+  it("succeeds only with every scenario ok, 0 instances left and no early stop", () => {
+    expect(succeeded(input())).toBe(true);
+    expect(succeeded(input({ verdicts: [OK, BAD] }))).toBe(false);
+    expect(succeeded(input({ instancesLeft: 1 }))).toBe(false);
+    expect(succeeded(input({ instancesLeft: undefined }))).toBe(false);
+    expect(succeeded(input({ aborted: "timeout: ..." }))).toBe(false);
+    expect(succeeded(input({ verdicts: [] }))).toBe(false);
+    // Pods whose removal lags are reported, not judged.
+    expect(succeeded(input({ podsLeft: ["job (Succeeded)"] }))).toBe(true);
+  });
+
+  it("the SUMMARY line is the JSON with expected, observed, ok per scenario and instancesLeft", () => {
+    const line = summaryLine(input({ verdicts: [OK, BAD], instancesLeft: 2 }));
+    expect(line.startsWith("SUMMARY {")).toBe(true);
+    const json = JSON.parse(line.slice("SUMMARY ".length));
+    expect(json).toMatchObject({
+      ok: false,
+      instancesLeft: 2,
+      scenarios: {
+        incident: { expected: "6/6 exits", observed: "6/6 exits", ok: true },
+        "oom-killed": { expected: "OOMKilled", observed: "Running", ok: false },
+      },
+      latencies: { exitToStatus: { n: 3, medianMs: 2000, maxMs: 3000 } },
+      elapsedSeconds: 123.5,
+      aborted: null,
+    });
+    expect(summaryJson(input({ instancesLeft: undefined })).instancesLeft).toBeNull();
+  });
+
+  it("the human summary shows each scenario, the latencies and the instances left", () => {
+    const text = summaryLines(
+      input({
+        verdicts: [OK, BAD],
+        vnodeLatencies: {
+          exitToStatus: { count: 4, meanSeconds: 1.5 },
+          terminalToTerminated: { count: 0, meanSeconds: null },
+        },
+        podsLeft: ["job-completes (Succeeded)"],
+      }),
+    ).join("\n");
+    expect(text).toContain("SUMMARY  NOT OK");
+    expect(text).toMatch(/ok {3}incident\n {7}expected: 6\/6 exits\n {7}observed: 6\/6 exits/);
+    expect(text).toMatch(/FAIL oom-killed/);
+    expect(text).toContain("median 2.0 s, max 3.0 s (n=3)");
+    expect(text).toContain("mean 1.5 s (n=4)");
+    expect(text).toContain("instances left running: 0");
+    expect(text).toContain("job-completes (Succeeded)");
+  });
+
+  it("says why the instances were not counted", () => {
+    expect(summaryLines(input({ instancesLeft: undefined, keep: true })).join("\n")).toContain(
+      "not reclaimed (--keep)",
+    );
+    expect(
+      summaryLines(input({ instancesLeft: undefined, aborted: "interrupted (SIGINT)" })).join("\n"),
+    ).toContain("stopped early: interrupted (SIGINT)");
+  });
+});

@@ -1,0 +1,154 @@
+/**
+ * The end of a run: per scenario what it should show against what it showed, the measured
+ * latencies, and the instances left running. Pure.
+ */
+import type { Latencies, Verdict } from "./scenarios.js";
+
+/** Order statistics of a list of samples (milliseconds). */
+export interface Stats {
+  readonly n: number;
+  readonly medianMs: number | null;
+  readonly maxMs: number | null;
+}
+
+/** The median and maximum of `samples`; `null`s for none. Total. */
+export function stats(samples: readonly number[]): Stats {
+  const finite = samples.filter((s) => Number.isFinite(s)).sort((a, b) => a - b);
+  if (finite.length === 0) return { n: 0, medianMs: null, maxMs: null };
+  const mid = Math.floor(finite.length / 2);
+  const median =
+    finite.length % 2 === 1
+      ? (finite[mid] as number)
+      : ((finite[mid - 1] as number) + (finite[mid] as number)) / 2;
+  return { n: finite.length, medianMs: median, maxMs: finite[finite.length - 1] as number };
+}
+
+/** The latency figures nebula-vnode itself measured (from its histograms), when it was reachable. */
+export interface VnodeLatencies {
+  readonly exitToStatus: { readonly count: number; readonly meanSeconds: number | null };
+  readonly terminalToTerminated: { readonly count: number; readonly meanSeconds: number | null };
+}
+
+/** What the summary is made from. */
+export interface SummaryInput {
+  readonly verdicts: readonly Verdict[];
+  readonly latencies: Latencies;
+  readonly vnodeLatencies: VnodeLatencies | undefined;
+  /** Instances not terminated at the end; `undefined` when they were not counted. */
+  readonly instancesLeft: number | undefined;
+  /**
+   * Pods (`name (phase)`) still present after every sample was deleted and every instance
+   * terminated, once the wait for their removal ended. Reported, not judged: no instance bills.
+   */
+  readonly podsLeft: readonly string[];
+  /** `--keep`: nothing was reclaimed on purpose. */
+  readonly keep: boolean;
+  readonly elapsedMs: number;
+  /** Why the run ended early, if it did (timeout, Ctrl-C, an error). */
+  readonly aborted: string | undefined;
+}
+
+/** The machine-readable summary (the `SUMMARY <json>` line). */
+export interface SummaryJson {
+  readonly ok: boolean;
+  readonly scenarios: Record<string, { expected: string; observed: string; ok: boolean }>;
+  readonly instancesLeft: number | null;
+  readonly podsLeft: readonly string[];
+  readonly latencies: {
+    readonly exitToStatus: Stats;
+    readonly terminalToTerminated: Stats;
+    readonly vnode: VnodeLatencies | null;
+  };
+  readonly elapsedSeconds: number;
+  readonly aborted: string | null;
+}
+
+/** The run is a success: every scenario ok, no instance left, not aborted. */
+export function succeeded(input: SummaryInput): boolean {
+  return (
+    input.aborted === undefined &&
+    input.verdicts.length > 0 &&
+    input.verdicts.every((v) => v.ok) &&
+    input.instancesLeft === 0
+  );
+}
+
+/** Builds the machine-readable summary. */
+export function summaryJson(input: SummaryInput): SummaryJson {
+  const scenarios: SummaryJson["scenarios"] = {};
+  for (const v of input.verdicts)
+    scenarios[v.id] = { expected: v.expected, observed: v.observed, ok: v.ok };
+  return {
+    ok: succeeded(input),
+    scenarios,
+    instancesLeft: input.instancesLeft ?? null,
+    podsLeft: input.podsLeft,
+    latencies: {
+      exitToStatus: stats(input.latencies.exitToStatus),
+      terminalToTerminated: stats(input.latencies.terminalToTerminated),
+      vnode: input.vnodeLatencies ?? null,
+    },
+    elapsedSeconds: Math.round(input.elapsedMs / 100) / 10,
+    aborted: input.aborted ?? null,
+  };
+}
+
+const sec = (ms: number | null): string => (ms === null ? "-" : `${(ms / 1000).toFixed(1)} s`);
+
+const statsText = (s: Stats): string =>
+  s.n === 0 ? "no samples" : `median ${sec(s.medianMs)}, max ${sec(s.maxMs)} (n=${s.n})`;
+
+const vnodeText = (v: { count: number; meanSeconds: number | null }): string =>
+  v.count === 0 || v.meanSeconds === null
+    ? "no samples"
+    : `mean ${v.meanSeconds.toFixed(1)} s (n=${v.count})`;
+
+/** The human summary, one string per line. */
+export function summaryLines(input: SummaryInput): string[] {
+  const json = summaryJson(input);
+  const lines: string[] = [];
+  lines.push(
+    `SUMMARY  ${json.ok ? "every scenario showed what it should" : "NOT OK"}  (${json.elapsedSeconds} s)`,
+  );
+  if (input.aborted !== undefined) lines.push(`  stopped early: ${input.aborted}`);
+  for (const v of input.verdicts) {
+    lines.push(`  ${v.ok ? "ok  " : "FAIL"} ${v.id}`);
+    lines.push(`       expected: ${v.expected}`);
+    lines.push(`       observed: ${v.observed}`);
+  }
+  lines.push(
+    "  latencies (observed by the demo, polling every second; exits carry whole seconds):",
+  );
+  lines.push(
+    `    container exit -> Pod status says so:        ${statsText(json.latencies.exitToStatus)}`,
+  );
+  lines.push(
+    `    Pod terminal -> instance terminated:         ${statsText(json.latencies.terminalToTerminated)}`,
+  );
+  if (input.vnodeLatencies !== undefined) {
+    lines.push("  latencies (measured by nebula-vnode, its /metrics histograms):");
+    lines.push(
+      `    exit -> status written:                      ${vnodeText(input.vnodeLatencies.exitToStatus)}`,
+    );
+    lines.push(
+      `    terminal -> instance terminated:             ${vnodeText(input.vnodeLatencies.terminalToTerminated)}`,
+    );
+  }
+  lines.push(
+    input.instancesLeft === undefined
+      ? input.keep
+        ? "  instances left running: not reclaimed (--keep)"
+        : "  instances left running: not counted (the run stopped before reclaiming them)"
+      : `  instances left running: ${input.instancesLeft}${input.instancesLeft === 0 ? "" : " (must be 0)"}`,
+  );
+  if (input.podsLeft.length > 0)
+    lines.push(
+      `  Pods not removed after their deletion (their instances are terminated): ${input.podsLeft.join(", ")}`,
+    );
+  return lines;
+}
+
+/** The last line under `--ci`. */
+export function summaryLine(input: SummaryInput): string {
+  return `SUMMARY ${JSON.stringify(summaryJson(input))}`;
+}

@@ -1,0 +1,368 @@
+/**
+ * The local world the demo runs in, started and stopped in order: kube-apiserver + etcd +
+ * kube-controller-manager + kube-scheduler, moto, the instance-host simulator, the EC2 proxy in
+ * front of it, then nebula-vnode and nebula-operator as real processes from their bundles.
+ */
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  CreateSecurityGroupCommand,
+  CreateSubnetCommand,
+  CreateVpcCommand,
+  EC2Client,
+} from "@aws-sdk/client-ec2";
+import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
+import {
+  type ControlPlane,
+  cacheDir,
+  type Ec2ProxyHandle,
+  freePort,
+  type InstanceHosts,
+  kubectlPath,
+  MOTO_CREDENTIALS,
+  type Moto,
+  NEBULA_INSTANCE_PROFILE,
+  startControlPlane,
+  startEc2Proxy,
+  startInstanceHosts,
+  startMoto,
+} from "@nebula/test-peers";
+import { type AppProcess, run, startApp } from "./proc.js";
+
+/** The repository's root (this file is in apps/demo/src or bundled into apps/demo/dist). */
+export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+/** The virtual Node's name, also every instance's `nebula:node` tag. */
+export const NODE_NAME = "nebula-demo";
+/** Every instance's `nebula:cluster` tag. */
+export const CLUSTER = "nebula-demo";
+/** The namespace of the samples. */
+export const DEMO_NAMESPACE = "nebula-demo";
+/** The apps' namespace (the vnode's Pod ledger lives there). */
+export const SYSTEM_NAMESPACE = "nebula-system";
+
+/** The two apps. */
+export type AppName = "nebula-vnode" | "nebula-operator";
+
+/** A running world. */
+export interface World {
+  readonly controlPlane: ControlPlane;
+  readonly moto: Moto;
+  readonly hosts: InstanceHosts;
+  readonly proxy: Ec2ProxyHandle;
+  /** The apps that started, by name. */
+  readonly apps: ReadonlyMap<AppName, AppProcess>;
+  /** Why an app could not be used, by name. */
+  readonly unusable: ReadonlyMap<AppName, string>;
+  /** An EC2 client on the simulator's endpoint (what the demo observes with). */
+  readonly ec2: EC2Client;
+  readonly core: CoreV1Api;
+  readonly custom: CustomObjectsApi;
+  /** Where the apps' logs are written. */
+  readonly logDir: string;
+  /** Runs the real kubectl against the world as its admin. */
+  kubectl(args: readonly string[], input?: string): Promise<string>;
+  /** The lines that point kubectl and the AWS CLI at this world. */
+  connectionHelp(): string[];
+  /** Stops everything (apps, simulator, proxy, moto, control plane), in that order. */
+  stop(): Promise<void>;
+  /** Kills the apps at once (a second Ctrl-C); the peers' own handlers end the rest. */
+  kill(): void;
+}
+
+/** Progress of the start-up. */
+export type StepReporter = (
+  step: string,
+  state: "start" | "done" | "failed",
+  detail?: string,
+) => void;
+
+interface Cleanup {
+  readonly name: string;
+  readonly run: () => Promise<void>;
+}
+
+/** The bundle of an app. */
+export function bundleOf(app: "vnode" | "operator"): string {
+  return join(REPO_ROOT, "apps", app, "dist", "main.js");
+}
+
+async function step<T>(report: StepReporter, name: string, body: () => Promise<T>): Promise<T> {
+  const started = Date.now();
+  report(name, "start");
+  try {
+    const value = await body();
+    report(name, "done", `${((Date.now() - started) / 1000).toFixed(1)} s`);
+    return value;
+  } catch (error) {
+    report(name, "failed", (error as Error).message);
+    throw error;
+  }
+}
+
+async function runCleanups(cleanups: Cleanup[]): Promise<void> {
+  for (const cleanup of cleanups.splice(0).reverse()) {
+    try {
+      await cleanup.run();
+    } catch (error) {
+      process.stderr.write(`demo: stopping ${cleanup.name}: ${(error as Error).message}\n`);
+    }
+  }
+}
+
+/** Starts the world; on failure stops whatever it had started and rethrows. */
+export async function startWorld(options: {
+  readonly report: StepReporter;
+  readonly signal: AbortSignal;
+}): Promise<World> {
+  const { report, signal } = options;
+  const cleanups: Cleanup[] = [];
+  const logDir = join(cacheDir(), "demo", "logs");
+  rmSync(logDir, { recursive: true, force: true });
+  mkdirSync(logDir, { recursive: true });
+  const checkAbort = () => {
+    if (signal.aborted) throw new Error("interrupted");
+  };
+  try {
+    const [controlPlane, moto] = await Promise.all([
+      step(
+        report,
+        "control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler",
+        async () => {
+          const cp = await startControlPlane({ controllers: true, scheduler: true });
+          cleanups.push({ name: "the control plane", run: () => cp.stop() });
+          return cp;
+        },
+      ),
+      step(report, "moto (EC2)", async () => {
+        const m = await startMoto();
+        cleanups.push({ name: "moto", run: () => m.stop() });
+        return m;
+      }),
+    ]);
+    checkAbort();
+    const hosts = await step(report, "instance-host simulator (podman)", async () => {
+      const h = await startInstanceHosts({
+        ec2Endpoint: moto.endpoint,
+        region: moto.region,
+        cluster: CLUSTER,
+        bootDelayMs: 500,
+      });
+      cleanups.push({ name: "the instance-host simulator", run: () => h.close() });
+      return h;
+    });
+    // EC2's idempotent launches and refused stops, in front of the simulator.
+    const proxy = await startEc2Proxy({
+      upstream: hosts.ec2Endpoint,
+      region: moto.region,
+      clientToken: true,
+      refuseStops: true,
+    });
+    cleanups.push({ name: "the EC2 proxy", run: () => proxy.close() });
+    const ec2 = new EC2Client({
+      endpoint: hosts.ec2Endpoint,
+      region: moto.region,
+      credentials: { ...MOTO_CREDENTIALS },
+    });
+    cleanups.push({ name: "the EC2 client", run: async () => ec2.destroy() });
+    checkAbort();
+
+    const kubectl = (args: readonly string[], input?: string) =>
+      run(kubectlPath(), ["--kubeconfig", controlPlane.kubeconfigPath ?? "", ...args], {
+        ...(input === undefined ? {} : { input }),
+        timeoutMs: 90_000,
+      });
+
+    const network = await step(
+      report,
+      "network in moto (VPC, subnet, security group)",
+      async () => {
+        const setup = moto.ec2();
+        try {
+          const vpc = await setup.send(new CreateVpcCommand({ CidrBlock: "10.42.0.0/16" }));
+          const vpcId = vpc.Vpc?.VpcId ?? "";
+          const subnet = await setup.send(
+            new CreateSubnetCommand({ VpcId: vpcId, CidrBlock: "10.42.0.0/16" }),
+          );
+          const group = await setup.send(
+            new CreateSecurityGroupCommand({
+              VpcId: vpcId,
+              GroupName: "nebula-demo",
+              Description: "nebula demo instances",
+            }),
+          );
+          return { subnetId: subnet.Subnet?.SubnetId ?? "", securityGroupId: group.GroupId ?? "" };
+        } finally {
+          setup.destroy();
+        }
+      },
+    );
+
+    await step(
+      report,
+      "kubectl apply: CRDs, the apps' namespace, ServiceAccounts and RBAC",
+      async () => {
+        await kubectl(["apply", "-f", join(REPO_ROOT, "deploy", "crds")]);
+        for (const app of ["vnode", "operator"]) {
+          for (const file of ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"]) {
+            const path = join(REPO_ROOT, "deploy", app, file);
+            if (existsSync(path)) await kubectl(["apply", "-f", path]);
+          }
+        }
+        await kubectl(["wait", "--for", "condition=Established", "crd", "--all", "--timeout=60s"]);
+      },
+    );
+    checkAbort();
+
+    const apps = new Map<AppName, AppProcess>();
+    const unusable = new Map<AppName, string>();
+    const env = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      ...moto.env,
+      AWS_ACCESS_KEY_ID: MOTO_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: MOTO_CREDENTIALS.secretAccessKey,
+    };
+    const saKubeconfig = (name: string) => {
+      const path = join(logDir, `${name}.kubeconfig`);
+      writeFileSync(
+        path,
+        controlPlane.kubeconfigFor(`system:serviceaccount:${SYSTEM_NAMESPACE}:${name}`, [
+          "system:serviceaccounts",
+          `system:serviceaccounts:${SYSTEM_NAMESPACE}`,
+        ]),
+        { mode: 0o600 },
+      );
+      return path;
+    };
+
+    const vnodeConfig = join(logDir, "vnode-config.json");
+    writeFileSync(
+      vnodeConfig,
+      JSON.stringify(
+        {
+          node: { capacity: { cpu: "100", memory: "400Gi", pods: "60" } },
+          provider: {
+            clusterName: CLUSTER,
+            region: moto.region,
+            subnetIds: [network.subnetId],
+            securityGroupIds: [network.securityGroupId],
+            imageId: "ami-0a1b2c3d",
+            instanceProfile: NEBULA_INSTANCE_PROFILE,
+            instanceTypes: { default: "t3.micro" },
+            endpoint: proxy.endpoint,
+            pollIntervalSeconds: 2,
+            apiHeadroomSeconds: 5,
+            batchWindowMs: 50,
+          },
+        },
+        null,
+        2,
+      ),
+    );
+    const starts: [AppName, "vnode" | "operator", string[]][] = [
+      [
+        "nebula-vnode",
+        "vnode",
+        [
+          "--node-name",
+          NODE_NAME,
+          "--config",
+          vnodeConfig,
+          "--kubeconfig",
+          saKubeconfig("nebula-vnode"),
+          "--namespace",
+          SYSTEM_NAMESPACE,
+        ],
+      ],
+      [
+        "nebula-operator",
+        "operator",
+        ["--kubeconfig", saKubeconfig("nebula-operator"), "--namespace", DEMO_NAMESPACE],
+      ],
+    ];
+    for (const [name, dir, args] of starts) {
+      const bundle = bundleOf(dir);
+      if (!existsSync(bundle)) {
+        unusable.set(name, `its bundle ${bundle} is missing (npx nx run @nebula/${dir}-app:build)`);
+        report(name, "failed", unusable.get(name));
+        continue;
+      }
+      try {
+        const app = await step(report, `${name} (${bundle.slice(REPO_ROOT.length)})`, async () =>
+          startApp({
+            name,
+            bundle,
+            args: [...args, "--log-level", "info"],
+            env,
+            address: `127.0.0.1:${await freePort()}`,
+            logFile: join(logDir, `${name}.log`),
+            readyTimeoutMs: 60_000,
+            signal,
+          }),
+        );
+        apps.set(name, app);
+        cleanups.push({ name, run: () => app.stop() });
+      } catch (error) {
+        unusable.set(name, (error as Error).message.split("\n")[0] ?? "did not start");
+      }
+      checkAbort();
+    }
+    if (apps.has("nebula-vnode")) {
+      await step(report, `virtual Node ${NODE_NAME} Ready`, () =>
+        kubectl(["wait", "--for", "condition=Ready", `node/${NODE_NAME}`, "--timeout=60s"]).catch(
+          async () => {
+            // `kubectl wait` fails at once while the Node does not exist yet.
+            const deadline = Date.now() + 60_000;
+            for (;;) {
+              const out = await kubectl([
+                "get",
+                "node",
+                NODE_NAME,
+                "-o",
+                'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+              ]).catch(() => "");
+              if (out.trim() === "True") return "";
+              if (Date.now() > deadline) throw new Error(`Node ${NODE_NAME} not Ready in 60 s`);
+              checkAbort();
+              await new Promise((r) => setTimeout(r, 500));
+            }
+          },
+        ),
+      );
+    }
+
+    const admin = controlPlane.kubeConfig();
+    const world: World = {
+      controlPlane,
+      moto,
+      hosts,
+      proxy,
+      apps,
+      unusable,
+      ec2,
+      core: admin.makeApiClient(CoreV1Api),
+      custom: admin.makeApiClient(CustomObjectsApi),
+      logDir,
+      kubectl,
+      connectionHelp: () => [
+        `export KUBECONFIG=${controlPlane.kubeconfigPath}`,
+        `alias kubectl=${kubectlPath()}`,
+        `export AWS_REGION=${moto.region} AWS_DEFAULT_REGION=${moto.region} AWS_ACCESS_KEY_ID=${MOTO_CREDENTIALS.accessKeyId} AWS_SECRET_ACCESS_KEY=${MOTO_CREDENTIALS.secretAccessKey}`,
+        `export AWS_ENDPOINT_URL_EC2=${hosts.ec2Endpoint}`,
+        "# Debian's aws CLI 2.9 ignores AWS_ENDPOINT_URL_EC2; pass the endpoint explicitly:",
+        `aws --endpoint-url ${hosts.ec2Endpoint} ec2 describe-instances --filters Name=tag:nebula:cluster,Values=${CLUSTER} --query 'Reservations[].Instances[].[InstanceId,State.Name]' --output text`,
+        `kubectl get pods,workloads,workloaddeployments -n ${DEMO_NAMESPACE}`,
+        `# logs of nebula-vnode and nebula-operator: ${logDir}`,
+      ],
+      stop: () => runCleanups(cleanups),
+      kill: () => {
+        for (const app of apps.values()) app.kill();
+      },
+    };
+    return world;
+  } catch (error) {
+    await runCleanups(cleanups);
+    throw error;
+  }
+}

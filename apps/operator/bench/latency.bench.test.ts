@@ -1,0 +1,90 @@
+/**
+ * Time from an instance's reason changing (its Pod status written) to the Workload's `Available`
+ * condition showing the new reason, measured on a watch of the Workload: `BENCH_FLIPS` flips
+ * (default 20) of one Pod between crashing and an image pull failure.
+ *
+ *   npm run bench -w @nebula/operator-app
+ */
+import { CoreV1Api, type KubeConfig, Watch } from "@kubernetes/client-node";
+import { GROUP, VERSION } from "@nebula/api";
+import { useTestPeers } from "@nebula/test-peers/vitest";
+import { expect, it } from "vitest";
+import { createOperator } from "../src/operator.js";
+import { createNamespace, createObject, installCrds } from "../src/testing/cluster.js";
+import { podStatus, podTemplate } from "../src/testing/pods.js";
+
+const flips = Number(process.env.BENCH_FLIPS ?? 20);
+
+type Stored = { status?: { conditions?: { type: string; reason: string }[] } };
+
+it(`measures ${flips} reason changes from Pod to Workload`, async () => {
+  const kc: KubeConfig = useTestPeers().controlPlane.kubeConfig();
+  await installCrds(kc);
+  const ns = await createNamespace(kc, "latency");
+  await createObject(kc, ns, "Workload", "web", {
+    spec: { placements: [{ name: "eu", replicas: 1 }] },
+  });
+  await createObject(kc, ns, "WorkloadDeployment", "web-eu", {
+    spec: {
+      workloadRef: { name: "web" },
+      placement: "eu",
+      replicas: 1,
+      selector: { matchLabels: { app: "web" } },
+    },
+  });
+  const core = kc.makeApiClient(CoreV1Api);
+  await core.createNamespacedPod({ namespace: ns, body: podTemplate("web-0", ns, { app: "web" }) });
+  const operator = createOperator({ kubeConfig: kc, namespace: ns, handleSignals: false });
+  const stop = new AbortController();
+  const running = operator.manager.run(stop.signal);
+
+  let waiting: { reason: string; resolve: (at: number) => void } | undefined;
+  const watch = await new Watch(kc).watch(
+    `/apis/${GROUP}/${VERSION}/namespaces/${ns}/workloads`,
+    {},
+    (_type, object: Stored) => {
+      const reason = object.status?.conditions?.find((c) => c.type === "Available")?.reason;
+      if (waiting !== undefined && reason === waiting.reason) {
+        waiting.resolve(performance.now());
+        waiting = undefined;
+      }
+    },
+    () => undefined,
+  );
+  const samples: number[] = [];
+  try {
+    for (let i = 0; i < flips + 1; i++) {
+      const scenario = i % 2 === 0 ? "crashing" : "image";
+      const reason = scenario === "crashing" ? "InstanceCrashing" : "ImageUnavailable";
+      const seen = new Promise<number>((resolve) => {
+        waiting = { reason, resolve };
+      });
+      const latest = await core.readNamespacedPod({ name: "web-0", namespace: ns });
+      const sent = performance.now();
+      await core.replaceNamespacedPodStatus({
+        name: "web-0",
+        namespace: ns,
+        body: { ...latest, status: podStatus(latest, scenario) },
+      });
+      const at = await Promise.race([
+        seen,
+        new Promise<number>((_, reject) =>
+          setTimeout(() => reject(new Error("no change within 60 s")), 60_000),
+        ),
+      ]);
+      if (i > 0) samples.push(at - sent); // the first one includes the caches' start
+    }
+  } finally {
+    watch.abort();
+    stop.abort();
+    await running;
+    await operator.close();
+  }
+  samples.sort((a, b) => a - b);
+  const pct = (p: number) =>
+    samples[Math.min(samples.length - 1, Math.floor((p / 100) * samples.length))] ?? 0;
+  console.log(
+    `figure: Pod reason change → Workload Available reason, ${samples.length} changes: median ${pct(50).toFixed(0)} ms, p90 ${pct(90).toFixed(0)} ms, max ${pct(100).toFixed(0)} ms`,
+  );
+  expect(samples).toHaveLength(flips);
+});

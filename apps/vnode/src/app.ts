@@ -1,0 +1,230 @@
+/**
+ * The wiring of `nebula-vnode`: the provider on EC2, the Pod informer on `spec.nodeName`, the
+ * Node and Pod controllers of `@nebula/virtual-node`, under `@nebula/kube`'s manager (health,
+ * metrics, leader election, ordered shutdown). Nothing here is for a user to import.
+ */
+import type { KubeConfig, V1PodStatus } from "@kubernetes/client-node";
+import {
+  ConfigMapPodLedger,
+  Controller,
+  EventRecorder,
+  type Logger,
+  Manager,
+  type ManagerLeaderElection,
+  PODS,
+  podInformer,
+  StatusWriter,
+} from "@nebula/kube";
+import { Ec2PodProvider } from "@nebula/provider";
+import {
+  type InstanceReclaimer,
+  KubernetesPodApi,
+  NodeController,
+  type NodeHealthSource,
+  PodController,
+  type PodLifecycle,
+  PodTeardown,
+  type Runnable,
+} from "@nebula/virtual-node";
+import { Counter, Gauge, Histogram } from "prom-client";
+import type { AppConfig } from "./config.js";
+
+/** What {@link createVnode} needs. */
+export interface VnodeOptions {
+  /** Where and as whom to connect. */
+  readonly kubeConfig: KubeConfig;
+  /** The parsed configuration. */
+  readonly config: AppConfig;
+  /** The namespace of the app: the Pod ledger (ConfigMaps) and the leader-election Lease live there. */
+  readonly namespace: string;
+  /** This replica's name (Events' `reportingInstance`, the leader identity). */
+  readonly identity: string;
+  /** JSON logger. */
+  readonly logger: Logger;
+  /** `/metrics` address (`0` off). */
+  readonly metricsBindAddress?: string;
+  /** `/healthz` + `/readyz` address (`0` off). */
+  readonly healthProbeBindAddress?: string;
+  /** Leader election (absent: this replica always leads). */
+  readonly leaderElection?: ManagerLeaderElection;
+}
+
+/** The running parts, for the entry point and for tests. */
+export interface Vnode {
+  /** The manager: `run()` until SIGTERM. */
+  readonly manager: Manager;
+  /** The provider. */
+  readonly provider: Ec2PodProvider;
+  /** The Node controller. */
+  readonly nodes: NodeController;
+  /** The Pod controller. */
+  readonly pods: PodController;
+  /** After `manager.run()` returned: flushes pending Events and closes the EC2 client. */
+  close(): Promise<void>;
+}
+
+/** Builds the virtual node; start it with `manager.run()`. */
+export function createVnode(options: VnodeOptions): Vnode {
+  const { kubeConfig, config, logger } = options;
+  const nodeName = config.node.nodeName;
+  const manager = new Manager({
+    name: "nebula-vnode",
+    kubeConfig,
+    logger,
+    ...(options.metricsBindAddress === undefined
+      ? {}
+      : { metricsBindAddress: options.metricsBindAddress }),
+    ...(options.healthProbeBindAddress === undefined
+      ? {}
+      : { healthProbeBindAddress: options.healthProbeBindAddress }),
+    ...(options.leaderElection === undefined ? {} : { leaderElection: options.leaderElection }),
+  });
+  const registry = manager.registry;
+  const ec2Calls = new Counter({
+    name: "nebula_vnode_ec2_calls_total",
+    help: "EC2 API calls by action and outcome",
+    labelNames: ["action", "outcome"],
+    registers: [registry],
+  });
+  const exitToStatus = new Histogram({
+    name: "nebula_vnode_exit_to_status_seconds",
+    help: "From a container's exit to the Pod status that says so being written",
+    buckets: [0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300],
+    registers: [registry],
+  });
+  const terminalToTerminated = new Histogram({
+    name: "nebula_vnode_terminal_to_terminated_seconds",
+    help: "From a Pod turning terminal to its instance confirmed terminated",
+    buckets: [1, 5, 10, 20, 30, 60, 120, 300, 600],
+    registers: [registry],
+  });
+  const statusWrites = new Counter({
+    name: "nebula_vnode_pod_status_writes_total",
+    help: "Pod status writes by outcome",
+    labelNames: ["outcome"],
+    registers: [registry],
+  });
+
+  const informer = podInformer(kubeConfig, {
+    name: "pods",
+    fieldSelector: `spec.nodeName=${nodeName}`,
+    resyncPeriodMs: config.node.podResyncSeconds * 1000,
+    metrics: manager.metrics,
+    logger,
+  });
+  const ledger = new ConfigMapPodLedger(kubeConfig, {
+    namespace: options.namespace,
+    prefix: `nebula-pod-`,
+  });
+  const log = (level: "info" | "warn" | "error", message: string) => logger[level](message);
+  const provider = new Ec2PodProvider({
+    config: config.provider,
+    ledger,
+    // The Pod controller drives every teardown (PodTeardown on the same ledger).
+    teardowns: "caller",
+    livePodUids: () =>
+      informer.list().flatMap((p) => (p.metadata?.uid === undefined ? [] : [p.metadata.uid])),
+    log,
+  });
+  // The app checks, at compile time, that the provider satisfies the interfaces the package owns.
+  provider satisfies PodLifecycle & InstanceReclaimer & NodeHealthSource & Runnable;
+  provider.client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const action = String(context.commandName ?? "unknown").replace(/Command$/, "");
+      try {
+        const result = await next(args);
+        ec2Calls.inc({ action, outcome: "ok" });
+        return result;
+      } catch (error) {
+        ec2Calls.inc({ action, outcome: (error as { name?: string }).name ?? "Error" });
+        throw error;
+      }
+    },
+    { step: "initialize", name: "nebulaCallCounter" },
+  );
+
+  const api = new KubernetesPodApi(kubeConfig);
+  const finalizer = config.node.podFinalizer;
+  let pods: PodController | undefined;
+  const teardown = new PodTeardown({
+    store: ledger,
+    reclaimer: provider,
+    removePod: async (ref) => {
+      await api.deleteNow(ref);
+      await api.removeFinalizer(ref, finalizer);
+    },
+    podPresent: (ref) => api.exists(ref),
+    headroomSeconds: provider.config.apiHeadroomSeconds,
+    onPodEvent: (ref, event) => pods?.recordPodEvent(ref, event),
+    onTeardownEvent: (event) => {
+      if (event.type === "error") logger.warn({ key: event.key, err: event.error }, "teardown");
+    },
+  });
+  const events = new EventRecorder(kubeConfig, {
+    reportingController: "nebula.dev/vnode",
+    reportingInstance: options.identity.slice(0, 128),
+    logger,
+  });
+  const controller = new Controller({
+    name: "pods",
+    workers: config.node.podWorkers,
+    metrics: manager.metrics,
+    logger,
+    reconcile: (key) => (pods as PodController).reconcile(key),
+  }).watch(informer);
+  pods = new PodController({
+    config: config.node,
+    pods: informer,
+    provider,
+    teardown,
+    api,
+    status: new StatusWriter<V1PodStatus>(kubeConfig, {
+      resource: PODS,
+      fieldManager: "nebula-vnode",
+    }),
+    events,
+    enqueue: (key) => controller.enqueue(key),
+    metrics: {
+      statusWrite: (outcome) => statusWrites.inc({ outcome }),
+      exitToStatus: (s) => exitToStatus.observe(s),
+      terminalToTerminated: (s) => terminalToTerminated.observe(s),
+    },
+    log,
+  });
+  const podController = pods;
+  new Gauge({
+    name: "nebula_vnode_pods",
+    help: "Pods bound to this virtual node, by phase",
+    labelNames: ["phase"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const pod of informer.list()) this.inc({ phase: pod.status?.phase ?? "Unknown" });
+    },
+  });
+  const nodes = new NodeController({ kubeConfig, config: config.node, health: provider, log });
+
+  manager.addController(controller);
+  manager.addRunnable({ name: "node", run: (signal) => nodes.run(signal) });
+  manager.addRunnable({
+    name: "provider",
+    run: async (signal) => {
+      const stop = podController.start();
+      try {
+        await provider.run(signal);
+      } finally {
+        stop();
+      }
+    },
+  });
+  return {
+    manager,
+    provider,
+    nodes,
+    pods: podController,
+    async close() {
+      await events.close();
+      provider.client.destroy();
+    },
+  };
+}

@@ -1,0 +1,183 @@
+/**
+ * Chaos: the vnode killed with SIGKILL at random points, then restarted, while Pods launch,
+ * finish and are deleted; EC2 in front of moto behaves as EC2 (ClientToken idempotency, refused
+ * stops). Afterwards: no duplicate instance, no instance left running or stopped, no Pod stuck,
+ * every teardown complete. CI runs a small random sample (3 kills, 6 Pods); the full run is
+ * `NEBULA_CHAOS_KILLS=20 NEBULA_CHAOS_PODS=30` (see the app's README). `NEBULA_CHAOS_SEED` replays.
+ */
+import { CoreV1Api, type V1Pod } from "@kubernetes/client-node";
+import {
+  type Ec2ProxyHandle,
+  type InstanceHosts,
+  NEBULA_INSTANCE_PROFILE,
+  startEc2Proxy,
+  startInstanceHosts,
+} from "@nebula/test-peers";
+import { useTestPeers } from "@nebula/test-peers/vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  applyManifest,
+  barePod,
+  nodeInstances,
+  prepareNetwork,
+  startVnode,
+  until,
+  VNODE_GROUPS,
+  VNODE_USER,
+} from "./testing/e2e.js";
+
+const KILLS = Number(process.env.NEBULA_CHAOS_KILLS ?? "3");
+const PODS = Number(process.env.NEBULA_CHAOS_PODS ?? "6");
+const SEED = Number(process.env.NEBULA_CHAOS_SEED ?? String(Date.now() % 1_000_000));
+const { controlPlane, moto } = useTestPeers();
+const admin = controlPlane.kubeConfig();
+const core = admin.makeApiClient(CoreV1Api);
+const ec2 = moto.ec2();
+const NODE = "vnode-chaos";
+const NS = "vnode-chaos";
+const FINALIZER = "nebula.dev/instance-reclaim";
+
+/** mulberry32: a seeded generator, so a failing run can be replayed with its seed. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+let hosts: InstanceHosts;
+let proxy: Ec2ProxyHandle;
+let config: object;
+
+beforeAll(async () => {
+  const network = await prepareNetwork(ec2);
+  hosts = await startInstanceHosts({
+    ec2Endpoint: moto.endpoint,
+    region: moto.region,
+    cluster: NODE,
+    bootDelayMs: 500,
+  });
+  proxy = await startEc2Proxy({
+    upstream: hosts.ec2Endpoint,
+    clientToken: true,
+    refuseStops: true,
+  });
+  for (const file of ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"]) {
+    await applyManifest(admin, file);
+  }
+  await core.createNamespace({ body: { metadata: { name: NS } } });
+  config = {
+    node: { capacity: { cpu: "1000", memory: "4Ti", pods: String(PODS * 2) } },
+    provider: {
+      clusterName: NODE,
+      region: moto.region,
+      subnetIds: [network.subnetId],
+      securityGroupIds: [network.securityGroupId],
+      imageId: "ami-0a1b2c3d",
+      instanceProfile: NEBULA_INSTANCE_PROFILE,
+      instanceTypes: { default: "t3.micro" },
+      endpoint: proxy.endpoint,
+      pollIntervalSeconds: 2,
+      apiHeadroomSeconds: 5,
+      batchWindowMs: 50,
+    },
+  };
+}, 300_000);
+
+afterAll(async () => {
+  await proxy?.close();
+  await hosts?.close();
+  ec2.destroy();
+});
+
+describe(`chaos: ${KILLS} SIGKILLs of the vnode while ${PODS} Pods launch, finish and are deleted (seed ${SEED})`, () => {
+  it("no duplicate instance, none left running or stopped, no Pod stuck, every teardown complete", async () => {
+    const rand = random(SEED);
+    const kubeconfig = controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS);
+    const created: V1Pod[] = [];
+    const deleted = new Set<string>();
+    const timers: ReturnType<typeof setTimeout>[] = [];
+    for (let i = 0; i < PODS; i++) {
+      const pod = barePod(`chaos-${i}`, NODE, {
+        command: ["sh", "-c", `sleep ${2 + Math.floor(rand() * 20)}; exit ${rand() < 0.5 ? 0 : 1}`],
+      });
+      // A third of the Pods are deleted at a random moment (some while running).
+      if (rand() < 0.34) {
+        const name = `chaos-${i}`;
+        const force = rand() < 0.5;
+        timers.push(
+          setTimeout(
+            () => {
+              deleted.add(name);
+              void core
+                .deleteNamespacedPod({
+                  name,
+                  namespace: NS,
+                  ...(force ? { gracePeriodSeconds: 0 } : {}),
+                })
+                .catch(() => undefined);
+            },
+            3_000 + rand() * 40_000,
+          ),
+        );
+      }
+      created.push(await core.createNamespacedPod({ namespace: NS, body: pod }));
+    }
+    for (let kill = 0; kill < KILLS; kill++) {
+      const vnode = await startVnode({ nodeName: NODE, kubeconfig, moto, config });
+      await new Promise((r) => setTimeout(r, 1_000 + rand() * 12_000));
+      await vnode.kill();
+    }
+    const vnode = await startVnode({ nodeName: NODE, kubeconfig, moto, config });
+    try {
+      await until(
+        "every Pod settled and every instance terminated",
+        async () => {
+          for (const pod of created) {
+            const name = pod.metadata?.name ?? "";
+            const now = await core
+              .readNamespacedPod({ name, namespace: NS })
+              .catch((e: { code?: number }) => (e.code === 404 ? undefined : Promise.reject(e)));
+            if (now === undefined) {
+              if (!deleted.has(name)) throw new Error(`pod ${name} vanished without being deleted`);
+              continue;
+            }
+            const terminal = now.status?.phase === "Succeeded" || now.status?.phase === "Failed";
+            if (!terminal || (now.metadata?.finalizers ?? []).includes(FINALIZER)) return undefined;
+          }
+          const instances = await nodeInstances(ec2, NODE);
+          return instances.every((i) => i.State?.Name === "terminated") ? instances : undefined;
+        },
+        900_000,
+        2_000,
+      );
+      const perPod = new Map<string, number>();
+      for (const i of await nodeInstances(ec2, NODE)) {
+        const uid = i.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value ?? "none";
+        perPod.set(uid, (perPod.get(uid) ?? 0) + 1);
+      }
+      const duplicates = [...perPod.entries()].filter(([, n]) => n > 1);
+      expect(duplicates).toEqual([]);
+      expect(perPod.has("none")).toBe(false);
+      console.log(
+        JSON.stringify({
+          chaos: {
+            seed: SEED,
+            kills: KILLS,
+            pods: PODS,
+            deleted: deleted.size,
+            instances: [...perPod.values()].reduce((a, b) => a + b, 0),
+            proxy: proxy.counts(),
+          },
+        }),
+      );
+    } finally {
+      for (const t of timers) clearTimeout(t);
+      expect(await vnode.stop()).toBe(0);
+    }
+  }, 1_200_000);
+});

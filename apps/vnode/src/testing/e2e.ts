@@ -1,0 +1,259 @@
+/**
+ * End-to-end harness for the app: the real bundle (`dist/main.js`) as a child process, run as the
+ * app's ServiceAccount (the deploy RBAC applied to a real kube-apiserver), against moto with the
+ * instance-host simulator in front of it.
+ *
+ * @packageDocumentation
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import {
+  CreateSecurityGroupCommand,
+  CreateSubnetCommand,
+  CreateVpcCommand,
+  DescribeInstancesCommand,
+  type EC2Client,
+  type Instance,
+} from "@aws-sdk/client-ec2";
+import {
+  CoreV1Api,
+  type KubeConfig,
+  type KubernetesObject,
+  KubernetesObjectApi,
+  loadAllYaml,
+  type V1Pod,
+} from "@kubernetes/client-node";
+import { freePort, MOTO_CREDENTIALS, type MotoConnection } from "@nebula/test-peers";
+
+/** The bundled app. */
+export const BUNDLE = fileURLToPath(new URL("../../dist/main.js", import.meta.url));
+/** The deploy folder. */
+export const DEPLOY_DIR = fileURLToPath(new URL("../../../../deploy/vnode/", import.meta.url));
+/** The app's ServiceAccount as an API-server user. */
+export const VNODE_USER = "system:serviceaccount:nebula-system:nebula-vnode";
+/** The groups of a ServiceAccount token. */
+export const VNODE_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:nebula-system"];
+
+/** Creates every object of a deploy manifest (existing ones are left alone). */
+export async function applyManifest(admin: KubeConfig, file: string): Promise<void> {
+  const objects = loadAllYaml(readFileSync(join(DEPLOY_DIR, file), "utf8")) as KubernetesObject[];
+  const api = KubernetesObjectApi.makeApiClient(admin);
+  const core = admin.makeApiClient(CoreV1Api);
+  for (const object of objects) {
+    const ns = object.metadata?.namespace;
+    if (ns !== undefined) {
+      await core.createNamespace({ body: { metadata: { name: ns } } }).catch(() => undefined);
+    }
+    await api.create(object).catch((error: { code?: number }) => {
+      if (error.code !== 409) throw error;
+    });
+  }
+}
+
+/** A VPC, a subnet and a security group in moto. */
+export async function prepareNetwork(
+  ec2: EC2Client,
+): Promise<{ subnetId: string; securityGroupId: string }> {
+  const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.1.0.0/16" }));
+  const vpcId = vpc.Vpc?.VpcId ?? "";
+  const subnet = await ec2.send(
+    new CreateSubnetCommand({ VpcId: vpcId, CidrBlock: "10.1.0.0/16" }),
+  );
+  const sg = await ec2.send(
+    new CreateSecurityGroupCommand({
+      VpcId: vpcId,
+      GroupName: `vnode-${vpcId}`,
+      Description: "e2e",
+    }),
+  );
+  return { subnetId: subnet.Subnet?.SubnetId ?? "", securityGroupId: sg.GroupId ?? "" };
+}
+
+/** Every instance tagged for a node, whatever its state. */
+export async function nodeInstances(ec2: EC2Client, nodeName: string): Promise<Instance[]> {
+  const out: Instance[] = [];
+  let token: string | undefined;
+  do {
+    const page = await ec2.send(
+      new DescribeInstancesCommand({
+        Filters: [{ Name: "tag:nebula:node", Values: [nodeName] }],
+        MaxResults: 1000,
+        ...(token ? { NextToken: token } : {}),
+      }),
+    );
+    for (const r of page.Reservations ?? []) out.push(...(r.Instances ?? []));
+    token = page.NextToken || undefined;
+  } while (token);
+  return out;
+}
+
+/** A running `nebula-vnode` child process. */
+export interface VnodeProcess {
+  readonly child: ChildProcess;
+  /** Its JSON log lines so far. */
+  readonly lines: Array<Record<string, unknown>>;
+  /** `http://host:port` of `/metrics` (and the probes, on the same server). */
+  readonly url: string;
+  /** Resolves with the exit code. */
+  readonly exited: Promise<number | null>;
+  /** SIGTERM and wait (SIGKILL after 20 s). */
+  stop(): Promise<number | null>;
+  /** SIGKILL and wait. */
+  kill(): Promise<void>;
+}
+
+/** What {@link startVnode} runs. */
+export interface VnodeRun {
+  readonly nodeName: string;
+  readonly kubeconfig: string;
+  readonly config: object;
+  readonly moto: MotoConnection;
+  readonly extraArgs?: readonly string[];
+}
+
+/** Writes the files and starts the bundle; resolves once it listens. */
+export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
+  const dir = mkdtempSync(join(tmpdir(), "nebula-vnode-e2e-"));
+  writeFileSync(join(dir, "kubeconfig"), run.kubeconfig);
+  writeFileSync(join(dir, "config.json"), JSON.stringify(run.config));
+  // One server for /metrics, /healthz and /readyz.
+  const address = `127.0.0.1:${await freePort()}`;
+  const child = spawn(
+    process.execPath,
+    [
+      BUNDLE,
+      "--node-name",
+      run.nodeName,
+      "--config",
+      join(dir, "config.json"),
+      "--kubeconfig",
+      join(dir, "kubeconfig"),
+      "--namespace",
+      "nebula-system",
+      "--metrics-bind-address",
+      address,
+      "--health-probe-bind-address",
+      address,
+      "--log-level",
+      "info",
+      ...(run.extraArgs ?? []),
+    ],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: {
+        ...process.env,
+        ...run.moto.env,
+        AWS_ACCESS_KEY_ID: MOTO_CREDENTIALS.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: MOTO_CREDENTIALS.secretAccessKey,
+      },
+    },
+  );
+  const lines: Array<Record<string, unknown>> = [];
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-4000);
+  });
+  createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (line) => {
+    try {
+      lines.push(JSON.parse(line) as Record<string, unknown>);
+    } catch {
+      lines.push({ msg: line });
+    }
+  });
+  const exited = new Promise<number | null>((resolve) => {
+    child.once("exit", (code) => {
+      rmSync(dir, { recursive: true, force: true });
+      resolve(code);
+    });
+  });
+  const deadline = Date.now() + 30_000;
+  let url: string | undefined;
+  while (url === undefined) {
+    url = lines.find((l) => l.msg === "listening")?.url as string | undefined;
+    if (url !== undefined) break;
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`nebula-vnode did not start: ${stderr}\n${JSON.stringify(lines.slice(-5))}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const listening = url;
+  return {
+    child,
+    lines,
+    url: listening,
+    exited,
+    async stop() {
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+    async kill() {
+      child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
+
+/** Reads the Prometheus text of `/metrics`: a sum per metric name and label set. */
+export async function scrape(url: string): Promise<Map<string, number>> {
+  const text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+  const out = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (line.startsWith("#") || line.trim() === "") continue;
+    const space = line.lastIndexOf(" ");
+    out.set(line.slice(0, space), Number(line.slice(space + 1)));
+  }
+  return out;
+}
+
+/** Polls until `probe` returns a value, or fails after `ms`. */
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined> | T | undefined,
+  ms = 120_000,
+  every = 250,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+    }
+    await new Promise((r) => setTimeout(r, every));
+  }
+}
+
+/** A bare Pod bound to the node, tolerating its taint. */
+export function barePod(
+  name: string,
+  nodeName: string,
+  container: Record<string, unknown>,
+  spec: Partial<V1Pod["spec"]> = {},
+): V1Pod {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name },
+    spec: {
+      nodeName,
+      restartPolicy: "Never",
+      terminationGracePeriodSeconds: 10,
+      tolerations: [{ key: "virtual-kubelet.io/provider", operator: "Exists" }],
+      containers: [{ name: "app", image: "busybox", ...container }],
+      ...spec,
+    },
+  };
+}

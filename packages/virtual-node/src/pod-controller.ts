@@ -1,0 +1,452 @@
+/**
+ * The Pod controller: for every Pod bound to the virtual node, one reconcile at a time. It holds
+ * a finalizer from before launch until the instance is confirmed terminated, launches through the
+ * provider, writes truthful status (the stored status plus the provider's observation) only when
+ * it changes, and deletes the way the kubelet does: teardown, then delete with grace 0 and a UID
+ * precondition, then the finalizer goes.
+ *
+ * @packageDocumentation
+ */
+import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
+import { INSTANCE_ANNOTATIONS, type VirtualNodeConfig } from "./config.js";
+import type {
+  LeakCollected,
+  LeakEventSource,
+  PodInstanceInfo,
+  PodLifecycle,
+  PodStatusChange,
+} from "./lifecycle.js";
+import type { PodApi } from "./pod-api.js";
+import { planPod } from "./pod-plan.js";
+import {
+  composePodStatus,
+  isTerminalPhase,
+  type PodEventSpec,
+  podStatusChanged,
+  podStatusEvents,
+} from "./pod-status.js";
+import type { PodRef, PodTeardown } from "./pod-teardown.js";
+
+/** The read side of the Pod informer (`spec.nodeName=<node>`), keyed `namespace/name`. */
+export interface PodStore {
+  /** The cached Pod, or `undefined`. */
+  get(key: string): V1Pod | undefined;
+  /** Every cached Pod. */
+  list(): readonly V1Pod[];
+}
+
+/** The outcome of a status write (`@nebula/kube`'s `StatusWriter` returns it). */
+export type StatusWriteOutcome = "written" | "unchanged" | "conflict" | "gone";
+
+/** Writes a Pod's `/status` only when it changes (`@nebula/kube`'s `StatusWriter` fits). */
+export interface PodStatusSink {
+  /** Writes `desired` if it changes the stored status of this incarnation. */
+  write(
+    address: { readonly namespace: string; readonly name: string },
+    desired: V1PodStatus,
+    options: { readonly current?: V1Pod; readonly uid?: string },
+  ): Promise<{ readonly outcome: StatusWriteOutcome }>;
+}
+
+/** Records Kubernetes Events (`@nebula/kube`'s `EventRecorder` fits). */
+export interface EventSink {
+  /** Records one occurrence; never rejects for an Event that could not be written. */
+  record(occurrence: {
+    readonly regarding: {
+      readonly apiVersion: string;
+      readonly kind: string;
+      readonly namespace?: string;
+      readonly name: string;
+      readonly uid?: string;
+    };
+    readonly type: "Normal" | "Warning";
+    readonly reason: string;
+    readonly action: string;
+    readonly note?: string;
+  }): Promise<unknown>;
+}
+
+/** Figures the Pod controller reports (the app binds them to Prometheus metrics). */
+export interface PodControllerMetrics {
+  /** A status write and its outcome. */
+  statusWrite?(outcome: StatusWriteOutcome): void;
+  /** Seconds from a container's exit (`finishedAt`) to the status that says so being written. */
+  exitToStatus?(seconds: number): void;
+  /** Seconds from a Pod turning terminal (its last `finishedAt`) to its instance confirmed terminated. */
+  terminalToTerminated?(seconds: number): void;
+}
+
+/** Options of {@link PodController}. */
+export interface PodControllerOptions {
+  /** The parsed configuration (finalizer, resync). */
+  readonly config: VirtualNodeConfig;
+  /** The Pod informer's store. */
+  readonly pods: PodStore;
+  /** The provider. */
+  readonly provider: PodLifecycle & Partial<LeakEventSource>;
+  /** The teardown. */
+  readonly teardown: PodTeardown;
+  /** Finalizer, annotation and delete writes. */
+  readonly api: PodApi;
+  /** The status writer. */
+  readonly status: PodStatusSink;
+  /** The Event recorder (optional). */
+  readonly events?: EventSink;
+  /** Puts a key on the controller's queue (the provider's notifications arrive this way). */
+  readonly enqueue: (key: string) => void;
+  /** Figures. */
+  readonly metrics?: PodControllerMetrics;
+  /** The clock in epoch ms (default `Date.now`). */
+  readonly now?: () => number;
+  /** One-line diagnostics. */
+  readonly log?: (level: "info" | "warn" | "error", message: string) => void;
+  /** How long a provider notification waits for its status to be written (default 60 s). */
+  readonly notifyTimeoutMs?: number;
+}
+
+interface Waiter {
+  readonly resolve: () => void;
+  readonly reject: (error: Error) => void;
+  readonly timer: ReturnType<typeof setTimeout>;
+}
+
+interface Known {
+  readonly ref: PodRef;
+  graceSeconds: number;
+  launched: boolean;
+  resourceVersion?: string | undefined;
+  terminalAt?: number | undefined;
+}
+
+function refOf(pod: V1Pod): PodRef {
+  return {
+    namespace: pod.metadata?.namespace ?? "default",
+    name: pod.metadata?.name ?? "",
+    uid: pod.metadata?.uid ?? "",
+  };
+}
+
+function keyOf(ref: { namespace: string; name: string }): string {
+  return `${ref.namespace}/${ref.name}`;
+}
+
+/** The latest container `finishedAt` of a status, in epoch ms. */
+function lastFinish(status: V1PodStatus | undefined): number | undefined {
+  let latest: number | undefined;
+  for (const c of [
+    ...(status?.initContainerStatuses ?? []),
+    ...(status?.containerStatuses ?? []),
+  ]) {
+    const at = c.state?.terminated?.finishedAt;
+    if (at === undefined) continue;
+    const ms = Date.parse(String(at instanceof Date ? at.toISOString() : at));
+    if (!Number.isNaN(ms) && (latest === undefined || ms > latest)) latest = ms;
+  }
+  return latest;
+}
+
+function newExits(before: V1PodStatus | undefined, after: V1PodStatus | undefined): number[] {
+  const exits: number[] = [];
+  const was = new Map(
+    [...(before?.initContainerStatuses ?? []), ...(before?.containerStatuses ?? [])].map((c) => [
+      c.name,
+      c,
+    ]),
+  );
+  for (const c of [...(after?.initContainerStatuses ?? []), ...(after?.containerStatuses ?? [])]) {
+    const t = c.state?.terminated ?? c.lastState?.terminated;
+    const finished = t?.finishedAt;
+    if (finished === undefined) continue;
+    const prior = was.get(c.name);
+    const priorT = prior?.state?.terminated ?? prior?.lastState?.terminated;
+    if (priorT !== undefined && String(priorT.finishedAt) === String(finished)) continue;
+    const ms = Date.parse(finished instanceof Date ? finished.toISOString() : String(finished));
+    if (!Number.isNaN(ms)) exits.push(ms);
+  }
+  return exits;
+}
+
+/**
+ * Reconciles one Pod per call (the caller's work queue guarantees one reconcile per Pod at a
+ * time). Wire {@link PodController.reconcile} into a controller loop fed by the Pod informer, and
+ * {@link PodController.start} to subscribe to the provider.
+ *
+ * @example
+ * ```ts
+ * const pods = new PodController({ config, pods: informer, provider, teardown, api, status, enqueue: (k) => queue.add(k) });
+ * const stop = pods.start();
+ * const controller = new Controller({ name: "pods", reconcile: (key) => pods.reconcile(key) }).watch(informer);
+ * ```
+ */
+export class PodController {
+  readonly #o: PodControllerOptions;
+  readonly #now: () => number;
+  readonly #waiters = new Map<string, Waiter[]>();
+  readonly #known = new Map<string, Known>();
+  readonly #placements = new Map<string, PodInstanceInfo>();
+
+  constructor(options: PodControllerOptions) {
+    this.#o = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** Subscribes to the provider's status changes and events; returns the unsubscribe function. */
+  start(): () => void {
+    const offStatus = this.#o.provider.notifyPods((change) => this.onStatusChange(change));
+    const offEvents = this.#o.provider.onLeakCollected?.((leak) => this.#onLeak(leak));
+    return () => {
+      offStatus();
+      offEvents?.();
+      for (const [key, waiters] of this.#waiters) {
+        for (const w of waiters) {
+          clearTimeout(w.timer);
+          w.reject(new Error(`pod ${key}: the controller stopped before the status was written`));
+        }
+      }
+      this.#waiters.clear();
+    };
+  }
+
+  /**
+   * The provider's status changed: the Pod is reconciled (its status written only there, so one
+   * Pod has one writer at a time); resolves once that reconcile has written (or found unchanged)
+   * the status, rejects if it failed or timed out (the provider delivers again).
+   */
+  onStatusChange(change: PodStatusChange): Promise<void> {
+    const ref = refOf(change.pod);
+    const key = keyOf(ref);
+    for (const event of change.events ?? []) {
+      this.#event(ref, { type: event.type, reason: event.reason, note: event.message });
+    }
+    if (change.instance !== undefined) this.#placements.set(ref.uid, change.instance);
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const list = this.#waiters.get(key) ?? [];
+        this.#waiters.set(
+          key,
+          list.filter((w) => w.timer !== timer),
+        );
+        reject(new Error(`pod ${key}: status not written within the deadline`));
+      }, this.#o.notifyTimeoutMs ?? 60_000);
+      timer.unref?.();
+      const list = this.#waiters.get(key) ?? [];
+      list.push({ resolve, reject, timer });
+      this.#waiters.set(key, list);
+      this.#o.enqueue(key);
+    });
+  }
+
+  /** The UIDs of the Pods bound to this node (the leak collector's notion of "live"). */
+  livePodUids(): string[] {
+    return this.#o.pods.list().flatMap((p) => (p.metadata?.uid ? [p.metadata.uid] : []));
+  }
+
+  /**
+   * One step for the Pod named by `key`. Returns when to look again; throws to be retried with
+   * back-off.
+   */
+  async reconcile(key: string): Promise<{ requeueAfter?: number }> {
+    const waiters = this.#waiters.get(key) ?? [];
+    this.#waiters.delete(key);
+    try {
+      const result = await this.#reconcile(key);
+      for (const w of waiters) {
+        clearTimeout(w.timer);
+        w.resolve();
+      }
+      return result;
+    } catch (error) {
+      for (const w of waiters) {
+        clearTimeout(w.timer);
+        w.reject(error instanceof Error ? error : new Error(String(error)));
+      }
+      throw error;
+    }
+  }
+
+  async #reconcile(key: string): Promise<{ requeueAfter?: number }> {
+    const { config, provider, api } = this.#o;
+    const pod = this.#o.pods.get(key);
+    if (pod === undefined) return this.#orphan(key);
+    const ref = refOf(pod);
+    let known = this.#known.get(key);
+    if (known === undefined || known.ref.uid !== ref.uid) {
+      known = { ref, graceSeconds: 30, launched: false };
+      this.#known.set(key, known);
+    }
+    const step = planPod(pod, { finalizer: config.podFinalizer });
+    switch (step.kind) {
+      case "AddFinalizer":
+        await api.addFinalizer(ref, config.podFinalizer);
+        return { requeueAfter: 0 };
+      case "Run": {
+        if (!known.launched) {
+          try {
+            await provider.createPod(pod);
+          } catch (error) {
+            this.#event(ref, {
+              type: "Warning",
+              reason: "LaunchFailed",
+              note: (error as Error).message,
+            });
+            throw error;
+          }
+          known.launched = true;
+        } else if (known.resourceVersion !== pod.metadata?.resourceVersion) {
+          await provider.updatePod(pod);
+        }
+        known.resourceVersion = pod.metadata?.resourceVersion;
+        await this.#syncPlacement(pod, ref);
+        await this.#syncStatus(pod, ref);
+        return { requeueAfter: config.podResyncSeconds * 1000 };
+      }
+      case "Teardown":
+      case "DeleteUnlaunched": {
+        const deleting = step.kind === "DeleteUnlaunched" || step.deleting;
+        const graceSeconds = step.kind === "Teardown" ? step.graceSeconds : 0;
+        known.graceSeconds = graceSeconds;
+        // The final report is recorded while the instance stops.
+        await this.#syncStatus(pod, ref);
+        const stored = this.#o.pods.get(key) ?? pod;
+        const result = await this.#o.teardown.reconcile(stored, { deleting, graceSeconds });
+        if (result.status !== "complete") {
+          if (result.status === "error")
+            this.#log("warn", `teardown of pod ${key}: ${result.message}`);
+          return { requeueAfter: result.requeueAfterMs };
+        }
+        if (!deleting) await api.removeFinalizer(ref, config.podFinalizer);
+        this.#completed(key, known, pod.status, true);
+        return {};
+      }
+      case "Done":
+        this.#completed(key, known, pod.status, false);
+        return {};
+    }
+  }
+
+  /** A Pod that left the cache: if its teardown had not completed, finish it (its instance must go). */
+  async #orphan(key: string): Promise<{ requeueAfter?: number }> {
+    const known = this.#known.get(key);
+    if (known === undefined) return {};
+    const pod: V1Pod = {
+      metadata: { namespace: known.ref.namespace, name: known.ref.name, uid: known.ref.uid },
+    };
+    const result = await this.#o.teardown.reconcile(pod, {
+      deleting: true,
+      graceSeconds: known.graceSeconds,
+    });
+    if (result.status !== "complete") return { requeueAfter: result.requeueAfterMs };
+    this.#completed(key, known, undefined, true);
+    return {};
+  }
+
+  #completed(key: string, known: Known, status: V1PodStatus | undefined, measure: boolean): void {
+    const finishedAt = known.terminalAt ?? lastFinish(status);
+    if (measure && finishedAt !== undefined) {
+      this.#o.metrics?.terminalToTerminated?.(Math.max(0, (this.#now() - finishedAt) / 1000));
+    }
+    this.#known.delete(key);
+    this.#placements.delete(known.ref.uid);
+    void Promise.resolve(this.#o.provider.forgetPod(known.ref.uid)).catch((error: unknown) =>
+      this.#log("warn", `forgetting pod ${key}: ${String(error)}`),
+    );
+  }
+
+  async #syncStatus(pod: V1Pod, ref: PodRef): Promise<void> {
+    const observed = this.#o.provider.getPodStatus(ref.uid);
+    const desired = composePodStatus(pod.status, observed);
+    if (desired === undefined || !podStatusChanged(pod.status, desired)) return;
+    const { outcome } = await this.#o.status.write(
+      { namespace: ref.namespace, name: ref.name },
+      desired,
+      { current: pod, uid: ref.uid },
+    );
+    this.#o.metrics?.statusWrite?.(outcome);
+    if (outcome === "conflict") {
+      throw new Error(`pod ${keyOf(ref)}: status write conflicted (will retry)`);
+    }
+    if (outcome !== "written") return;
+    const now = this.#now();
+    for (const at of newExits(pod.status, desired)) {
+      this.#o.metrics?.exitToStatus?.(Math.max(0, (now - at) / 1000));
+    }
+    const known = this.#known.get(keyOf(ref));
+    if (known && isTerminalPhase(desired.phase) && !isTerminalPhase(pod.status?.phase)) {
+      known.terminalAt = lastFinish(desired) ?? now;
+    }
+    for (const event of podStatusEvents(pod, pod.status, desired)) this.#event(ref, event);
+  }
+
+  async #syncPlacement(pod: V1Pod, ref: PodRef): Promise<void> {
+    const info = this.#placements.get(ref.uid);
+    if (info === undefined) return;
+    const wanted: Record<string, string> = { [INSTANCE_ANNOTATIONS.instanceId]: info.instanceId };
+    if (info.instanceType) wanted[INSTANCE_ANNOTATIONS.instanceType] = info.instanceType;
+    if (info.availabilityZone)
+      wanted[INSTANCE_ANNOTATIONS.availabilityZone] = info.availabilityZone;
+    if (info.capacityType) wanted[INSTANCE_ANNOTATIONS.capacityType] = info.capacityType;
+    const current = pod.metadata?.annotations ?? {};
+    if (Object.entries(wanted).every(([k, v]) => current[k] === v)) return;
+    await this.#o.api.annotate(ref, wanted);
+  }
+
+  #onLeak(leak: LeakCollected): void {
+    void this.#o.events
+      ?.record({
+        regarding: { apiVersion: "v1", kind: "Node", name: this.#o.config.nodeName },
+        type: "Warning",
+        reason: "LeakCollected",
+        action: "Terminate",
+        note: leak.message,
+      })
+      .catch(() => undefined);
+  }
+
+  /** Records an Event about a Pod (the teardown's Events arrive here too). */
+  recordPodEvent(ref: PodRef, event: PodEventSpec): void {
+    this.#event(ref, event);
+  }
+
+  #event(ref: PodRef, event: PodEventSpec): void {
+    void this.#o.events
+      ?.record({
+        regarding: {
+          apiVersion: "v1",
+          kind: "Pod",
+          namespace: ref.namespace,
+          name: ref.name,
+          uid: ref.uid,
+        },
+        type: event.type,
+        reason: event.reason,
+        action: actionOf(event.reason),
+        note: event.note,
+      })
+      .catch(() => undefined);
+  }
+
+  #log(level: "info" | "warn" | "error", message: string): void {
+    this.#o.log?.(level, message);
+  }
+}
+
+function actionOf(reason: string): string {
+  switch (reason) {
+    case "Launched":
+    case "LaunchFailed":
+    case "InsufficientCapacity":
+    case "QuotaExceeded":
+      return "Launch";
+    case "Stopping":
+    case "StopDeadlineExceeded":
+      return "Stop";
+    case "Terminating":
+    case "InstanceTerminated":
+    case "LeakCollected":
+      return "Terminate";
+    case "TeardownFailed":
+      return "Teardown";
+    default:
+      return "Observe";
+  }
+}

@@ -1,0 +1,197 @@
+import type { V1ContainerStatus, V1Pod, V1PodStatus } from "@kubernetes/client-node";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  canonicalStatus,
+  composePodStatus,
+  podStatusChanged,
+  podStatusEvents,
+} from "./pod-status.js";
+
+const terminated = (exitCode: number, reason: string, restartCount = 0): V1ContainerStatus => ({
+  name: "app",
+  image: "busybox",
+  imageID: "",
+  ready: false,
+  restartCount,
+  state: { terminated: { exitCode, reason, finishedAt: new Date("2026-11-30T15:00:05Z") } },
+});
+const running = (restartCount = 0): V1ContainerStatus => ({
+  name: "app",
+  image: "busybox",
+  imageID: "",
+  ready: true,
+  restartCount,
+  state: { running: { startedAt: new Date("2026-11-30T15:00:01Z") } },
+});
+const scheduled = {
+  type: "PodScheduled",
+  status: "True",
+  lastTransitionTime: new Date("2026-11-30T14:59:59Z"),
+};
+
+describe("composePodStatus", () => {
+  it("no observation: the stored status as is", () => {
+    const stored: V1PodStatus = { phase: "Running", conditions: [scheduled] };
+    expect(composePodStatus(stored, undefined)).toBe(stored);
+  });
+
+  it("keeps the conditions the provider does not own and the start time", () => {
+    const stored: V1PodStatus = {
+      phase: "Pending",
+      conditions: [scheduled, { type: "DisruptionTarget", status: "True" }],
+      startTime: new Date("2026-11-30T15:00:00Z"),
+    };
+    const observed: V1PodStatus = {
+      phase: "Running",
+      conditions: [{ type: "Ready", status: "True" }],
+      startTime: new Date("2026-11-30T15:00:09Z"),
+      containerStatuses: [running()],
+    };
+    const status = composePodStatus(stored, observed);
+    expect(status?.conditions?.map((c) => c.type)).toEqual([
+      "PodScheduled",
+      "DisruptionTarget",
+      "Ready",
+    ]);
+    expect(status?.startTime).toEqual(new Date("2026-11-30T15:00:00Z"));
+    expect(status?.phase).toBe("Running");
+  });
+
+  it("finished stays finished: a restarted provider's Pending never replaces Succeeded", () => {
+    const stored: V1PodStatus = {
+      phase: "Succeeded",
+      containerStatuses: [terminated(0, "Completed")],
+    };
+    expect(composePodStatus(stored, { phase: "Pending" })).toBe(stored);
+    expect(
+      composePodStatus(stored, {
+        phase: "Failed",
+        containerStatuses: [terminated(137, "ContainerStatusUnknown")],
+      }),
+    ).toBe(stored);
+  });
+
+  it("a late report replaces a lost verdict", () => {
+    const stored: V1PodStatus = {
+      phase: "Failed",
+      containerStatuses: [terminated(137, "ContainerStatusUnknown")],
+    };
+    const late: V1PodStatus = {
+      phase: "Succeeded",
+      containerStatuses: [terminated(0, "Completed")],
+    };
+    expect(composePodStatus(stored, late)?.phase).toBe("Succeeded");
+  });
+
+  it("never lowers a restart count", () => {
+    const stored: V1PodStatus = { phase: "Running", containerStatuses: [running(4)] };
+    const status = composePodStatus(stored, { phase: "Running", containerStatuses: [running(1)] });
+    expect(status?.containerStatuses?.[0]?.restartCount).toBe(4);
+  });
+
+  it("property: total, terminal stays terminal unless lost, restart counts never drop", () => {
+    const phase = fc.constantFrom("Pending", "Running", "Succeeded", "Failed", "Unknown");
+    const container = fc.record({
+      restarts: fc.nat(20),
+      exit: fc.option(fc.constantFrom(0, 1, 137), { nil: undefined }),
+      lost: fc.boolean(),
+    });
+    const status = fc.record({ phase, containers: fc.array(container, { maxLength: 1 }) }).map(
+      ({ phase, containers }): V1PodStatus => ({
+        phase,
+        containerStatuses: containers.map((c) =>
+          c.exit === undefined
+            ? running(c.restarts)
+            : terminated(c.exit, c.lost ? "ContainerStatusUnknown" : "Error", c.restarts),
+        ),
+      }),
+    );
+    fc.assert(
+      fc.property(
+        fc.option(status, { nil: undefined }),
+        fc.option(status, { nil: undefined }),
+        (s, o) => {
+          const out = composePodStatus(s, o);
+          if (s?.phase === "Succeeded" || s?.phase === "Failed") {
+            expect(out?.phase === "Succeeded" || out?.phase === "Failed").toBe(true);
+          }
+          for (const c of out?.containerStatuses ?? []) {
+            const before = s?.containerStatuses?.find((x) => x.name === c.name);
+            if (before) expect(c.restartCount).toBeGreaterThanOrEqual(before.restartCount);
+          }
+          // Composing the result with the same observation again changes nothing.
+          expect(canonicalStatus(composePodStatus(out, o))).toBe(canonicalStatus(out));
+        },
+      ),
+    );
+  });
+});
+
+describe("podStatusChanged", () => {
+  it("sees through the API server's precision and key order", () => {
+    const written: V1PodStatus = {
+      phase: "Running",
+      startTime: new Date("2026-11-30T15:00:00.640Z"),
+      conditions: [],
+    };
+    const stored = JSON.parse(
+      JSON.stringify({ startTime: "2026-11-30T15:00:00Z", phase: "Running" }),
+    ) as V1PodStatus;
+    expect(podStatusChanged(stored, written)).toBe(false);
+    expect(podStatusChanged(stored, { ...written, phase: "Succeeded" })).toBe(true);
+    expect(podStatusChanged(stored, undefined)).toBe(false);
+  });
+});
+
+describe("podStatusEvents", () => {
+  const pod = (restartPolicy: string): V1Pod => ({
+    metadata: { name: "p" },
+    spec: { restartPolicy, containers: [{ name: "app" }] },
+  });
+
+  it("exit, back-off, restart limit", () => {
+    const run: V1PodStatus = { phase: "Running", containerStatuses: [running()] };
+    const exited: V1PodStatus = { phase: "Failed", containerStatuses: [terminated(1, "Error")] };
+    expect(podStatusEvents(pod("Never"), run, exited)).toEqual([
+      {
+        type: "Warning",
+        reason: "ContainerExited",
+        note: "Container app exited with code 1 (Error)",
+      },
+    ]);
+    const backoff: V1PodStatus = {
+      phase: "Running",
+      containerStatuses: [
+        {
+          ...running(1),
+          state: { waiting: { reason: "CrashLoopBackOff", message: "back-off 10s" } },
+          lastState: terminated(0, "Completed").state ?? {},
+        },
+      ],
+    };
+    const events = podStatusEvents(pod("Always"), run, backoff);
+    expect(events.map((e) => e.reason)).toEqual(["ContainerExited", "BackOff"]);
+    expect(podStatusEvents(pod("Always"), backoff, backoff)).toEqual([]);
+    const limit: V1PodStatus = {
+      phase: "Failed",
+      containerStatuses: [terminated(0, "Completed", 5)],
+    };
+    expect(podStatusEvents(pod("Always"), backoff, limit).map((e) => e.reason)).toEqual([
+      "ContainerExited",
+      "RestartLimitReached",
+    ]);
+    // Every run exited 0: under Always the limit ends the Pod Succeeded, still a limit.
+    const done: V1PodStatus = {
+      phase: "Succeeded",
+      containerStatuses: [terminated(0, "Completed", 2)],
+    };
+    expect(podStatusEvents(pod("Always"), backoff, done).map((e) => e.reason)).toContain(
+      "RestartLimitReached",
+    );
+    // Under OnFailure a success after restarts is no limit.
+    expect(podStatusEvents(pod("OnFailure"), backoff, done).map((e) => e.reason)).not.toContain(
+      "RestartLimitReached",
+    );
+  });
+});

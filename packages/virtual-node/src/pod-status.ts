@@ -1,0 +1,217 @@
+/**
+ * Pure Pod-status composition: the status to write is the Pod's stored status plus the provider's
+ * observation, so that a restarted virtual node (whose provider remembers nothing) never rewrites
+ * the truth already recorded. No clock reads, never throws.
+ *
+ * @packageDocumentation
+ */
+import type {
+  V1ContainerStatus,
+  V1Pod,
+  V1PodCondition,
+  V1PodStatus,
+} from "@kubernetes/client-node";
+
+/** The reason the kubelet gives a container whose host vanished without a report. */
+const LOST_REASON = "ContainerStatusUnknown";
+
+/** True for `Succeeded` and `Failed`. */
+export function isTerminalPhase(phase: string | undefined): boolean {
+  return phase === "Succeeded" || phase === "Failed";
+}
+
+function isLost(status: V1PodStatus): boolean {
+  const all = [...(status.containerStatuses ?? []), ...(status.initContainerStatuses ?? [])];
+  return all.some((c) => c.state?.terminated?.reason === LOST_REASON);
+}
+
+function hasReport(status: V1PodStatus): boolean {
+  const all = [...(status.containerStatuses ?? []), ...(status.initContainerStatuses ?? [])];
+  return (
+    all.length > 0 &&
+    all.every((c) => c.state?.terminated === undefined || c.state.terminated.reason !== LOST_REASON)
+  );
+}
+
+/**
+ * The status to write for a Pod:
+ *
+ * - no observation: the stored status, unchanged;
+ * - a terminal stored status stays, whatever is observed ("finished stays finished"), except a
+ *   Pod recorded lost (`ContainerStatusUnknown`) whose report arrives late: the report wins;
+ * - otherwise the observation, with the stored conditions of types the observation does not set
+ *   kept (`PodScheduled`, `DisruptionTarget`, readiness gates), the stored `startTime` kept, and no
+ *   container's `restartCount` lowered.
+ *
+ * @example
+ * ```ts
+ * const status = composePodStatus(pod.status, provider.getPodStatus(pod.metadata.uid));
+ * ```
+ */
+export function composePodStatus(
+  stored: V1PodStatus | undefined,
+  observed: V1PodStatus | undefined,
+): V1PodStatus | undefined {
+  if (observed === undefined) return stored;
+  if (stored !== undefined && isTerminalPhase(stored.phase)) {
+    const lateReport =
+      isLost(stored) && isTerminalPhase(observed.phase) && hasReport(observed) && !isLost(observed);
+    if (!lateReport) return stored;
+  }
+  const result: V1PodStatus = { ...observed };
+  const ownTypes = new Set((observed.conditions ?? []).map((c) => c.type));
+  const kept: V1PodCondition[] = (stored?.conditions ?? []).filter((c) => !ownTypes.has(c.type));
+  if (kept.length > 0 || observed.conditions !== undefined) {
+    result.conditions = [...kept, ...(observed.conditions ?? [])].map((c) => {
+      const before = stored?.conditions?.find((s) => s.type === c.type);
+      // An unchanged condition keeps the time it last changed.
+      return before !== undefined &&
+        before.status === c.status &&
+        before.lastTransitionTime !== undefined
+        ? { ...c, lastTransitionTime: before.lastTransitionTime }
+        : c;
+    });
+  }
+  if (stored?.startTime !== undefined) result.startTime = stored.startTime;
+  if (observed.containerStatuses !== undefined) {
+    result.containerStatuses = keepRestarts(stored?.containerStatuses, observed.containerStatuses);
+  }
+  if (observed.initContainerStatuses !== undefined) {
+    result.initContainerStatuses = keepRestarts(
+      stored?.initContainerStatuses,
+      observed.initContainerStatuses,
+    );
+  }
+  return result;
+}
+
+function keepRestarts(
+  stored: readonly V1ContainerStatus[] | undefined,
+  observed: readonly V1ContainerStatus[],
+): V1ContainerStatus[] {
+  return observed.map((c) => {
+    const before = stored?.find((s) => s.name === c.name);
+    return before !== undefined && before.restartCount > c.restartCount
+      ? { ...c, restartCount: before.restartCount }
+      : c;
+  });
+}
+
+/**
+ * A canonical string of a status for "write only on change": keys sorted, times at the API
+ * server's precision (whole seconds), empty lists and `undefined`s dropped. Two statuses the
+ * server stores identically give the same string.
+ */
+export function canonicalStatus(status: V1PodStatus | undefined): string {
+  return JSON.stringify(canonical(status ?? {}));
+}
+
+/** True when writing `desired` over `stored` would change what the API server keeps. */
+export function podStatusChanged(
+  stored: V1PodStatus | undefined,
+  desired: V1PodStatus | undefined,
+): boolean {
+  if (desired === undefined) return false;
+  return canonicalStatus(stored) !== canonicalStatus(desired);
+}
+
+const isoTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+
+function canonical(value: unknown): unknown {
+  if (value instanceof Date) {
+    const ms = value.getTime();
+    return Number.isNaN(ms) ? null : new Date(Math.floor(ms / 1000) * 1000).toISOString();
+  }
+  if (typeof value === "string" && isoTime.test(value)) {
+    const ms = Date.parse(value);
+    return Number.isNaN(ms) ? value : new Date(Math.floor(ms / 1000) * 1000).toISOString();
+  }
+  if (Array.isArray(value)) {
+    const items = value.map(canonical);
+    return items.length === 0 ? undefined : items;
+  }
+  if (typeof value === "object" && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value).sort()) {
+      const v = canonical((value as Record<string, unknown>)[key]);
+      if (v !== undefined && v !== null) out[key] = v;
+    }
+    return Object.keys(out).length === 0 ? undefined : out;
+  }
+  return value;
+}
+
+/** An Event the Pod controller records about a Pod (see {@link podStatusEvents}). */
+export interface PodEventSpec {
+  /** `Normal` or `Warning`. */
+  readonly type: "Normal" | "Warning";
+  /** CamelCase reason. */
+  readonly reason: string;
+  /** What happened, for a person. */
+  readonly note: string;
+}
+
+function allStatuses(status: V1PodStatus | undefined): V1ContainerStatus[] {
+  return [...(status?.initContainerStatuses ?? []), ...(status?.containerStatuses ?? [])];
+}
+
+function finishKey(c: V1ContainerStatus): string | undefined {
+  const t = c.state?.terminated ?? c.lastState?.terminated;
+  if (t === undefined) return undefined;
+  return `${c.restartCount}/${t.exitCode}/${t.reason ?? ""}/${String(t.finishedAt ?? "")}`;
+}
+
+/**
+ * The Events a status change is worth, from the status stored before to the status written:
+ * a container exited (code and reason; `Warning` when non-zero), a container entered back-off,
+ * the restart limit was reached (a Pod that restarts containers became `Failed`).
+ *
+ * @example
+ * ```ts
+ * for (const e of podStatusEvents(pod, before, after)) recorder.record(pod, e);
+ * ```
+ */
+export function podStatusEvents(
+  pod: V1Pod,
+  before: V1PodStatus | undefined,
+  after: V1PodStatus | undefined,
+): PodEventSpec[] {
+  const events: PodEventSpec[] = [];
+  const previous = new Map(allStatuses(before).map((c) => [c.name, c]));
+  for (const c of allStatuses(after)) {
+    const was = previous.get(c.name);
+    const key = finishKey(c);
+    if (key !== undefined && (was === undefined || finishKey(was) !== key)) {
+      const t = c.state?.terminated ?? c.lastState?.terminated;
+      if (t !== undefined) {
+        events.push({
+          type: t.exitCode === 0 ? "Normal" : "Warning",
+          reason: "ContainerExited",
+          note: `Container ${c.name} exited with code ${t.exitCode}${t.reason ? ` (${t.reason})` : ""}${t.message ? `: ${t.message.slice(0, 200)}` : ""}`,
+        });
+      }
+    }
+    const waiting = c.state?.waiting?.reason;
+    if (waiting === "CrashLoopBackOff" && was?.state?.waiting?.reason !== "CrashLoopBackOff") {
+      events.push({
+        type: "Warning",
+        reason: "BackOff",
+        note: `Back-off restarting failed container ${c.name}${c.state?.waiting?.message ? `: ${c.state.waiting.message}` : ""}`,
+      });
+    }
+  }
+  // Under Always a Pod only ends when its restart limit is reached; under OnFailure, when it fails.
+  const policy = pod.spec?.restartPolicy ?? "Always";
+  const restarted = allStatuses(after).some((c) => c.restartCount > 0);
+  const limitReached =
+    (policy === "Always" && isTerminalPhase(after?.phase)) ||
+    (policy === "OnFailure" && after?.phase === "Failed");
+  if (restarted && limitReached && !isTerminalPhase(before?.phase) && after && !isLost(after)) {
+    events.push({
+      type: "Warning",
+      reason: "RestartLimitReached",
+      note: `Restart limit reached: the Pod is ${after.phase}${after.reason ? ` (${after.reason})` : ""}${after.message ? `: ${after.message.slice(0, 200)}` : ""}`,
+    });
+  }
+  return events;
+}

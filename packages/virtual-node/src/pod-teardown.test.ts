@@ -1,0 +1,177 @@
+import type { V1Pod } from "@kubernetes/client-node";
+import { MemoryPodLedger } from "@nebula/teardown";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { FoundInstance, InstanceReclaimer } from "./lifecycle.js";
+import { type PodRef, PodTeardown } from "./pod-teardown.js";
+
+/**
+ * An EC2 account reduced to what the reclaimer interface exposes: instance states by ID, and a
+ * call log. (The real reclaimer, `@nebula/provider` against moto, runs in the app's end-to-end tests.)
+ */
+class Account implements InstanceReclaimer {
+  readonly states = new Map<string, string>();
+  readonly byPod = new Map<string, string>();
+  readonly calls: string[] = [];
+  unknown = false;
+  async findInstance(podUid: string): Promise<FoundInstance | undefined> {
+    if (this.unknown) throw new Error("launch outcome unknown");
+    const id = this.byPod.get(podUid);
+    if (id === undefined) return undefined;
+    return { instanceId: id, state: this.states.get(id) ?? "terminated" };
+  }
+  async stopInstance(id: string): Promise<void> {
+    this.calls.push(`stop ${id}`);
+    if (this.states.get(id) === "running") this.states.set(id, "stopped");
+  }
+  async terminateInstance(id: string): Promise<void> {
+    this.calls.push(`terminate ${id}`);
+    this.states.set(id, "terminated");
+  }
+}
+
+const pod: V1Pod = { metadata: { namespace: "default", name: "web-0", uid: "uid-1" } };
+
+function setup(now: { t: number }, ledger = new MemoryPodLedger(), account = new Account()) {
+  const removed: PodRef[] = [];
+  let present = true;
+  const events: string[] = [];
+  const teardown = new PodTeardown({
+    store: ledger,
+    prepare: async (ref) => {
+      await ledger.ensure({ podUid: ref.uid, namespace: ref.namespace, name: ref.name });
+    },
+    reclaimer: account,
+    removePod: async (ref) => {
+      removed.push(ref);
+      present = false;
+    },
+    podPresent: () => present,
+    headroomSeconds: 5,
+    now: () => now.t,
+    onPodEvent: (_ref, e) => events.push(e.reason),
+  });
+  return { teardown, ledger, account, removed, events, present: () => present };
+}
+
+async function drive(
+  teardown: PodTeardown,
+  how: { deleting: boolean; graceSeconds: number },
+  now: { t: number },
+) {
+  for (let i = 0; i < 50; i++) {
+    const result = await teardown.reconcile(pod, how);
+    if (result.status === "complete") return result;
+    now.t += Math.max(result.requeueAfterMs, 1000);
+  }
+  throw new Error("teardown did not complete");
+}
+
+describe("PodTeardown", () => {
+  it("deleted Pod: stop, terminate, then the Pod is removed (grace 0, UID), with Events", async () => {
+    const now = { t: 1_000_000 };
+    const s = setup(now);
+    s.account.byPod.set("uid-1", "i-0123456789abcdef0");
+    s.account.states.set("i-0123456789abcdef0", "running");
+    await s.ledger.recordLaunch(
+      { podUid: "uid-1", namespace: "default", name: "web-0" },
+      { instanceId: "i-0123456789abcdef0" },
+    );
+    const result = await drive(s.teardown, { deleting: true, graceSeconds: 5 }, now);
+    expect(result).toMatchObject({ status: "complete", instanceId: "i-0123456789abcdef0" });
+    expect(s.account.calls).toEqual(["stop i-0123456789abcdef0", "terminate i-0123456789abcdef0"]);
+    expect(s.removed).toEqual([{ namespace: "default", name: "web-0", uid: "uid-1" }]);
+    expect(s.events).toEqual(["Stopping", "Terminating", "InstanceTerminated"]);
+  });
+
+  it("finished Pod: the instance is terminated and the Pod stays", async () => {
+    const now = { t: 1_000_000 };
+    const s = setup(now);
+    s.account.byPod.set("uid-1", "i-0123456789abcdef1");
+    s.account.states.set("i-0123456789abcdef1", "stopped");
+    await drive(s.teardown, { deleting: false, graceSeconds: 30 }, now);
+    expect(s.account.states.get("i-0123456789abcdef1")).toBe("terminated");
+    expect(s.removed).toEqual([]);
+  });
+
+  it("a launch whose outcome is unknown is never declared done", async () => {
+    const now = { t: 1_000_000 };
+    const s = setup(now);
+    s.account.unknown = true;
+    for (let i = 0; i < 5; i++) {
+      const result = await s.teardown.reconcile(pod, { deleting: true, graceSeconds: 0 });
+      expect(result.status).toBe("waiting");
+      now.t += 10_000;
+    }
+    expect(s.removed).toEqual([]);
+    s.account.unknown = false;
+    s.account.byPod.set("uid-1", "i-0123456789abcdef2");
+    s.account.states.set("i-0123456789abcdef2", "running");
+    await drive(s.teardown, { deleting: true, graceSeconds: 0 }, now);
+    expect(s.account.states.get("i-0123456789abcdef2")).toBe("terminated");
+    expect(s.removed).toHaveLength(1);
+  });
+
+  it("an instance already terminated is not acted on (EC2 may drop what proves whose it was)", async () => {
+    const now = { t: 1_000_000 };
+    const s = setup(now);
+    s.account.byPod.set("uid-1", "i-0123456789abcdef5");
+    s.account.states.set("i-0123456789abcdef5", "running");
+    // The first reconcile starts the teardown and sends the stop; then the instance is gone.
+    await s.teardown.reconcile(pod, { deleting: true, graceSeconds: 0 });
+    s.account.states.set("i-0123456789abcdef5", "terminated");
+    const refuse = s.account.terminateInstance.bind(s.account);
+    s.account.terminateInstance = async (id) => {
+      await refuse(id);
+      throw new Error(`instance ${id} does not prove that Nebula launched it`);
+    };
+    await drive(s.teardown, { deleting: true, graceSeconds: 0 }, now);
+    expect(s.account.calls.filter((c) => c.startsWith("terminate"))).toEqual([]);
+    expect(s.removed).toHaveLength(1);
+  });
+
+  it("a completed teardown is not restarted by a stale request", async () => {
+    const now = { t: 1_000_000 };
+    const s = setup(now);
+    s.account.byPod.set("uid-1", "i-0123456789abcdef3");
+    s.account.states.set("i-0123456789abcdef3", "stopped");
+    await drive(s.teardown, { deleting: false, graceSeconds: 30 }, now);
+    const calls = s.account.calls.length;
+    for (let i = 0; i < 3; i++) {
+      expect((await s.teardown.reconcile(pod, { deleting: false, graceSeconds: 30 })).status).toBe(
+        "complete",
+      );
+    }
+    expect(s.account.calls.length).toBe(calls);
+  });
+
+  it("property: a crash (a fresh PodTeardown on the same ledger) at any step still ends terminated, then removed", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.nat(8), fc.constantFrom(0, 5, 30), async (crashAt, grace) => {
+        const now = { t: 1_000_000 };
+        const ledger = new MemoryPodLedger();
+        const account = new Account();
+        account.byPod.set("uid-1", "i-0123456789abcdef4");
+        account.states.set("i-0123456789abcdef4", "running");
+        let s = setup(now, ledger, account);
+        let removedOnce = false;
+        for (let i = 0; i < 60; i++) {
+          if (i === crashAt) s = setup(now, ledger, account);
+          const result = await s.teardown.reconcile(pod, { deleting: true, graceSeconds: grace });
+          if (s.removed.length > 0) {
+            // The Pod goes only after its instance is terminated.
+            expect(account.states.get("i-0123456789abcdef4")).toBe("terminated");
+            removedOnce = true;
+          }
+          if (result.status === "complete") break;
+          now.t += 3_000;
+        }
+        expect(removedOnce || account.states.get("i-0123456789abcdef4") === "terminated").toBe(
+          true,
+        );
+        expect(account.states.get("i-0123456789abcdef4")).toBe("terminated");
+      }),
+      { numRuns: 40 },
+    );
+  });
+});

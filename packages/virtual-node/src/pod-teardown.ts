@@ -1,0 +1,326 @@
+/**
+ * The Pod teardown on the virtual node: `@nebula/teardown`'s durable Pod teardown (stop, wait
+ * for the grace period plus headroom, terminate, wait, release, remove) driven against a
+ * {@link InstanceReclaimer}, acting on the Pod's instance by its ID, never on "the last poll did
+ * not list it".
+ *
+ * @packageDocumentation
+ */
+import type { V1Pod } from "@kubernetes/client-node";
+import {
+  type InstanceObservation,
+  type PodTeardownEffect,
+  type PodTeardownObservation,
+  type PodTeardownParams,
+  podTeardown,
+  type TeardownEvent,
+  TeardownExecutor,
+  type TeardownStore,
+  type TickResult,
+} from "@nebula/teardown";
+import type { FoundInstance, InstanceReclaimer } from "./lifecycle.js";
+import type { PodEventSpec } from "./pod-status.js";
+
+/** Identifies one incarnation of a Pod. */
+export interface PodRef {
+  /** Namespace. */
+  readonly namespace: string;
+  /** Name. */
+  readonly name: string;
+  /** UID: every delete carries it as a precondition. */
+  readonly uid: string;
+}
+
+/** Annotation prefix of a pre-terminate hold on a Pod: each such annotation delays `terminating` (10 minutes at most). */
+export const PRE_TERMINATE_HOLD_PREFIX = "pre-terminate.teardown.nebula.dev/";
+
+/** Options of {@link PodTeardown}. */
+export interface PodTeardownOptions {
+  /**
+   * Where teardown records live: the provider's Pod ledger (keyed by Pod UID, out of the tenants'
+   * reach), or `@nebula/kube`'s `KubernetesAnnotationStore` (keyed `namespace/name`).
+   */
+  readonly store: TeardownStore;
+  /** The store key of a Pod (default: its UID). */
+  readonly keyOf?: (pod: PodRef) => string;
+  /** Makes the Pod's subject exist in the store before a teardown is requested (a ledger's `ensure`). */
+  readonly prepare?: (pod: PodRef) => Promise<void>;
+  /** Finds, stops and terminates the Pod's instance. */
+  readonly reclaimer: InstanceReclaimer;
+  /**
+   * Removes the Pod object as the kubelet does: delete with grace 0 and the UID precondition, then
+   * drop the finalizer. Idempotent; a Pod already gone (or replaced) counts as removed.
+   */
+  readonly removePod: (pod: PodRef) => Promise<void>;
+  /** Whether the Pod object with this UID still exists. */
+  readonly podPresent: (pod: PodRef) => Promise<boolean> | boolean;
+  /** Allowance for API calls and observation added to the grace period (default 30 s). */
+  readonly headroomSeconds?: number;
+  /** Receives the Events a user wants (stopping, terminated, failures). Must not throw. */
+  readonly onPodEvent?: (pod: PodRef, event: PodEventSpec) => void;
+  /** Receives every raw teardown event (logs, metrics). Must not throw. */
+  readonly onTeardownEvent?: (event: TeardownEvent) => void;
+  /** The clock in epoch ms (default `Date.now`). */
+  readonly now?: () => number;
+}
+
+/** What one {@link PodTeardown.reconcile} call left. */
+export type PodTeardownResult =
+  /** The instance is confirmed terminated (or never existed) and, for a deleted Pod, the Pod is removed. */
+  | { readonly status: "complete"; readonly instanceId?: string | undefined }
+  /** In progress: reconcile again after `requeueAfterMs`. */
+  | { readonly status: "waiting"; readonly waitingFor: string; readonly requeueAfterMs: number }
+  /** Something failed (reported as an Event); reconcile again after `requeueAfterMs`. */
+  | { readonly status: "error"; readonly message: string; readonly requeueAfterMs: number };
+
+const POLL_MS = 2_000;
+const TERMINATED = new Set(["terminated"]);
+const STOPPED_OR_GONE = new Set(["stopped", "shutting-down", "terminated"]);
+const RETRY_MS = 5_000;
+
+const EC2_STATES = new Set<string>([
+  "pending",
+  "running",
+  "stopping",
+  "stopped",
+  "shutting-down",
+  "terminated",
+]);
+
+function observationOf(
+  found: FoundInstance | undefined | "unknown",
+  recorded: string | undefined,
+): InstanceObservation {
+  if (found === "unknown") return "unknown";
+  if (found === undefined) return "absent";
+  // Not the instance the teardown acts on: no conclusion from it.
+  if (recorded !== undefined && found.instanceId !== recorded) return "unknown";
+  return EC2_STATES.has(found.state) ? (found.state as InstanceObservation) : "unknown";
+}
+
+/**
+ * Runs a Pod's teardown one step per call. A Pod being deleted ends removed (grace 0, UID
+ * precondition, then the finalizer); a finished Pod ends with its instance terminated and its
+ * status kept. Before a teardown starts, the instance is looked up; when it is provably gone (or
+ * terminated) no teardown is started, so a stale request never restarts a completed one.
+ *
+ * @example
+ * ```ts
+ * const teardown = new PodTeardown({ store: ledger, reclaimer: provider, removePod, podPresent });
+ * const result = await teardown.reconcile(pod, { deleting: true, graceSeconds: 30 });
+ * if (result.status !== "complete") return { requeueAfter: result.requeueAfterMs };
+ * ```
+ */
+export class PodTeardown {
+  readonly #options: PodTeardownOptions;
+  readonly #executor: TeardownExecutor<
+    PodTeardownObservation,
+    PodTeardownEffect,
+    PodTeardownParams
+  >;
+  /** The latest lookup per Pod UID, so one reconcile asks the reclaimer once. */
+  readonly #found = new Map<string, FoundInstance | undefined | "unknown">();
+  readonly #refs = new Map<string, PodRef>();
+
+  constructor(options: PodTeardownOptions) {
+    this.#options = options;
+    this.#executor = new TeardownExecutor({
+      teardown: podTeardown,
+      store: options.store,
+      ...(options.now ? { now: options.now } : {}),
+      observe: async ({ key, record, subject }) => {
+        const params = record.params as { podUid?: unknown; instanceId?: unknown };
+        const uid = typeof params.podUid === "string" ? params.podUid : "";
+        const recorded = typeof params.instanceId === "string" ? params.instanceId : undefined;
+        let found = this.#found.get(uid);
+        if (!this.#found.has(uid)) found = await this.#lookup(uid);
+        const ref = this.#refs.get(key);
+        const present = ref === undefined ? true : await options.podPresent(ref);
+        return {
+          instance: observationOf(found, recorded),
+          pod: present ? "present" : "absent",
+          holds: holdsOf(subject),
+        };
+      },
+      handlers: {
+        // An instance already where the action would take it needs no call: nothing is done to a
+        // terminated instance (EC2 may even drop what proves whose it was).
+        StopInstance: async (effect) => {
+          const id = effect.instanceId ?? (await this.#find(effect.podUid));
+          if (id === undefined || this.#already(effect.podUid, id, STOPPED_OR_GONE)) return;
+          await options.reclaimer.stopInstance(id);
+        },
+        TerminateInstance: async (effect) => {
+          const id = effect.instanceId ?? (await this.#find(effect.podUid));
+          if (id === undefined || this.#already(effect.podUid, id, TERMINATED)) return;
+          await options.reclaimer.terminateInstance(id);
+        },
+        // The virtual node gives the teardown no auxiliary objects: nothing to release.
+        DeleteAuxiliary: () => undefined,
+        DeletePod: (effect) =>
+          options.removePod({ namespace: effect.namespace, name: effect.name, uid: effect.uid }),
+      },
+      onEvent: (event) => {
+        options.onTeardownEvent?.(event);
+        this.#report(event);
+      },
+    });
+  }
+
+  /**
+   * One step of the Pod's teardown. `deleting`: the Pod is being deleted (it ends removed);
+   * `graceSeconds`: the grace the containers get after the stop (the deletion's, else the spec's).
+   */
+  async reconcile(
+    pod: V1Pod,
+    how: { readonly deleting: boolean; readonly graceSeconds: number },
+  ): Promise<PodTeardownResult> {
+    const ref = refOf(pod);
+    const key = (this.#options.keyOf ?? ((p: PodRef) => p.uid))(ref);
+    this.#refs.set(key, ref);
+    try {
+      const found = await this.#lookup(ref.uid);
+      this.#found.set(ref.uid, found);
+      if (found === "unknown") {
+        return {
+          status: "waiting",
+          waitingFor: "the instance to be found",
+          requeueAfterMs: RETRY_MS,
+        };
+      }
+      const ticked = await this.#executor.tick(key);
+      if (ticked.status === "idle" || ticked.status === "absent") {
+        const gone = found === undefined || found.state === "terminated";
+        if (gone) {
+          if (how.deleting) await this.#options.removePod(ref);
+          return { status: "complete", instanceId: found?.instanceId };
+        }
+        if (ticked.status === "absent") await this.#options.prepare?.(ref);
+        const started = await this.#executor.request(key, {
+          params: {
+            namespace: ref.namespace,
+            name: ref.name,
+            podUid: ref.uid,
+            instanceId: found.instanceId,
+            gracePeriodSeconds: how.graceSeconds,
+            headroomSeconds: this.#options.headroomSeconds ?? 30,
+            finish: how.deleting ? "delete-pod" : "clear",
+          },
+          cause: how.deleting ? "DeletionRequested" : "TerminalStatusWritten",
+          uid: ref.uid,
+        });
+        return this.#result(started, ref, how.deleting, found.instanceId);
+      }
+      return this.#result(ticked, ref, how.deleting, found?.instanceId);
+    } finally {
+      this.#found.delete(ref.uid);
+    }
+  }
+
+  async #result(
+    result: TickResult,
+    ref: PodRef,
+    deleting: boolean,
+    instanceId: string | undefined,
+  ): Promise<PodTeardownResult> {
+    switch (result.status) {
+      case "complete": {
+        // A teardown that ended by clearing (a finished Pod deleted later) leaves the removal to us;
+        // one that ended by `removing` already removed the Pod.
+        const finish = (result.record.params as { finish?: unknown }).finish;
+        if (deleting && finish !== "delete-pod") await this.#options.removePod(ref);
+        return { status: "complete", instanceId };
+      }
+      case "absent":
+        return { status: "complete", instanceId };
+      case "progressed":
+      case "conflict":
+        return { status: "waiting", waitingFor: "the next step", requeueAfterMs: 0 };
+      case "waiting":
+      case "held":
+        return { status: "waiting", waitingFor: result.waitingFor, requeueAfterMs: POLL_MS };
+      case "idle":
+        return { status: "waiting", waitingFor: "the teardown to start", requeueAfterMs: 0 };
+      case "error":
+        return { status: "error", message: result.error.message, requeueAfterMs: RETRY_MS };
+      case "invalid":
+      case "foreign":
+        return { status: "error", message: result.reason, requeueAfterMs: 60_000 };
+    }
+  }
+
+  /** True when this reconcile's lookup found instance `id` of the Pod in one of `states`. */
+  #already(podUid: string, id: string, states: ReadonlySet<string>): boolean {
+    const found = this.#found.get(podUid);
+    return typeof found === "object" && found.instanceId === id && states.has(found.state);
+  }
+
+  /** The instance of a Pod whose launch outcome was not recorded; rejects while that cannot be told. */
+  async #find(podUid: string): Promise<string | undefined> {
+    return (await this.#options.reclaimer.findInstance(podUid))?.instanceId;
+  }
+
+  async #lookup(uid: string): Promise<FoundInstance | undefined | "unknown"> {
+    try {
+      return await this.#options.reclaimer.findInstance(uid);
+    } catch {
+      return "unknown";
+    }
+  }
+
+  #report(event: TeardownEvent): void {
+    const ref = this.#refs.get(event.key);
+    const emit = this.#options.onPodEvent;
+    if (ref === undefined || emit === undefined) return;
+    if (event.type === "transition") {
+      const params = event.record.params as { instanceId?: unknown; gracePeriodSeconds?: unknown };
+      const id = typeof params.instanceId === "string" ? params.instanceId : "(none)";
+      const { from, to, reason } = event.transition;
+      if (to === "stopping") {
+        emit(ref, {
+          type: "Normal",
+          reason: "Stopping",
+          note: `Stopping instance ${id}: the containers get ${String(params.gracePeriodSeconds)} s to exit`,
+        });
+      } else if (to === "terminating") {
+        emit(
+          ref,
+          reason === "DeadlineExpired"
+            ? {
+                type: "Warning",
+                reason: "StopDeadlineExceeded",
+                note: `Instance ${id} did not stop within the grace period and headroom: terminating it`,
+              }
+            : { type: "Normal", reason: "Terminating", note: `Terminating instance ${id}` },
+        );
+      } else if (from === "terminating") {
+        emit(ref, {
+          type: "Normal",
+          reason: "InstanceTerminated",
+          note: `Instance ${id} is terminated`,
+        });
+      }
+    } else if (event.type === "error") {
+      emit(ref, {
+        type: "Warning",
+        reason: "TeardownFailed",
+        note: `${event.error.message}${event.error.cause instanceof Error ? `: ${event.error.cause.message}` : ""}`,
+      });
+    }
+  }
+}
+
+function refOf(pod: V1Pod): PodRef {
+  return {
+    namespace: pod.metadata?.namespace ?? "default",
+    name: pod.metadata?.name ?? "",
+    uid: pod.metadata?.uid ?? "",
+  };
+}
+
+function holdsOf(subject: unknown): string[] {
+  const annotations =
+    (subject as { metadata?: { annotations?: Record<string, string> } } | undefined)?.metadata
+      ?.annotations ?? {};
+  return Object.keys(annotations).filter((k) => k.startsWith(PRE_TERMINATE_HOLD_PREFIX));
+}

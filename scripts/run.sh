@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The entry point of `npm test` and `npm run demo`. Prepares, on first use, everything they need
+# beyond `npm ci`, then runs them on Node.js 24:
+#
+#   bash scripts/run.sh test               # lint, typecheck, unit, package and integration tests
+#   bash scripts/run.sh demo [flags]       # the demo (apps/demo); `--help` lists its flags
+#   bash scripts/run.sh prepare            # only the preparation
+#
+# Preparation (each part cached, so a second run spends about a second here):
+#   1. Node.js 24 first on PATH (scripts/use-node24.sh: installed from the npm registry into
+#      $NEBULA_CACHE_DIR/node-24 when the machine's Node is older).
+#   2. scripts/bootstrap.sh: Debian packages (apt-get, as root or through sudo), the moto virtual
+#      environment, and the control plane (kube-apiserver, kubectl, kube-scheduler,
+#      kube-controller-manager, etcd) built from their Go modules: about 16 minutes on 2 cores
+#      the first time, about 1 s once cached.
+#   3. For the demo: the bundles of the demo, nebula-vnode and nebula-operator (nx, cached).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command_name="${1:-}"
+[ "$#" -gt 0 ] && shift
+
+log() { echo "nebula: $*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+cache_dir="${NEBULA_CACHE_DIR:-$HOME/.cache/nebula}"
+k8s_version="${NEBULA_K8S_VERSION:-v1.35.4}"
+
+# Says, before bootstrap.sh starts, what is missing and how long preparing it takes.
+announce_preparation() {
+  local out="$cache_dir/control-plane/$k8s_version" missing=() name
+  for name in etcd kube-apiserver kubectl kube-scheduler kube-controller-manager; do
+    [ -x "$out/$name" ] || missing+=("$name")
+  done
+  if [ -n "${KUBEBUILDER_ASSETS:-}${TEST_ASSET_KUBE_APISERVER:-}" ]; then
+    missing=()
+  fi
+  if [ "${#missing[@]}" -gt 0 ]; then
+    log "first use: building ${missing[*]} $k8s_version from source into $out"
+    log "  this takes about 16 minutes on 2 cores (less when only some are missing), once; later runs reuse it in about 1 s"
+  fi
+  if [ ! -x "$cache_dir/moto-venv/bin/moto_server" ]; then
+    log "first use: installing moto into $cache_dir/moto-venv (a few minutes: pip, quiet)"
+  fi
+}
+
+prepare() {
+  local started=$SECONDS
+  [ -d node_modules ] || die "run 'npm ci' first (node_modules is missing)"
+  # shellcheck source=scripts/use-node24.sh
+  source scripts/use-node24.sh
+  announce_preparation
+  bash scripts/bootstrap.sh
+  export NX_DAEMON="${NX_DAEMON:-false}" NX_NO_CLOUD="${NX_NO_CLOUD:-true}"
+  log "prepared in $((SECONDS - started)) s"
+}
+
+wants_help() {
+  local arg
+  for arg in "$@"; do
+    case "$arg" in
+    -h | --help) return 0 ;;
+    esac
+  done
+  return 1
+}
+
+build_demo() {
+  local started=$SECONDS
+  log "building the demo, nebula-vnode and nebula-operator (nx; cached after the first run)"
+  node_modules/.bin/nx run-many -t build -p @nebula/demo-app @nebula/vnode-app @nebula/operator-app \
+    --outputStyle=static >/tmp/nebula-demo-build.$$.log 2>&1 || {
+    cat /tmp/nebula-demo-build.$$.log >&2
+    rm -f /tmp/nebula-demo-build.$$.log
+    die "build failed"
+  }
+  rm -f /tmp/nebula-demo-build.$$.log
+  log "built in $((SECONDS - started)) s"
+}
+
+case "$command_name" in
+test)
+  prepare
+  npm run lint
+  node_modules/.bin/nx run-many -t typecheck test check-package test-integration --outputStyle=static "$@"
+  ;;
+demo)
+  if wants_help "$@"; then
+    # --help needs no control plane: only Node.js 24 and the demo's bundle.
+    # shellcheck source=scripts/use-node24.sh
+    source scripts/use-node24.sh 2>/dev/null
+    node_modules/.bin/nx run @nebula/demo-app:build --outputStyle=static >/dev/null 2>&1 ||
+      die "could not build apps/demo"
+    exec node apps/demo/dist/main.js "$@"
+  fi
+  prepare
+  build_demo
+  exec node apps/demo/dist/main.js "$@"
+  ;;
+prepare)
+  prepare
+  ;;
+*)
+  die "usage: bash scripts/run.sh test|demo|prepare [args]"
+  ;;
+esac
