@@ -50,6 +50,8 @@ const FAST: RenderOptionsInput = {
   backoff: { initialSeconds: 1, maxSeconds: 2, resetAfterSeconds: 600 },
   imagePull: { maxAttempts: 2 },
   report: { retryAttempts: 8, retryBaseMs: 50 },
+  // The Pod sandbox: the busybox image asleep (this sandbox cannot pull registry.k8s.io/pause).
+  sandbox: { image: IMAGE, command: ["sleep", "2147483647"] },
 };
 
 beforeAll(() => {
