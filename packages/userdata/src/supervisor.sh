@@ -757,6 +757,8 @@ sandbox_up() {
       return 1
     fi
   done
+  # Containers of an earlier run joined the old sandbox: they go first (podman insists).
+  for ((n = 0; n < N; n++)); do docker rm -f "$(cname "$n")" >/dev/null 2>&1; done
   docker rm -f "$SANDBOX_NAME" >/dev/null 2>&1
   local flags=("--name=$SANDBOX_NAME" --network=bridge "${SANDBOX_FLAGS[@]}")
   ((${#SANDBOX_CMD[@]} == 0)) || flags+=("--entrypoint=${SANDBOX_CMD[0]}")
@@ -769,9 +771,11 @@ sandbox_up() {
   log "pod sandbox started (${id##*$'\n'}); IMDS blocked for the Pod's network"
 }
 
-# Removes the Pod sandbox (after every container has stopped).
+# Removes the Pod sandbox after every container has stopped (podman refuses to remove a container
+# others joined, even exited ones, which are kept for inspection: then it is only stopped).
 sandbox_down() {
-  [ "$NET" = host ] || timeout -k 2 15 docker rm -f "$SANDBOX_NAME" >/dev/null 2>&1
+  [ "$NET" != host ] || return 0
+  timeout -k 2 15 docker rm -f "$SANDBOX_NAME" >/dev/null 2>&1 || timeout -k 2 15 docker stop -t 0 "$SANDBOX_NAME" >/dev/null 2>&1
 }
 
 # runAsNonRoot, checked as the kubelet does before it creates container $1: returns 0 (and puts the

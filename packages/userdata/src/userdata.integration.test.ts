@@ -101,7 +101,15 @@ const outs: string[] = [];
 afterEach(async () => {
   await Promise.all(hosts.splice(0).map((h) => h.close()));
   for (const dir of outs.splice(0)) rmSync(dir, { recursive: true, force: true });
-  podman("rm", "-af", "-t", "0");
+  // Podman removes a Pod sandbox only after the containers that joined it: it can take two passes.
+  for (let pass = 1; ; pass++) {
+    try {
+      podman("rm", "-af", "-t", "0");
+      break;
+    } catch (error) {
+      if (pass >= 3) throw error;
+    }
+  }
 });
 afterAll(() => {
   spawnSync("podman", [
