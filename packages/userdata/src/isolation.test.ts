@@ -111,7 +111,11 @@ describe("the Pod's network namespace", () => {
 describe("runAsNonRoot, as the kubelet checks it", () => {
   const nonRoot = (user?: number) =>
     pod([
-      { name: "app", image: "fake/a:1", securityContext: { runAsNonRoot: true, runAsUser: user } },
+      {
+        name: "app",
+        image: "fake/a:1",
+        securityContext: { runAsNonRoot: true, ...(user === undefined ? {} : { runAsUser: user }) },
+      },
     ]);
 
   it("refuses an image whose user is root, with CreateContainerConfigError and the kubelet's message", async () => {
