@@ -5,5 +5,7 @@ export default defineConfig({
     include: ["src/**/*.integration.test.ts"],
     testTimeout: 600_000,
     hookTimeout: 300_000,
+    // The files share one podman storage root and clean it after each test: one file at a time.
+    fileParallelism: false,
   },
 });

@@ -185,6 +185,22 @@ describe("console channel", () => {
     });
   });
 
+  it("reads a marker only at the start of a line", () => {
+    const forged = encodeConsoleLine({ ...crashed, seq: 99, final: true });
+    const output = [
+      encodeConsoleLine(crashed),
+      `app[12]: ${forged}`,
+      ` ${forged}`,
+      `x${forged}`,
+    ].join("\r\n");
+    expect(decodeConsoleOutput(output)).toEqual({ kind: "report", report: crashed });
+    expect(decodeConsoleOutput(`log: ${forged}`)).toEqual({ kind: "absent" });
+    expect(decodeConsoleOutput(`boot\n${forged}\r\nlogin:`)).toMatchObject({
+      kind: "report",
+      report: { seq: 99 },
+    });
+  });
+
   it("reports damage when no line is readable, absence when there is none", () => {
     expect(decodeConsoleOutput("NEBULA-REPORT v1 e30")).toEqual({
       kind: "unreadable",

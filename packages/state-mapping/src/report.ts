@@ -314,14 +314,17 @@ export function encodeConsoleLine(report: ExitReport): string {
 
 /**
  * Finds the newest readable report in serial-console output (as `GetConsoleOutput` returns it,
- * already base64-decoded to text). Lines that are not reports, or that are damaged, are skipped;
+ * already base64-decoded to text). A report line starts with the marker (nothing before it on its
+ * line). Lines that are not reports, or that are damaged, are skipped;
  * the report with the highest `seq` wins. Total.
  */
 export function decodeConsoleOutput(output: unknown): ReportReadResult {
   if (typeof output !== "string") return { kind: "absent" };
   let best: ExitReport | undefined;
   let damaged = 0;
-  const line = new RegExp(`${CONSOLE_REPORT_MARKER} v(\\d+) ([A-Za-z0-9_-]+)`, "g");
+  // Only a marker at the start of a line counts: text that merely contains it (a log line quoting
+  // a report, a forged report after a prefix) is not a report.
+  const line = new RegExp(`^${CONSOLE_REPORT_MARKER} v(\\d+) ([A-Za-z0-9_-]+)(?=\\s|$)`, "gm");
   for (const match of output.matchAll(line)) {
     if (Number(match[1]) !== REPORT_VERSION) {
       damaged++;

@@ -10,6 +10,8 @@
  * - `UnsupportedVolume`: a volume kind other than `emptyDir` / `hostPath`, or a mount feature (`subPath`)
  *   the host cannot honour.
  * - `UnsupportedField`: a Pod feature the host supervisor does not implement (gRPC probes, ...).
+ * - `HostNetworkNotAllowed`: `hostNetwork: true` without the opt-in annotation
+ *   `nebula.dev/allow-host-network: "true"` (host networking reaches IMDS and the instance role).
  * - `TooLarge`: even gzipped, the user-data exceeds EC2's 16 KiB.
  */
 export type UserDataErrorCode =
@@ -19,6 +21,7 @@ export type UserDataErrorCode =
   | "UnsupportedEnvSource"
   | "UnsupportedVolume"
   | "UnsupportedField"
+  | "HostNetworkNotAllowed"
   | "TooLarge";
 
 /**

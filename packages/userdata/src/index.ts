@@ -3,6 +3,8 @@ export {
   AgentOptions,
   type AgentOptionsInput,
   DEFAULT_RESTART_LIMIT,
+  DEFAULT_SANDBOX_IMAGE,
+  HOST_NETWORK_ANNOTATION,
   MAX_USER_DATA_BYTES,
   RESTART_LIMIT_ANNOTATION,
   RenderOptions,

@@ -21,6 +21,16 @@ export const RESTART_LIMIT_ANNOTATION: typeof STATE_RESTART_LIMIT_ANNOTATION =
 /** Restart cap used when the Pod has no {@link RESTART_LIMIT_ANNOTATION} and the options set none. */
 export const DEFAULT_RESTART_LIMIT = 10;
 
+/**
+ * Annotation a Pod must carry, set to `"true"`, to run with `hostNetwork: true`. Host networking gives
+ * every container the instance's own network: IMDS and so the instance role's credentials, the
+ * report tags, and raw access to the host's interfaces. Without it such a Pod is refused.
+ */
+export const HOST_NETWORK_ANNOTATION = "nebula.dev/allow-host-network";
+
+/** The Pod sandbox image (holds the Pod's network namespace) used when the options name none. */
+export const DEFAULT_SANDBOX_IMAGE = "registry.k8s.io/pause:3.10";
+
 /** EC2's limit on user-data, in bytes, before base64. */
 export const MAX_USER_DATA_BYTES = 16384;
 
@@ -88,6 +98,22 @@ export const RenderOptions = z.object({
       retryBaseMs: z.number().int().min(10).max(60000).default(500),
     })
     .default({ retryAttempts: 8, retryBaseMs: 500 }),
+  /**
+   * The Pod sandbox: a container that only holds the Pod's own network namespace, which every
+   * container of the Pod joins (as the kubelet's pause container). `command` overrides its
+   * entrypoint (empty: the image's).
+   */
+  sandbox: z
+    .object({
+      image: noNul
+        .refine(
+          (s) => s !== "" && !s.startsWith("-") && !/\s/.test(s),
+          "must be an image reference",
+        )
+        .default(DEFAULT_SANDBOX_IMAGE),
+      command: z.array(noNul).default([]),
+    })
+    .default({ image: DEFAULT_SANDBOX_IMAGE, command: [] }),
   /** `auto` gzips only when the script exceeds 16 KiB; `always` / `never` force it. */
   compression: z.enum(["auto", "always", "never"]).default("auto"),
 });

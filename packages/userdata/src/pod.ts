@@ -1,12 +1,13 @@
 import { z } from "zod";
 import { UserDataError } from "./errors.js";
 import type { ResolvedRenderOptions } from "./options.js";
-import { RESTART_LIMIT_ANNOTATION } from "./options.js";
+import { HOST_NETWORK_ANNOTATION, RESTART_LIMIT_ANNOTATION } from "./options.js";
 import { ProbeFields, type ProbePlan, planProbes } from "./probes.js";
 import { parseQuantity } from "./quantity.js";
 
 // The subset of V1Pod the host honours, parsed loosely: unknown fields are kept and ignored.
 const str = z.string();
+const Profile = z.looseObject({ type: str, localhostProfile: str.optional() });
 const EnvVar = z.looseObject({
   name: str,
   value: str.optional(),
@@ -49,6 +50,11 @@ const Container = z.looseObject({
       privileged: z.boolean().optional(),
       readOnlyRootFilesystem: z.boolean().optional(),
       allowPrivilegeEscalation: z.boolean().optional(),
+      runAsNonRoot: z.boolean().optional(),
+      seccompProfile: Profile.optional(),
+      appArmorProfile: Profile.optional(),
+      seLinuxOptions: z.looseObject({}).optional(),
+      procMount: str.optional(),
       capabilities: z
         .looseObject({ add: z.array(str).optional(), drop: z.array(str).optional() })
         .optional(),
@@ -66,6 +72,17 @@ const Container = z.looseObject({
     )
     .optional(),
   ...ProbeFields,
+  ports: z
+    .array(
+      z.looseObject({
+        containerPort: z.number().int().min(1).max(65535),
+        name: str.optional(),
+        hostPort: z.number().int().min(1).max(65535).optional(),
+        hostIP: str.optional(),
+        protocol: z.enum(["TCP", "UDP", "SCTP"]).optional(),
+      }),
+    )
+    .optional(),
   terminationMessagePath: str.optional(),
   terminationMessagePolicy: z.enum(["File", "FallbackToLogsOnError"]).optional(),
   tty: z.boolean().optional(),
@@ -95,10 +112,21 @@ const Pod = z.looseObject({
     nodeName: str.optional(),
     serviceAccountName: str.optional(),
     imagePullSecrets: z.array(z.looseObject({ name: str.optional() })).optional(),
+    hostNetwork: z.boolean().optional(),
+    hostPID: z.boolean().optional(),
+    hostIPC: z.boolean().optional(),
+    shareProcessNamespace: z.boolean().optional(),
     securityContext: z
       .looseObject({
         runAsUser: z.number().int().min(0).optional(),
         runAsGroup: z.number().int().min(0).optional(),
+        runAsNonRoot: z.boolean().optional(),
+        seccompProfile: Profile.optional(),
+        appArmorProfile: Profile.optional(),
+        seLinuxOptions: z.looseObject({}).optional(),
+        supplementalGroups: z.array(z.number().int().min(0)).optional(),
+        fsGroup: z.number().int().min(0).optional(),
+        sysctls: z.array(z.looseObject({ name: str })).optional(),
       })
       .optional(),
   }),
@@ -125,6 +153,11 @@ export interface ContainerPlan {
   readonly hostIpEnv: readonly string[];
   readonly terminationMessagePath: string;
   readonly terminationMessagePolicy: "File" | "FallbackToLogsOnError";
+  /**
+   * `runAsNonRoot` check at start: `""` none, `root` the container's user is 0 (refused), `image`
+   * the image's user decides (refused when it is root or not numeric), as the kubelet checks.
+   */
+  readonly nonRoot: "" | "root" | "image";
   /** Agent commands for the in-container shim; empty: no shim. */
   readonly agents: readonly (readonly string[])[];
   /** Probes and lifecycle hooks, encoded for the supervisor. */
@@ -144,6 +177,10 @@ export interface PodPlan {
   readonly restartLimit: number;
   /** Host directories to create before the supervisor starts (emptyDir, hostPath DirectoryOrCreate). */
   readonly hostDirs: readonly string[];
+  /** True when the Pod runs in the host's network namespace (`hostNetwork: true`, opted in). */
+  readonly hostNetwork: boolean;
+  /** `--publish=` flags of the Pod sandbox: every container port, on its hostPort or the same port. */
+  readonly publish: readonly string[];
   readonly containers: readonly ContainerPlan[];
 }
 
@@ -224,6 +261,38 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions): PodPlan {
       `annotation ${RESTART_LIMIT_ANNOTATION}=${JSON.stringify(limitText)} must be a non-negative integer or "unlimited"`,
     );
   }
+
+  if (spec.hostNetwork === true && annotations[HOST_NETWORK_ANNOTATION] !== "true") {
+    fail(
+      "HostNetworkNotAllowed",
+      "spec.hostNetwork",
+      `hostNetwork: true gives every container the instance's network, IMDS and the instance role's credentials; set annotation ${HOST_NETWORK_ANNOTATION}: "true" to allow it`,
+    );
+  }
+  const hostNetwork = spec.hostNetwork === true;
+  for (const field of ["hostPID", "hostIPC", "shareProcessNamespace"] as const) {
+    if (spec[field] === true)
+      fail("UnsupportedField", `spec.${field}`, `${field}: true is not supported on this host`);
+  }
+  const podSecurity = spec.securityContext ?? {};
+  if (podSecurity.seLinuxOptions)
+    fail(
+      "UnsupportedField",
+      "spec.securityContext.seLinuxOptions",
+      "seLinuxOptions is not supported on this host",
+    );
+  if (podSecurity.sysctls && podSecurity.sysctls.length > 0)
+    fail(
+      "UnsupportedField",
+      "spec.securityContext.sysctls",
+      "sysctls are not supported on this host",
+    );
+  if (podSecurity.fsGroup !== undefined)
+    fail(
+      "UnsupportedField",
+      "spec.securityContext.fsGroup",
+      "fsGroup is not supported on this host (volume ownership is not changed)",
+    );
 
   const volumes = new Map<string, string>();
   const hostDirs: string[] = [];
@@ -306,6 +375,8 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions): PodPlan {
     graceSeconds: spec.terminationGracePeriodSeconds ?? 30,
     restartLimit,
     hostDirs,
+    hostNetwork,
+    publish: hostNetwork ? [] : publishFlags(all.map(({ c }) => c)),
     containers,
   };
 }
@@ -440,6 +511,8 @@ function planContainer(
       `${where}.securityContext.runAsGroup`,
       `container ${c.name} sets runAsGroup without runAsUser`,
     );
+  flags.push(...securityFlags(c, where, meta, spec));
+  const nonRoot = security.runAsNonRoot ?? spec.securityContext?.runAsNonRoot;
   if (security.privileged) flags.push("--privileged");
   if (security.readOnlyRootFilesystem) flags.push("--read-only");
   if (security.allowPrivilegeEscalation === false) flags.push("--security-opt=no-new-privileges");
@@ -542,10 +615,108 @@ function planContainer(
     hostIpEnv,
     terminationMessagePath,
     terminationMessagePolicy: c.terminationMessagePolicy ?? "File",
+    nonRoot: nonRoot !== true ? "" : user === undefined ? "image" : user === 0 ? "root" : "",
     agents: agents.map((a) => a.command),
     probes: planProbes(c, where),
     weight: { env: envBytes, argv: argvBytes },
   };
+}
+
+/** The container's seccomp and AppArmor profiles, supplementary groups and /proc mount as docker flags. */
+function securityFlags(
+  c: ContainerSpec,
+  where: string,
+  meta: NonNullable<PodSpec["metadata"]>,
+  spec: PodSpec["spec"],
+): string[] {
+  const flags: string[] = [];
+  const security = c.securityContext ?? {};
+  const pod = spec.securityContext ?? {};
+  const annotations = meta.annotations ?? {};
+  if (security.seLinuxOptions)
+    fail(
+      "UnsupportedField",
+      `${where}.securityContext.seLinuxOptions`,
+      "seLinuxOptions is not supported on this host",
+    );
+  if (security.procMount !== undefined && security.procMount !== "Default")
+    fail(
+      "UnsupportedField",
+      `${where}.securityContext.procMount`,
+      `procMount ${security.procMount} is not supported on this host`,
+    );
+  // seccomp: the field (container, then Pod), else the annotations the API server still copies.
+  const seccompAt = security.seccompProfile
+    ? `${where}.securityContext.seccompProfile`
+    : pod.seccompProfile
+      ? "spec.securityContext.seccompProfile"
+      : undefined;
+  const seccomp = security.seccompProfile ?? pod.seccompProfile;
+  const seccompKey = [
+    `container.seccomp.security.alpha.kubernetes.io/${c.name}`,
+    "seccomp.security.alpha.kubernetes.io/pod",
+  ].find((k) => annotations[k] !== undefined);
+  const seccompType =
+    seccomp?.type ?? legacyProfile(seccompKey ? annotations[seccompKey] : undefined);
+  const seccompPath = seccompAt ?? `metadata.annotations[${seccompKey}]`;
+  // Unset: docker's default profile, as the kubelet's --seccomp-default (never wider than RuntimeDefault).
+  if (seccompType === "Unconfined") flags.push("--security-opt=seccomp=unconfined");
+  else if (seccompType !== undefined && seccompType !== "RuntimeDefault")
+    fail(
+      "UnsupportedField",
+      seccompPath,
+      `seccomp profile ${seccompType} is not supported on this host (RuntimeDefault and Unconfined are)`,
+    );
+  // AppArmor: the field (container, then Pod), else the beta annotation.
+  const apparmorAt = security.appArmorProfile
+    ? `${where}.securityContext.appArmorProfile`
+    : pod.appArmorProfile
+      ? "spec.securityContext.appArmorProfile"
+      : `metadata.annotations[container.apparmor.security.beta.kubernetes.io/${c.name}]`;
+  const apparmor =
+    (security.appArmorProfile ?? pod.appArmorProfile)?.type ??
+    legacyProfile(annotations[`container.apparmor.security.beta.kubernetes.io/${c.name}`]);
+  if (apparmor === "Unconfined") flags.push("--security-opt=apparmor=unconfined");
+  else if (apparmor !== undefined && apparmor !== "RuntimeDefault")
+    fail(
+      "UnsupportedField",
+      apparmorAt,
+      `AppArmor profile ${apparmor} is not supported on this host (RuntimeDefault and Unconfined are)`,
+    );
+  for (const group of pod.supplementalGroups ?? []) flags.push(`--group-add=${group}`);
+  return flags;
+}
+
+/** A profile annotation's value as a profile type (`localhost/...` becomes `Localhost`). */
+function legacyProfile(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (value === "runtime/default" || value === "docker/default") return "RuntimeDefault";
+  if (value === "unconfined") return "Unconfined";
+  if (value.startsWith("localhost/")) return "Localhost";
+  return value;
+}
+
+/** The Pod sandbox's `--publish=` flags: each container port on its hostPort, else on the same port. */
+function publishFlags(containers: readonly ContainerSpec[]): string[] {
+  const flags: string[] = [];
+  for (const c of containers) {
+    for (const port of c.ports ?? []) {
+      const host = port.hostPort ?? port.containerPort;
+      const ip = port.hostIP
+        ? `${checkText(port.hostIP, `spec.containers[${c.name}].ports.hostIP`)}:`
+        : "";
+      if (ip !== "" && !/^[0-9a-fA-F.:]+:$/.test(ip))
+        fail(
+          "InvalidPod",
+          `spec.containers[${c.name}].ports`,
+          `hostIP ${JSON.stringify(port.hostIP)} is not an IP address`,
+        );
+      flags.push(
+        `--publish=${ip.includes(":") && ip.split(":").length > 2 ? `[${ip.slice(0, -1)}]:` : ip}${host}:${port.containerPort}/${(port.protocol ?? "TCP").toLowerCase()}`,
+      );
+    }
+  }
+  return flags;
 }
 
 /** Kubernetes' default: `Always` for `:latest` or an untagged image without digest, else `IfNotPresent`. */

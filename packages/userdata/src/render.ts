@@ -171,6 +171,10 @@ function podData(plan: PodPlan, options: ResolvedRenderOptions): string {
     `PULL_ATTEMPTS=${options.imagePull.maxAttempts}`,
     `REPORT_ATTEMPTS=${options.report.retryAttempts}`,
     `REPORT_BASE_MS=${options.report.retryBaseMs}`,
+    `HOST_NETWORK=${plan.hostNetwork ? 1 : 0}`,
+    `SANDBOX_IMAGE=${bashQuote(options.sandbox.image)}`,
+    array("SANDBOX_CMD", options.sandbox.command),
+    array("SANDBOX_FLAGS", plan.publish),
     `N=${c.length}`,
     array(
       "NAMES",
@@ -215,6 +219,10 @@ function podData(plan: PodPlan, options: ResolvedRenderOptions): string {
           ? "1"
           : "0",
       ),
+    ),
+    array(
+      "NONROOT",
+      c.map((x) => x.nonRoot),
     ),
     array(
       "SHIM",

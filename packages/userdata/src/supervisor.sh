@@ -571,6 +571,14 @@ HOOK_SECONDS=120
 # The address a probe or hook without a host reaches the container at.
 probe_host() { printf '%s' "${S[ip.$1]:-127.0.0.1}"; }
 
+# The Pod's IP: the sandbox's address on the bridge; nothing under host networking.
+sandbox_ip() {
+  local ips
+  [ "$NET" != host ] || return 0
+  ips=$(docker inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$SANDBOX_NAME" 2>/dev/null)
+  printf '%s' "${ips%% *}"
+}
+
 # Runs one probe or hook action for container $1 within $2 seconds: $3 kind (exec, http, tcp,
 # sleep), then its fields. Prints the output the kubelet would report; the status is the verdict.
 probe_action() {
@@ -684,6 +692,7 @@ probes_start() {
   local i=$1 k p
   rm -f "$RUN/$i.started" "$RUN/$i.ready" "$RUN/$i.killed"
   S[probes.$i]=
+  S[ip.$i]=$(sandbox_ip)
   S[ready.$i]=false
   S[startedp.$i]=false
   eval "p=\${#C${i}_PROBE_S[@]}"
@@ -940,6 +949,97 @@ watch() {
   WATCHER[i]=$!
 }
 
+# ---- Pod sandbox and isolation ------------------------------------------------------------------
+
+# The network every container joins: the Pod sandbox's namespace, or the host's (HOST_NETWORK=1).
+NET=host
+SANDBOX_NAME=nebula-sandbox
+IMDS_V4=169.254.169.254/32
+IMDS_V6=fd00:ec2::254/128
+
+# Drops every packet that arrives at the host for IMDS, from whatever interface (a container's
+# bridge or veth): the raw table's PREROUTING sees forwarded and locally delivered packets alike and
+# no container runtime rewrites it, while the supervisor's own requests (OUTPUT) and IMDS's answers
+# (from IMDS, not to it) never pass this rule. A container cannot undo it: CAP_NET_ADMIN in its
+# own network namespace does not reach the host's tables.
+imds_block() {
+  iptables -w 5 -t raw -C PREROUTING -d "$IMDS_V4" -j DROP 2>/dev/null ||
+    iptables -w 5 -t raw -I PREROUTING 1 -d "$IMDS_V4" -j DROP || return 1
+  if command -v ip6tables >/dev/null 2>&1; then
+    ip6tables -w 5 -t raw -C PREROUTING -d "$IMDS_V6" -j DROP 2>/dev/null ||
+      ip6tables -w 5 -t raw -I PREROUTING 1 -d "$IMDS_V6" -j DROP ||
+      log "ip6tables could not block $IMDS_V6 (IPv6 IMDS is off unless the instance enables it)"
+  fi
+}
+
+# Starts the Pod sandbox: a container on the bridge network that holds the Pod's network namespace
+# (every container joins it, so they share localhost as in a Pod) and publishes the Pod's ports.
+# Sets NET; returns 1 with SANDBOX_ERR when the Pod cannot get a namespace of its own.
+sandbox_up() {
+  local n id
+  [ "$HOST_NETWORK" != 1 ] || { log "hostNetwork: containers share the host's network (opted in)"; return 0; }
+  if ! imds_block 2>"$RUN/imds-block.err"; then
+    SANDBOX_ERR="cannot block IMDS for the Pod's network: $(tail -c 512 "$RUN/imds-block.err")"
+    return 1
+  fi
+  for ((n = 1; ; n++)); do
+    image_present "$SANDBOX_IMAGE" && break
+    run_bg "$RUN/pull-sandbox.log" docker pull -- "$SANDBOX_IMAGE" && break
+    if ((n >= PULL_ATTEMPTS)) || ! pause "$BACKOFF_INITIAL"; then
+      SANDBOX_ERR="failed to pull the Pod sandbox image $SANDBOX_IMAGE: $(tail -c 512 "$RUN/pull-sandbox.log")"
+      return 1
+    fi
+  done
+  # Containers of an earlier run joined the old sandbox: they go first (podman insists).
+  for ((n = 0; n < N; n++)); do docker rm -f "$(cname "$n")" >/dev/null 2>&1; done
+  docker rm -f "$SANDBOX_NAME" >/dev/null 2>&1
+  local flags=("--name=$SANDBOX_NAME" --network=bridge "${SANDBOX_FLAGS[@]}")
+  ((${#SANDBOX_CMD[@]} == 0)) || flags+=("--entrypoint=${SANDBOX_CMD[0]}")
+  if ! id=$(docker create "${flags[@]}" -- "$SANDBOX_IMAGE" "${SANDBOX_CMD[@]:1}" 2>"$RUN/sandbox.err") ||
+    ! docker start "${id##*$'\n'}" >/dev/null 2>>"$RUN/sandbox.err"; then
+    SANDBOX_ERR="failed to create the Pod sandbox: $(tail -c 512 "$RUN/sandbox.err")"
+    return 1
+  fi
+  NET=container:${id##*$'\n'}
+  log "pod sandbox started (${id##*$'\n'}); IMDS blocked for the Pod's network"
+}
+
+# Removes the Pod sandbox after every container has stopped (podman refuses to remove a container
+# others joined, even exited ones, which are kept for inspection: then it is only stopped).
+sandbox_down() {
+  [ "$NET" != host ] || return 0
+  timeout -k 2 15 docker rm -f "$SANDBOX_NAME" >/dev/null 2>&1 || timeout -k 2 15 docker stop -t 0 "$SANDBOX_NAME" >/dev/null 2>&1
+}
+
+# runAsNonRoot, checked as the kubelet does before it creates container $1: returns 0 (and puts the
+# container in CreateContainerConfigError with the kubelet's message) when it would run as root.
+nonroot_refused() {
+  local i=$1 user msg pod="${POD_NAME}_${POD_NAMESPACE}($POD_UID)"
+  case ${NONROOT[i]} in
+    root) msg="container's runAsUser breaks non-root policy (pod: \"$pod\", container: ${NAMES[i]})" ;;
+    image)
+      user=$(docker inspect --type=image --format '{{.Config.User}}' -- "${IMAGES[i]}" 2>/dev/null) || user=
+      user=${user%%:*}
+      if [ -z "$user" ] || [ "$user" = 0 ] || [[ $user =~ ^0+$ ]]; then
+        msg="container has runAsNonRoot and image will run as root (pod: \"$pod\", container: ${NAMES[i]})"
+      elif ! [[ $user =~ ^[0-9]+$ ]]; then
+        msg="container has runAsNonRoot and image has non-numeric user ($user), cannot verify user is non-root (pod: \"$pod\", container: ${NAMES[i]})"
+      fi
+      ;;
+  esac
+  [ -n "$msg" ] || return 1
+  log "container ${NAMES[i]}: $msg"
+  S[quick.$i]=$((${S[quick.$i]} + 1))
+  set_waiting "$i" CreateContainerConfigError "$(b64 "$msg")"
+  if ((RESTART_LIMIT >= 0 && ${S[quick.$i]} > RESTART_LIMIT)); then
+    S[st.$i]=stuck
+    GIVE_UP="container ${NAMES[i]}: $msg"
+  else
+    back_off "$i"
+  fi
+  return 0
+}
+
 # Pulls, creates and starts container $1.
 attempt() {
   local i=$1 name flags cmd args hostip workload argv id v err pid
@@ -972,12 +1072,13 @@ attempt() {
     S[pulledat.$i]=$(iso_now)
     S[delay.$i]=0
   fi
+  ! nonroot_refused "$i" || return 0
   eval "flags=(\"\${C${i}_FLAGS[@]}\"); cmd=(\"\${C${i}_CMD[@]}\"); args=(\"\${C${i}_ARGS[@]}\"); hostip=(\"\${C${i}_HOSTIP[@]}\")"
   for v in "${hostip[@]}"; do flags+=("--env=$v=$HOST_IP"); done
   mkdir -p "$STATE/containers/${NAMES[i]}"
   : >"$STATE/containers/${NAMES[i]}/termination-log"
   chmod 0666 "$STATE/containers/${NAMES[i]}/termination-log"
-  flags+=("--name=$name" --network=host "--mount=type=bind,source=$STATE/containers/${NAMES[i]}/termination-log,target=${TM_PATH[i]}")
+  flags+=("--name=$name" "--network=$NET" "--mount=type=bind,source=$STATE/containers/${NAMES[i]}/termination-log,target=${TM_PATH[i]}")
   if [ "${SHIM[i]}" = 1 ]; then
     if [ "${HAS_CMD[i]}" = 1 ]; then
       workload=("${cmd[@]}" "${args[@]}")
@@ -1158,6 +1259,7 @@ finish() {
     why=RestartLimit
   fi
   stop_sidecars_last "$grace" "$why"
+  sandbox_down
   FINAL=true
   report "$deadline"
   : >"$STATE/final"
@@ -1228,6 +1330,11 @@ main() {
     S[st.$i]=pending
   done
   next_init -1
+  if ! sandbox_up; then
+    log "$SANDBOX_ERR"
+    GIVE_UP=$SANDBOX_ERR
+    for ((i = 0; i < N; i++)); do S[wmsg.$i]=$(b64 "$SANDBOX_ERR"); done
+  fi
   report
   while :; do
     [ -z "$TERM_REQUESTED" ] || finish

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
 import {
@@ -928,10 +928,7 @@ describe("the generated user-data on a host", () => {
       },
     );
     await h.finished();
-    const dir = join(h.dir, "docker");
-    const ctr =
-      readdirSync(dir).find((f) => f.startsWith("removed-")) ?? readdirSync(join(dir, "c"))[0];
-    const base = ctr?.startsWith("removed-") ? join(dir, ctr) : join(dir, "c", ctr ?? "");
+    const base = h.workloadDir();
     const argv = readFileSync(join(base, "argv.out"), "utf8").split("\0").slice(0, -1);
     expect(argv).toEqual([...nasty, ...nasty]);
     expect(readFileSync(join(base, "entrypoint"), "utf8")).toBe("/bin/recorder");
@@ -977,13 +974,7 @@ describe("the generated user-data on a host", () => {
     expect(create).toContain(
       "--mount=type=bind\\,source=/opt/sandd\\,target=/opt/sandd\\,readonly",
     );
-    const dir = join(h.dir, "docker");
-    const ctr =
-      readdirSync(dir).find((f) => f.startsWith("removed-")) ??
-      `c/${readdirSync(join(dir, "c"))[0]}`;
-    const argv = readFileSync(join(dir, ctr, "argv"), "utf8")
-      .split("\0")
-      .slice(0, -1);
+    const argv = readFileSync(join(h.workloadDir(), "argv"), "utf8").split("\0").slice(0, -1);
     expect(argv).toEqual([
       "/.nebula/shim",
       "/docker-entrypoint.sh",

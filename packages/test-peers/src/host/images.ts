@@ -31,6 +31,15 @@ export const GUEST_BUSYBOX_ALIASES = ["docker.io/library/busybox:latest"] as con
  */
 export const GUEST_OOMKILL_IMAGE = "localhost/nebula-sim/oomkill:latest";
 
+/**
+ * The Pod sandbox image: sleeps until it is removed, holding the Pod's network namespace. Also
+ * tagged as `@nebula/userdata`'s default sandbox image, so rendered user-data runs offline.
+ */
+export const GUEST_PAUSE_IMAGE = "localhost/nebula-sim/pause:latest";
+
+/** Other names of {@link GUEST_PAUSE_IMAGE}: the default Pod sandbox image of `@nebula/userdata`. */
+export const GUEST_PAUSE_ALIASES = ["registry.k8s.io/pause:3.10"] as const;
+
 /** A file to put in a test image: its content, and its mode (default `0o644`, `0o755` when it starts with `#!`). */
 export type TestImageFile =
   | string
@@ -242,11 +251,14 @@ export interface GuestImages {
   readonly busybox: string;
   /** {@link GUEST_OOMKILL_IMAGE}. */
   readonly oomkill: string;
+  /** {@link GUEST_PAUSE_IMAGE}. */
+  readonly pause: string;
 }
 
 /**
  * Imports the images every guest has (idempotent): {@link GUEST_BUSYBOX_IMAGE} (also tagged
- * `docker.io/library/busybox:latest`) and the scripted {@link GUEST_OOMKILL_IMAGE}.
+ * `docker.io/library/busybox:latest`), the scripted {@link GUEST_OOMKILL_IMAGE} and the Pod sandbox
+ * {@link GUEST_PAUSE_IMAGE} (also tagged `registry.k8s.io/pause:3.10`).
  * {@link startInstanceHosts} calls it; call it yourself only to use the images without guests.
  *
  * @param busybox - the static busybox to use (default `/bin/busybox`).
@@ -269,5 +281,12 @@ export async function ensureGuestImages(busybox = "/bin/busybox"): Promise<Guest
     cmd: [],
     labels: { "nebula-sim.outcome": "oomkill" },
   });
-  return { busybox: base, oomkill };
+  const pause = await buildTestImage({
+    name: GUEST_PAUSE_IMAGE,
+    busybox,
+    entrypoint: ["/bin/sleep", "2147483647"],
+    cmd: [],
+    aliases: [...GUEST_PAUSE_ALIASES],
+  });
+  return { busybox: base, oomkill, pause };
 }

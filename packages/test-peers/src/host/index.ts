@@ -5,6 +5,8 @@ export {
   GUEST_BUSYBOX_ALIASES,
   GUEST_BUSYBOX_IMAGE,
   GUEST_OOMKILL_IMAGE,
+  GUEST_PAUSE_ALIASES,
+  GUEST_PAUSE_IMAGE,
   type GuestImages,
   type TestImageFile,
   type TestImageSpec,

@@ -24,6 +24,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { decodeConsoleOutput, decodeReportTags, type ExitReport } from "@nebula/state-mapping";
+import { DEFAULT_SANDBOX_IMAGE } from "../options.js";
 import type { RenderedUserData } from "../render.js";
 
 const STANDINS = fileURLToPath(new URL("./standins", import.meta.url));
@@ -49,6 +50,8 @@ export interface FakeImage {
   /** The image's ENTRYPOINT / CMD, for the agent shim's lookup. */
   readonly entrypoint?: readonly string[];
   readonly cmd?: readonly string[];
+  /** The image config's `User` (`docker inspect --format '{{.Config.User}}'`); default empty (root). */
+  readonly user?: string;
 }
 
 export interface HostOptions {
@@ -164,14 +167,25 @@ export class TestHost {
       writeFileSync(join(this.dir, "cgroup/cgroup.controllers"), "memory\n");
     writeFileSync(join(this.dir, "console"), "");
     writeFileSync(join(this.dir, "calls"), "");
-    for (const name of ["docker", "systemctl", "shutdown", ...(options.awsCli ? ["aws"] : [])]) {
+    const standins = ["docker", "systemctl", "shutdown", ...(options.awsCli ? ["aws"] : [])];
+    // With real podman the IMDS block rule is real too; with the fake docker, iptables records.
+    if (options.docker !== "podman") standins.push("iptables", "ip6tables");
+    for (const name of standins) {
       const source =
         name === "docker" && options.docker === "podman" ? PODMAN_DOCKER : join(STANDINS, name);
       writeFileSync(join(this.dir, "bin", name), readFileSync(source), { mode: 0o755 });
     }
     if (options.awsCli === "broken") writeFileSync(join(this.dir, "aws-broken"), "");
     if (options.awsFailures) writeFileSync(join(this.dir, "aws-fail"), String(options.awsFailures));
-    for (const [image, spec] of Object.entries(options.images)) {
+    const images: Record<string, FakeImage> = {
+      // The Pod sandbox: holds the network namespace until it is removed.
+      [DEFAULT_SANDBOX_IMAGE]: {
+        script: "trap 'exit 0' TERM\nwhile :; do sleep 1 & wait $!; done\n",
+        present: true,
+      },
+      ...options.images,
+    };
+    for (const [image, spec] of Object.entries(images)) {
       const base = join(this.dir, "docker/images", key(image));
       writeFileSync(`${base}.sh`, spec.script);
       if (spec.pullFailures) writeFileSync(`${base}.pullfail`, String(spec.pullFailures));
@@ -183,6 +197,7 @@ export class TestHost {
       const quoted = (list: readonly string[]) => list.map((s) => `${goQuote(s)}\n`).join("");
       if (spec.entrypoint) writeFileSync(`${base}.entrypoint`, quoted(spec.entrypoint));
       if (spec.cmd) writeFileSync(`${base}.cmd`, quoted(spec.cmd));
+      if (spec.user !== undefined) writeFileSync(`${base}.user`, `${spec.user}\n`);
     }
   }
 
@@ -296,10 +311,40 @@ export class TestHost {
     return [...lines, ...docker].filter((l) => l !== "");
   }
 
+  /** docker calls of one command for the Pod's containers (those about the Pod sandbox left out). */
   dockerCalls(command: string): string[] {
+    const sandbox = this.sandboxCalls();
     return this.calls().filter(
-      (l) => l.startsWith(`docker ${command} `) || l === `docker ${command}`,
+      (l) =>
+        (l.startsWith(`docker ${command} `) || l === `docker ${command}`) && !sandbox.includes(l),
     );
+  }
+
+  /** The fake docker's id of the Pod sandbox container, once created. */
+  sandboxId(): string | undefined {
+    const file = join(this.dir, "docker/sandbox-id");
+    return existsSync(file) ? readFileSync(file, "utf8") : undefined;
+  }
+
+  /** docker calls about the Pod sandbox (its name, image or id). */
+  sandboxCalls(): string[] {
+    const id = this.sandboxId();
+    return this.calls().filter(
+      (l) =>
+        l.startsWith("docker ") &&
+        (l.includes("nebula-sandbox") ||
+          l.includes(DEFAULT_SANDBOX_IMAGE) ||
+          (id !== undefined && l.includes(id) && !l.includes(`--network=container:${id}`))),
+    );
+  }
+
+  /** The fake docker's directory of the Pod's first workload container (removed or not). */
+  workloadDir(): string {
+    const dir = join(this.dir, "docker");
+    const id = this.sandboxId() ?? "-";
+    const removed = readdirSync(dir).find((f) => f.startsWith("removed-") && !f.endsWith(id));
+    if (removed) return join(dir, removed);
+    return join(dir, "c", readdirSync(join(dir, "c")).find((f) => f !== id) ?? "");
   }
 
   /** The argv the aws stand-in got, per call. */
