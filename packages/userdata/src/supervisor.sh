@@ -576,7 +576,8 @@ sandbox_ip() {
   local ips
   [ "$NET" != host ] || return 0
   ips=$(docker inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$SANDBOX_NAME" 2>/dev/null)
-  printf '%s' "${ips%% *}"
+  ips=${ips%% *}
+  [[ $ips =~ ^[0-9A-Fa-f.:]+$ ]] && printf '%s' "$ips"
 }
 
 # Runs one probe or hook action for container $1 within $2 seconds: $3 kind (exec, http, tcp,
