@@ -46,17 +46,15 @@ describe("the built package", () => {
     expect(js).not.toMatch(/\brequire\(/);
   });
 
-  it("declares @kubernetes/client-node an optional peer, so npm does not install it for consumers", async () => {
+  it("needs no @kubernetes/client-node at all: the Kubernetes types it uses ship inside it", async () => {
     const manifest = JSON.parse(
       await readFile(join(import.meta.dirname, "..", "package.json"), "utf8"),
     ) as {
       dependencies?: Record<string, string>;
       peerDependencies?: Record<string, string>;
-      peerDependenciesMeta?: Record<string, { optional?: boolean }>;
     };
     expect(manifest.dependencies?.["@kubernetes/client-node"]).toBeUndefined();
-    expect(manifest.peerDependencies?.["@kubernetes/client-node"]).toBeDefined();
-    expect(manifest.peerDependenciesMeta?.["@kubernetes/client-node"]?.optional).toBe(true);
+    expect(manifest.peerDependencies?.["@kubernetes/client-node"]).toBeUndefined();
   });
 
   it("imports @kubernetes/client-node in its sources with `import type` only", async () => {

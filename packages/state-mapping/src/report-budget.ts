@@ -123,8 +123,9 @@ export function allocate(slots: readonly MessageSlot[], budget: number): number[
  */
 export function utf8Head(bytes: Uint8Array, max: number): Uint8Array {
   if (!(bytes instanceof Uint8Array)) return new Uint8Array(0);
-  if (bytes.length <= max) return bytes;
-  let n = byteLimit(max);
+  const limit = byteLimit(max);
+  if (bytes.length <= limit) return bytes;
+  let n = limit;
   // A boundary is where the next byte is not a continuation byte (10xxxxxx).
   // At most 3 steps: a character is at most 4 bytes (invalid text is cut where it is).
   for (let back = 0; n > 0 && back < 3 && isContinuation(bytes[n]); back++) n--;
@@ -134,8 +135,9 @@ export function utf8Head(bytes: Uint8Array, max: number): Uint8Array {
 /** The last at most `max` bytes of `bytes`, starting on a UTF-8 character boundary. */
 export function utf8Tail(bytes: Uint8Array, max: number): Uint8Array {
   if (!(bytes instanceof Uint8Array)) return new Uint8Array(0);
-  if (bytes.length <= max) return bytes;
-  let start = bytes.length - byteLimit(max);
+  const limit = byteLimit(max);
+  if (bytes.length <= limit) return bytes;
+  let start = bytes.length - limit;
   for (let ahead = 0; start < bytes.length && ahead < 3 && isContinuation(bytes[start]); ahead++)
     start++;
   return bytes.subarray(start);

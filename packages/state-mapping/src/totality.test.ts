@@ -162,6 +162,16 @@ describe("no exported function throws, whatever it is handed", () => {
     );
   });
 
+  it("the byte cutters, with a limit that is no number", () => {
+    // A limit that cannot even be compared (no valueOf, no toString) once threw a TypeError.
+    const bytes = new Uint8Array([0xe2, 0x82, 0xac]);
+    for (const max of [Object.create(null), {}, "2", Number.NaN, -1, undefined]) {
+      expect(call("utf8Head", bytes, max)).toEqual(new Uint8Array(0));
+      expect(call("utf8Tail", bytes, max)).toEqual(new Uint8Array(0));
+    }
+    expect(call("utf8Head", bytes, Number.POSITIVE_INFINITY)).toEqual(bytes);
+  });
+
   it("the report encoders", () => {
     fc.assert(
       fc.property(fc.oneof(anything, damaged(report(1, false, [running()]))), (value) => {
