@@ -5,7 +5,7 @@ import { z } from "zod";
 export interface DemoOptions {
   /** Leave everything running at the end and print how to reach it. */
   readonly keep: boolean;
-  /** Replicas of the incident's Deployment. */
+  /** Replicas of the Deployment whose containers print and exit. */
   readonly replicas: number;
   /** No redrawing: one progress line per change and a last `SUMMARY <json>` line. */
   readonly ci: boolean;
@@ -19,7 +19,7 @@ export type ParsedArgs =
   | { readonly kind: "help" }
   | { readonly kind: "error"; readonly message: string };
 
-/** The default number of replicas of the incident's Deployment (sized for a 2-core machine). */
+/** The default number of replicas of the Deployment whose containers print and exit (sized for a 2-core machine). */
 export const DEFAULT_REPLICAS = 6;
 /** The most replicas the demo accepts (each one is an instance the local simulator runs). */
 export const MAX_REPLICAS = 30;
@@ -67,7 +67,7 @@ Scenarios (samples/):
 At the end every sample is deleted and the instances left running are counted (must be 0).
 
 Flags:
-  --replicas <n>   replicas of the incident's Deployment (default ${DEFAULT_REPLICAS}, at most ${MAX_REPLICAS})
+  --replicas <n>   replicas of the print-and-exit Deployment (default ${DEFAULT_REPLICAS}, at most ${MAX_REPLICAS})
   --keep           leave everything running at the end; prints how to point kubectl and the
                    AWS CLI at it; Ctrl-C stops it
   --ci             no redrawing: one progress line per change, then SUMMARY <json> as the last line;

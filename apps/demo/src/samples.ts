@@ -1,5 +1,5 @@
 /**
- * The samples in `samples/` and the two changes the local world needs: the incident's replica
+ * The samples in `samples/` and the two changes the local world needs: the print-and-exit Deployment's replica
  * count, and the OOM sample's image (the simulator cannot OOM-kill a process; its image
  * `nebula-sim/oomkill` is killed by SIGKILL and reported `OOMKilled` by the container runtime).
  * Pure: YAML text in, YAML text out.

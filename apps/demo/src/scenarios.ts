@@ -84,7 +84,7 @@ export class Tracker {
   #deleteUid: string | undefined;
   #last: Snapshot | undefined;
 
-  /** @param replicas the incident Deployment's replicas */
+  /** @param replicas the print-and-exit Deployment's replicas */
   constructor(replicas: number) {
     this.#replicas = replicas;
   }

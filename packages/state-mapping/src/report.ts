@@ -1,6 +1,6 @@
 /**
  * The Nebula exit report: how an instance's host supervisor tells the controller what its
- * containers did (brief C2). This module is the single definition of the format. The writer
+ * containers did (docs/contracts.md#the-exit-report). This module is the single definition of the format. The writer
  * (`@nebula/userdata`'s host supervisor, in bash) and the reader (this package) both follow it,
  * and a round-trip test runs the real script against {@link decodeReportTags}.
  *

@@ -35,7 +35,7 @@ export const DEFAULT_SANDBOX_IMAGE = "registry.k8s.io/pause:3.10";
 export const MAX_USER_DATA_BYTES = 16384;
 
 /**
- * An agent daemon (the incident's "sandd") started by a shim inside a container: the shim starts
+ * An agent daemon (for example a sandbox daemon such as "sandd") started by a shim inside a container: the shim starts
  * every agent in the background and then `exec`s the workload as PID 1, so an agent never outlives
  * its workload. The container image must have `/bin/sh`.
  */
