@@ -279,12 +279,12 @@ describe("InstanceReclaimer on a terminated instance", () => {
     const provider = new Ec2PodProvider({
       config: viaProxy("reclaimer-done"),
       renderUserData: () => USER_DATA,
-      livePodUids: () => [uid(11)],
+      livePodUids: () => [uid(912)],
       ledger,
       teardowns: "caller",
     });
-    await provider.createPod(testPod("done", uid(11)));
-    const instanceId = (await ledger.get(uid(11)))?.launch.instanceId ?? "";
+    await provider.createPod(testPod("done", uid(912)));
+    const instanceId = (await ledger.get(uid(912)))?.launch.instanceId ?? "";
     expect(instanceId).toMatch(/^i-/);
     await ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
     expect(await stateOf(instanceId)).toBe("terminated");

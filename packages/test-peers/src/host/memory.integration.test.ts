@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { DescribeInstancesCommand, EC2Client, RunInstancesCommand } from "@aws-sdk/client-ec2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -89,6 +88,27 @@ function processTable(): Map<number, [number, number]> {
   return table;
 }
 
+/** PIDs of the conmon processes of these guests' containers (named `nsim-<instance>--<name>`). */
+function conmonPidsOf(
+  instanceIds: readonly string[],
+  table: Map<number, [number, number]>,
+): number[] {
+  const prefixes = instanceIds.map((id) => `nsim-${id}--`);
+  const found: number[] = [];
+  for (const pid of table.keys()) {
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue; // Exited meanwhile.
+    }
+    if (!argv[0]?.endsWith("conmon")) continue;
+    const name = argv[argv.indexOf("-n") + 1] ?? "";
+    if (argv.includes("-n") && prefixes.some((prefix) => name.startsWith(prefix))) found.push(pid);
+  }
+  return found;
+}
+
 function withDescendants(
   roots: Iterable<number>,
   table: Map<number, [number, number]>,
@@ -157,26 +177,10 @@ describe(`${GUESTS} idle guests`, () => {
     const table = processTable();
     const unitGroups = new Set(guests.map((g) => g?.units()[0]?.pid ?? -1));
     const guestPids = [...table].filter(([, [, pgid]]) => unitGroups.has(pgid)).map(([pid]) => pid);
-    const idSet = new Set(ids);
-    const running = execFileSync("podman", ["ps", "-q", "--filter", "label=nebula-sim.guest"], {
-      encoding: "utf8",
-    })
-      .split("\n")
-      .filter((line) => line !== "");
-    const containerRoots = execFileSync(
-      "podman",
-      [
-        "inspect",
-        "--format",
-        '{{.State.Pid}} {{.State.ConmonPid}} {{index .Config.Labels "nebula-sim.guest"}}',
-        ...running,
-      ],
-      { encoding: "utf8" },
-    )
-      .split("\n")
-      .map((line) => line.trim().split(" "))
-      .filter(([, , guest]) => guest !== undefined && idSet.has(guest))
-      .flatMap(([pid, conmon]) => [Number(pid), Number(conmon)]);
+    // This run's containers, found by their conmon processes (`-n nsim-<instance>--<name>`) rather
+    // than by `podman ps`, which loads every container in the storage and fails on other suites'
+    // containers whose network namespaces live in their own guests' mount namespaces.
+    const containerRoots = conmonPidsOf(ids, table);
     const containerPids = withDescendants(containerRoots, table);
     const guestPss = guestPids.reduce((sum, pid) => sum + pssKiB(pid), 0);
     const containerPss = [...containerPids].reduce((sum, pid) => sum + pssKiB(pid), 0);
@@ -196,6 +200,8 @@ describe(`${GUESTS} idle guests`, () => {
     console.log(
       `instance-host simulator memory, ${GUESTS} idle guests: ${JSON.stringify(figures)}`,
     );
-    expect(containerRoots.length).toBeGreaterThanOrEqual(GUESTS * 2);
+    // One conmon per guest, and under each at least the container's own process.
+    expect(containerRoots.length).toBeGreaterThanOrEqual(GUESTS);
+    expect(containerPids.size).toBeGreaterThanOrEqual(GUESTS * 2);
   });
 });
