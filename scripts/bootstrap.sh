@@ -57,8 +57,9 @@ with_lock() {
 # --- apt -------------------------------------------------------------------------------------
 
 # openssl mints the control plane's certificates; procps gives the tests pgrep; lua5.4 runs the
-# operator's Argo CD health check.
-apt_packages=(podman runc busybox-static shellcheck awscli uidmap openssl procps lua5.4)
+# operator's Argo CD health check; iptables and iproute2 (`ip`) build and check the Pod network
+# isolation the supervisor sets up (podman pulls iptables in too; named here because tests use it).
+apt_packages=(podman runc busybox-static shellcheck awscli uidmap openssl procps lua5.4 iptables iproute2)
 
 step_apt() {
   local missing=() pkg
