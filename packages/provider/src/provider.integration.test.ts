@@ -78,6 +78,37 @@ const completed = (seq: number, exitCode: number): ExitReport => ({
 });
 
 describe("launch", () => {
+  it("createPod never waits for a listener, so a listener may wait for createPod's caller", async () => {
+    // A controller's listener resolves once its reconcile has written the status, and that
+    // reconcile is the one calling createPod: createPod must return without waiting for it.
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "reentrant"),
+      livePodUids: () => [],
+    });
+    let callerReturned = false;
+    let release = (): void => undefined;
+    const callerDone = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const delivered: Array<{ callerReturned: boolean; phase: string | undefined }> = [];
+    provider.notifyPods(async (change) => {
+      await callerDone;
+      delivered.push({ callerReturned, phase: change.status.phase });
+    });
+    const blocked = new Promise<string>((resolve) => setTimeout(() => resolve("blocked"), 20_000));
+    const outcome = await Promise.race([
+      provider.createPod(testPod("reentrant-0", uid(900))).then(() => "returned"),
+      blocked,
+    ]);
+    expect(outcome).toBe("returned");
+    callerReturned = true;
+    release();
+    for (let i = 0; i < 100 && delivered.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(delivered[0]).toEqual({ callerReturned: true, phase: "Pending" });
+  });
+
   it("launches one instance with the launch settings of docs/contracts.md and reports the Pod", async () => {
     const log = statusLog();
     // The real user-data from @nebula/userdata (no renderUserData override).

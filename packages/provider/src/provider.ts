@@ -162,7 +162,11 @@ export interface ReclaimState {
  * `PodNotifier`, keyed by Pod UID). Every method is idempotent.
  */
 export interface PodLifecycle {
-  /** Launches the Pod's instance (`ClientToken` from the Pod UID; the instance ID is recorded durably). */
+  /**
+   * Launches the Pod's instance (`ClientToken` from the Pod UID; the instance ID is recorded
+   * durably). The resulting status reaches the listeners in the background: `createPod` never
+   * waits for a listener, so a listener may wait for the caller's own work without a deadlock.
+   */
   createPod(pod: V1Pod): Promise<void>;
   /** Records a newer version of the Pod (no cloud call). */
   updatePod(pod: V1Pod): Promise<void>;
@@ -320,6 +324,8 @@ interface PodRecord {
   consoleOutput?: string;
   status?: V1PodStatus;
   deliveredKey?: string;
+  /** The publication in progress (one at a time per Pod, so no Event is delivered twice). */
+  publishing?: Promise<void> | undefined;
   events: ProviderEvent[];
   deleted: boolean;
   teardown?: "active" | "done" | undefined;
@@ -499,7 +505,12 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       }
       this.#refreshState(record);
     }
-    await this.#publish(record);
+    // Published in the background, not awaited: a listener may wait for its caller's own work
+    // (a controller writes the status in the reconcile that called createPod), and awaiting it
+    // here would hold that reconcile until the listener's deadline.
+    this.#publish(record).catch((error: unknown) =>
+      this.#log("warn", `status of pod ${facts.key} not published: ${String(error)}`),
+    );
   }
 
   /** Records the newer Pod object (its deletion grace, labels, holds); EC2 is not called. */
@@ -599,7 +610,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   // ---- instances -----------------------------------------------------------------------------
 
   /**
-   * {@inheritDoc InstanceReclaimer.findInstance} Throws `NotFound` instead of answering
+   * {@inheritDoc InstanceReclaimer.findInstance}
+   *
+   * @remarks Throws `NotFound` instead of answering
    * `undefined` while a launch of the Pod is younger than `eventualConsistencySeconds` (EC2 may
    * still hide it): "not found" then is not "absent".
    */
@@ -639,7 +652,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   }
 
   /**
-   * {@inheritDoc InstanceReclaimer.stopInstance} Only an instance that proves Nebula launched it
+   * {@inheritDoc InstanceReclaimer.stopInstance}
+   *
+   * @remarks Only an instance that proves Nebula launched it
    * (`NotOwned` otherwise); NotFound is done, except for an instance this process launched within
    * the eventual-consistency window (then it throws, to be asked again).
    */
@@ -1354,7 +1369,18 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     }
   }
 
-  async #publish(record: PodRecord): Promise<void> {
+  /** Publishes the Pod's status and events to the listeners, one publication per Pod at a time. */
+  #publish(record: PodRecord): Promise<void> {
+    const next = (record.publishing ?? Promise.resolve()).then(() => this.#publishNow(record));
+    const settled = next.catch(() => undefined);
+    record.publishing = settled;
+    void settled.then(() => {
+      if (record.publishing === settled) record.publishing = undefined;
+    });
+    return next;
+  }
+
+  async #publishNow(record: PodRecord): Promise<void> {
     let status: V1PodStatus | undefined = record.status;
     if (record.mode === "launch") {
       if (record.state === undefined) this.#refreshState(record);

@@ -296,8 +296,10 @@ export class PodController {
           await provider.updatePod(pod);
         }
         known.resourceVersion = pod.metadata?.resourceVersion;
-        await this.#syncPlacement(pod, ref);
+        // Status first: its write is preconditioned on the cached resourceVersion, which the
+        // placement annotations (an unconditioned metadata patch) would make stale.
         await this.#syncStatus(pod, ref);
+        await this.#syncPlacement(pod, ref);
         return { requeueAfter: config.podResyncSeconds * 1000 };
       }
       case "Teardown":
