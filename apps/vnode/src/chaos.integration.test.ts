@@ -133,6 +133,7 @@ describe(`chaos: ${KILLS} SIGKILLs of the vnode while ${PODS} Pods launch, finis
       await vnode.kill();
     }
     const vnode = await startVnode({ nodeName: NODE, kubeconfig, moto, config });
+    let stopped: number | null = null;
     try {
       await until(
         "every Pod settled and every instance terminated",
@@ -147,10 +148,21 @@ describe(`chaos: ${KILLS} SIGKILLs of the vnode while ${PODS} Pods launch, finis
               continue;
             }
             const terminal = now.status?.phase === "Succeeded" || now.status?.phase === "Failed";
-            if (!terminal || (now.metadata?.finalizers ?? []).includes(FINALIZER)) return undefined;
+            if (!terminal || (now.metadata?.finalizers ?? []).includes(FINALIZER)) {
+              // Thrown, not returned: a timeout then says which Pod is stuck and how.
+              throw new Error(
+                `pod ${name} not settled: phase ${now.status?.phase}, finalizers ${JSON.stringify(now.metadata?.finalizers ?? [])}, deleting ${now.metadata?.deletionTimestamp !== undefined}`,
+              );
+            }
           }
           const instances = await nodeInstances(ec2, NODE);
-          return instances.every((i) => i.State?.Name === "terminated") ? instances : undefined;
+          const alive = instances.filter((i) => i.State?.Name !== "terminated");
+          if (alive.length > 0) {
+            throw new Error(
+              `instances not terminated: ${alive.map((i) => `${i.InstanceId} ${i.State?.Name} pod-uid=${i.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value}`).join(", ")}`,
+            );
+          }
+          return instances;
         },
         900_000,
         2_000,
@@ -177,7 +189,9 @@ describe(`chaos: ${KILLS} SIGKILLs of the vnode while ${PODS} Pods launch, finis
       );
     } finally {
       for (const t of timers) clearTimeout(t);
-      expect(await vnode.stop()).toBe(0);
+      // Stopped in `finally`, asserted after it: a failure above is reported as itself.
+      stopped = await vnode.stop();
     }
+    expect(stopped).toBe(0);
   }, 1_200_000);
 });

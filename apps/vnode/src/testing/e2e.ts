@@ -6,7 +6,7 @@
  * @packageDocumentation
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -139,7 +139,7 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
       "--health-probe-bind-address",
       address,
       "--log-level",
-      "info",
+      process.env.NEBULA_E2E_LOG_LEVEL ?? "info",
       ...(run.extraArgs ?? []),
     ],
     {
@@ -157,7 +157,11 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
   child.stderr?.on("data", (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-4000);
   });
+  // NEBULA_E2E_LOG_DIR keeps every vnode's log, one file per process, for a failure's post-mortem.
+  const logDir = process.env.NEBULA_E2E_LOG_DIR;
+  const logFile = logDir ? join(logDir, `${run.nodeName}-${child.pid ?? "x"}.log`) : undefined;
   createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (line) => {
+    if (logFile !== undefined) appendFileSync(logFile, `${line}\n`);
     try {
       lines.push(JSON.parse(line) as Record<string, unknown>);
     } catch {
