@@ -202,6 +202,24 @@ export function createVnode(options: VnodeOptions): Vnode {
       for (const pod of informer.list()) this.inc({ phase: pod.status?.phase ?? "Unknown" });
     },
   });
+  new Gauge({
+    name: "nebula_vnode_instances",
+    help: "This node's EC2 instances by state, from the latest poll",
+    labelNames: ["state"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [state, count] of Object.entries(provider.instanceCounts())) {
+        this.set({ state }, count);
+      }
+    },
+  });
+  const leaksCollected = new Counter({
+    name: "nebula_vnode_leaks_collected_total",
+    help: "Instances the leak collector terminated (running with no live Pod)",
+    registers: [registry],
+  });
+  provider.onLeakCollected(() => leaksCollected.inc());
   const nodes = new NodeController({ kubeConfig, config: config.node, health: provider, log });
 
   manager.addController(controller);

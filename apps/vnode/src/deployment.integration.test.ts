@@ -120,6 +120,13 @@ describe(`a Deployment of ${REPLICAS} replicas that print and exit`, () => {
         },
       },
     });
+    await until("the vnode's metric counts the Deployment's instances", async () => {
+      const m = await scrape(vnode.url);
+      const live = [...m.entries()].filter(
+        ([k]) => k.startsWith("nebula_vnode_instances{") && !k.includes('"terminated"'),
+      );
+      return live.reduce((sum, [, v]) => sum + v, 0) > 0 ? m : undefined;
+    });
     const seen = new Map<string, V1Pod>();
     const restartsSeen = new Set<string>();
     const firstTerminalAt = new Map<string, number>();
@@ -190,6 +197,16 @@ describe(`a Deployment of ${REPLICAS} replicas that print and exit`, () => {
       900_000,
       2_000,
     );
+    const metric = (m: Map<string, number>, prefix: string) =>
+      [...m.entries()].filter(([k]) => k.startsWith(prefix)).reduce((s, [, v]) => s + v, 0);
+    // The instances-by-state metric follows EC2: nothing pending, running, stopping or stopped.
+    const billing = ["pending", "running", "stopping", "stopped"].map(
+      (state) => `nebula_vnode_instances{state="${state}"}`,
+    );
+    await until("the vnode's metric shows no live instance", async () => {
+      const m = await scrape(vnode.url);
+      return billing.every((k) => (m.get(k) ?? 0) === 0) ? m : undefined;
+    });
     const after = await scrape(vnode.url);
     const byPod = new Map<string, number>();
     for (const i of await nodeInstances(ec2, NODE)) {
@@ -198,8 +215,6 @@ describe(`a Deployment of ${REPLICAS} replicas that print and exit`, () => {
     }
     // One instance per Pod, never a duplicate.
     expect([...byPod.values()].every((n) => n === 1)).toBe(true);
-    const metric = (m: Map<string, number>, prefix: string) =>
-      [...m.entries()].filter(([k]) => k.startsWith(prefix)).reduce((s, [, v]) => s + v, 0);
     console.log(
       JSON.stringify({
         figures: {

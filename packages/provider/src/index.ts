@@ -60,6 +60,7 @@ export {
   pollFilters,
 } from "./poll.js";
 export {
+  type CollectedLeak,
   Ec2PodProvider,
   type Ec2PodProviderOptions,
   INSTANCE_ANNOTATIONS,

@@ -401,8 +401,11 @@ describe("leak collection", () => {
     await provider.createPod(testPod("survivor", uid(502)));
     expect(calls.get("RunInstancesCommand")).toBeUndefined();
 
+    const collected: Array<{ instanceId: string; podUid: string | undefined }> = [];
+    provider.onLeakCollected(({ instanceId, podUid }) => collected.push({ instanceId, podUid }));
     const first = await provider.collectLeaks();
     expect(first.mark).toHaveLength(1);
+    expect(collected).toEqual([]);
     expect(first.terminate).toEqual([]);
     const orphanId = first.mark[0] ?? "";
     const marked = (await nodeInstances(ec2, "leaks")).find((i) => i.InstanceId === orphanId);
@@ -411,8 +414,11 @@ describe("leak collection", () => {
     // Next pass, still orphaned: terminated. The live Pods' instances are untouched.
     clock.advance(10_000);
     await provider.pollOnce();
+    expect(provider.instanceCounts()).toEqual({ running: 3 });
     const second = await provider.collectLeaks();
     expect(second.terminate).toEqual([orphanId]);
+    const orphanUid = marked?.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value;
+    expect(collected).toEqual([{ instanceId: orphanId, podUid: orphanUid }]);
     const after = await nodeInstances(ec2, "leaks");
     expect(
       live(after)

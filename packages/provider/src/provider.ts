@@ -157,6 +157,16 @@ export interface ReclaimState {
   readonly message: string;
 }
 
+/** An instance the leak collector terminated (see {@link Ec2PodProvider.onLeakCollected}). */
+export interface CollectedLeak {
+  /** The instance. */
+  readonly instanceId: string;
+  /** The Pod UID its tag carried. */
+  readonly podUid: string | undefined;
+  /** A sentence for an Event or a log line. */
+  readonly message: string;
+}
+
 /**
  * The Pod lifecycle a virtual node drives (virtual-kubelet's `PodLifecycleHandler` +
  * `PodNotifier`, keyed by Pod UID). Every method is idempotent.
@@ -367,6 +377,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   /** Teardowns found in the ledger at start-up whose Pod this process has not seen yet. */
   readonly #resuming = new Set<string>();
   readonly #listeners = new Set<PodStatusListener>();
+  readonly #leakListeners = new Set<(leak: CollectedLeak) => void>();
   readonly #nodeListeners = new Set<(health: NodeHealth) => void>();
   readonly #stop: InstanceBatcher;
   readonly #terminate: InstanceBatcher;
@@ -571,6 +582,37 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     return () => this.#listeners.delete(listener);
   }
 
+  /**
+   * Subscribes to the leaks the collector terminates: one call per instance, after its
+   * `TerminateInstances` was accepted. A listener that throws is ignored. Returns the unsubscribe.
+   *
+   * @example
+   * ```ts
+   * provider.onLeakCollected((leak) => log.warn(leak.message));
+   * ```
+   */
+  onLeakCollected(listener: (leak: CollectedLeak) => void): () => void {
+    this.#leakListeners.add(listener);
+    return () => this.#leakListeners.delete(listener);
+  }
+
+  /**
+   * This node's instances by EC2 state, from the latest poll (`{}` before the first one):
+   * what a metric of instances by state reads.
+   *
+   * @example
+   * ```ts
+   * provider.instanceCounts(); // { running: 12, stopped: 1, terminated: 30 }
+   * ```
+   */
+  instanceCounts(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const instance of this.#lastInstances ?? []) {
+      counts[instance.state] = (counts[instance.state] ?? 0) + 1;
+    }
+    return counts;
+  }
+
   /** Same as {@link notifyPods}. */
   onStatusChange(listener: PodStatusListener): () => void {
     return this.notifyPods(listener);
@@ -610,9 +652,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   // ---- instances -----------------------------------------------------------------------------
 
   /**
-   * {@inheritDoc InstanceReclaimer.findInstance}
-   *
-   * @remarks Throws `NotFound` instead of answering
+   * The Pod's instance: by its recorded ID, else by the `nebula:pod-uid` tag (proven ownership).
+   * Throws `NotFound` instead of answering
    * `undefined` while a launch of the Pod is younger than `eventualConsistencySeconds` (EC2 may
    * still hide it): "not found" then is not "absent".
    */
@@ -652,9 +693,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   }
 
   /**
-   * {@inheritDoc InstanceReclaimer.stopInstance}
-   *
-   * @remarks Only an instance that proves Nebula launched it
+   * `StopInstances` (batched); a stop EC2 refuses for good becomes `TerminateInstances`. Only an
+   * instance that proves Nebula launched it
    * (`NotOwned` otherwise); NotFound is done, except for an instance this process launched within
    * the eventual-consistency window (then it throws, to be asked again).
    */
@@ -945,7 +985,25 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         "DeleteTags (orphan mark)",
       ).catch((error) => this.#log("warn", String(error)));
     }
-    await Promise.all(plan.terminate.map((id) => this.#terminate.add(id)));
+    const byId = new Map(instances.map((i) => [i.instanceId, i]));
+    await Promise.all(
+      plan.terminate.map(async (id) => {
+        await this.#terminate.add(id);
+        const podUid = byId.get(id)?.podUid;
+        const leak: CollectedLeak = {
+          instanceId: id,
+          podUid,
+          message: `instance ${id} of pod UID ${podUid ?? "(none)"} was running with no live Pod; the leak collector terminated it`,
+        };
+        for (const listener of this.#leakListeners) {
+          try {
+            listener(leak);
+          } catch {
+            // A listener's failure is its own; collection goes on.
+          }
+        }
+      }),
+    );
     for (const { instanceId, why } of plan.unproven) {
       this.#log("warn", `leak collection leaves ${instanceId} alone: ${why}`);
     }
