@@ -237,6 +237,93 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
     });
   });
 
+  it("a readiness probe reaches the Pod: not Ready, Ready once the probe passes, not Ready once it fails", async () => {
+    // The container turns ready 20 s after it starts and unready 30 s later; the exec probe runs
+    // every second on the host. The figures are the latency from the probe's flip to the API.
+    const READY_AT = 20;
+    const UNREADY_AT = 50;
+    await core.createNamespacedPod({
+      namespace: NS,
+      body: barePod("probed", NODE, {
+        command: [
+          "sh",
+          "-c",
+          `sleep ${READY_AT}; touch /tmp/ready; sleep ${UNREADY_AT - READY_AT}; rm /tmp/ready; sleep 3600`,
+        ],
+        readinessProbe: {
+          exec: { command: ["test", "-f", "/tmp/ready"] },
+          periodSeconds: 1,
+          failureThreshold: 1,
+        },
+      }),
+    });
+    const ready = (p: V1Pod | undefined) =>
+      p?.status?.conditions?.find((c) => c.type === "Ready")?.status;
+    const running = await until(
+      "the container running",
+      async () => {
+        const p = await readPod("probed");
+        return p?.status?.containerStatuses?.[0]?.state?.running?.startedAt ? p : undefined;
+      },
+      180_000,
+      250,
+    );
+    const startedAt = new Date(
+      String(running.status?.containerStatuses?.[0]?.state?.running?.startedAt),
+    ).getTime();
+    const seenRunningAt = Date.now();
+    // Seen running before the probe can pass: the Pod must say it is not ready yet.
+    if (seenRunningAt < startedAt + READY_AT * 1000) {
+      expect(ready(running)).toBe("False");
+      expect(running.status?.containerStatuses?.[0]?.ready).toBe(false);
+    }
+    const becameReady = await until(
+      "the Pod Ready",
+      async () => {
+        const p = await readPod("probed");
+        return ready(p) === "True" ? p : undefined;
+      },
+      180_000,
+      250,
+    );
+    const readyLatency = (Date.now() - (startedAt + READY_AT * 1000)) / 1000;
+    expect(becameReady.status?.containerStatuses?.[0]?.ready).toBe(true);
+    expect(becameReady.status?.conditions?.find((c) => c.type === "ContainersReady")?.status).toBe(
+      "True",
+    );
+    const becameUnready = await until(
+      "the Pod not Ready again",
+      async () => {
+        const p = await readPod("probed");
+        return ready(p) === "False" ? p : undefined;
+      },
+      180_000,
+      250,
+    );
+    const unreadyLatency = (Date.now() - (startedAt + UNREADY_AT * 1000)) / 1000;
+    expect(becameUnready.status?.phase).toBe("Running");
+    expect(becameUnready.status?.containerStatuses?.[0]?.ready).toBe(false);
+    // startedAt has whole-second precision: a figure can be up to a second short.
+    expect(readyLatency).toBeGreaterThan(-1);
+    expect(unreadyLatency).toBeGreaterThan(-1);
+    console.log(
+      JSON.stringify({
+        readiness: {
+          probeToReadySeconds: readyLatency,
+          probeToNotReadySeconds: unreadyLatency,
+          pollIntervalSeconds: 2,
+        },
+      }),
+    );
+    await core.deleteNamespacedPod({ name: "probed", namespace: NS });
+    await until(
+      "the probed Pod gone",
+      async () => ((await readPod("probed")) === undefined ? true : undefined),
+      240_000,
+      500,
+    );
+  });
+
   it("an unchanged world costs no Pod status write (and few EC2 calls per poll)", async () => {
     // CI: 3 Pods for 70 s (longer than the 60 s resync); the figure in the README:
     // NEBULA_E2E_QUIET_PODS=30 NEBULA_E2E_QUIET_SECONDS=600.

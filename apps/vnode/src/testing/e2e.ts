@@ -113,6 +113,8 @@ export interface VnodeRun {
   readonly config: object;
   readonly moto: MotoConnection;
   readonly extraArgs?: readonly string[];
+  /** Extra environment (e.g. `POD_NAME`, the leader-election identity). */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** Writes the files and starts the bundle; resolves once it listens. */
@@ -149,6 +151,7 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
         ...run.moto.env,
         AWS_ACCESS_KEY_ID: MOTO_CREDENTIALS.accessKeyId,
         AWS_SECRET_ACCESS_KEY: MOTO_CREDENTIALS.secretAccessKey,
+        ...run.env,
       },
     },
   );
