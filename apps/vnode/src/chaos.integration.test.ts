@@ -2,8 +2,10 @@
  * Chaos: the vnode killed with SIGKILL at random points, then restarted, while Pods launch,
  * finish and are deleted; EC2 in front of moto behaves as EC2 (ClientToken idempotency, refused
  * stops). Afterwards: no duplicate instance, no instance left running or stopped, no Pod stuck,
- * every teardown complete. CI runs a small random sample (3 kills, 6 Pods); the full run is
- * `NEBULA_CHAOS_KILLS=20 NEBULA_CHAOS_PODS=30` (see the app's README). `NEBULA_CHAOS_SEED` replays.
+ * every teardown complete. CI runs a small random sample (3 kills, 6 Pods), then the same with 30 %
+ * of the vnode's EC2 calls throttled or failing with 5xx (2 kills, 4 Pods); the full runs are
+ * `NEBULA_CHAOS_KILLS=20 NEBULA_CHAOS_PODS=30` and `NEBULA_CHAOS_FAULT_KILLS=10
+ * NEBULA_CHAOS_FAULT_PODS=20` (see the app's README). `NEBULA_CHAOS_SEED` replays.
  */
 import { CoreV1Api, type V1Pod } from "@kubernetes/client-node";
 import {
@@ -29,6 +31,9 @@ import {
 const KILLS = Number(process.env.NEBULA_CHAOS_KILLS ?? "3");
 const PODS = Number(process.env.NEBULA_CHAOS_PODS ?? "6");
 const SEED = Number(process.env.NEBULA_CHAOS_SEED ?? String(Date.now() % 1_000_000));
+const FAULT_RATE = Number(process.env.NEBULA_CHAOS_FAULT_RATE ?? "0.3");
+const FAULT_KILLS = Number(process.env.NEBULA_CHAOS_FAULT_KILLS ?? "2");
+const FAULT_PODS = Number(process.env.NEBULA_CHAOS_FAULT_PODS ?? "4");
 const { controlPlane, moto } = useTestPeers();
 const admin = controlPlane.kubeConfig();
 const core = admin.makeApiClient(CoreV1Api);
@@ -94,20 +99,31 @@ afterAll(async () => {
   ec2.destroy();
 });
 
-describe(`chaos: ${KILLS} SIGKILLs of the vnode while ${PODS} Pods launch, finish and are deleted (seed ${SEED})`, () => {
-  it("no duplicate instance, none left running or stopped, no Pod stuck, every teardown complete", async () => {
+/**
+ * Starts `pods` Pods (a third deleted at random moments), kills the vnode `kills` times at random
+ * moments, then lets a last vnode finish: every Pod settles, every instance is terminated, none is
+ * a duplicate. `faultRate` of the vnode's EC2 calls fail (throttling or 5xx) throughout.
+ */
+async function chaos(
+  prefix: string,
+  kills: number,
+  pods: number,
+  faultRate: number,
+): Promise<void> {
+  proxy.configure({ faultRate, faultSeed: SEED });
+  try {
     const rand = random(SEED);
     const kubeconfig = controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS);
     const created: V1Pod[] = [];
     const deleted = new Set<string>();
     const timers: ReturnType<typeof setTimeout>[] = [];
-    for (let i = 0; i < PODS; i++) {
-      const pod = barePod(`chaos-${i}`, NODE, {
+    for (let i = 0; i < pods; i++) {
+      const pod = barePod(`${prefix}-${i}`, NODE, {
         command: ["sh", "-c", `sleep ${2 + Math.floor(rand() * 20)}; exit ${rand() < 0.5 ? 0 : 1}`],
       });
       // A third of the Pods are deleted at a random moment (some while running).
       if (rand() < 0.34) {
-        const name = `chaos-${i}`;
+        const name = `${prefix}-${i}`;
         const force = rand() < 0.5;
         timers.push(
           setTimeout(
@@ -127,7 +143,7 @@ describe(`chaos: ${KILLS} SIGKILLs of the vnode while ${PODS} Pods launch, finis
       }
       created.push(await core.createNamespacedPod({ namespace: NS, body: pod }));
     }
-    for (let kill = 0; kill < KILLS; kill++) {
+    for (let kill = 0; kill < kills; kill++) {
       const vnode = await startVnode({ nodeName: NODE, kubeconfig, moto, config });
       await new Promise((r) => setTimeout(r, 1_000 + rand() * 12_000));
       await vnode.kill();
@@ -167,9 +183,12 @@ describe(`chaos: ${KILLS} SIGKILLs of the vnode while ${PODS} Pods launch, finis
         900_000,
         2_000,
       );
+      const uids = new Set(created.map((p) => p.metadata?.uid ?? ""));
       const perPod = new Map<string, number>();
       for (const i of await nodeInstances(ec2, NODE)) {
         const uid = i.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value ?? "none";
+        // Only this run's Pods (the node's earlier runs left terminated instances).
+        if (uid !== "none" && !uids.has(uid)) continue;
         perPod.set(uid, (perPod.get(uid) ?? 0) + 1);
       }
       const duplicates = [...perPod.entries()].filter(([, n]) => n > 1);
@@ -179,8 +198,9 @@ describe(`chaos: ${KILLS} SIGKILLs of the vnode while ${PODS} Pods launch, finis
         JSON.stringify({
           chaos: {
             seed: SEED,
-            kills: KILLS,
-            pods: PODS,
+            kills,
+            pods,
+            faultRate,
             deleted: deleted.size,
             instances: [...perPod.values()].reduce((a, b) => a + b, 0),
             proxy: proxy.counts(),
@@ -193,5 +213,17 @@ describe(`chaos: ${KILLS} SIGKILLs of the vnode while ${PODS} Pods launch, finis
       stopped = await vnode.stop();
     }
     expect(stopped).toBe(0);
+  } finally {
+    proxy.configure({ faultRate: 0 });
+  }
+}
+
+describe(`chaos (seed ${SEED})`, () => {
+  it(`${KILLS} SIGKILLs of the vnode while ${PODS} Pods launch, finish and are deleted: no duplicate instance, none left running or stopped, no Pod stuck, every teardown complete`, async () => {
+    await chaos("chaos", KILLS, PODS, 0);
+  }, 1_200_000);
+
+  it(`the same with ${FAULT_RATE * 100} % of the vnode's EC2 calls throttled or failing with 5xx (${FAULT_KILLS} kills, ${FAULT_PODS} Pods)`, async () => {
+    await chaos("faults", FAULT_KILLS, FAULT_PODS, FAULT_RATE);
   }, 1_200_000);
 });

@@ -1,7 +1,7 @@
 import {
   CreateTagsCommand,
   DescribeInstancesCommand,
-  type EC2Client,
+  EC2Client,
   type Instance,
   RunInstancesCommand,
   type RunInstancesCommandInput,
@@ -10,6 +10,7 @@ import {
 } from "@aws-sdk/client-ec2";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Ec2ProxyHandle, type Ec2ProxyOptions, startEc2Proxy } from "./ec2-proxy.js";
+import { MOTO_CREDENTIALS } from "./moto.js";
 import { waitUntil } from "./process.js";
 import { useTestPeers } from "./vitest.js";
 
@@ -296,5 +297,39 @@ describe("eventual consistency of DescribeInstances", () => {
     const byId = ec2.send(new DescribeInstancesCommand({ InstanceIds: [id] }));
     expect(await errorName(byId)).toBe("InvalidInstanceID.NotFound");
     expect((await listed(motoAlone(), tag))[0]?.State?.Name).toBe("terminated");
+  });
+});
+
+describe("faults", () => {
+  it("fails the configured fraction of calls with throttling and 5xx, the same ones for the same seed", async () => {
+    const tag = uniqueTag();
+    const outcomes = async (seed: number): Promise<string[]> => {
+      const { proxy } = await proxyWith({ faultRate: 0.3, faultSeed: seed });
+      // No SDK retries: every fault reaches the caller, so the draw is visible call by call.
+      const ec2 = new EC2Client({
+        endpoint: proxy.endpoint,
+        region: proxy.region,
+        credentials: MOTO_CREDENTIALS,
+        maxAttempts: 1,
+      });
+      clients.push(ec2);
+      const out: string[] = [];
+      for (let i = 0; i < 60; i++) out.push(await errorName(listed(ec2, tag)));
+      const refused = proxy.counts().refused;
+      expect((refused.RequestLimitExceeded ?? 0) + (refused.InternalError ?? 0)).toBe(
+        out.filter((o) => o !== "no error").length,
+      );
+      return out;
+    };
+    const first = await outcomes(7);
+    const failed = first.filter((o) => o !== "no error");
+    // 30 % of 60 calls: well inside 6..30 for any seed worth the name.
+    expect(failed.length).toBeGreaterThan(6);
+    expect(failed.length).toBeLessThan(30);
+    expect(new Set(failed)).toEqual(new Set(["RequestLimitExceeded", "InternalError"]));
+    expect(await outcomes(7)).toEqual(first);
+    // Off again: nothing fails.
+    const { ec2 } = await proxyWith({ faultRate: 0 });
+    for (let i = 0; i < 10; i++) expect(await errorName(listed(ec2, tag))).toBe("no error");
   });
 });

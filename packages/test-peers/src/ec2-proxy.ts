@@ -22,6 +22,8 @@ const BehaviourSchema = z.strictObject({
   terminatedVisibleMs: z.number().int().nonnegative().nullable().optional(),
   runInstancesDelayMs: z.number().int().nonnegative().optional(),
   loseRunInstancesResponses: z.number().int().nonnegative().optional(),
+  faultRate: z.number().min(0).max(1).optional(),
+  faultSeed: z.number().int().optional(),
 });
 
 /** The EC2 behaviours {@link startEc2Proxy} plays. Every one is off by default. */
@@ -61,6 +63,14 @@ export interface Ec2Behaviour {
    * without an answer (the SDK sees a reset socket and retries). Counts down as it happens.
    */
   loseRunInstancesResponses?: number;
+  /**
+   * This fraction of requests (0 to 1) fails before reaching moto, as EC2 fails under load:
+   * half `RequestLimitExceeded` (HTTP 503, throttling), half `InternalError` (HTTP 500). The
+   * SDK retries some; the code under test sees the rest. Default 0.
+   */
+  faultRate?: number;
+  /** Seed of the fault draw, so a failing run can be replayed. Default: a fixed seed (1). */
+  faultSeed?: number;
 }
 
 /** Options of {@link startEc2Proxy}: where to forward, and the behaviours to start with. */
@@ -245,6 +255,8 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     terminatedVisibleMs: null,
     runInstancesDelayMs: 0,
     loseRunInstancesResponses: 0,
+    faultRate: 0,
+    faultSeed: 1,
   };
   const configure = (behaviour: Ec2Behaviour): void => {
     const parsed = BehaviourSchema.safeParse(behaviour);
@@ -258,6 +270,20 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     }
   };
   configure(initial);
+  // mulberry32 over the seed: the same seed faults the same requests in the same order.
+  let faultState = current.faultSeed >>> 0;
+  let seededWith = current.faultSeed;
+  const draw = (): number => {
+    if (seededWith !== current.faultSeed) {
+      seededWith = current.faultSeed;
+      faultState = current.faultSeed >>> 0;
+    }
+    faultState = (faultState + 0x6d2b79f5) >>> 0;
+    let t = faultState;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 
   const tokens = new Map<string, TokenRecord>();
   const tracked = new Map<string, Tracked>();
@@ -300,9 +326,9 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
       text: await response.text(),
     };
   };
-  const refuse = (code: string, message: string): Answer => {
+  const refuse = (code: string, message: string, status = 400): Answer => {
     counts.refused[code] = (counts.refused[code] ?? 0) + 1;
-    return { status: 400, type: "text/xml", text: ec2ErrorXml(code, message) };
+    return { status, type: "text/xml", text: ec2ErrorXml(code, message) };
   };
   const noteTerminated = (xml: string, now: number): void => {
     for (const item of listInstanceItems(xml)) {
@@ -441,7 +467,13 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     const missing = ID_ACTIONS.has(action ?? "")
       ? referencedInstanceIds(params).filter((id) => hidden(id, Date.now()))
       : [];
-    if (missing.length > 0) answer = refuse("InvalidInstanceID.NotFound", notFoundMessage(missing));
+    if (current.faultRate > 0 && draw() < current.faultRate) {
+      answer =
+        draw() < 0.5
+          ? refuse("RequestLimitExceeded", "Request limit exceeded.", 503)
+          : refuse("InternalError", "An internal error has occurred.", 500);
+    } else if (missing.length > 0)
+      answer = refuse("InvalidInstanceID.NotFound", notFoundMessage(missing));
     else if (action === "RunInstances") answer = await runInstances(req, body, params);
     else if (action === "StopInstances") answer = await stopInstances(req, body, params);
     else if (action === "DescribeInstances") answer = await describeInstances(req, body, params);
