@@ -55,7 +55,7 @@ should show against what it showed. Everything it started is stopped on exit, on
 errors.
 
 Scenarios (samples/):
-  incident           a Deployment whose containers print and exit: every exit is reported
+  prints-and-exits   a Deployment whose containers print and exit: every exit is reported
   workload-healthy   a Workload placement that serves: Available=True
   workload-crashing  a placement that exits 1 on start: Available=False, InstanceCrashing
   workload           the Workload over both: Available=True, lists InstanceCrashing

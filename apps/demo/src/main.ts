@@ -110,12 +110,12 @@ async function applySamples(world: World, options: DemoOptions, state: RunState,
   for (const sample of SAMPLE_FILES) {
     const path = join(REPO_ROOT, "samples", sample.file);
     let text = readFileSync(path, "utf8");
-    if (sample.file === "incident.yaml") text = withReplicas(text, options.replicas);
+    if (sample.file === "prints-and-exits.yaml") text = withReplicas(text, options.replicas);
     if (sample.file === "oom-killed.yaml") text = withSimulatedOom(text, 2);
     try {
       await world.kubectl(["apply", "-f", "-"], text);
       ui.note(
-        `kubectl apply -f samples/${sample.file}${sample.file === "incident.yaml" ? ` (replicas ${options.replicas})` : ""}${sample.file === "oom-killed.yaml" ? " (image nebula-sim/oomkill)" : ""}`,
+        `kubectl apply -f samples/${sample.file}${sample.file === "prints-and-exits.yaml" ? ` (replicas ${options.replicas})` : ""}${sample.file === "oom-killed.yaml" ? " (image nebula-sim/oomkill)" : ""}`,
       );
     } catch (error) {
       const why = `kubectl apply -f samples/${sample.file} failed: ${(error as Error).message}`;

@@ -44,7 +44,7 @@ describe("samples", () => {
       if (doc.kind === "Deployment") expect(doc.spec.replicas).toBe(4);
       if (doc.kind === "WorkloadDeployment") expect(doc.spec.replicas).toBe(1);
     }
-    expect(docs(withReplicas(read("incident.yaml"), 2))[0]?.spec.replicas).toBe(2);
+    expect(docs(withReplicas(read("prints-and-exits.yaml"), 2))[0]?.spec.replicas).toBe(2);
   });
 
   it("withSimulatedOom swaps the image, drops the command, keeps the limits", () => {

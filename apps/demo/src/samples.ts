@@ -19,7 +19,7 @@ export interface SampleFile {
 /** The samples, in the order they are applied (the namespace first). */
 export const SAMPLE_FILES: readonly SampleFile[] = [
   { file: "namespace.yaml", scenarios: [] },
-  { file: "incident.yaml", scenarios: ["incident"] },
+  { file: "prints-and-exits.yaml", scenarios: ["prints-and-exits"] },
   { file: "workload.yaml", scenarios: ["workload-healthy", "workload-crashing", "workload"] },
   { file: "image-unavailable.yaml", scenarios: ["image-unavailable"] },
   { file: "job-completes.yaml", scenarios: ["job-completes"] },

@@ -11,57 +11,57 @@ describe("Tracker", () => {
     expect(verdicts.every((v) => !v.ok && v.observed === "not started")).toBe(true);
   });
 
-  it("incident: ok once every replica reports an exit 0 Completed, and stays ok", () => {
+  it("prints-and-exits: ok once every replica reports an exit 0 Completed, and stays ok", () => {
     const tracker = new Tracker(2);
-    const labels = { app: "incident" };
+    const labels = { app: "prints-and-exits" };
     const exited = { code: 0, reason: "Completed", finishedAt: iso(8) };
     tracker.observe(
       snapshot(10, {
         pods: [
-          pod("incident-a", {
+          pod("prints-and-exits-a", {
             labels,
             phase: "Running",
             restarts: 1,
             lastExit: exited,
             reason: "CrashLoopBackOff",
           }),
-          pod("incident-b", { labels, phase: "Running" }),
+          pod("prints-and-exits-b", { labels, phase: "Running" }),
         ],
       }),
     );
-    let incident = byId(tracker.verdicts()).get("incident");
-    expect(incident?.ok).toBe(false);
-    expect(incident?.observed).toContain("1/2 replicas report their exit (exit 0, Completed)");
+    let verdict = byId(tracker.verdicts()).get("prints-and-exits");
+    expect(verdict?.ok).toBe(false);
+    expect(verdict?.observed).toContain("1/2 replicas report their exit (exit 0, Completed)");
     tracker.observe(
       snapshot(12, {
         pods: [
-          pod("incident-a", { labels, phase: "Running", restarts: 1, lastExit: exited }),
-          pod("incident-b", { labels, phase: "Running", exit: { ...exited, finishedAt: iso(11) } }),
+          pod("prints-and-exits-a", { labels, phase: "Running", restarts: 1, lastExit: exited }),
+          pod("prints-and-exits-b", { labels, phase: "Running", exit: { ...exited, finishedAt: iso(11) } }),
         ],
       }),
     );
-    incident = byId(tracker.verdicts()).get("incident");
-    expect(incident?.ok).toBe(true);
+    verdict = byId(tracker.verdicts()).get("prints-and-exits");
+    expect(verdict?.ok).toBe(true);
     // The Pods go away during the clean-up: the verdict keeps what was shown.
     tracker.observe(snapshot(30));
-    expect(byId(tracker.verdicts()).get("incident")?.ok).toBe(true);
+    expect(byId(tracker.verdicts()).get("prints-and-exits")?.ok).toBe(true);
     // Exits seen 2 s (a) and 1 s (b) after they happened.
     expect([...tracker.latencies().exitToStatus].sort()).toEqual([1000, 2000]);
   });
 
-  it("incident: an exit other than 0 is not what the sample shows", () => {
+  it("prints-and-exits: an exit other than 0 is not what the sample shows", () => {
     const tracker = new Tracker(1);
     tracker.observe(
       snapshot(5, {
         pods: [
-          pod("incident-a", {
-            labels: { app: "incident" },
+          pod("prints-and-exits-a", {
+            labels: { app: "prints-and-exits" },
             lastExit: { code: 1, reason: "Error", finishedAt: iso(4) },
           }),
         ],
       }),
     );
-    expect(byId(tracker.verdicts()).get("incident")?.ok).toBe(false);
+    expect(byId(tracker.verdicts()).get("prints-and-exits")?.ok).toBe(false);
   });
 
   it("workloads: each judged on its Available condition and reasons", () => {
@@ -214,6 +214,6 @@ describe("Tracker", () => {
     expect(tracker.allOk()).toBe(false);
     // Nothing is waited for on its behalf.
     expect(tracker.pending()).not.toContain("workload");
-    expect(tracker.pending()).toContain("incident");
+    expect(tracker.pending()).toContain("prints-and-exits");
   });
 });

@@ -7,7 +7,7 @@ import type { PodView, Snapshot, WorkloadView } from "./model.js";
 
 /** The scenario ids, in the order the summary lists them. */
 export const SCENARIO_IDS = [
-  "incident",
+  "prints-and-exits",
   "workload-healthy",
   "workload-crashing",
   "workload",
@@ -26,7 +26,7 @@ export const DELETE_POD = "delete-me";
 /** What a scenario should show. */
 export function expectedOf(id: ScenarioId, replicas: number): string {
   switch (id) {
-    case "incident":
+    case "prints-and-exits":
       return `${replicas}/${replicas} replicas report their container's exit (exit 0, Completed) instead of Running forever`;
     case "workload-healthy":
       return "WorkloadDeployment shop-healthy Available=True";
@@ -185,7 +185,7 @@ export class Tracker {
 
   #judge(id: ScenarioId, snapshot: Snapshot): { observed: string; ok: boolean } {
     switch (id) {
-      case "incident":
+      case "prints-and-exits":
         return this.#judgeIncident(snapshot);
       case "workload-healthy":
         return judgeWorkload(
@@ -228,7 +228,7 @@ export class Tracker {
   }
 
   #judgeIncident(snapshot: Snapshot): { observed: string; ok: boolean } {
-    const pods = snapshot.pods.filter((p) => p.labels.app === "incident" && !p.deleting);
+    const pods = snapshot.pods.filter((p) => p.labels.app === "prints-and-exits" && !p.deleting);
     if (pods.length === 0) return { observed: "no Pods yet", ok: false };
     const exited = pods.filter((p) => [p.exit, p.lastExit].some((e) => e?.code === 0));
     const completed = exited.filter((p) =>

@@ -10,7 +10,7 @@ import {
   summaryLines,
 } from "./summary.js";
 
-const OK: Verdict = { id: "incident", expected: "6/6 exits", observed: "6/6 exits", ok: true };
+const OK: Verdict = { id: "prints-and-exits", expected: "6/6 exits", observed: "6/6 exits", ok: true };
 const BAD: Verdict = { id: "oom-killed", expected: "OOMKilled", observed: "Running", ok: false };
 
 const input = (fields: Partial<SummaryInput> = {}): SummaryInput => ({
@@ -67,7 +67,7 @@ describe("the summary", () => {
       ok: false,
       instancesLeft: 2,
       scenarios: {
-        incident: { expected: "6/6 exits", observed: "6/6 exits", ok: true },
+        "prints-and-exits": { expected: "6/6 exits", observed: "6/6 exits", ok: true },
         "oom-killed": { expected: "OOMKilled", observed: "Running", ok: false },
       },
       latencies: { exitToStatus: { n: 3, medianMs: 2000, maxMs: 3000 } },
@@ -89,7 +89,7 @@ describe("the summary", () => {
       }),
     ).join("\n");
     expect(text).toContain("SUMMARY  NOT OK");
-    expect(text).toMatch(/ok {3}incident\n {7}expected: 6\/6 exits\n {7}observed: 6\/6 exits/);
+    expect(text).toMatch(/ok {3}prints-and-exits\n {7}expected: 6\/6 exits\n {7}observed: 6\/6 exits/);
     expect(text).toMatch(/FAIL oom-killed/);
     expect(text).toContain("median 2.0 s, max 3.0 s (n=3)");
     expect(text).toContain("mean 1.5 s (n=4)");

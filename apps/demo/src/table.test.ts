@@ -49,7 +49,7 @@ const SNAPSHOT = snapshot(72, {
 });
 
 const VERDICTS: Verdict[] = [
-  { id: "incident", expected: "e", observed: "2/2 replicas report their exit", ok: true },
+  { id: "prints-and-exits", expected: "e", observed: "2/2 replicas report their exit", ok: true },
   { id: "oom-killed", expected: "e", observed: "Running", ok: false },
 ];
 
@@ -89,7 +89,7 @@ describe("the live table", () => {
     expect(text).toMatch(/Running\s+CrashLoopBackOff\s+2\s+running\s+2/);
     expect(text).toContain("(1 deleting)");
     expect(text).toMatch(/WorkloadDeployment shop-crashing\s+False\s+0\/1\s+InstanceCrashing/);
-    expect(text).toMatch(/ok incident\s+2\/2 replicas report their exit/);
+    expect(text).toMatch(/ok prints-and-exits\s+2\/2 replicas report their exit/);
     expect(text).toMatch(/\.\. oom-killed\s+Running/);
   });
 

@@ -1,5 +1,5 @@
 /**
- * The incident this product exists for: a Deployment whose container prints and exits. Under
+ * The exited-container case this product exists for: a Deployment whose container prints and exits. Under
  * `Always` every Pod shows its restarts, back-off and last exit; once the restart limit is
  * reached every Pod is terminal with its real exit code and every instance is stopped and
  * terminated. CI runs 5 replicas; `NEBULA_E2E_REPLICAS=30` runs 30 (see the README).
