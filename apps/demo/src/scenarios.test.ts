@@ -36,7 +36,11 @@ describe("Tracker", () => {
       snapshot(12, {
         pods: [
           pod("prints-and-exits-a", { labels, phase: "Running", restarts: 1, lastExit: exited }),
-          pod("prints-and-exits-b", { labels, phase: "Running", exit: { ...exited, finishedAt: iso(11) } }),
+          pod("prints-and-exits-b", {
+            labels,
+            phase: "Running",
+            exit: { ...exited, finishedAt: iso(11) },
+          }),
         ],
       }),
     );

@@ -10,7 +10,12 @@ import {
   summaryLines,
 } from "./summary.js";
 
-const OK: Verdict = { id: "prints-and-exits", expected: "6/6 exits", observed: "6/6 exits", ok: true };
+const OK: Verdict = {
+  id: "prints-and-exits",
+  expected: "6/6 exits",
+  observed: "6/6 exits",
+  ok: true,
+};
 const BAD: Verdict = { id: "oom-killed", expected: "OOMKilled", observed: "Running", ok: false };
 
 const input = (fields: Partial<SummaryInput> = {}): SummaryInput => ({
@@ -89,7 +94,9 @@ describe("the summary", () => {
       }),
     ).join("\n");
     expect(text).toContain("SUMMARY  NOT OK");
-    expect(text).toMatch(/ok {3}prints-and-exits\n {7}expected: 6\/6 exits\n {7}observed: 6\/6 exits/);
+    expect(text).toMatch(
+      /ok {3}prints-and-exits\n {7}expected: 6\/6 exits\n {7}observed: 6\/6 exits/,
+    );
     expect(text).toMatch(/FAIL oom-killed/);
     expect(text).toContain("median 2.0 s, max 3.0 s (n=3)");
     expect(text).toContain("mean 1.5 s (n=4)");

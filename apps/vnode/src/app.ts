@@ -220,6 +220,16 @@ export function createVnode(options: VnodeOptions): Vnode {
     registers: [registry],
   });
   provider.onLeakCollected(() => leaksCollected.inc());
+  const pollDuration = new Histogram({
+    name: "nebula_vnode_poll_duration_seconds",
+    help: "One poll cycle: DescribeInstances, statuses published, reclaims advanced",
+    labelNames: ["outcome"],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+    registers: [registry],
+  });
+  provider.onPoll((result, seconds) =>
+    pollDuration.observe({ outcome: result.ok ? "ok" : "error" }, seconds),
+  );
   const nodes = new NodeController({ kubeConfig, config: config.node, health: provider, log });
 
   manager.addController(controller);

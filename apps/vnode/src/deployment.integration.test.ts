@@ -120,12 +120,13 @@ describe(`a Deployment of ${REPLICAS} replicas that print and exit`, () => {
         },
       },
     });
-    await until("the vnode's metric counts the Deployment's instances", async () => {
+    await until("the vnode's metrics count the Deployment's instances and its polls", async () => {
       const m = await scrape(vnode.url);
       const live = [...m.entries()].filter(
         ([k]) => k.startsWith("nebula_vnode_instances{") && !k.includes('"terminated"'),
       );
-      return live.reduce((sum, [, v]) => sum + v, 0) > 0 ? m : undefined;
+      const polls = m.get('nebula_vnode_poll_duration_seconds_count{outcome="ok"}') ?? 0;
+      return live.reduce((sum, [, v]) => sum + v, 0) > 0 && polls > 0 ? m : undefined;
     });
     const seen = new Map<string, V1Pod>();
     const restartsSeen = new Set<string>();

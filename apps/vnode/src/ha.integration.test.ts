@@ -2,7 +2,8 @@
  * Two replicas of the virtual node with leader election: the standby does nothing while the
  * leader lives; when the leader is killed (SIGKILL, no release of the Lease) the standby takes the
  * Lease once it expires and carries on: a Pod started under the first leader finishes with its
- * real exit under the second, a Pod created after the takeover runs, one instance each, none left.
+ * real exit under the second, a teardown the first leader began is finished by the second, a Pod
+ * created after the takeover runs, one instance each, none left.
  */
 import { CoordinationV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
 import {
@@ -108,7 +109,7 @@ afterAll(async () => {
 });
 
 describe("two replicas with leader election", () => {
-  it("the standby takes over after the leader is killed; Pods finish truthfully, one instance each, none left", async () => {
+  it("the standby takes over after the leader is killed, finishes its teardowns; Pods finish truthfully, one instance each, none left", async () => {
     const a = await replica("vnode-a");
     await until("vnode-a leads", async () => ((await holder()) === "vnode-a" ? true : undefined));
     const b = await replica("vnode-b");
@@ -117,11 +118,37 @@ describe("two replicas with leader election", () => {
       namespace: NS,
       body: barePod("across", NODE, { command: ["sh", "-c", "sleep 30; exit 3"] }),
     });
+    // Deleted just before the leader dies: its teardown (stop, wait, terminate) is begun by
+    // vnode-a and must be finished by vnode-b. It ignores SIGTERM, so its instance stays
+    // `stopping` for the whole 20 s grace, across the takeover.
+    await core.createNamespacedPod({
+      namespace: NS,
+      body: barePod("deleted", NODE, {
+        command: ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"],
+      }),
+    });
+    for (const name of ["across", "deleted"]) {
+      await until(
+        `${name} running under vnode-a`,
+        async () => ((await readPod(name))?.status?.phase === "Running" ? true : undefined),
+        180_000,
+        500,
+      );
+    }
+    const deletedUid = (await readPod("deleted"))?.metadata?.uid ?? "";
+    await core.deleteNamespacedPod({ name: "deleted", namespace: NS, gracePeriodSeconds: 20 });
     await until(
-      "the Pod running under vnode-a",
-      async () => ((await readPod("across"))?.status?.phase === "Running" ? true : undefined),
-      180_000,
-      500,
+      "vnode-a begins the teardown (StopInstances sent)",
+      async () => {
+        const mine = (await nodeInstances(ec2, NODE)).find((i) =>
+          i.Tags?.some((t) => t.Key === "nebula:pod-uid" && t.Value === deletedUid),
+        );
+        return mine?.State?.Name === "stopping" || mine?.State?.Name === "stopped"
+          ? true
+          : undefined;
+      },
+      60_000,
+      250,
     );
     expect(await holder()).toBe("vnode-a");
     const killedAt = Date.now();
@@ -156,6 +183,12 @@ describe("two replicas with leader election", () => {
     });
     const after = await settled("after");
     expect(after.status?.phase).toBe("Succeeded");
+    await until(
+      "the deleted Pod gone once vnode-b finished its teardown",
+      async () => ((await readPod("deleted")) === undefined ? true : undefined),
+      300_000,
+      500,
+    );
     const instances = await until("every instance terminated", async () => {
       const all = await nodeInstances(ec2, NODE);
       return all.every((i) => i.State?.Name === "terminated") ? all : undefined;
@@ -165,7 +198,7 @@ describe("two replicas with leader election", () => {
       const uid = i.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value ?? "none";
       perPod.set(uid, (perPod.get(uid) ?? 0) + 1);
     }
-    expect([...perPod.values()]).toEqual([1, 1]);
+    expect([...perPod.values()]).toEqual([1, 1, 1]);
     console.log(JSON.stringify({ ha: { takeoverSeconds, leaseDurationSeconds: 15 } }));
     expect(await b.stop()).toBe(0);
   }, 900_000);

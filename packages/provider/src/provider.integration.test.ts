@@ -415,6 +415,16 @@ describe("leak collection", () => {
     clock.advance(10_000);
     await provider.pollOnce();
     expect(provider.instanceCounts()).toEqual({ running: 3 });
+    const polls: Array<{ ok: boolean; instances: number; seconds: number }> = [];
+    const off = provider.onPoll((r, seconds) =>
+      polls.push({ ok: r.ok, instances: r.instances, seconds }),
+    );
+    await provider.pollOnce();
+    off();
+    await provider.pollOnce();
+    expect(polls).toHaveLength(1);
+    expect(polls[0]).toMatchObject({ ok: true, instances: 3 });
+    expect(polls[0]?.seconds).toBeGreaterThan(0);
     const second = await provider.collectLeaks();
     expect(second.terminate).toEqual([orphanId]);
     const orphanUid = marked?.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value;

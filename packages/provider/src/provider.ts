@@ -378,6 +378,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   readonly #resuming = new Set<string>();
   readonly #listeners = new Set<PodStatusListener>();
   readonly #leakListeners = new Set<(leak: CollectedLeak) => void>();
+  readonly #pollListeners = new Set<(result: PollResult, seconds: number) => void>();
   readonly #nodeListeners = new Set<(health: NodeHealth) => void>();
   readonly #stop: InstanceBatcher;
   readonly #terminate: InstanceBatcher;
@@ -824,10 +825,39 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
    * {@link Ec2PodProvider.health}, and slows the loop down.
    */
   pollOnce(): Promise<PollResult> {
-    this.#polling ??= this.#pollOnce().finally(() => {
+    this.#polling ??= this.#timedPoll().finally(() => {
       this.#polling = undefined;
     });
     return this.#polling;
+  }
+
+  /**
+   * Subscribes to every finished poll cycle: its result and how long it took in seconds (listing,
+   * statuses published, reclaims advanced). A listener that throws is ignored. Returns the
+   * unsubscribe.
+   *
+   * @example
+   * ```ts
+   * provider.onPoll((result, seconds) => pollDuration.observe({ ok: String(result.ok) }, seconds));
+   * ```
+   */
+  onPoll(listener: (result: PollResult, seconds: number) => void): () => void {
+    this.#pollListeners.add(listener);
+    return () => this.#pollListeners.delete(listener);
+  }
+
+  async #timedPoll(): Promise<PollResult> {
+    const started = performance.now();
+    const result = await this.#pollOnce();
+    const seconds = (performance.now() - started) / 1000;
+    for (const listener of this.#pollListeners) {
+      try {
+        listener(result, seconds);
+      } catch {
+        // A listener's failure is its own.
+      }
+    }
+    return result;
   }
 
   async #pollOnce(): Promise<PollResult> {
