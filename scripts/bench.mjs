@@ -155,15 +155,10 @@ for (const pkg of groups) {
   lines.push({ pkg, body });
   table.push(...body);
 }
-const widths = table[0].map((_, c) =>
-  Math.min(c === 0 || c === 2 ? 80 : 40, Math.max(...table.map((row) => [...row[c]].length))),
-);
+const widths = table[0].map((_, c) => Math.max(...table.map((row) => [...row[c]].length)));
 const cell = (text, c) => {
-  const chars = [...text];
-  const fitted = chars.length > widths[c] ? `${chars.slice(0, widths[c] - 1).join("")}…` : text;
-  return c === 1 || c === 3
-    ? fitted.padStart(widths[c] + fitted.length - [...fitted].length)
-    : fitted.padEnd(widths[c] + fitted.length - [...fitted].length);
+  const pad = " ".repeat(widths[c] - [...text].length);
+  return c === 1 || c === 3 ? pad + text : text + pad;
 };
 const format = (row) => `| ${row.map(cell).join(" | ")} |`;
 const wallSeconds = Math.round((Date.now() - started) / 1000);

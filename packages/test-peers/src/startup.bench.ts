@@ -46,8 +46,9 @@ test("cached start-up of the test peers", { timeout: 900_000 }, async ({ bench }
 
   const out = process.env.NEBULA_BENCH_OUT;
   if (out) {
-    const seconds = (name: string) => Math.round(results.get(name).latency.mean / 10) / 100;
-    const row = (name: string, baselineName: string | null) => {
+    type Name = typeof MOTO | typeof CONTROL_PLANE | typeof BOTH | typeof WHOLE_CONTROL_PLANE;
+    const seconds = (name: Name) => Math.round(results.get(name).latency.mean / 10) / 100;
+    const row = (name: Name, baselineName: Name | null) => {
       const baseline = baselineName === null ? null : seconds(baselineName);
       return {
         package: "@nebula/test-peers",
