@@ -4,7 +4,11 @@
  * (default 20) of one Pod between crashing and an image pull failure.
  *
  *   npm run bench -w @nebula/operator-app
+ *
+ * With NEBULA_BENCH_OUT=<file> set (the root `npm run bench` sets it) each figure is also appended
+ * to that file as a JSON line {package, figure, value, unit, baseline, baselineLabel, ratio, goal}.
  */
+import { appendFileSync } from "node:fs";
 import { CoreV1Api, type KubeConfig, Watch } from "@kubernetes/client-node";
 import { GROUP, VERSION } from "@nebula/api";
 import { useTestPeers } from "@nebula/test-peers/vitest";
@@ -86,5 +90,19 @@ it(`measures ${flips} reason changes from Pod to Workload`, async () => {
   console.log(
     `figure: Pod reason change → Workload Available reason, ${samples.length} changes: median ${pct(50).toFixed(0)} ms, p90 ${pct(90).toFixed(0)} ms, max ${pct(100).toFixed(0)} ms`,
   );
+  const out = process.env.NEBULA_BENCH_OUT;
+  if (out) {
+    const rows = (["50", "90"] as const).map((p) => ({
+      package: "@nebula/operator-app",
+      figure: `Pod reason change → Workload Available reason, p${p} of ${samples.length} (no baseline, no goal)`,
+      value: Math.round(pct(Number(p))),
+      unit: "ms",
+      baseline: null,
+      baselineLabel: null,
+      ratio: null,
+      goal: null,
+    }));
+    appendFileSync(out, rows.map((r) => `${JSON.stringify(r)}\n`).join(""));
+  }
   expect(samples).toHaveLength(flips);
 });

@@ -5,7 +5,11 @@
  * until every WorkloadDeployment and Workload carries the status of its current generation.
  *
  *   BENCH_DEPLOYMENTS=1000 BENCH_INSTANCES=30 npm run bench -w @nebula/operator-app
+ *
+ * With NEBULA_BENCH_OUT=<file> set (the root `npm run bench` sets it) each figure is also appended
+ * to that file as a JSON line {package, figure, value, unit, baseline, baselineLabel, ratio, goal}.
  */
+import { appendFileSync } from "node:fs";
 import { CoreV1Api, CustomObjectsApi, type V1Pod } from "@kubernetes/client-node";
 import { GROUP, VERSION } from "@nebula/api";
 import { useTestPeers } from "@nebula/test-peers/vitest";
@@ -113,5 +117,24 @@ it(`rolls up ${deployments} WorkloadDeployments of ${instances} Pods each`, asyn
   console.log(
     `figure: ${deployments} WorkloadDeployments × ${instances} Pods from a cold start: deployments done in ${wdSeconds.toFixed(1)} s (${(deployments / wdSeconds).toFixed(0)}/s, ${((deployments * instances) / wdSeconds).toFixed(0)} instances/s), workloads too in ${allSeconds.toFixed(1)} s`,
   );
+  const out = process.env.NEBULA_BENCH_OUT;
+  if (out) {
+    const row = (figure: string, value: number, unit: string) => ({
+      package: "@nebula/operator-app",
+      figure: `${figure}, ${deployments} WorkloadDeployments × ${instances} Pods, cold start, 4 workers (no baseline, no goal)`,
+      value: Math.round(value * 10) / 10,
+      unit,
+      baseline: null,
+      baselineLabel: null,
+      ratio: null,
+      goal: null,
+    });
+    const rows = [
+      row("every WorkloadDeployment status written", wdSeconds, "s"),
+      row("every Workload status written", allSeconds, "s"),
+      row("roll-up throughput", (deployments * instances) / wdSeconds, "instances/s"),
+    ];
+    appendFileSync(out, rows.map((r) => `${JSON.stringify(r)}\n`).join(""));
+  }
   expect(wdAt).toBeGreaterThan(0);
 });

@@ -6,6 +6,10 @@
 // cycles: API calls by operation (counted in the SDK middleware stack), CPU time of this process
 // (process.cpuUsage: SDK, XML parsing, state mapping, status computation) and wall time (which
 // includes moto's own work in its process).
+//
+// With NEBULA_BENCH_OUT=<file> set (the root `npm run bench` sets it) each figure is also appended
+// to that file as a JSON line {package, figure, value, unit, baseline, baselineLabel, ratio, goal}.
+import { appendFileSync } from "node:fs";
 import {
   CreateSecurityGroupCommand,
   CreateSubnetCommand,
@@ -17,6 +21,24 @@ import { MOTO_CREDENTIALS, startMoto } from "@nebula/test-peers";
 
 const SIZES = (process.env.NEBULA_BENCH_SIZES ?? "10,100,1000,5000").split(",").map(Number);
 const CYCLES = Number(process.env.NEBULA_BENCH_CYCLES ?? 3);
+
+/** Appends one figure to NEBULA_BENCH_OUT as a JSON line, when it is set. */
+function record(figure, value, unit, baseline = null, baselineLabel = null, goal = null) {
+  const out = process.env.NEBULA_BENCH_OUT;
+  if (!out) return;
+  const ratio = baseline ? Math.round((value / baseline) * 100) / 100 : null;
+  const row = {
+    package: "@nebula/provider",
+    figure,
+    value,
+    unit,
+    baseline,
+    baselineLabel,
+    ratio,
+    goal,
+  };
+  appendFileSync(out, `${JSON.stringify(row)}\n`);
+}
 
 function uid(n, size) {
   return `${size.toString(16).padStart(8, "0")}-0000-4000-8000-${n.toString().padStart(12, "0")}`;
@@ -167,6 +189,35 @@ try {
       "CPU ms/cycle net of idle": Math.round((cpuUs / 1000 - (idle * wallMs) / 1000) / CYCLES),
     });
     progress(`${size}: ${JSON.stringify(rows.at(-1))}`);
+    const row = rows.at(-1);
+    record(
+      `DescribeInstances calls per poll, ${size} instances (exact count; no baseline)`,
+      row["DescribeInstances/cycle"],
+      "calls",
+      null,
+      null,
+      `= ⌈N/1000⌉ = ${row["target ⌈N/1000⌉"]}`,
+    );
+    record(
+      `other EC2 calls per poll, ${size} instances (exact count; no baseline)`,
+      row["other calls/cycle"],
+      "calls",
+      null,
+      null,
+      "= 0",
+    );
+    record(
+      `provider CPU per poll, ${size} instances (no goal)`,
+      row["provider CPU ms/cycle"],
+      "ms",
+      Math.round(((idle * wallMs) / 1000 / CYCLES) * 100) / 100,
+      "idle process, same wall time",
+    );
+    record(
+      `wall time per poll incl. moto, ${size} instances (no baseline, no goal)`,
+      row["wall ms/cycle (incl. moto)"],
+      "ms",
+    );
     await provider.stop();
     provider.client.destroy();
   }
@@ -181,5 +232,19 @@ if (at(1000) && at(5000)) {
   const net = at(5000)["CPU ms/cycle net of idle"] / at(1000)["CPU ms/cycle net of idle"];
   console.log(
     `CPU per cycle, 5000 vs 1000 instances (same run): ${ratio.toFixed(2)}x, net of idle ${net.toFixed(2)}x, for 5x the instances`,
+  );
+}
+// CPU growth from the next-to-largest size to the largest, net of idle, against the linear
+// extrapolation from the smaller size (the baseline): a ratio above 1 means worse than linear.
+const from = rows.at(-2);
+const to = rows.at(-1);
+if (from && to && to.instances > from.instances) {
+  const scale = to.instances / from.instances;
+  record(
+    `provider CPU per poll net of idle, ${to.instances} instances, vs linear (no goal)`,
+    to["CPU ms/cycle net of idle"],
+    "ms",
+    Math.round(from["CPU ms/cycle net of idle"] * scale),
+    `${scale}× the ${from.instances}-instance figure`,
   );
 }

@@ -10,7 +10,11 @@
 //
 // NEBULA_BENCH_BASELINE=<path to another build's index.js> adds that build side by side (to
 // compare before/after in one run).
-import { existsSync } from "node:fs";
+//
+// With NEBULA_BENCH_OUT=<file> set (the root `npm run bench` sets it) each figure is also appended
+// to that file as a JSON line {package, figure, value, unit, baseline, baselineLabel, ratio, goal};
+// the ratio is the median of the per-round ratios, as printed below.
+import { appendFileSync, existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const ROUNDS = Number(process.env.NEBULA_BENCH_ROUNDS ?? 41);
@@ -106,3 +110,24 @@ variants.forEach(([name], v) => {
   );
 });
 if (sink <= 0) throw new Error("nothing was computed");
+
+const out = process.env.NEBULA_BENCH_OUT;
+if (out) {
+  const nsPerInstance = (v) => Math.round((median(times[v]) * 1e7) / INSTANCES) / 10;
+  const row = (figure, v, f, goal) => ({
+    package: "@nebula/rollup",
+    figure: goal === null ? `${figure} (no goal)` : figure,
+    value: nsPerInstance(v),
+    unit: "ns/instance",
+    baseline: nsPerInstance(f),
+    baselineLabel: variants[f][0],
+    ratio: Math.round(ratioTo(v, f) * 100) / 100,
+    goal,
+  });
+  const rows = [
+    row(`rollupWorkloadDeployment, ${INSTANCES} instances`, 2, 0, "≤ 3× (unreachable: see README)"),
+    row(`rollupWorkloadDeployment, ${INSTANCES} instances`, 2, 1, null),
+  ];
+  if (baseline) rows.push(row(`rollupWorkloadDeployment, ${INSTANCES} instances`, 2, 3, null));
+  appendFileSync(out, rows.map((r) => `${JSON.stringify(r)}\n`).join(""));
+}

@@ -16,8 +16,12 @@
 // Every round times each variant back to back, so a change in machine load hits them alike; the
 // figures are medians over the rounds. NEBULA_BENCH_BASELINE=<another build's index.js> adds that
 // build side by side (to compare before/after in one run).
+//
+// With NEBULA_BENCH_OUT=<file> set (the root `npm run bench` sets it) each figure is also appended
+// to that file as a JSON line {package, figure, value, unit, baseline, baselineLabel, ratio, goal};
+// the ratio is the median of the per-round ratios, as printed below.
 import { Buffer } from "node:buffer";
-import { existsSync } from "node:fs";
+import { appendFileSync, existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const ROUNDS = Number(process.env.NEBULA_BENCH_ROUNDS ?? 15);
@@ -221,3 +225,28 @@ variants.forEach(([name], v) => {
   );
 });
 if (sink <= 0) throw new Error("nothing was computed");
+
+const out = process.env.NEBULA_BENCH_OUT;
+if (out) {
+  const usPerInstance = (v) => Math.round((median(times[v]) * 1e5) / INSTANCES) / 100;
+  const row = (figure, v, f, goal) => ({
+    package: "@nebula/state-mapping",
+    figure: `${figure}, one poll of ${INSTANCES} instances${goal === null ? " (no goal)" : ""}`,
+    value: usPerInstance(v),
+    unit: "µs/instance",
+    baseline: usPerInstance(f),
+    baselineLabel: variants[f][0],
+    ratio: Math.round(ratio(v, f) * 100) / 100,
+    goal,
+  });
+  const rows = [
+    row("steady: toInstanceState + toPodStatus", 2, 0, "≤ 2×"),
+    row("steady: ... + toInstanceReason", 3, 0, null),
+    row("first poll: toInstanceState + toPodStatus", 4, 1, null),
+  ];
+  if (baseline) {
+    rows.push(row("baseline build, steady", 5, 0, null));
+    rows.push(row("baseline build, first poll", 7, 1, null));
+  }
+  appendFileSync(out, rows.map((r) => `${JSON.stringify(r)}\n`).join(""));
+}

@@ -3,8 +3,12 @@
  * the typical script alone, which every render pays), and the user-data sizes. Run: `npm run bench`
  * in this package. Ratios are measured side by side in this one run. The renderer measured is the
  * built bundle (`dist/index.js`, which the `bench` script builds first), as users run it.
+ *
+ * With NEBULA_BENCH_OUT=<file> set (the root `npm run bench` sets it) each figure is also appended
+ * to that file as a JSON line {package, figure, value, unit, baseline, baselineLabel, ratio, goal}.
  */
 import { randomBytes } from "node:crypto";
+import { appendFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
@@ -95,5 +99,50 @@ test("render time", async ({ bench }) => {
     return `${name.padEnd(50)} ${cells.join("   ")}`;
   });
   console.log(`\nRender time:\n${lines.join("\n")}`);
+
+  const out = process.env.NEBULA_BENCH_OUT;
+  if (out) {
+    const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
+    const row = (
+      figure: string,
+      value: number | null,
+      unit: string,
+      baseline: number | null,
+      baselineLabel: string | null,
+      goal: string | null,
+    ) => ({
+      package: "@nebula/userdata",
+      figure,
+      value,
+      unit,
+      baseline,
+      baselineLabel,
+      ratio: value !== null && baseline ? round(value / baseline, 2) : null,
+      goal,
+    });
+    const rowsOut = [
+      ...[TYPICAL, LARGEST].map((name) =>
+        row(
+          `${name}, p50 (no goal)`,
+          round(ms(name, "p50"), 3),
+          "ms",
+          round(ms(FLOOR, "p50"), 3),
+          FLOOR,
+          null,
+        ),
+      ),
+      ...rows.map(([what, rendered]) =>
+        row(
+          `user-data size, ${what} (no baseline)`,
+          rendered?.bytes ?? null,
+          rendered?.gzipped ? "bytes gzipped" : "bytes",
+          null,
+          null,
+          `≤ ${MAX_USER_DATA_BYTES} bytes (EC2 limit)`,
+        ),
+      ),
+    ];
+    appendFileSync(out, rowsOut.map((r) => `${JSON.stringify(r)}\n`).join(""));
+  }
   expect(sink).toBeGreaterThan(0);
 });
