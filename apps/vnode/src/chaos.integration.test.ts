@@ -20,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   applyManifest,
   barePod,
+  deleteNode,
   nodeInstances,
   prepareNetwork,
   startVnode,
@@ -95,6 +96,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await proxy?.close();
+  await deleteNode(admin, NODE);
   await hosts?.close();
   ec2.destroy();
 });

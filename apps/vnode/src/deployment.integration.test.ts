@@ -14,6 +14,7 @@ import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   applyManifest,
+  deleteNode,
   nodeInstances,
   prepareNetwork,
   scrape,
@@ -73,6 +74,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   const code = await vnode?.stop();
+  await deleteNode(admin, NODE);
   await hosts?.close();
   ec2.destroy();
   expect(code).toBe(0);
@@ -107,6 +109,8 @@ describe(`a Deployment of ${REPLICAS} replicas that print and exit`, () => {
             },
             spec: {
               terminationGracePeriodSeconds: 5,
+              // This test's node only: the end-to-end files share the control plane.
+              nodeSelector: { "kubernetes.io/hostname": NODE },
               tolerations: [{ key: "virtual-kubelet.io/provider", operator: "Exists" }],
               containers: [
                 {
@@ -191,9 +195,20 @@ describe(`a Deployment of ${REPLICAS} replicas that print and exit`, () => {
       "no Pods and every instance terminated",
       async () => {
         const list = await core.listNamespacedPod({ namespace: NS });
-        if (list.items.length > 0) return undefined;
+        // Thrown, not returned: a timeout then says which Pod or instance is left, and how.
+        if (list.items.length > 0) {
+          throw new Error(
+            `pods left: ${list.items.map((p) => `${p.metadata?.name} ${p.status?.phase} node=${p.spec?.nodeName ?? "-"} deleting=${p.metadata?.deletionTimestamp !== undefined} finalizers=${JSON.stringify(p.metadata?.finalizers ?? [])}`).join("; ")}`,
+          );
+        }
         const instances = await nodeInstances(ec2, NODE);
-        return instances.every((i) => i.State?.Name === "terminated") ? instances : undefined;
+        const alive = instances.filter((i) => i.State?.Name !== "terminated");
+        if (alive.length > 0) {
+          throw new Error(
+            `instances left: ${alive.map((i) => `${i.InstanceId} ${i.State?.Name} pod-uid=${i.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value}`).join("; ")}`,
+          );
+        }
+        return instances;
       },
       900_000,
       2_000,

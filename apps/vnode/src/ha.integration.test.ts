@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   applyManifest,
   barePod,
+  deleteNode,
   nodeInstances,
   prepareNetwork,
   startVnode,
@@ -104,6 +105,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const p of running) if (p.child.exitCode === null) await p.kill();
+  await deleteNode(admin, NODE);
   await hosts?.close();
   ec2.destroy();
 });

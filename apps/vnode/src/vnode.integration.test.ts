@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   applyManifest,
   barePod,
+  deleteNode,
   nodeInstances,
   prepareNetwork,
   scrape,
@@ -84,6 +85,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   const code = await vnode?.stop();
+  await deleteNode(admin, NODE);
   await hosts?.close();
   ec2.destroy();
   expect(code).toBe(0);

@@ -264,3 +264,16 @@ export function barePod(
     },
   };
 }
+
+/**
+ * Deletes a test's Node once its vnode has stopped. The end-to-end files share one control plane,
+ * and a Node left behind still looks schedulable for a while: a later file's Deployment would get
+ * Pods onto a Node that nobody serves, stuck `Terminating` for good.
+ */
+export async function deleteNode(kubeConfig: KubeConfig, name: string): Promise<void> {
+  try {
+    await kubeConfig.makeApiClient(CoreV1Api).deleteNode({ name });
+  } catch (error) {
+    if ((error as { code?: number }).code !== 404) throw error;
+  }
+}
