@@ -8,25 +8,19 @@
  * NEBULA_CHAOS_FAULT_PODS=20` (see the app's README). `NEBULA_CHAOS_SEED` replays.
  */
 import { CoreV1Api, type V1Pod } from "@kubernetes/client-node";
-import {
-  type Ec2ProxyHandle,
-  type InstanceHosts,
-  NEBULA_INSTANCE_PROFILE,
-  startEc2Proxy,
-  startInstanceHosts,
-} from "@nebula/test-peers";
+import { type Ec2ProxyHandle, type InstanceHosts, startEc2Proxy } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  applyManifest,
   barePod,
   deleteNode,
   nodeInstances,
-  prepareNetwork,
   startVnode,
+  startWorld,
   until,
   VNODE_GROUPS,
   VNODE_USER,
+  vnodeConfig,
 } from "./testing/e2e.js";
 
 const KILLS = Number(process.env.NEBULA_CHAOS_KILLS ?? "3");
@@ -60,38 +54,22 @@ let proxy: Ec2ProxyHandle;
 let config: object;
 
 beforeAll(async () => {
-  const network = await prepareNetwork(ec2);
-  hosts = await startInstanceHosts({
-    ec2Endpoint: moto.endpoint,
-    region: moto.region,
-    cluster: NODE,
-    bootDelayMs: 500,
-  });
+  const world = await startWorld({ admin, ec2, moto, cluster: NODE, namespace: NS });
+  hosts = world.hosts;
   proxy = await startEc2Proxy({
     upstream: hosts.ec2Endpoint,
     clientToken: true,
     refuseStops: true,
   });
-  for (const file of ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"]) {
-    await applyManifest(admin, file);
-  }
-  await core.createNamespace({ body: { metadata: { name: NS } } });
-  config = {
-    node: { capacity: { cpu: "1000", memory: "4Ti", pods: String(PODS * 2) } },
-    provider: {
-      clusterName: NODE,
-      region: moto.region,
-      subnetIds: [network.subnetId],
-      securityGroupIds: [network.securityGroupId],
-      imageId: "ami-0a1b2c3d",
-      instanceProfile: NEBULA_INSTANCE_PROFILE,
-      instanceTypes: { default: "t3.micro" },
-      endpoint: proxy.endpoint,
-      pollIntervalSeconds: 2,
-      apiHeadroomSeconds: 5,
-      batchWindowMs: 50,
-    },
-  };
+  config = vnodeConfig({
+    cluster: NODE,
+    region: moto.region,
+    world,
+    endpoint: proxy.endpoint,
+    capacity: { cpu: "1000", memory: "4Ti", pods: String(PODS * 2) },
+    pollIntervalSeconds: 2,
+    batchWindowMs: 50,
+  });
 }, 300_000);
 
 afterAll(async () => {

@@ -5,24 +5,20 @@
  * terminated. CI runs 5 replicas; `NEBULA_E2E_REPLICAS=30` runs 30 (see the README).
  */
 import { AppsV1Api, CoreV1Api, EventsV1Api, type V1Pod } from "@kubernetes/client-node";
-import {
-  type InstanceHosts,
-  NEBULA_INSTANCE_PROFILE,
-  startInstanceHosts,
-} from "@nebula/test-peers";
+import type { InstanceHosts } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  applyManifest,
   deleteNode,
   nodeInstances,
-  prepareNetwork,
   scrape,
   startVnode,
+  startWorld,
   until,
   VNODE_GROUPS,
   VNODE_USER,
   type VnodeProcess,
+  vnodeConfig,
 } from "./testing/e2e.js";
 
 const REPLICAS = Number(process.env.NEBULA_E2E_REPLICAS ?? "5");
@@ -38,37 +34,21 @@ let hosts: InstanceHosts;
 let vnode: VnodeProcess;
 
 beforeAll(async () => {
-  const network = await prepareNetwork(ec2);
-  hosts = await startInstanceHosts({
-    ec2Endpoint: moto.endpoint,
-    region: moto.region,
-    cluster: NODE,
-    bootDelayMs: 500,
-  });
-  for (const file of ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"]) {
-    await applyManifest(admin, file);
-  }
-  await core.createNamespace({ body: { metadata: { name: NS } } });
+  const world = await startWorld({ admin, ec2, moto, cluster: NODE, namespace: NS });
+  hosts = world.hosts;
   vnode = await startVnode({
     nodeName: NODE,
     kubeconfig: controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS),
     moto,
-    config: {
-      node: { capacity: { cpu: "1000", memory: "4Ti", pods: String(REPLICAS * 4) } },
-      provider: {
-        clusterName: NODE,
-        region: moto.region,
-        subnetIds: [network.subnetId],
-        securityGroupIds: [network.securityGroupId],
-        imageId: "ami-0a1b2c3d",
-        instanceProfile: NEBULA_INSTANCE_PROFILE,
-        instanceTypes: { default: "t3.micro" },
-        endpoint: hosts.ec2Endpoint,
-        pollIntervalSeconds: 5,
-        apiHeadroomSeconds: 5,
-        batchWindowMs: 100,
-      },
-    },
+    config: vnodeConfig({
+      cluster: NODE,
+      region: moto.region,
+      world,
+      endpoint: hosts.ec2Endpoint,
+      capacity: { cpu: "1000", memory: "4Ti", pods: String(REPLICAS * 4) },
+      pollIntervalSeconds: 5,
+      batchWindowMs: 100,
+    }),
   });
 }, 300_000);
 

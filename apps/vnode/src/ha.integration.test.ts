@@ -5,25 +5,22 @@
  * real exit under the second, a teardown the first leader began is finished by the second, a Pod
  * created after the takeover runs, one instance each, none left.
  */
-import { CoordinationV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
-import {
-  type InstanceHosts,
-  NEBULA_INSTANCE_PROFILE,
-  startInstanceHosts,
-} from "@nebula/test-peers";
+import { CoordinationV1Api, CoreV1Api } from "@kubernetes/client-node";
+import type { InstanceHosts } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  applyManifest,
   barePod,
   deleteNode,
   nodeInstances,
-  prepareNetwork,
+  readPod as readPodIn,
   startVnode,
+  startWorld,
   until,
   VNODE_GROUPS,
   VNODE_USER,
   type VnodeProcess,
+  vnodeConfig,
 } from "./testing/e2e.js";
 
 const { controlPlane, moto } = useTestPeers();
@@ -40,14 +37,7 @@ let hosts: InstanceHosts;
 let config: object;
 const running: VnodeProcess[] = [];
 
-async function readPod(name: string): Promise<V1Pod | undefined> {
-  try {
-    return await core.readNamespacedPod({ name, namespace: NS });
-  } catch (error) {
-    if ((error as { code?: number }).code === 404) return undefined;
-    throw error;
-  }
-}
+const readPod = (name: string) => readPodIn(core, NS, name);
 
 async function holder(): Promise<string | undefined> {
   try {
@@ -74,33 +64,17 @@ function replica(identity: string): Promise<VnodeProcess> {
 }
 
 beforeAll(async () => {
-  const network = await prepareNetwork(ec2);
-  hosts = await startInstanceHosts({
-    ec2Endpoint: moto.endpoint,
-    region: moto.region,
+  const world = await startWorld({ admin, ec2, moto, cluster: NODE, namespace: NS });
+  hosts = world.hosts;
+  config = vnodeConfig({
     cluster: NODE,
-    bootDelayMs: 500,
+    region: moto.region,
+    world,
+    endpoint: hosts.ec2Endpoint,
+    capacity: { cpu: "100", memory: "400Gi", pods: "20" },
+    pollIntervalSeconds: 2,
+    batchWindowMs: 50,
   });
-  for (const file of ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"]) {
-    await applyManifest(admin, file);
-  }
-  await core.createNamespace({ body: { metadata: { name: NS } } });
-  config = {
-    node: { capacity: { cpu: "100", memory: "400Gi", pods: "20" } },
-    provider: {
-      clusterName: NODE,
-      region: moto.region,
-      subnetIds: [network.subnetId],
-      securityGroupIds: [network.securityGroupId],
-      imageId: "ami-0a1b2c3d",
-      instanceProfile: NEBULA_INSTANCE_PROFILE,
-      instanceTypes: { default: "t3.micro" },
-      endpoint: hosts.ec2Endpoint,
-      pollIntervalSeconds: 2,
-      apiHeadroomSeconds: 5,
-      batchWindowMs: 50,
-    },
-  };
 }, 300_000);
 
 afterAll(async () => {

@@ -1,24 +1,21 @@
 import { TerminateInstancesCommand } from "@aws-sdk/client-ec2";
 import { CoordinationV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
-import {
-  type InstanceHosts,
-  NEBULA_INSTANCE_PROFILE,
-  startInstanceHosts,
-} from "@nebula/test-peers";
+import type { InstanceHosts } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  applyManifest,
   barePod,
   deleteNode,
   nodeInstances,
-  prepareNetwork,
+  readPod as readPodIn,
   scrape,
   startVnode,
+  startWorld,
   until,
   VNODE_GROUPS,
   VNODE_USER,
   type VnodeProcess,
+  vnodeConfig,
 } from "./testing/e2e.js";
 
 const { controlPlane, moto } = useTestPeers();
@@ -33,14 +30,7 @@ const FINALIZER = "nebula.dev/instance-reclaim";
 let hosts: InstanceHosts;
 let vnode: VnodeProcess;
 
-async function readPod(name: string): Promise<V1Pod | undefined> {
-  try {
-    return await core.readNamespacedPod({ name, namespace: NS });
-  } catch (error) {
-    if ((error as { code?: number }).code === 404) return undefined;
-    throw error;
-  }
-}
+const readPod = (name: string) => readPodIn(core, NS, name);
 
 async function instanceOf(uid: string) {
   const all = await nodeInstances(ec2, NODE);
@@ -48,38 +38,22 @@ async function instanceOf(uid: string) {
 }
 
 beforeAll(async () => {
-  const network = await prepareNetwork(ec2);
-  hosts = await startInstanceHosts({
-    ec2Endpoint: moto.endpoint,
-    region: moto.region,
-    cluster: CLUSTER,
-    bootDelayMs: 500,
-  });
-  for (const file of ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"]) {
-    await applyManifest(admin, file);
-  }
-  await core.createNamespace({ body: { metadata: { name: NS } } });
+  const world = await startWorld({ admin, ec2, moto, cluster: CLUSTER, namespace: NS });
+  hosts = world.hosts;
   vnode = await startVnode({
     nodeName: NODE,
     // The app runs as its ServiceAccount: only what deploy/vnode/rbac.yaml grants.
     kubeconfig: controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS),
     moto,
-    config: {
-      node: { capacity: { cpu: "100", memory: "400Gi", pods: "50" } },
-      provider: {
-        clusterName: CLUSTER,
-        region: moto.region,
-        subnetIds: [network.subnetId],
-        securityGroupIds: [network.securityGroupId],
-        imageId: "ami-0a1b2c3d",
-        instanceProfile: NEBULA_INSTANCE_PROFILE,
-        instanceTypes: { default: "t3.micro" },
-        endpoint: hosts.ec2Endpoint,
-        pollIntervalSeconds: 2,
-        apiHeadroomSeconds: 5,
-        batchWindowMs: 50,
-      },
-    },
+    config: vnodeConfig({
+      cluster: CLUSTER,
+      region: moto.region,
+      world,
+      endpoint: hosts.ec2Endpoint,
+      capacity: { cpu: "100", memory: "400Gi", pods: "50" },
+      pollIntervalSeconds: 2,
+      batchWindowMs: 50,
+    }),
   });
 }, 300_000);
 

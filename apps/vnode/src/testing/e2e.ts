@@ -27,7 +27,14 @@ import {
   loadAllYaml,
   type V1Pod,
 } from "@kubernetes/client-node";
-import { freePort, MOTO_CREDENTIALS, type MotoConnection } from "@nebula/test-peers";
+import {
+  freePort,
+  type InstanceHosts,
+  MOTO_CREDENTIALS,
+  type MotoConnection,
+  NEBULA_INSTANCE_PROFILE,
+  startInstanceHosts,
+} from "@nebula/test-peers";
 
 /** The bundled app. */
 export const BUNDLE = fileURLToPath(new URL("../../dist/main.js", import.meta.url));
@@ -275,5 +282,81 @@ export async function deleteNode(kubeConfig: KubeConfig, name: string): Promise<
     await kubeConfig.makeApiClient(CoreV1Api).deleteNode({ name });
   } catch (error) {
     if ((error as { code?: number }).code !== 404) throw error;
+  }
+}
+
+/** What {@link startWorld} prepared for one end-to-end file. */
+export interface E2eWorld {
+  readonly hosts: InstanceHosts;
+  readonly network: { readonly subnetId: string; readonly securityGroupId: string };
+}
+
+/**
+ * One file's world: a subnet and security group in moto, the instance-host simulator for
+ * `cluster`, the vnode's Namespace, ServiceAccount and RBAC, and the file's own namespace.
+ */
+export async function startWorld(options: {
+  readonly admin: KubeConfig;
+  readonly ec2: EC2Client;
+  readonly moto: MotoConnection;
+  readonly cluster: string;
+  readonly namespace: string;
+}): Promise<E2eWorld> {
+  const network = await prepareNetwork(options.ec2);
+  const hosts = await startInstanceHosts({
+    ec2Endpoint: options.moto.endpoint,
+    region: options.moto.region,
+    cluster: options.cluster,
+    bootDelayMs: 500,
+  });
+  for (const file of ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"]) {
+    await applyManifest(options.admin, file);
+  }
+  await options.admin
+    .makeApiClient(CoreV1Api)
+    .createNamespace({ body: { metadata: { name: options.namespace } } });
+  return { hosts, network };
+}
+
+/** The vnode configuration the end-to-end files share; what differs is passed in. */
+export function vnodeConfig(options: {
+  readonly cluster: string;
+  readonly region: string;
+  readonly world: E2eWorld;
+  /** The EC2 endpoint: the simulator's, or a proxy in front of it. */
+  readonly endpoint: string;
+  readonly capacity: { readonly cpu: string; readonly memory: string; readonly pods: string };
+  readonly pollIntervalSeconds: number;
+  readonly batchWindowMs: number;
+}): object {
+  return {
+    node: { capacity: options.capacity },
+    provider: {
+      clusterName: options.cluster,
+      region: options.region,
+      subnetIds: [options.world.network.subnetId],
+      securityGroupIds: [options.world.network.securityGroupId],
+      imageId: "ami-0a1b2c3d",
+      instanceProfile: NEBULA_INSTANCE_PROFILE,
+      instanceTypes: { default: "t3.micro" },
+      endpoint: options.endpoint,
+      pollIntervalSeconds: options.pollIntervalSeconds,
+      apiHeadroomSeconds: 5,
+      batchWindowMs: options.batchWindowMs,
+    },
+  };
+}
+
+/** A Pod, or `undefined` once it is gone. */
+export async function readPod(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+): Promise<V1Pod | undefined> {
+  try {
+    return await core.readNamespacedPod({ name, namespace });
+  } catch (error) {
+    if ((error as { code?: number }).code === 404) return undefined;
+    throw error;
   }
 }
