@@ -142,14 +142,16 @@ describe("the guest docker CLI", () => {
     expect(runMissing.code).toBe(125);
   });
 
-  it("turns the scripted OOM image into an OOMKilled exit 137, also in the foreground and with a command given", async () => {
+  it("turns the scripted OOM image into an OOMKilled exit 137, also in the foreground, detached, restarted and with a command given", async () => {
+    // NEBULA_SIM_OOM_AFTER=0: the container dies at once, so the mark must be in place before it
+    // starts (CI once saw a 0.5 s container exit before a mark written after its start).
     const fg = await dockerIn(
       "a",
       "run",
       "--name",
       "hog",
       "-e",
-      "NEBULA_SIM_OOM_AFTER=0.3",
+      "NEBULA_SIM_OOM_AFTER=0",
       "nebula-sim/oomkill",
       "ignored",
       "args",
@@ -171,7 +173,7 @@ describe("the guest docker CLI", () => {
           "--name",
           "hog2",
           "-e",
-          "NEBULA_SIM_OOM_AFTER=0.3",
+          "NEBULA_SIM_OOM_AFTER=0",
           "nebula-sim/oomkill",
         )
       ).code,
@@ -180,6 +182,30 @@ describe("the guest docker CLI", () => {
     expect((await dockerIn("a", "wait", "hog2")).stdout.trim()).toBe("137");
     expect(
       (await dockerIn("a", "inspect", "--format", "{{.State.OOMKilled}}", "hog2")).stdout.trim(),
+    ).toBe("true");
+    // Started again after its exit: podman re-initialises it, and the outcome holds.
+    await dockerIn("a", "start", "hog2");
+    expect((await dockerIn("a", "wait", "hog2")).stdout.trim()).toBe("137");
+    expect(
+      (await dockerIn("a", "inspect", "--format", "{{.State.OOMKilled}}", "hog2")).stdout.trim(),
+    ).toBe("true");
+    expect(
+      (
+        await dockerIn(
+          "a",
+          "run",
+          "-d",
+          "--name",
+          "hog3",
+          "-e",
+          "NEBULA_SIM_OOM_AFTER=0",
+          "nebula-sim/oomkill",
+        )
+      ).code,
+    ).toBe(0);
+    expect((await dockerIn("a", "wait", "hog3")).stdout.trim()).toBe("137");
+    expect(
+      (await dockerIn("a", "inspect", "--format", "{{.State.OOMKilled}}", "hog3")).stdout.trim(),
     ).toBe("true");
   });
 });

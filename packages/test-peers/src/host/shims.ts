@@ -66,12 +66,16 @@ forget() {
   if [[ -f "$STATE/names/$r" ]]; then rm -f "$STATE/names/$r"; return; fi
   for f in "$STATE/names/"*; do [[ -f $f && $(cat "$f") == "$r"* ]] && rm -f "$f"; done
 }
-scripted_start() {  # $1 = podman id: give a scripted container its outcome once it runs
-  local info outcome dir
-  info=$("\${PODMAN[@]}" inspect --format '{{index .Config.Labels "nebula-sim.outcome"}}|{{.StaticDir}}' "$1" 2>/dev/null) || return 0
-  outcome=\${info%%|*}; dir=\${info#*|}
+scripted_prepare() {  # $1 = podman id: give a scripted container its outcome before it starts
+  local outcome dir
+  outcome=$("\${PODMAN[@]}" inspect --format '{{index .Config.Labels "nebula-sim.outcome"}}' "$1" 2>/dev/null) || return 0
+  [[ $outcome == oomkill ]] || return 0
   # podman reads <StaticDir>/oom when the container exits and then reports State.OOMKilled=true.
-  if [[ $outcome == oomkill ]]; then : >"$dir/oom"; fi
+  # Starting a container first initialises it, which deletes that file: initialise it here (a
+  # no-op error when it already is), then mark it, so the mark is there however soon it exits.
+  "\${PODMAN[@]}" init "$1" >/dev/null 2>&1
+  dir=$("\${PODMAN[@]}" inspect --format '{{.StaticDir}}' "$1" 2>/dev/null) || return 0
+  : >"$dir/oom"
 }
 # translate VALUE_OPTIONS args...: container references become podman references.
 # Also sets POS: the container references as the guest gave them (for docker's echo of names).
@@ -117,8 +121,15 @@ run_or_create() {  # $1 = run|create, then docker's arguments
     outcome=oomkill; cmd=()
     local -a kept=(); local i=0
     while ((i < \${#opts[@]})); do
-      if [[ \${opts[i]} == --entrypoint ]]; then i=$((i + 2)); continue; fi
-      [[ \${opts[i]} == --entrypoint=* ]] || kept+=("\${opts[i]}"); i=$((i + 1))
+      # Created, marked, then started (below): no entrypoint of the caller's, and no detach flag,
+      # which podman create refuses.
+      case \${opts[i]} in
+        --entrypoint) i=$((i + 2)); continue ;;
+        --entrypoint=*|-d|--detach|--detach=*) ;;
+        -[a-zA-Z]*d*) [[ \${opts[i]} =~ ^-[ditPq]+$ ]] && kept+=("\${opts[i]//d/}") || kept+=("\${opts[i]}") ;;
+        *) kept+=("\${opts[i]}") ;;
+      esac
+      i=$((i + 1))
     done
     opts=("\${kept[@]}")
   fi
@@ -129,7 +140,7 @@ run_or_create() {  # $1 = run|create, then docker's arguments
   ((has_nofile)) || extra+=(--ulimit "$NOFILE")
   ((has_nproc)) || extra+=(--ulimit "$NPROC")
   local id rc
-  if [[ $verb == create || ( -n $outcome && $detach == 0 ) ]]; then
+  if [[ $verb == create || -n $outcome ]]; then
     id=$("\${PODMAN[@]}" create "\${extra[@]}" "\${opts[@]}" "$image" "\${cmd[@]}") || return $?
   else
     if ((detach)); then
@@ -140,14 +151,15 @@ run_or_create() {  # $1 = run|create, then docker's arguments
   fi
   id=\${id##*$'\\n'}
   [[ -n $name ]] && printf '%s' "$id" >"$STATE/names/$name"
-  if [[ $verb == run && -n $outcome && $detach == 0 ]]; then
+  if [[ $verb == run && -n $outcome ]]; then
+    scripted_prepare "$id"
     "\${PODMAN[@]}" start "$id" >/dev/null || return $?
-    scripted_start "$id"
-    "\${PODMAN[@]}" logs -f "$id"
-    rc=$("\${PODMAN[@]}" wait "$id") || return $?
-    return "$rc"
+    if ((detach == 0)); then
+      "\${PODMAN[@]}" logs -f "$id"
+      rc=$("\${PODMAN[@]}" wait "$id") || return $?
+      return "$rc"
+    fi
   fi
-  [[ $verb == run ]] && scripted_start "$id"
   printf '%s\\n' "$id"
 }
 
@@ -157,8 +169,9 @@ case $sub in
   run|create) run_or_create "$sub" "$@"; exit $? ;;
   start)
     translate "--detach-keys" "$@"
+    for a in "\${POS[@]}"; do scripted_prepare "$(ref "$a")"; done
     "\${PODMAN[@]}" start "\${OUT[@]}" >/dev/null || exit $?
-    for a in "\${POS[@]}"; do scripted_start "$(ref "$a")"; printf '%s\\n' "$a"; done
+    for a in "\${POS[@]}"; do printf '%s\\n' "$a"; done
     exit 0 ;;
   inspect)
     translate "-f --format --type" "$@"
