@@ -222,7 +222,8 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
 
   it("a readiness probe reaches the Pod: not Ready, Ready once the probe passes, not Ready once it fails", async () => {
     // The container turns ready 20 s after it starts and unready 30 s later; the exec probe runs
-    // every second on the host. The figures are the latency from the probe's flip to the API.
+    // every second on the host and needs two failures in a row. The figures are the latency from
+    // the container's flip to the API.
     const READY_AT = 20;
     const UNREADY_AT = 50;
     await core.createNamespacedPod({
@@ -236,7 +237,10 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
         readinessProbe: {
           exec: { command: ["test", "-f", "/tmp/ready"] },
           periodSeconds: 1,
-          failureThreshold: 1,
+          // Generous against a loaded host: with the default 1 s timeout and one failure allowed,
+          // a single slow `docker exec` made the Pod not Ready 7 s early on a CI run.
+          timeoutSeconds: 10,
+          failureThreshold: 2,
         },
       }),
     });
