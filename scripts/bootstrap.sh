@@ -3,7 +3,7 @@
 # run installs and builds nothing.
 #
 #   bash scripts/bootstrap.sh                 # everything
-#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, control-plane, kstatus
+#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, control-plane, helm, kstatus
 #
 # Steps:
 #   apt            Debian packages the tests need (podman runc busybox-static shellcheck awscli
@@ -20,6 +20,9 @@
 #                  longest), a cached run under a second.
 #                  Builds nothing when KUBEBUILDER_ASSETS, or both TEST_ASSET_KUBE_APISERVER and
 #                  TEST_ASSET_ETCD, point at existing binaries.
+#   helm           Helm $NEBULA_HELM_VERSION built from its Go module (helm.sh/helm/v4) with the
+#                  machine's Go, at $NEBULA_CACHE_DIR/helm/<version>/helm (~3 minutes cold); the chart's
+#                  tests (deploy/) run it.
 #   kstatus        The operator's kstatus checker (apps/operator/kstatus: sigs.k8s.io/cli-utils'
 #                  kstatus library over objects read from the API server) built with the machine's
 #                  Go, at $NEBULA_CACHE_DIR/kstatus/<hash of its sources>/kstatus (~1 minute cold).
@@ -27,7 +30,8 @@
 # Everything is kept outside the repository, under NEBULA_CACHE_DIR (default ~/.cache/nebula),
 # including the Go module and build caches ($NEBULA_CACHE_DIR/go/{mod,build}).
 # Versions: NEBULA_K8S_VERSION (default v1.35.4), NEBULA_ETCD_VERSION (default v3.6.13),
-# NEBULA_MOTO_VERSION (default 5.2.5), NEBULA_PARLIAMENT_VERSION (default 1.6.4).
+# NEBULA_MOTO_VERSION (default 5.2.5), NEBULA_PARLIAMENT_VERSION (default 1.6.4),
+# NEBULA_HELM_VERSION (default v4.3.1).
 # packages/test-peers reads the same defaults.
 set -euo pipefail
 
@@ -36,6 +40,7 @@ k8s_version="${NEBULA_K8S_VERSION:-v1.35.4}"
 etcd_version="${NEBULA_ETCD_VERSION:-v3.6.13}"
 moto_version="${NEBULA_MOTO_VERSION:-5.2.5}"
 parliament_version="${NEBULA_PARLIAMENT_VERSION:-1.6.4}"
+helm_version="${NEBULA_HELM_VERSION:-v4.3.1}"
 
 log() { echo "bootstrap: $*" >&2; }
 die() {
@@ -279,18 +284,46 @@ step_kstatus() {
   log "kstatus: built in $((SECONDS - started))s into $out"
 }
 
+# --- helm ------------------------------------------------------------------------------------
+
+step_helm() {
+  local out="$cache_dir/helm/$helm_version"
+  if [ -x "$out/helm" ]; then
+    log "helm: $helm_version cached in $out"
+    return 0
+  fi
+  command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
+  command -v go >/dev/null || die "helm: needs Go 1.25 or newer on PATH (Debian's is too old)"
+  go_env
+  mkdir -p "$out"
+  local work started=$SECONDS
+  work="$(mktemp -d "$cache_dir/helm/.build.XXXXXX")"
+  log "helm: building $helm_version from helm.sh/helm/v4 (cold: about 3 minutes on 2 cores)"
+  (
+    cd "$work"
+    printf 'module nebula.local/build/helm\n\ngo 1.25\n' >go.mod
+    go get "helm.sh/helm/v4/cmd/helm@$helm_version"
+    go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" \
+      -o "$out/helm.tmp" helm.sh/helm/v4/cmd/helm
+  )
+  mv "$out/helm.tmp" "$out/helm"
+  rm -rf "$work"
+  log "helm: built in $((SECONDS - started))s into $out"
+}
+
 # --- main ------------------------------------------------------------------------------------
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(apt moto parliament control-plane kstatus)
+[ "${#steps[@]}" -gt 0 ] || steps=(apt moto parliament control-plane helm kstatus)
 for step in "${steps[@]}"; do
   case "$step" in
   apt) with_lock apt step_apt ;;
   moto) with_lock moto step_moto ;;
   parliament) with_lock parliament step_parliament ;;
   control-plane) with_lock control-plane step_control_plane ;;
+  helm) with_lock helm step_helm ;;
   kstatus) with_lock kstatus step_kstatus ;;
-  *) die "unknown step '$step' (apt, moto, parliament, control-plane, kstatus)" ;;
+  *) die "unknown step '$step' (apt, moto, parliament, control-plane, helm, kstatus)" ;;
   esac
 done
 log "done"

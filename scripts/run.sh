@@ -42,6 +42,9 @@ announce_preparation() {
     log "first use: building ${missing[*]} $k8s_version from source into $out"
     log "  this takes about 16 minutes on 2 cores (less when only some are missing), once; later runs reuse it in about 1 s"
   fi
+  if [ ! -x "$cache_dir/helm/${NEBULA_HELM_VERSION:-v4.3.1}/helm" ]; then
+    log "first use: building helm ${NEBULA_HELM_VERSION:-v4.3.1} from source (about 3 minutes on 2 cores, once)"
+  fi
   if [ ! -x "$cache_dir/moto-venv/bin/moto_server" ]; then
     log "first use: installing moto into $cache_dir/moto-venv (a few minutes: pip, quiet)"
   fi

@@ -4,16 +4,19 @@ import { describe, expect, it } from "vitest";
 import { crdFileName, crdYaml, operatorCrds } from "./crds.js";
 
 const dir = fileURLToPath(new URL("../../../deploy/crds/", import.meta.url));
+// The Helm chart ships the same files in its crds/ folder (Helm installs them from there).
+const chartDir = fileURLToPath(new URL("../../../deploy/helm/nebula/crds/", import.meta.url));
 
 describe("the checked-in CRDs", () => {
   const crds = operatorCrds();
 
   it.each(crds.map((crd) => [crdFileName(crd), crd] as const))(
-    "deploy/crds/%s is what the schemas generate",
+    "deploy/crds/%s and the chart's copy are what the schemas generate",
     (file, crd) => {
-      const path = `${dir}${file}`;
-      if (process.env.UPDATE_CRDS === "1") writeFileSync(path, crdYaml(crd));
-      expect(readFileSync(path, "utf8")).toBe(crdYaml(crd));
+      for (const path of [`${dir}${file}`, `${chartDir}${file}`]) {
+        if (process.env.UPDATE_CRDS === "1") writeFileSync(path, crdYaml(crd));
+        expect(readFileSync(path, "utf8"), path).toBe(crdYaml(crd));
+      }
     },
   );
 

@@ -1,0 +1,511 @@
+/**
+ * The Helm chart (helm/nebula) with a real Helm, built from its Go module, against a real
+ * kube-apiserver with its controller manager and scheduler:
+ *
+ * - `helm lint --strict`; the schema and the required provider values refuse bad values with the
+ *   path that is wrong;
+ * - what `helm template` renders: either app or both, the IRSA annotation, the configuration, and
+ *   RBAC rule for rule the same as the plain manifests (deploy/vnode, deploy/operator), which
+ *   `kubectl apply -k deploy/` installs: the kustomization renders the same objects as the chart;
+ * - `helm install` into the control plane: CRDs established, both Deployments' Pods created and
+ *   kept off the virtual Node by the chart's affinity; then each app's bundle runs exactly as the
+ *   installed Deployment says (its args, its env, the installed ConfigMap, the chart's
+ *   ServiceAccount and RBAC): both report Ready on the probe path the chart names, the vnode's
+ *   Node registers, the operator leads, and no request is forbidden;
+ * - `helm uninstall` removes what it installed and keeps the CRDs (Helm's rule for crds/).
+ *
+ * This control plane has no kubelet, so the chart's Pods themselves stay Pending: the apps run as
+ * processes with the identity and configuration the chart gives them instead.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import {
+  CreateSecurityGroupCommand,
+  CreateSubnetCommand,
+  CreateVpcCommand,
+} from "@aws-sdk/client-ec2";
+import {
+  AppsV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  type KubeConfig,
+  type V1Deployment,
+  type V1PolicyRule,
+} from "@kubernetes/client-node";
+import { cacheDir, freePort, kubectlPath, NEBULA_INSTANCE_PROFILE } from "@nebula/test-peers";
+import { useTestPeers } from "@nebula/test-peers/vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseAllDocuments } from "yaml";
+
+const run = promisify(execFile);
+const DEPLOY = fileURLToPath(new URL("../", import.meta.url));
+const CHART = join(DEPLOY, "helm", "nebula");
+const TEST_VALUES = join(CHART, "ci", "test-values.yaml");
+const BUNDLES = {
+  vnode: fileURLToPath(new URL("../../apps/vnode/dist/main.js", import.meta.url)),
+  operator: fileURLToPath(new URL("../../apps/operator/dist/main.js", import.meta.url)),
+};
+const HELM_VERSION = process.env.NEBULA_HELM_VERSION ?? "v4.3.1";
+const HELM = join(cacheDir(), "helm", HELM_VERSION, "helm");
+const NAMESPACE = "nebula-system";
+const RELEASE = "nebula";
+const NODE = "chart-node";
+
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    annotations?: Record<string, string>;
+    labels?: Record<string, string>;
+  };
+  rules?: V1PolicyRule[];
+  data?: Record<string, string>;
+  spec?: unknown;
+}
+
+const work = mkdtempSync(join(tmpdir(), "nebula-chart-"));
+let admin: KubeConfig;
+let adminKubeconfig: string;
+const children: ChildProcess[] = [];
+
+async function helm(
+  args: readonly string[],
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(HELM, [...args], {
+      env: {
+        ...process.env,
+        HELM_CACHE_HOME: join(work, "cache"),
+        HELM_CONFIG_HOME: join(work, "config"),
+        HELM_DATA_HOME: join(work, "data"),
+      },
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code?: number; stdout?: string; stderr?: string };
+    return {
+      code: typeof e.code === "number" ? e.code : -1,
+      stdout: e.stdout ?? "",
+      stderr: e.stderr ?? "",
+    };
+  }
+}
+
+function parseObjects(yamlText: string): K8sObject[] {
+  return parseAllDocuments(yamlText)
+    .map((d) => d.toJSON() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null && typeof o === "object" && "kind" in o);
+}
+
+async function template(...args: string[]): Promise<K8sObject[]> {
+  const out = await helm([
+    "template",
+    RELEASE,
+    CHART,
+    "--namespace",
+    NAMESPACE,
+    "--include-crds",
+    ...args,
+  ]);
+  if (out.code !== 0) throw new Error(`helm template failed: ${out.stderr}`);
+  return parseObjects(out.stdout);
+}
+
+const idOf = (o: K8sObject) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`;
+const find = (objects: K8sObject[], kind: string, name: string, namespace?: string) =>
+  objects.find(
+    (o) =>
+      o.kind === kind &&
+      o.metadata.name === name &&
+      (namespace === undefined || o.metadata.namespace === namespace),
+  );
+const manifest = (file: string) => parseObjects(readFileSync(join(DEPLOY, file), "utf8"));
+
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined>,
+  ms = 120_000,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error(`timed out after ${ms} ms waiting for ${what}${last ? `: ${String(last)}` : ""}`);
+}
+
+beforeAll(async () => {
+  if (!existsSync(HELM))
+    throw new Error(
+      `no helm at ${HELM}: run 'bash scripts/bootstrap.sh helm' (or 'npm test', which prepares it)`,
+    );
+  const { controlPlane } = useTestPeers();
+  admin = controlPlane.kubeConfig();
+  adminKubeconfig = join(work, "admin.kubeconfig");
+  writeFileSync(adminKubeconfig, controlPlane.kubeconfig);
+});
+
+afterAll(async () => {
+  for (const child of children) child.kill("SIGTERM");
+  await new Promise((r) => setTimeout(r, 1_000));
+  for (const child of children) child.kill("SIGKILL");
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe("helm lint and the values schema", () => {
+  it("lints clean with complete values", async () => {
+    const out = await helm(["lint", "--strict", CHART, "--values", TEST_VALUES]);
+    expect(out.stderr + out.stdout).toContain("1 chart(s) linted, 0 chart(s) failed");
+    expect(out.code).toBe(0);
+  });
+
+  it("refuses to render without the provider's required values, naming the one missing", async () => {
+    const out = await helm(["template", RELEASE, CHART]);
+    expect(out.code).not.toBe(0);
+    expect(out.stderr).toContain("vnode.config.provider.clusterName is required");
+    // With the vnode off, nothing about EC2 is needed.
+    const operatorOnly = await helm(["template", RELEASE, CHART, "--set", "vnode.enabled=false"]);
+    expect(operatorOnly.code).toBe(0);
+  });
+
+  it("refuses a value of the wrong type or an unknown key, with its path", async () => {
+    const wrongType = await helm([
+      "template",
+      RELEASE,
+      CHART,
+      "-f",
+      TEST_VALUES,
+      "--set",
+      "vnode.replicas=two",
+    ]);
+    expect(wrongType.code).not.toBe(0);
+    expect(wrongType.stderr).toMatch(/vnode[./]replicas/);
+    const unknown = await helm([
+      "template",
+      RELEASE,
+      CHART,
+      "-f",
+      TEST_VALUES,
+      "--set",
+      "vnode.replica=2",
+    ]);
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toContain("replica");
+    const badLevel = await helm([
+      "template",
+      RELEASE,
+      CHART,
+      "-f",
+      TEST_VALUES,
+      "--set",
+      "operator.logLevel=verbose",
+    ]);
+    expect(badLevel.code).not.toBe(0);
+    expect(badLevel.stderr).toMatch(/operator[./]logLevel/);
+  });
+});
+
+describe("helm template", () => {
+  it("renders both apps, the CRDs, the IRSA annotation and the configuration", async () => {
+    const objects = await template("-f", TEST_VALUES);
+    expect(
+      objects
+        .filter((o) => o.kind === "CustomResourceDefinition")
+        .map((o) => o.metadata.name)
+        .sort(),
+    ).toEqual([
+      "instances.compute.nebula.dev",
+      "workloaddeployments.compute.nebula.dev",
+      "workloads.compute.nebula.dev",
+    ]);
+    expect(find(objects, "Deployment", "nebula-vnode", NAMESPACE)).toBeDefined();
+    expect(find(objects, "Deployment", "nebula-operator", NAMESPACE)).toBeDefined();
+    expect(find(objects, "ServiceAccount", "nebula-vnode")?.metadata.annotations).toEqual({
+      "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/nebula-vnode-controller",
+    });
+    const config = JSON.parse(
+      find(objects, "ConfigMap", "nebula-vnode")?.data?.["config.json"] ?? "",
+    );
+    expect(config.provider).toMatchObject({
+      clusterName: "prod",
+      subnetIds: ["subnet-0123456789abcdef0"],
+    });
+    // Neither app may run on a virtual Node (its own or another's).
+    for (const name of ["nebula-vnode", "nebula-operator"]) {
+      const deployment = find(objects, "Deployment", name) as
+        | (K8sObject & { spec: V1Deployment["spec"] })
+        | undefined;
+      expect(
+        deployment?.spec?.template.spec?.affinity?.nodeAffinity
+          ?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms,
+      ).toEqual([
+        { matchExpressions: [{ key: "type", operator: "NotIn", values: ["virtual-kubelet"] }] },
+      ]);
+    }
+    for (const o of objects.filter((x) => x.kind !== "CustomResourceDefinition"))
+      expect(o.metadata.labels?.["app.kubernetes.io/instance"], idOf(o)).toBe(RELEASE);
+  });
+
+  it("installs either app alone", async () => {
+    const operatorOnly = await template("--set", "vnode.enabled=false");
+    expect(operatorOnly.some((o) => o.metadata.name.startsWith("nebula-vnode"))).toBe(false);
+    expect(find(operatorOnly, "Deployment", "nebula-operator")).toBeDefined();
+    const vnodeOnly = await template("-f", TEST_VALUES, "--set", "operator.enabled=false");
+    expect(vnodeOnly.some((o) => o.metadata.name.startsWith("nebula-operator"))).toBe(false);
+    expect(find(vnodeOnly, "Deployment", "nebula-vnode")).toBeDefined();
+  });
+
+  it("grants exactly the RBAC of the plain manifests, and renders the objects `kubectl apply -k deploy/` does", async () => {
+    const objects = await template("-f", TEST_VALUES);
+    const plain = [...manifest("vnode/rbac.yaml"), ...manifest("operator/rbac.yaml")];
+    const rbacKinds = new Set(["ClusterRole", "Role"]);
+    const rules = (list: K8sObject[]) =>
+      Object.fromEntries(list.filter((o) => rbacKinds.has(o.kind)).map((o) => [idOf(o), o.rules]));
+    expect(rules(objects)).toEqual(rules(plain));
+    // The kustomization (kubectl's built-in kustomize) names the same objects, plus the Namespace
+    // that `helm install --create-namespace` makes.
+    const { stdout } = await run(kubectlPath(), ["kustomize", DEPLOY], {
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const kustomized = parseObjects(stdout);
+    expect(kustomized.map(idOf).sort()).toEqual(
+      [...objects.map(idOf), `Namespace//${NAMESPACE}`].sort(),
+    );
+  });
+});
+
+describe("helm install into the control plane", () => {
+  let installed: { vnode: V1Deployment; operator: V1Deployment };
+
+  it("installs: CRDs established, both Deployments' Pods created as the chart's ServiceAccounts", async () => {
+    const { moto } = useTestPeers();
+    const ec2 = moto.ec2();
+    const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.7.0.0/16" }));
+    const subnet = await ec2.send(
+      new CreateSubnetCommand({ VpcId: vpc.Vpc?.VpcId ?? "", CidrBlock: "10.7.0.0/16" }),
+    );
+    const sg = await ec2.send(
+      new CreateSecurityGroupCommand({
+        VpcId: vpc.Vpc?.VpcId ?? "",
+        GroupName: "chart",
+        Description: "chart test",
+      }),
+    );
+    const values = {
+      vnode: {
+        nodeName: NODE,
+        config: {
+          provider: {
+            clusterName: "chart",
+            region: moto.region,
+            subnetIds: [subnet.Subnet?.SubnetId],
+            securityGroupIds: [sg.GroupId],
+            imageId: "ami-0a1b2c3d",
+            instanceProfile: NEBULA_INSTANCE_PROFILE,
+            endpoint: moto.endpoint,
+          },
+        },
+      },
+    };
+    writeFileSync(join(work, "values.json"), JSON.stringify(values));
+    const out = await helm([
+      "install",
+      RELEASE,
+      CHART,
+      "--namespace",
+      NAMESPACE,
+      "--create-namespace",
+      "--kubeconfig",
+      adminKubeconfig,
+      "-f",
+      TEST_VALUES,
+      "-f",
+      join(work, "values.json"),
+    ]);
+    expect(out.stderr).toBe("");
+    expect(out.code).toBe(0);
+    expect(out.stdout).toContain(`kubectl get node ${NODE}`);
+
+    const crds = await run(kubectlPath(), [
+      "--kubeconfig",
+      adminKubeconfig,
+      "wait",
+      "--for=condition=Established",
+      "--timeout=60s",
+      "crd/workloads.compute.nebula.dev",
+      "crd/workloaddeployments.compute.nebula.dev",
+      "crd/instances.compute.nebula.dev",
+    ]);
+    expect(crds.stdout.split("\n").filter((l) => l.includes("condition met"))).toHaveLength(3);
+
+    const apps = admin.makeApiClient(AppsV1Api);
+    installed = {
+      vnode: await apps.readNamespacedDeployment({ name: "nebula-vnode", namespace: NAMESPACE }),
+      operator: await apps.readNamespacedDeployment({
+        name: "nebula-operator",
+        namespace: NAMESPACE,
+      }),
+    };
+    // The controller manager makes each Deployment's two Pods.
+    const core = admin.makeApiClient(CoreV1Api);
+    const pods = await until("the chart's four Pods", async () => {
+      const list = (await core.listNamespacedPod({ namespace: NAMESPACE })).items;
+      return list.length === 4 ? list : undefined;
+    });
+    expect(pods.map((p) => p.metadata?.labels?.["app.kubernetes.io/name"]).sort()).toEqual([
+      "nebula-operator",
+      "nebula-operator",
+      "nebula-vnode",
+      "nebula-vnode",
+    ]);
+    expect(pods.every((p) => p.spec?.serviceAccountName?.startsWith("nebula-"))).toBe(true);
+  });
+
+  it("runs each app exactly as its Deployment says: both Ready, the vnode's Node registers, the operator leads, nothing forbidden", async () => {
+    const { moto, controlPlane } = useTestPeers();
+    const core = admin.makeApiClient(CoreV1Api);
+    const configMap = await core.readNamespacedConfigMap({
+      name: "nebula-vnode",
+      namespace: NAMESPACE,
+    });
+    const started: Array<{ app: string; lines: string[]; probe: string }> = [];
+    for (const app of ["vnode", "operator"] as const) {
+      const pod = installed[app].spec?.template.spec;
+      const container = pod?.containers[0];
+      if (!pod || !container) throw new Error(`${app}: no container in the installed Deployment`);
+      const sa = `system:serviceaccount:${NAMESPACE}:${pod.serviceAccountName}`;
+      const kubeconfig = join(work, `${app}.kubeconfig`);
+      writeFileSync(
+        kubeconfig,
+        controlPlane.kubeconfigFor(sa, [
+          "system:serviceaccounts",
+          `system:serviceaccounts:${NAMESPACE}`,
+          "system:authenticated",
+        ]),
+      );
+      // What the kubelet would mount: the ConfigMap volume, at the path the args name.
+      const mount = container.volumeMounts?.find((m) => m.name === "config");
+      const args = (container.args ?? []).map((a) => {
+        if (mount && a.startsWith(`--config=${mount.mountPath}/`)) {
+          writeFileSync(join(work, `${app}-config.json`), configMap.data?.["config.json"] ?? "");
+          return `--config=${join(work, `${app}-config.json`)}`;
+        }
+        return a;
+      });
+      const probePort = await freePort();
+      const metricsPort = await freePort();
+      const chartProbe = container.readinessProbe?.httpGet?.path ?? "";
+      const finalArgs = [
+        ...args.filter(
+          (a) =>
+            !a.startsWith("--health-probe-bind-address") && !a.startsWith("--metrics-bind-address"),
+        ),
+        `--health-probe-bind-address=127.0.0.1:${probePort}`,
+        `--metrics-bind-address=127.0.0.1:${metricsPort}`,
+        "--kubeconfig",
+        kubeconfig,
+      ];
+      // The container's env: fieldRefs resolved as the kubelet would; AWS credentials for moto
+      // stand in for IRSA.
+      const env: Record<string, string> = { ...moto.env };
+      for (const e of container.env ?? []) {
+        if (e.valueFrom?.fieldRef?.fieldPath === "metadata.name")
+          env[e.name] = `nebula-${app}-chart-0`;
+        else if (e.value !== undefined) env[e.name] = e.value;
+      }
+      const child = spawn(process.execPath, [BUNDLES[app], ...finalArgs], {
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { PATH: process.env.PATH ?? "", HOME: work, ...env },
+      });
+      children.push(child);
+      const lines: string[] = [];
+      if (child.stdout) createInterface({ input: child.stdout }).on("line", (l) => lines.push(l));
+      if (child.stderr) createInterface({ input: child.stderr }).on("line", (l) => lines.push(l));
+      started.push({ app, lines, probe: `http://127.0.0.1:${probePort}${chartProbe}` });
+      expect(chartProbe).toBe("/readyz");
+      expect(container.livenessProbe?.httpGet?.path).toBe("/healthz");
+    }
+    for (const s of started) {
+      await until(`${s.app} Ready on ${s.probe}`, async () =>
+        (await fetch(s.probe)).status === 200 ? true : undefined,
+      ).catch((error) => {
+        throw new Error(`${(error as Error).message}\n${s.lines.slice(-20).join("\n")}`);
+      });
+    }
+    const node = await until(`Node ${NODE} Ready`, async () => {
+      const n = await core.readNode({ name: NODE });
+      return n.status?.conditions?.find((c) => c.type === "Ready")?.status === "True"
+        ? n
+        : undefined;
+    });
+    expect(node.spec?.taints?.map((t) => t.key)).toContain("virtual-kubelet.io/provider");
+    const lease = await until("the operator's leader Lease", async () => {
+      const l = await admin
+        .makeApiClient(CoordinationV1Api)
+        .readNamespacedLease({ name: "nebula-operator", namespace: NAMESPACE });
+      return l.spec?.holderIdentity ? l : undefined;
+    });
+    expect(lease.spec?.holderIdentity).toBe("nebula-operator-chart-0");
+    // The chart's affinity keeps its own Pods off the virtual Node the vnode registered.
+    const pods = (await core.listNamespacedPod({ namespace: NAMESPACE })).items;
+    expect(pods.filter((p) => p.spec?.nodeName === NODE)).toEqual([]);
+    // Let both run a few seconds more, then read every log line for a refused request.
+    await new Promise((r) => setTimeout(r, 5_000));
+    for (const s of started)
+      expect(
+        s.lines.filter((l) => /forbidden/i.test(l)),
+        s.app,
+      ).toEqual([]);
+  });
+
+  it("uninstalls what it installed and keeps the CRDs", async () => {
+    for (const child of children) child.kill("SIGTERM");
+    const out = await helm([
+      "uninstall",
+      RELEASE,
+      "--namespace",
+      NAMESPACE,
+      "--kubeconfig",
+      adminKubeconfig,
+      "--wait",
+      "--timeout",
+      "120s",
+    ]);
+    expect(out.code).toBe(0);
+    const left = await run(kubectlPath(), [
+      "--kubeconfig",
+      adminKubeconfig,
+      "get",
+      "clusterroles,clusterrolebindings,deployments,configmaps,serviceaccounts",
+      "-A",
+      "-l",
+      `app.kubernetes.io/instance=${RELEASE}`,
+      "-o",
+      "name",
+    ]);
+    expect(left.stdout.trim()).toBe("");
+    const crds = await run(kubectlPath(), [
+      "--kubeconfig",
+      adminKubeconfig,
+      "get",
+      "crd",
+      "-o",
+      "name",
+    ]);
+    expect(crds.stdout).toContain("workloads.compute.nebula.dev");
+  });
+});
