@@ -6,7 +6,9 @@
 //   - a TypeScript consumer (`module: nodenext`, `strict`) type-checks both a `.cts` and an `.mts`
 //     file importing it;
 //   - every module the shipped `.d.ts` files import resolves in that consumer, which has no optional
-//     peers: an unresolved import would silently turn public types into `any` under `skipLibCheck`.
+//     peers: an unresolved import would silently turn public types into `any` under `skipLibCheck`;
+//   - the README's runnable example type-checks there and runs as written (scripts/readme-example.mjs;
+//     examples that need a cluster or EC2 get a real kube-apiserver or moto from @nebula/test-peers).
 // The workspace's other published packages this one depends on are packed too and installed from
 // their tarballs, never from the registry; everything else comes from the npm cache when it is
 // there (`--prefer-offline`). Optional peers are not installed, as npm does for a consumer.
@@ -21,6 +23,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { checkReadmeExample } from "./readme-example.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const keep = process.argv.includes("--keep");
@@ -262,6 +265,20 @@ try {
     );
   }
 
+  // The README's runnable example, as written, against the installed tarball.
+  let example;
+  try {
+    example = await checkReadmeExample({
+      name,
+      readme: readFileSync(join(here, "README.md"), "utf8"),
+      project,
+      tsc: async (args) =>
+        run(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), ...args], project),
+    });
+  } catch (error) {
+    fail(error.message);
+  }
+
   const { packages, bytes } = footprint(project);
   console.log(
     `check-package ${name}: require() and import both load ${names.length} exports; TypeScript nodenext (cts+mts, strict) type-checks; every import of its declarations resolves`,
@@ -269,6 +286,7 @@ try {
   console.log(
     `check-package ${name}: install footprint ${packages} packages, ${(bytes / 1e6).toFixed(1)} MB in node_modules (with @types/node)`,
   );
+  console.log(`check-package ${name}: ${example}`);
   if (keep) console.log(`check-package ${name}: kept ${project}`);
 } finally {
   if (!keep) rmSync(project, { recursive: true, force: true });
