@@ -133,7 +133,7 @@ describe("ReasonCatalog.extend", () => {
     const result = DEFAULT_REASON_CATALOG.extend({ "licence expired": licence });
     expect(result.ok).toBe(false);
     if (result.ok) return;
-    expect(result.error.code).toBe("INVALID_REASON_DEFINITION");
+    expect(result.error.code).toBe("InvalidReasonDefinition");
     expect(result.error.cause).toBeDefined();
   });
 

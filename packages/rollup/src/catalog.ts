@@ -211,7 +211,7 @@ export class ReasonCatalog {
   /**
    * A new catalog with these definitions added (a name already present is replaced). Every name
    * must be a valid condition reason and every definition complete; otherwise the result is an
-   * `INVALID_REASON_DEFINITION` error and this catalog is unchanged.
+   * `InvalidReasonDefinition` error and this catalog is unchanged.
    *
    * @param definitions - reason name → definition, e.g. read from configuration.
    */
@@ -221,7 +221,7 @@ export class ReasonCatalog {
       return {
         ok: false,
         error: new RollupError(
-          "INVALID_REASON_DEFINITION",
+          "InvalidReasonDefinition",
           `invalid reason definitions: ${z.prettifyError(parsed.error)}`,
           { cause: parsed.error },
         ),

@@ -528,7 +528,7 @@ describe("parseWorkloadDeploymentInput", () => {
     const result = parseWorkloadDeploymentInput({ desiredReplicas: -1, instances: "x" });
     expect(result.ok).toBe(false);
     if (result.ok) return;
-    expect(result.error.code).toBe("INVALID_DEPLOYMENT_INPUT");
+    expect(result.error.code).toBe("InvalidDeploymentInput");
     expect(result.error.message).toContain("desiredReplicas");
   });
 });

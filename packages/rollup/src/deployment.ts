@@ -116,7 +116,7 @@ export interface RollupOptions {
 
 /**
  * Validates a WorkloadDeployment roll-up input read from outside (configuration, JSON, an
- * object's spec). Returns the input or an `INVALID_DEPLOYMENT_INPUT` error; never throws.
+ * object's spec). Returns the input or an `InvalidDeploymentInput` error; never throws.
  */
 export function parseWorkloadDeploymentInput(
   value: unknown,
@@ -124,7 +124,7 @@ export function parseWorkloadDeploymentInput(
   return parseInput(
     WorkloadDeploymentInput,
     value,
-    "INVALID_DEPLOYMENT_INPUT",
+    "InvalidDeploymentInput",
     "WorkloadDeployment roll-up input",
   );
 }

@@ -9,14 +9,14 @@ import { z } from "zod";
 /**
  * Machine-readable cause of a {@link RollupError}:
  *
- * - `INVALID_DEPLOYMENT_INPUT`: a WorkloadDeployment roll-up input failed validation.
- * - `INVALID_WORKLOAD_INPUT`: a Workload roll-up input failed validation.
- * - `INVALID_REASON_DEFINITION`: a reason added to a catalog has a bad name or definition.
+ * - `InvalidDeploymentInput`: a WorkloadDeployment roll-up input failed validation.
+ * - `InvalidWorkloadInput`: a Workload roll-up input failed validation.
+ * - `InvalidReasonDefinition`: a reason added to a catalog has a bad name or definition.
  */
 export type RollupErrorCode =
-  | "INVALID_DEPLOYMENT_INPUT"
-  | "INVALID_WORKLOAD_INPUT"
-  | "INVALID_REASON_DEFINITION";
+  | "InvalidDeploymentInput"
+  | "InvalidWorkloadInput"
+  | "InvalidReasonDefinition";
 
 /**
  * The one error class of this package: a `code` to branch on and the underlying `cause`
@@ -25,7 +25,7 @@ export type RollupErrorCode =
  * @example
  * ```ts
  * const parsed = parseWorkloadDeploymentInput(json);
- * if (!parsed.ok && parsed.error.code === "INVALID_DEPLOYMENT_INPUT") log(parsed.error.cause);
+ * if (!parsed.ok && parsed.error.code === "InvalidDeploymentInput") log(parsed.error.cause);
  * ```
  */
 export class RollupError extends Error {

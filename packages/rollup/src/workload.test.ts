@@ -287,6 +287,6 @@ describe("parseWorkloadInput", () => {
     expect(parseWorkloadInput(input)).toEqual({ ok: true, value: input });
     const bad = parseWorkloadInput({ generation: 1, placements: [{ name: "eu" }] });
     expect(bad.ok).toBe(false);
-    if (!bad.ok) expect(bad.error.code).toBe("INVALID_WORKLOAD_INPUT");
+    if (!bad.ok) expect(bad.error.code).toBe("InvalidWorkloadInput");
   });
 });

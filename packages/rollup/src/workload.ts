@@ -102,10 +102,10 @@ export interface WorkloadStatus {
 
 /**
  * Validates a Workload roll-up input read from outside. Returns the input or an
- * `INVALID_WORKLOAD_INPUT` error; never throws.
+ * `InvalidWorkloadInput` error; never throws.
  */
 export function parseWorkloadInput(value: unknown): RollupResult<WorkloadInput> {
-  return parseInput(WorkloadInput, value, "INVALID_WORKLOAD_INPUT", "Workload roll-up input");
+  return parseInput(WorkloadInput, value, "InvalidWorkloadInput", "Workload roll-up input");
 }
 
 /**

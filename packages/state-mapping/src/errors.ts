@@ -4,9 +4,9 @@
  */
 export type StateMappingErrorCode =
   /** The EC2 instance does not have the shape `DescribeInstances` returns. */
-  | "INSTANCE_UNREADABLE"
+  | "InstanceUnreadable"
   /** A `DescribeInstances` page does not have the shape EC2 returns. */
-  | "PAGE_UNREADABLE";
+  | "PageUnreadable";
 
 /**
  * A typed error from reading input at this package's boundary. It carries a machine-readable
@@ -17,7 +17,7 @@ export type StateMappingErrorCode =
  * @example
  * ```ts
  * const parsed = parseInstance({ nope: true });
- * if (!parsed.ok) console.log(parsed.error.code); // "INSTANCE_UNREADABLE"
+ * if (!parsed.ok) console.log(parsed.error.code); // "InstanceUnreadable"
  * ```
  */
 export class StateMappingError extends Error {

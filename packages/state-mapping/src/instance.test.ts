@@ -39,7 +39,7 @@ describe("parseInstance", () => {
     const parsed = parseInstance({ State: { Name: "running" } });
     expect(parsed.ok).toBe(false);
     if (parsed.ok) return;
-    expect(parsed.error.code).toBe("INSTANCE_UNREADABLE");
+    expect(parsed.error.code).toBe("InstanceUnreadable");
     expect(parsed.error.name).toBe("StateMappingError");
     expect(parsed.error.message).toContain("InstanceId");
     expect(parsed.error.cause).toBeDefined();
@@ -63,12 +63,12 @@ describe("parseDescribeInstancesPage", () => {
     };
     const { instances, errors } = parseDescribeInstancesPage(page);
     expect(instances.map((i) => i.State.Name)).toEqual(["running", "stopped"]);
-    expect(errors.map((e) => e.code)).toEqual(["INSTANCE_UNREADABLE"]);
+    expect(errors.map((e) => e.code)).toEqual(["InstanceUnreadable"]);
   });
 
   it("reports an unreadable page", () => {
     expect(parseDescribeInstancesPage("nope").errors.map((e) => e.code)).toEqual([
-      "PAGE_UNREADABLE",
+      "PageUnreadable",
     ]);
     expect(parseDescribeInstancesPage({}).instances).toEqual([]);
   });

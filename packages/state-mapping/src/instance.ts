@@ -78,7 +78,7 @@ export type InstanceParseResult =
 
 /**
  * Reads one EC2 instance (an element of `Reservations[].Instances[]`). Total: any input gives a
- * result, and a bad one gives `ok: false` with a `StateMappingError` of code `INSTANCE_UNREADABLE`.
+ * result, and a bad one gives `ok: false` with a `StateMappingError` of code `InstanceUnreadable`.
  *
  * @example
  * ```ts
@@ -100,7 +100,7 @@ export function parseInstance(value: unknown): InstanceParseResult {
   return {
     ok: false,
     error: new StateMappingError(
-      "INSTANCE_UNREADABLE",
+      "InstanceUnreadable",
       `EC2 instance field ${where}: ${issue?.message ?? "invalid"}`,
       { cause: parsed.error },
     ),
@@ -125,7 +125,7 @@ const Page = z.looseObject({
 /**
  * Reads one `DescribeInstances` response page (`{ Reservations: [{ Instances: [...] }] }`) and
  * every instance in it. Total: an unreadable entry is reported in `errors` and skipped; an
- * unreadable page gives no instances and one `PAGE_UNREADABLE` error.
+ * unreadable page gives no instances and one `PageUnreadable` error.
  *
  * This is the floor the benchmark compares the mapping against.
  */
@@ -135,13 +135,9 @@ export function parseDescribeInstancesPage(page: unknown): DescribeInstancesPage
     return {
       instances: [],
       errors: [
-        new StateMappingError(
-          "PAGE_UNREADABLE",
-          "DescribeInstances page has no Reservations list",
-          {
-            cause: parsed.error,
-          },
-        ),
+        new StateMappingError("PageUnreadable", "DescribeInstances page has no Reservations list", {
+          cause: parsed.error,
+        }),
       ],
     };
   }
