@@ -19,7 +19,7 @@ import { join } from "node:path";
  * @param {string} readme
  * @returns {{ code: string, expected: string | undefined } | undefined}
  */
-export function readmeExample(readme) {
+function readmeExample(readme) {
   const lines = readme.split("\n");
   const start = lines.findIndex((l) => /^```(ts|js|typescript|javascript)\s*$/.test(l));
   if (start < 0) return undefined;

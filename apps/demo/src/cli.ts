@@ -22,7 +22,7 @@ export type ParsedArgs =
 /** The default number of replicas of the Deployment whose containers print and exit (sized for a 2-core machine). */
 export const DEFAULT_REPLICAS = 6;
 /** The most replicas the demo accepts (each one is an instance the local simulator runs). */
-export const MAX_REPLICAS = 30;
+const MAX_REPLICAS = 30;
 /** The default deadline of a whole run, in seconds. */
 export const DEFAULT_TIMEOUT_SECONDS = 600;
 

@@ -5,7 +5,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 
 /** One container exit as the Pod's status reports it. */
-export interface ExitView {
+interface ExitView {
   readonly code: number;
   readonly reason: string | undefined;
   /** RFC 3339 time of the exit, as stored (whole seconds). */

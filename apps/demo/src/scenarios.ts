@@ -24,7 +24,7 @@ export type ScenarioId = (typeof SCENARIO_IDS)[number];
 export const DELETE_POD = "delete-me";
 
 /** What a scenario should show. */
-export function expectedOf(id: ScenarioId, replicas: number): string {
+function expectedOf(id: ScenarioId, replicas: number): string {
   switch (id) {
     case "prints-and-exits":
       return `${replicas}/${replicas} replicas report their container's exit (exit 0, Completed) instead of Running forever`;

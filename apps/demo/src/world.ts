@@ -33,16 +33,16 @@ import { type AppProcess, run, startApp } from "./proc.js";
 /** The repository's root (this file is in apps/demo/src or bundled into apps/demo/dist). */
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 /** The virtual Node's name, also every instance's `nebula:node` tag. */
-export const NODE_NAME = "nebula-demo";
+const NODE_NAME = "nebula-demo";
 /** Every instance's `nebula:cluster` tag. */
 export const CLUSTER = "nebula-demo";
 /** The namespace of the samples. */
 export const DEMO_NAMESPACE = "nebula-demo";
 /** The apps' namespace (the vnode's Pod ledger lives there). */
-export const SYSTEM_NAMESPACE = "nebula-system";
+const SYSTEM_NAMESPACE = "nebula-system";
 
 /** The two apps. */
-export type AppName = "nebula-vnode" | "nebula-operator";
+type AppName = "nebula-vnode" | "nebula-operator";
 
 /** A running world. */
 export interface World {
@@ -83,7 +83,7 @@ interface Cleanup {
 }
 
 /** The bundle of an app. */
-export function bundleOf(app: "vnode" | "operator"): string {
+function bundleOf(app: "vnode" | "operator"): string {
   return join(REPO_ROOT, "apps", app, "dist", "main.js");
 }
 

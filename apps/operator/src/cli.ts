@@ -20,17 +20,6 @@ writes their status by rolling instance failure reasons up to the user-facing wo
   },
 });
 
-/** Usage text printed by `nebula-operator --help`. */
-export const usage = cli.usage;
-
-/** Parsed and validated command line of `nebula-operator`. */
-export type OperatorFlags =
-  ReturnType<typeof cli.parse> extends infer R
-    ? R extends { ok: true; flags: infer F }
-      ? F
-      : never
-    : never;
-
 /**
  * Parses `nebula-operator`'s command line. Never throws: unknown options and invalid
  * values come back as a message that names the option.

@@ -9,7 +9,7 @@ import { buildCrd, type CustomResourceDefinition } from "@nebula/kube";
 import { stringify } from "yaml";
 
 /** The CRD of one kind: status subresource, printer columns, categories and short names. */
-export function crdOf(kind: KindDescription): CustomResourceDefinition {
+function crdOf(kind: KindDescription): CustomResourceDefinition {
   return buildCrd({
     group: kind.group,
     kind: kind.kind,

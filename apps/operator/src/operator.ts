@@ -46,13 +46,13 @@ import {
 } from "./reconcile.js";
 
 /** The field manager of every status write, and the Events' reporting controller. */
-export const FIELD_MANAGER = "nebula-operator";
+const FIELD_MANAGER = "nebula-operator";
 
 /** The Events' `reportingController`. */
-export const REPORTING_CONTROLLER = "compute.nebula.dev/operator";
+const REPORTING_CONTROLLER = "compute.nebula.dev/operator";
 
 /** The condition types the operator owns on Workloads and WorkloadDeployments. */
-export const OWNED_CONDITIONS = [
+const OWNED_CONDITIONS = [
   "Available",
   "ReplicasReady",
   "Degraded",
@@ -63,7 +63,7 @@ export const OWNED_CONDITIONS = [
 ] as const;
 
 /** The condition types the operator owns on Instances (the rest are their provider's). */
-export const OWNED_INSTANCE_CONDITIONS = ["Reconciling", "Stalled"] as const;
+const OWNED_INSTANCE_CONDITIONS = ["Reconciling", "Stalled"] as const;
 
 /** Options of {@link createOperator}. */
 export interface OperatorOptions {

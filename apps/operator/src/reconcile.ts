@@ -32,7 +32,7 @@ import { toInstanceReason } from "@nebula/state-mapping";
 export const REFERENCES_RESOLVED = "ReferencesResolved";
 
 /** The reasons of `ReferencesResolved`. */
-export const REFERENCE_REASONS = {
+const REFERENCE_REASONS = {
   /** True: every reference resolves. */
   Resolved: "Resolved",
   /** A WorkloadDeployment's `workloadRef` names no Workload. */
@@ -52,7 +52,7 @@ export const REFERENCE_REASONS = {
  * rejection (nothing can be placed until a person fixes it); a selector that matches nothing
  * yet is unclassified (reported above "being provisioned", but not as stalled).
  */
-export const OPERATOR_CATALOG: ReasonCatalog = (() => {
+const OPERATOR_CATALOG: ReasonCatalog = (() => {
   const extended = DEFAULT_REASON_CATALOG.extend({
     WorkloadNotFound: {
       class: "SpecRejected",
@@ -106,16 +106,8 @@ export interface WorkloadDeploymentScope {
   instances: readonly Instance[];
 }
 
-/** One status write to make: the whole status, and whether it differs from the stored one. */
-export interface DesiredStatus<S> {
-  /** The status to store. */
-  status: S;
-  /** The stored conditions, for comparing `Available`. */
-  previous: readonly Condition[];
-}
-
 /** One instance as the roll-up reads it, from a Pod or an Instance object. */
-export function toRollupInstance(object: PodLike | Instance): InstanceInput {
+function toRollupInstance(object: PodLike | Instance): InstanceInput {
   const { reason, ready, message } = toInstanceReason(object);
   return { name: object?.metadata?.name ?? "", ready, reason, message };
 }

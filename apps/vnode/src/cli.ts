@@ -45,17 +45,6 @@ on a dedicated EC2 instance (one Pod = one instance), reporting truthful Pod sta
   },
 });
 
-/** Usage text printed by `nebula-vnode --help`. */
-export const usage = cli.usage;
-
-/** Parsed and validated command line of `nebula-vnode`. */
-export type VnodeFlags =
-  ReturnType<typeof cli.parse> extends infer R
-    ? R extends { ok: true; flags: infer F }
-      ? F
-      : never
-    : never;
-
 /**
  * Parses `nebula-vnode`'s command line. Never throws: unknown options and invalid
  * values come back as a message that names the option.

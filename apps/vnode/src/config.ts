@@ -7,7 +7,7 @@ import { z } from "zod";
  * The Node's name comes from `--node-name` and is given to both; `--cluster` overrides
  * `provider.clusterName`.
  */
-export const AppConfigFile = z.strictObject({
+const AppConfigFile = z.strictObject({
   /** The virtual node (`@nebula/virtual-node`'s configuration, without `nodeName`). */
   node: z.record(z.string(), z.unknown()).default({}),
   /** The provider (`@nebula/provider`'s configuration, without `nodeName`). */
@@ -23,7 +23,7 @@ export interface AppConfig {
 }
 
 /** Builds the configuration from the file's JSON text and the flags. Throws with every problem listed. */
-export function parseAppConfig(
+function parseAppConfig(
   text: string,
   flags: { readonly nodeName: string; readonly cluster?: string | undefined },
 ): AppConfig {

@@ -192,7 +192,7 @@ function accumulator(resolved: ResolvedReason): GroupAccumulator {
 }
 
 /** The deployment's tally and its number of existing instances. */
-export function tallyDeployment(
+function tallyDeployment(
   input: WorkloadDeploymentInput,
   catalog: ReasonCatalog,
 ): { tally: Tally; replicas: number } {

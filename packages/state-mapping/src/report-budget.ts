@@ -57,7 +57,7 @@ export interface MessageSlot {
  * True when the container is failing: terminated with a non-zero code, waiting for a reason other
  * than starting up, or restarted after a non-zero exit.
  */
-export function isFailing(container: BudgetContainer): boolean {
+function isFailing(container: BudgetContainer): boolean {
   if (container.state === "terminated" && (container.exitCode ?? 0) !== 0) return true;
   if (
     container.state === "waiting" &&

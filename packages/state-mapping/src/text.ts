@@ -73,7 +73,7 @@ export function statusText(text: string, max: number): string {
 }
 
 /** The largest value of a Kubernetes `int32` field (`restartCount`, `exitCode`). */
-export const MAX_INT32 = 2147483647;
+const MAX_INT32 = 2147483647;
 
 /** A count for an `int32` status field: a non-negative integer, at most {@link MAX_INT32}. */
 export function int32Count(value: unknown): number {

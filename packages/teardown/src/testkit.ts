@@ -13,7 +13,7 @@ import type { EffectDescription } from "./machine.js";
 import type { StoreSnapshot, StoreWrite, TeardownStore, WriteOutcome } from "./store.js";
 
 /** Thrown inside a dead process. */
-export class Crash extends Error {
+class Crash extends Error {
   override readonly name = "Crash";
 }
 

@@ -16,7 +16,7 @@ const seconds = z.number().int().min(0).optional();
 const count = z.number().int().min(1).optional();
 
 /** A probe as the Pod spec states it (`startupProbe`, `livenessProbe`, `readinessProbe`). */
-export const ProbeSpec = z.looseObject({
+const ProbeSpec = z.looseObject({
   exec: Exec.optional(),
   httpGet: HttpGet.optional(),
   tcpSocket: TcpSocket.optional(),
@@ -29,7 +29,7 @@ export const ProbeSpec = z.looseObject({
   terminationGracePeriodSeconds: z.number().int().min(1).optional(),
 });
 /** A lifecycle handler (`postStart`, `preStop`). */
-export const HandlerSpec = z.looseObject({
+const HandlerSpec = z.looseObject({
   exec: Exec.optional(),
   httpGet: HttpGet.optional(),
   tcpSocket: TcpSocket.optional(),

@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 const source = fileURLToPath(new URL("../../kstatus/", import.meta.url));
 
 /** Where the bootstrap step puts the binary: `$NEBULA_CACHE_DIR/kstatus/<hash of its sources>/kstatus`. */
-export function kstatusBinary(): string {
+function kstatusBinary(): string {
   if (process.env.NEBULA_KSTATUS) return process.env.NEBULA_KSTATUS;
   const hash = createHash("sha256");
   for (const file of ["go.mod", "go.sum", "main.go"]) hash.update(readFileSync(join(source, file)));

@@ -15,10 +15,10 @@ export const HEALTH_LUA = fileURLToPath(
 );
 
 /** The Lua interpreter: `$LUA`, else `lua5.4` on the PATH. */
-export const LUA = process.env.LUA ?? "lua5.4";
+const LUA = process.env.LUA ?? "lua5.4";
 
 /** A JSON value as a Lua table constructor (what Argo CD hands the script). */
-export function toLua(value: unknown): string {
+function toLua(value: unknown): string {
   if (value === null || value === undefined) return "nil";
   if (typeof value === "string") return JSON.stringify(value).replaceAll("\\u", "\\u");
   if (typeof value === "number" || typeof value === "boolean") return String(value);

@@ -37,16 +37,16 @@ import {
 } from "@nebula/test-peers";
 
 /** The bundled app. */
-export const BUNDLE = fileURLToPath(new URL("../../dist/main.js", import.meta.url));
+const BUNDLE = fileURLToPath(new URL("../../dist/main.js", import.meta.url));
 /** The deploy folder. */
-export const DEPLOY_DIR = fileURLToPath(new URL("../../../../deploy/vnode/", import.meta.url));
+const DEPLOY_DIR = fileURLToPath(new URL("../../../../deploy/vnode/", import.meta.url));
 /** The app's ServiceAccount as an API-server user. */
 export const VNODE_USER = "system:serviceaccount:nebula-system:nebula-vnode";
 /** The groups of a ServiceAccount token. */
 export const VNODE_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:nebula-system"];
 
 /** Creates every object of a deploy manifest (existing ones are left alone). */
-export async function applyManifest(admin: KubeConfig, file: string): Promise<void> {
+async function applyManifest(admin: KubeConfig, file: string): Promise<void> {
   const objects = loadAllYaml(readFileSync(join(DEPLOY_DIR, file), "utf8")) as KubernetesObject[];
   const api = KubernetesObjectApi.makeApiClient(admin);
   const core = admin.makeApiClient(CoreV1Api);
@@ -62,7 +62,7 @@ export async function applyManifest(admin: KubeConfig, file: string): Promise<vo
 }
 
 /** A VPC, a subnet and a security group in moto. */
-export async function prepareNetwork(
+async function prepareNetwork(
   ec2: EC2Client,
 ): Promise<{ subnetId: string; securityGroupId: string }> {
   const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.1.0.0/16" }));

@@ -10,10 +10,10 @@ import type { AddressInfo } from "node:net";
  *   without answering (the caller cannot know it happened: the case `ClientToken` exists for);
  * - `error`: answers with the rule's EC2 error `code` and HTTP `status` (capacity, quota).
  */
-export type FaultKind = "throttle" | "server-error" | "drop" | "drop-after-forward" | "error";
+type FaultKind = "throttle" | "server-error" | "drop" | "drop-after-forward" | "error";
 
 /** Applies `kind` to the next `times` requests of `action` (any action when omitted). */
-export interface FaultRule {
+interface FaultRule {
   readonly action?: string;
   readonly kind: FaultKind;
   times: number;

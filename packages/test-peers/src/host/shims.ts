@@ -8,7 +8,7 @@
  */
 
 /** Quotes a string for bash (single quotes). */
-export function shellQuote(value: string): string {
+function shellQuote(value: string): string {
   return `'${value.replace(/'/g, `'\\''`)}'`;
 }
 

@@ -1,7 +1,7 @@
 import { TestPeerError } from "../errors.js";
 
 /** How systemd signals a unit's processes when stopping it (`KillMode=`). */
-export type KillMode = "control-group" | "mixed" | "process" | "none";
+type KillMode = "control-group" | "mixed" | "process" | "none";
 
 /** The parts of a `.service` unit the simulator's init acts on. */
 export interface ServiceUnit {

@@ -29,7 +29,7 @@ import type { RenderedUserData } from "../render.js";
 
 const STANDINS = fileURLToPath(new URL("./standins", import.meta.url));
 export const INSTANCE_ID = "i-0123456789abcdef0";
-export const REGION = "us-east-1";
+const REGION = "us-east-1";
 export const HOST_IP = "10.0.0.7";
 const CREDS = {
   AccessKeyId: "ASIATESTKEY",
@@ -127,7 +127,7 @@ const GO_ESCAPES: Record<string, string> = {
  * Go's `%q` (strconv.Quote), as `docker inspect --format '{{printf "%q" .}}'` prints: printable
  * characters as they are, the others as `\a`…`\v`, `\xHH`, `\uHHHH` or `\UHHHHHHHH`.
  */
-export function goQuote(text: string): string {
+function goQuote(text: string): string {
   let out = '"';
   for (const ch of text) {
     const cp = ch.codePointAt(0) ?? 0;

@@ -16,7 +16,7 @@ import {
 } from "@kubernetes/client-node";
 
 /** The deploy folder of the app. */
-export const DEPLOY_DIR = fileURLToPath(new URL("../../../../deploy/vnode/", import.meta.url));
+const DEPLOY_DIR = fileURLToPath(new URL("../../../../deploy/vnode/", import.meta.url));
 
 /** The app's ServiceAccount as an API-server user name. */
 export const VNODE_SERVICE_ACCOUNT = "system:serviceaccount:nebula-system:nebula-vnode";
