@@ -122,6 +122,8 @@ export function createVnode(options: VnodeOptions): Vnode {
     ledger,
     // The Pod controller drives every teardown (PodTeardown on the same ledger).
     teardowns: "caller",
+    // The finalizer the Pod controller holds (node.podFinalizer), whatever it is configured to.
+    finalizer: config.node.podFinalizer,
     livePodUids: () =>
       informer.list().flatMap((p) => (p.metadata?.uid === undefined ? [] : [p.metadata.uid])),
     log,

@@ -647,6 +647,25 @@ describe("Pods that are not launched", () => {
     expect(await nodeInstances(ec2, "nofinalizer")).toEqual([]);
     await provider.stop();
   });
+
+  it("checks for the finalizer its caller holds when that is not the default", async () => {
+    const provider = new Ec2PodProvider({
+      config: viaProxy("ownfinalizer"),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      finalizer: "example.com/reclaim",
+    });
+    const withDefault = testPod("default-finalizer", uid(404));
+    await expect(provider.createPod(withDefault)).rejects.toMatchObject({
+      code: "MissingFinalizer",
+      message: expect.stringContaining("example.com/reclaim"),
+    });
+    const own = testPod("own-finalizer", uid(405));
+    own.metadata = { ...own.metadata, finalizers: ["example.com/reclaim"] };
+    await provider.createPod(own);
+    expect(await nodeInstances(ec2, "ownfinalizer")).toHaveLength(1);
+    await provider.stop();
+  });
 });
 
 describe("security", () => {

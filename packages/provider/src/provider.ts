@@ -247,10 +247,16 @@ export interface Ec2PodProviderOptions {
   /** Receives every teardown event (transitions, effects issued, holds, errors). */
   readonly onTeardownEvent?: (event: TeardownEvent) => void;
   /**
-   * Refuse `createPod` for a Pod without {@link RECLAIM_FINALIZER} (default true): without it a
-   * force delete could remove the Pod before its instance is reclaimed.
+   * Refuse `createPod` for a Pod without the reclaim finalizer (default true): without it a force
+   * delete could remove the Pod before its instance is reclaimed.
    */
   readonly requireFinalizer?: boolean;
+  /**
+   * The reclaim finalizer the caller puts on every Pod before `createPod` (default
+   * {@link RECLAIM_FINALIZER}). Set it to the finalizer your Pod controller holds, when that is not
+   * the default (`@nebula/virtual-node`'s `podFinalizer`).
+   */
+  readonly finalizer?: string;
   /**
    * Who drives teardowns: `provider` (default) starts them itself (a terminal status written, a
    * teardown left by an earlier process, a Pod gone with its instance) and advances them every
@@ -477,7 +483,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
    * quota, throttling and server errors leave the Pod `Pending` with the reason; the launch is
    * retried by the poll with back-off (other subnets and fallback types first).
    *
-   * @throws ProviderError `MissingFinalizer` for a Pod without {@link RECLAIM_FINALIZER};
+   * @throws ProviderError `MissingFinalizer` for a Pod without the reclaim finalizer
+   * ({@link RECLAIM_FINALIZER} unless the `finalizer` option names another);
    * `InvalidPodSpec` for a Pod without a UID, name or containers; a ledger failure (retry later).
    */
   async createPod(pod: V1Pod): Promise<void> {
@@ -487,14 +494,15 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       this.#refreshPod(existing, pod);
       return;
     }
+    const finalizer = this.#options.finalizer ?? RECLAIM_FINALIZER;
     if (
       this.#options.requireFinalizer !== false &&
       !facts.deleting &&
-      !facts.finalizers.includes(RECLAIM_FINALIZER)
+      !facts.finalizers.includes(finalizer)
     ) {
       throw new ProviderError(
         "MissingFinalizer",
-        `pod ${facts.key} has no ${RECLAIM_FINALIZER} finalizer: add it before createPod, so that no deletion can skip reclaiming the instance`,
+        `pod ${facts.key} has no ${finalizer} finalizer: add it before createPod, so that no deletion can skip reclaiming the instance`,
       );
     }
     const record = await this.#load(pod, facts);
