@@ -1,13 +1,14 @@
 import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 import type { RunInstancesCommandInput } from "@aws-sdk/client-ec2";
+import { MAX_USER_DATA_BYTES as USER_DATA_LIMIT } from "@nebula/userdata";
 import type { ProviderConfig } from "./config.js";
 import { ProviderError } from "./errors.js";
 import type { PodFacts } from "./pod.js";
 import { launchTags } from "./tags.js";
 
-/** EC2's limit on user-data, before base64. */
-export const MAX_USER_DATA_BYTES = 16 * 1024;
+/** EC2's limit on user-data, in bytes, before base64 (the value `@nebula/userdata` defines). */
+export const MAX_USER_DATA_BYTES: typeof USER_DATA_LIMIT = USER_DATA_LIMIT;
 
 /** Everything a launch request is built from. */
 export interface LaunchInput {
