@@ -7,6 +7,7 @@
 //     file importing it;
 //   - every module the shipped `.d.ts` files import resolves in that consumer, which has no optional
 //     peers: an unresolved import would silently turn public types into `any` under `skipLibCheck`;
+//   - every relative link of its README points at a file the tarball ships;
 //   - the README's runnable example type-checks there and runs as written (scripts/readme-example.mjs;
 //     examples that need a cluster or EC2 get a real kube-apiserver or moto from @nebula/test-peers).
 // The workspace's other published packages this one depends on are packed too and installed from
@@ -23,7 +24,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { checkReadmeExample } from "./readme-example.mjs";
+import { brokenReadmeLinks, checkReadmeExample } from "./readme-example.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const keep = process.argv.includes("--keep");
@@ -265,6 +266,19 @@ try {
     );
   }
 
+  // Every relative link of the README points at a file the tarball ships.
+  const ownTarball = tarballs[name].slice("file:".length);
+  const shipped = run("tar", ["-tzf", ownTarball], project)
+    .split("\n")
+    .filter(Boolean)
+    .map((entry) => entry.replace(/^package\//, ""));
+  const broken = brokenReadmeLinks(readFileSync(join(here, "README.md"), "utf8"), shipped);
+  if (broken.length > 0) {
+    fail(
+      `README.md links to files the package does not ship (use a URL, or add them to "files"):\n  ${broken.join("\n  ")}`,
+    );
+  }
+
   // The README's runnable example, as written, against the installed tarball.
   let example;
   try {
@@ -286,7 +300,7 @@ try {
   console.log(
     `check-package ${name}: install footprint ${packages} packages, ${(bytes / 1e6).toFixed(1)} MB in node_modules (with @types/node)`,
   );
-  console.log(`check-package ${name}: ${example}`);
+  console.log(`check-package ${name}: every relative link of its README ships; ${example}`);
   if (keep) console.log(`check-package ${name}: kept ${project}`);
 } finally {
   if (!keep) rmSync(project, { recursive: true, force: true });

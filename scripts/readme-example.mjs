@@ -12,7 +12,7 @@
 // what each needs is in PEERS below.
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, normalize } from "node:path";
 
 /**
  * The first TypeScript or JavaScript example of a README, and the output the README says it prints.
@@ -38,6 +38,34 @@ function readmeExample(readme) {
     }
   }
   return { code, expected };
+}
+
+/**
+ * The relative links of a README (to files, not anchors or URLs) that point at nothing in the
+ * package's tarball, whose file list is `shipped` (paths relative to the package root). On npm a
+ * README is shown without the repository around it: a link out of the package must be a URL.
+ * @param {string} readme
+ * @param {readonly string[]} shipped
+ * @returns {string[]}
+ */
+export function brokenReadmeLinks(readme, shipped) {
+  const files = new Set(shipped);
+  const dirs = new Set(
+    shipped.flatMap((f) =>
+      f
+        .split("/")
+        .slice(0, -1)
+        .map((_, i, parts) => parts.slice(0, i + 1).join("/")),
+    ),
+  );
+  const broken = [];
+  for (const match of readme.matchAll(/\]\(([^)\s]+)\)/g)) {
+    const target = match[1].split("#")[0];
+    if (target === "" || /^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
+    const path = normalize(target.replace(/^\.\//, "")).replace(/\/$/, "");
+    if (path.startsWith("..") || !(files.has(path) || dirs.has(path))) broken.push(match[1]);
+  }
+  return broken;
 }
 
 /**
