@@ -243,6 +243,49 @@ describe("helm template", () => {
     expect(find(vnodeOnly, "Deployment", "nebula-vnode")).toBeDefined();
   });
 
+  it("follows the release's name and namespace everywhere (another release in another namespace)", async () => {
+    const out = await helm([
+      "template",
+      "acme",
+      CHART,
+      "--namespace",
+      "platform",
+      "-f",
+      TEST_VALUES,
+    ]);
+    expect(out.code).toBe(0);
+    const objects = parseObjects(out.stdout);
+    const clusterScoped = new Set(["ClusterRole", "ClusterRoleBinding"]);
+    for (const o of objects) {
+      expect(o.metadata.name, idOf(o)).toMatch(/^acme-nebula-(vnode|operator)/);
+      // Only the Node Lease's Role and RoleBinding live elsewhere, where Node Leases are.
+      const expected = clusterScoped.has(o.kind)
+        ? undefined
+        : o.metadata.name.endsWith("-node-lease")
+          ? "kube-node-lease"
+          : "platform";
+      expect(o.metadata.namespace, idOf(o)).toBe(expected);
+      const subjects = (o as { subjects?: Array<{ name: string; namespace: string }> }).subjects;
+      for (const subject of subjects ?? []) {
+        expect(subject.namespace, idOf(o)).toBe("platform");
+        expect(subject.name, idOf(o)).toMatch(/^acme-nebula-(vnode|operator)$/);
+      }
+    }
+    for (const app of ["vnode", "operator"]) {
+      const deployment = find(objects, "Deployment", `acme-nebula-${app}`) as
+        | (K8sObject & { spec: V1Deployment["spec"] })
+        | undefined;
+      const pod = deployment?.spec?.template.spec;
+      expect(pod?.serviceAccountName).toBe(`acme-nebula-${app}`);
+      expect(pod?.containers[0]?.args).toContain("--leader-election-namespace=platform");
+    }
+    const vnode = find(objects, "Deployment", "acme-nebula-vnode") as
+      | (K8sObject & { spec: V1Deployment["spec"] })
+      | undefined;
+    expect(vnode?.spec?.template.spec?.containers[0]?.args).toContain("--namespace=platform");
+    expect(vnode?.spec?.template.spec?.volumes?.[0]?.configMap?.name).toBe("acme-nebula-vnode");
+  });
+
   it("grants exactly the RBAC of the plain manifests, and renders the objects `kubectl apply -k deploy/` does", async () => {
     const objects = await template("-f", TEST_VALUES);
     const plain = [...manifest("vnode/rbac.yaml"), ...manifest("operator/rbac.yaml")];
