@@ -4,12 +4,18 @@
  * real kube-apiserver (host network, the kubeconfig mounted read-only), rolling a crash up.
  */
 import { execFile, spawn } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { CoreV1Api } from "@kubernetes/client-node";
+import {
+  type AppImage,
+  buildAppImage,
+  containerLimits,
+  PODMAN_FLAGS as podman,
+} from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, describe, expect, it } from "vitest";
 import {
@@ -23,61 +29,26 @@ import { podStatus, podTemplate } from "./testing/pods.js";
 
 const run = promisify(execFile);
 const appDir = fileURLToPath(new URL("..", import.meta.url));
-const podman = ["--runtime", "/usr/sbin/runc", "--cgroup-manager=cgroupfs"];
-const base = "localhost/nebula-test/operator-node-base:latest";
-const image = "localhost/nebula-test/nebula-operator:test";
 const container = `nebula-operator-test-${process.pid}`;
-/** This sandbox refuses the runtime's default rlimits; explicit ones within the host's are accepted. */
-const limits = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"];
-
-/**
- * A distroless-shaped base assembled offline from this machine's Node.js: the binary at
- * /nodejs/bin/node and the shared libraries it links (from `ldd`), nothing else.
- */
-async function assembleBase(dir: string): Promise<void> {
-  const root = join(dir, "rootfs");
-  mkdirSync(join(root, "nodejs/bin"), { recursive: true });
-  mkdirSync(join(root, "tmp"), { recursive: true });
-  copyFileSync(process.execPath, join(root, "nodejs/bin/node"));
-  const { stdout } = await run("ldd", [process.execPath]);
-  for (const lib of stdout.match(/\/[^\s]+\.so[^\s]*/g) ?? []) {
-    mkdirSync(join(root, dirname(lib)), { recursive: true });
-    copyFileSync(lib, join(root, lib));
-  }
-  await run("sh", ["-c", `tar -C '${root}' -c . | podman ${podman.join(" ")} import - ${base}`]);
-}
 
 describe("the container image (apps/operator/Dockerfile)", () => {
   const dir = mkdtempSync(join(tmpdir(), "nebula-operator-image-"));
+  let built: AppImage | undefined;
+  let image = "";
   afterAll(async () => {
     await run("podman", [...podman, "rm", "-f", "-t", "0", container]).catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
-    await run("podman", [...podman, "rmi", "-f", image, base]).catch(() => undefined);
+    await built?.remove();
   });
 
   it("builds offline and runs --help as a non-root user", async () => {
-    await assembleBase(dir);
-    await run(
-      "podman",
-      [
-        ...podman,
-        "build",
-        "--pull=never",
-        "--build-arg",
-        `BASE=${base}`,
-        "-t",
-        image,
-        "-f",
-        join(appDir, "Dockerfile"),
-        appDir,
-      ],
-      { maxBuffer: 16 * 1024 * 1024 },
-    );
+    built = await buildAppImage(appDir, "nebula-operator");
+    image = built.image;
     const help = await run("podman", [
       ...podman,
       "run",
       "--rm",
-      ...limits,
+      ...(await containerLimits()),
       "--network=none",
       image,
       "--help",
@@ -108,7 +79,7 @@ describe("the container image (apps/operator/Dockerfile)", () => {
         ...podman,
         "run",
         "--rm",
-        ...limits,
+        ...(await containerLimits()),
         "--name",
         container,
         "--network=host",

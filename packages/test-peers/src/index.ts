@@ -1,3 +1,4 @@
+export { type AppImage, buildAppImage, containerLimits, PODMAN_FLAGS } from "./app-image.js";
 export { DEFAULT_CONTROLLERS, DEFAULT_NODE_MONITOR_GRACE_SECONDS } from "./components.js";
 export {
   CONTROL_PLANE_ADMIN,
