@@ -21,13 +21,13 @@ import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseAllDocuments } from "yaml";
 import {
+  createCrashingWeb,
   createNamespace,
-  createObject,
   eventually,
   getObject,
   installCrds,
 } from "./testing/cluster.js";
-import { podStatus, podTemplate } from "./testing/pods.js";
+import { podStatus } from "./testing/pods.js";
 
 const bundle = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const deployDir = fileURLToPath(new URL("../../../deploy/operator/", import.meta.url));
@@ -135,27 +135,8 @@ describe("two replicas as the nebula-operator ServiceAccount", () => {
     const leader = await eventually("a leader", async () => (await holder()) || undefined);
     expect(["operator-a", "operator-b"]).toContain(leader);
 
-    await createObject(admin, ns, "Workload", "web", {
-      spec: { placements: [{ name: "eu", replicas: 1 }] },
-    });
-    await createObject(admin, ns, "WorkloadDeployment", "web-eu", {
-      spec: {
-        workloadRef: { name: "web" },
-        placement: "eu",
-        replicas: 1,
-        selector: { matchLabels: { app: "web" } },
-      },
-    });
+    await createCrashingWeb(admin, ns);
     const core = admin.makeApiClient(CoreV1Api);
-    const created = await core.createNamespacedPod({
-      namespace: ns,
-      body: podTemplate("web-0", ns, { app: "web" }),
-    });
-    await core.replaceNamespacedPodStatus({
-      name: "web-0",
-      namespace: ns,
-      body: { ...created, status: podStatus(created, "crashing") },
-    });
     await eventually("Available=False InstanceCrashing", async () => {
       const c = await availableOf("web");
       return c?.status === "False" && c.reason === "InstanceCrashing" ? c : undefined;

@@ -9,7 +9,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { CoreV1Api } from "@kubernetes/client-node";
 import {
   type AppImage,
   buildAppImage,
@@ -19,13 +18,12 @@ import {
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, describe, expect, it } from "vitest";
 import {
+  createCrashingWeb,
   createNamespace,
-  createObject,
   eventually,
   getObject,
   installCrds,
 } from "./testing/cluster.js";
-import { podStatus, podTemplate } from "./testing/pods.js";
 
 const run = promisify(execFile);
 const appDir = fileURLToPath(new URL("..", import.meta.url));
@@ -98,27 +96,7 @@ describe("the container image (apps/operator/Dockerfile)", () => {
       stderr += String(chunk);
     });
     try {
-      await createObject(kc, ns, "Workload", "web", {
-        spec: { placements: [{ name: "eu", replicas: 1 }] },
-      });
-      await createObject(kc, ns, "WorkloadDeployment", "web-eu", {
-        spec: {
-          workloadRef: { name: "web" },
-          placement: "eu",
-          replicas: 1,
-          selector: { matchLabels: { app: "web" } },
-        },
-      });
-      const core = kc.makeApiClient(CoreV1Api);
-      const created = await core.createNamespacedPod({
-        namespace: ns,
-        body: podTemplate("web-0", ns, { app: "web" }),
-      });
-      await core.replaceNamespacedPodStatus({
-        name: "web-0",
-        namespace: ns,
-        body: { ...created, status: podStatus(created, "crashing") },
-      });
+      await createCrashingWeb(kc, ns);
       const available = await eventually(
         "the Workload's Available=False InstanceCrashing",
         async () => {

@@ -8,10 +8,12 @@ import {
   type KubeConfig,
   PatchStrategy,
   setHeaderOptions,
+  type V1Pod,
 } from "@kubernetes/client-node";
 import { API_VERSION, GROUP, VERSION } from "@nebula/api";
 import { installCrd } from "@nebula/kube";
 import { operatorCrds } from "../crds.js";
+import { podStatus, podTemplate } from "./pods.js";
 
 /** Installs (server-side applies) the three CRDs and waits until they are Established. */
 export async function installCrds(kubeConfig: KubeConfig): Promise<void> {
@@ -104,4 +106,33 @@ export async function eventually<T>(
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/**
+ * One Workload `web` with one placement `eu`, its WorkloadDeployment `web-eu` selecting
+ * `app=web`, and one Pod `web-0` whose status says its container is crash-looping: the smallest
+ * world in which the operator has a reason to roll up. Returns the Pod as created.
+ */
+export async function createCrashingWeb(kubeConfig: KubeConfig, namespace: string): Promise<V1Pod> {
+  await createObject(kubeConfig, namespace, "Workload", "web", {
+    spec: { placements: [{ name: "eu", replicas: 1 }] },
+  });
+  await createObject(kubeConfig, namespace, "WorkloadDeployment", "web-eu", {
+    spec: {
+      workloadRef: { name: "web" },
+      placement: "eu",
+      replicas: 1,
+      selector: { matchLabels: { app: "web" } },
+    },
+  });
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const created = await core.createNamespacedPod({
+    namespace,
+    body: podTemplate("web-0", namespace, { app: "web" }),
+  });
+  return core.replaceNamespacedPodStatus({
+    name: "web-0",
+    namespace,
+    body: { ...created, status: podStatus(created, "crashing") },
+  });
 }
