@@ -351,6 +351,17 @@ interface PodRecord {
 
 const CONSOLE_RETRY_MS = 5 * 60 * 1000;
 
+/** Calls `call` for every listener; a listener's throw is its own and stops nothing. */
+function notifyAll<L>(listeners: Iterable<L>, call: (listener: L) => void): void {
+  for (const listener of listeners) {
+    try {
+      call(listener);
+    } catch {
+      // A listener's failure is its own.
+    }
+  }
+}
+
 /**
  * The virtual-node provider on EC2: one instance per Pod, launched idempotently, observed by one
  * tag-filtered, paginated `DescribeInstances` sequence per poll interval (the exit report rides in
@@ -858,13 +869,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     const started = performance.now();
     const result = await this.#pollOnce();
     const seconds = (performance.now() - started) / 1000;
-    for (const listener of this.#pollListeners) {
-      try {
-        listener(result, seconds);
-      } catch {
-        // A listener's failure is its own.
-      }
-    }
+    notifyAll(this.#pollListeners, (listener) => listener(result, seconds));
     return result;
   }
 
@@ -1033,13 +1038,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
           podUid,
           message: `instance ${id} of pod UID ${podUid ?? "(none)"} was running with no live Pod; the leak collector terminated it`,
         };
-        for (const listener of this.#leakListeners) {
-          try {
-            listener(leak);
-          } catch {
-            // A listener's failure is its own; collection goes on.
-          }
-        }
+        notifyAll(this.#leakListeners, (listener) => listener(leak));
       }),
     );
     for (const { instanceId, why } of plan.unproven) {
@@ -1825,7 +1824,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       return;
     }
     this.#health = next;
-    for (const listener of this.#nodeListeners) listener(next);
+    notifyAll(this.#nodeListeners, (listener) => listener(next));
     if (previous.ready !== next.ready) {
       // Outage begins or ends: every Pod's status says so.
       await Promise.all([...this.#records.values()].map((r) => this.#publish(r)));
