@@ -147,6 +147,8 @@ export class Guest {
   #control: Server | undefined;
   #imds: ImdsServer | undefined;
   #destroyed: Promise<void> | undefined;
+  /** Set the moment destruction begins: nothing of the guest may start after it. */
+  #closing = false;
 
   /** A guest in phase `booting`; call {@link Guest.prepare}, then {@link Guest.boot}. */
   constructor(settings: GuestSettings) {
@@ -338,6 +340,7 @@ export class Guest {
   #runUserData(): void {
     const script = this.#userDataScript;
     this.#userDataRan = true;
+    if (this.#closing) return;
     if (script === undefined || script.length === 0) {
       this.event("no user-data");
       return;
@@ -380,6 +383,7 @@ export class Guest {
   }
 
   #startUnit(name: string): { ok: boolean; message: string } {
+    if (this.#closing) return { ok: false, message: `System is going down; not starting ${name}.` };
     if (this.#phase !== "running")
       return { ok: false, message: `System is ${this.#phase}; not starting ${name}.` };
     const existing = this.#units.get(name);
@@ -659,10 +663,14 @@ export class Guest {
   }
 
   async #destroy(): Promise<void> {
+    this.#closing = true;
     if (this.#bootTimer !== undefined) clearTimeout(this.#bootTimer);
     this.#bootTimer = undefined;
-    for (const unit of this.#units.values()) signalGroup(unit.child?.pid, "SIGKILL", true);
-    signalGroup(this.#userData?.pid, "SIGKILL", true);
+    const killAll = () => {
+      for (const unit of this.#units.values()) signalGroup(unit.child?.pid, "SIGKILL", true);
+      signalGroup(this.#userData?.pid, "SIGKILL", true);
+    };
+    killAll();
     const ids = await this.#containerIds(true);
     if (ids.length > 0) await this.#podman(["rm", "-f", "-t", "0", ...ids]);
     await this.#imds?.close();
@@ -673,6 +681,9 @@ export class Guest {
       control.closeAllConnections();
       await new Promise<void>((resolve) => control.close(() => resolve()));
     }
+    // Once more, now that no request can arrive: a unit started while the containers were being
+    // removed (a `systemctl start` already in flight) is killed too.
+    killAll();
     if (this.#phase !== "terminated") this.#setPhase("terminated");
   }
 }
