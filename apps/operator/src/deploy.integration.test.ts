@@ -189,7 +189,10 @@ describe("two replicas as the nebula-operator ServiceAccount", () => {
     const all = replicas.flatMap((r) => r.lines);
     expect(all.length).toBeGreaterThan(0);
     expect(all.filter((l) => "stderr" in l)).toEqual([]);
-    expect(all.filter((l) => /forbidden|403/i.test(JSON.stringify(l)))).toEqual([]);
+    // A refusal shows as "forbidden" or as HTTP status 403; a bare "403" would also match a
+    // timestamp's milliseconds or a resourceVersion.
+    const refused = /forbidden|HTTP-Code: 403|"(?:code|statusCode|status)":403\b/i;
+    expect(all.filter((l) => refused.test(JSON.stringify(l)))).toEqual([]);
     expect(all.every((l) => typeof l.level === "string" && typeof l.time === "string")).toBe(true);
   });
 
