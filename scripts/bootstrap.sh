@@ -134,6 +134,14 @@ have_asset_overrides() {
     [ -n "${TEST_ASSET_ETCD:-}" ] && [ -x "$TEST_ASSET_ETCD" ]
 }
 
+# Puts the machine's Go on PATH (this image keeps it in /usr/local/go) and sets the cached Go
+# environment; $1 names the step, $2 the Go it needs, for the error.
+use_go() {
+  command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
+  command -v go >/dev/null || die "$1: needs Go $2 or newer on PATH (Debian's is too old)"
+  go_env
+}
+
 go_env() {
   export GOMODCACHE="$cache_dir/go/mod" GOCACHE="$cache_dir/go/build"
   export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=mod" GOWORK=off
@@ -225,10 +233,7 @@ step_control_plane() {
     log "control-plane: $k8s_version cached in $out"
     return 0
   fi
-  # The machine's Go lives in /usr/local/go on this image; a fresh shell may lack it on PATH.
-  command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
-  command -v go >/dev/null || die "control-plane: needs Go 1.24 or newer on PATH (Debian's is too old)"
-  go_env
+  use_go control-plane 1.24
   mkdir -p "$out"
   local work started=$SECONDS
   work="$(mktemp -d "$cache_dir/control-plane/.build.XXXXXX")"
@@ -274,9 +279,7 @@ step_kstatus() {
     log "kstatus: cached in $out"
     return 0
   fi
-  command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
-  command -v go >/dev/null || die "kstatus: needs Go 1.25 or newer on PATH (Debian's is too old)"
-  go_env
+  use_go kstatus 1.25
   mkdir -p "$out"
   local started=$SECONDS
   (cd "$repo_dir/apps/operator/kstatus" && go build -trimpath -ldflags "-s -w" -o "$out/kstatus.tmp" .)
@@ -292,9 +295,7 @@ step_helm() {
     log "helm: $helm_version cached in $out"
     return 0
   fi
-  command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
-  command -v go >/dev/null || die "helm: needs Go 1.25 or newer on PATH (Debian's is too old)"
-  go_env
+  use_go helm 1.25
   mkdir -p "$out"
   local work started=$SECONDS
   work="$(mktemp -d "$cache_dir/helm/.build.XXXXXX")"

@@ -14,8 +14,8 @@ import { GROUP, VERSION } from "@nebula/api";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { expect, it } from "vitest";
 import { createOperator } from "../src/operator.js";
-import { createNamespace, createObject, installCrds } from "../src/testing/cluster.js";
-import { podStatus, podTemplate } from "../src/testing/pods.js";
+import { createNamespace, createWeb, installCrds } from "../src/testing/cluster.js";
+import { podStatus } from "../src/testing/pods.js";
 
 const flips = Number(process.env.BENCH_FLIPS ?? 20);
 
@@ -25,19 +25,8 @@ it(`measures ${flips} reason changes from Pod to Workload`, async () => {
   const kc: KubeConfig = useTestPeers().controlPlane.kubeConfig();
   await installCrds(kc);
   const ns = await createNamespace(kc, "latency");
-  await createObject(kc, ns, "Workload", "web", {
-    spec: { placements: [{ name: "eu", replicas: 1 }] },
-  });
-  await createObject(kc, ns, "WorkloadDeployment", "web-eu", {
-    spec: {
-      workloadRef: { name: "web" },
-      placement: "eu",
-      replicas: 1,
-      selector: { matchLabels: { app: "web" } },
-    },
-  });
+  await createWeb(kc, ns);
   const core = kc.makeApiClient(CoreV1Api);
-  await core.createNamespacedPod({ namespace: ns, body: podTemplate("web-0", ns, { app: "web" }) });
   const operator = createOperator({ kubeConfig: kc, namespace: ns, handleSignals: false });
   const stop = new AbortController();
   const running = operator.manager.run(stop.signal);

@@ -54,8 +54,10 @@ export {
 export {
   cacheDir,
   DEFAULT_ETCD_VERSION,
+  DEFAULT_HELM_VERSION,
   DEFAULT_K8S_VERSION,
   DEFAULT_MOTO_VERSION,
+  helmPath,
 } from "./paths.js";
 export {
   startTestPeers,

@@ -7,6 +7,8 @@ export const DEFAULT_K8S_VERSION = "v1.35.4";
 export const DEFAULT_ETCD_VERSION = "v3.6.13";
 /** The moto version `scripts/bootstrap.sh` installs (`NEBULA_MOTO_VERSION`). */
 export const DEFAULT_MOTO_VERSION = "5.2.5";
+/** The Helm version `scripts/bootstrap.sh` builds (`NEBULA_HELM_VERSION`). */
+export const DEFAULT_HELM_VERSION = "v4.3.1";
 
 /**
  * The cache folder `scripts/bootstrap.sh` fills: `NEBULA_CACHE_DIR`, else `~/.cache/nebula`.
@@ -16,4 +18,13 @@ export const DEFAULT_MOTO_VERSION = "5.2.5";
 export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
   const fromEnv = env.NEBULA_CACHE_DIR;
   return fromEnv !== undefined && fromEnv !== "" ? fromEnv : join(homedir(), ".cache", "nebula");
+}
+
+/**
+ * The `helm` binary `scripts/bootstrap.sh helm` builds: `<cacheDir>/helm/<NEBULA_HELM_VERSION>/helm`.
+ *
+ * @param env - the environment to read (default `process.env`).
+ */
+export function helmPath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(cacheDir(env), "helm", env.NEBULA_HELM_VERSION || DEFAULT_HELM_VERSION, "helm");
 }

@@ -110,10 +110,9 @@ export async function eventually<T>(
 
 /**
  * One Workload `web` with one placement `eu`, its WorkloadDeployment `web-eu` selecting
- * `app=web`, and one Pod `web-0` whose status says its container is crash-looping: the smallest
- * world in which the operator has a reason to roll up. Returns the Pod as created.
+ * `app=web`, and one Pod `web-0` (no status yet). Returns the Pod as created.
  */
-export async function createCrashingWeb(kubeConfig: KubeConfig, namespace: string): Promise<V1Pod> {
+export async function createWeb(kubeConfig: KubeConfig, namespace: string): Promise<V1Pod> {
   await createObject(kubeConfig, namespace, "Workload", "web", {
     spec: { placements: [{ name: "eu", replicas: 1 }] },
   });
@@ -125,12 +124,19 @@ export async function createCrashingWeb(kubeConfig: KubeConfig, namespace: strin
       selector: { matchLabels: { app: "web" } },
     },
   });
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const created = await core.createNamespacedPod({
+  return kubeConfig.makeApiClient(CoreV1Api).createNamespacedPod({
     namespace,
     body: podTemplate("web-0", namespace, { app: "web" }),
   });
-  return core.replaceNamespacedPodStatus({
+}
+
+/**
+ * {@link createWeb} with `web-0`'s status saying its container is crash-looping: the smallest
+ * world in which the operator has a reason to roll up. Returns the Pod with that status.
+ */
+export async function createCrashingWeb(kubeConfig: KubeConfig, namespace: string): Promise<V1Pod> {
+  const created = await createWeb(kubeConfig, namespace);
+  return kubeConfig.makeApiClient(CoreV1Api).replaceNamespacedPodStatus({
     name: "web-0",
     namespace,
     body: { ...created, status: podStatus(created, "crashing") },
