@@ -55,7 +55,41 @@ describe("the controller's IAM policy", () => {
       }
     }
     const star = policy.Statement.filter((s) => list(s.Resource).includes("*"));
-    expect(star.flatMap((s) => list(s.Action))).toEqual(["ec2:DescribeInstances"]);
+    expect(star.flatMap((s) => list(s.Action))).toEqual([
+      "ec2:DescribeInstances",
+      "ssm:DescribeParameters",
+    ]);
+  });
+
+  it("writes, tags and deletes only its cluster's Pod parameters, with Nebula's tag keys only", () => {
+    const pods = "arn:aws:ssm:${Region}:${AccountId}:parameter/nebula/${ClusterName}/pods/*";
+    for (const action of ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameters"]) {
+      expect(allows(action).flatMap((s) => list(s.Resource))).toEqual([pods]);
+    }
+    for (const action of ["ssm:PutParameter", "ssm:AddTagsToResource"]) {
+      for (const s of allows(action)) {
+        expect(s.Condition).toEqual({
+          "ForAllValues:StringEquals": {
+            "aws:TagKeys": ["nebula:cluster", "nebula:pod-uid", "nebula:instance-arn"],
+          },
+          StringEqualsIfExists: { "aws:RequestTag/nebula:cluster": "${ClusterName}" },
+          StringLikeIfExists: {
+            "aws:RequestTag/nebula:instance-arn": "arn:aws:ec2:${Region}:${AccountId}:instance/*",
+          },
+        });
+      }
+    }
+    // Nothing else of SSM (never a read of a value), and no KMS: the parameters use the AWS-managed
+    // key alias/aws/ssm, whose key policy lets the account's principals use it through SSM.
+    const ssmOrKms = policy.Statement.flatMap((s) => list(s.Action)).filter((a) =>
+      /^(ssm|kms):/.test(a),
+    );
+    expect(ssmOrKms.sort()).toEqual([
+      "ssm:AddTagsToResource",
+      "ssm:DeleteParameters",
+      "ssm:DescribeParameters",
+      "ssm:PutParameter",
+    ]);
   });
 });
 

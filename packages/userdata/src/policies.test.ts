@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { REPORT_CHUNK_TAG_PREFIX, REPORT_MAX_CHUNKS, REPORT_TAG_KEY } from "@nebula/state-mapping";
 import { describe, expect, it } from "vitest";
+import { PARAMETER_INSTANCE_TAG, POD_PARAMETER_ROOT } from "./parameters.js";
 
 const read = (name: string) =>
   JSON.parse(readFileSync(new URL(`../policies/${name}`, import.meta.url), "utf8"));
@@ -23,6 +24,29 @@ describe("the instance role's IAM policies (policies/*.json)", () => {
       ...Array.from({ length: REPORT_MAX_CHUNKS }, (_, i) => `${REPORT_CHUNK_TAG_PREFIX}${i + 1}`),
     ];
     expect(statement.Condition["ForAllValues:StringEquals"]).toEqual({ "aws:TagKeys": keys });
+  });
+
+  it("allow GetParameters only on /nebula/ parameters tagged with the calling instance's ARN", () => {
+    const policy = read("instance-pod-parameters.json");
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: an IAM policy variable, not a template
+    const caller = "${ec2:SourceInstanceARN}";
+    expect(policy.Statement).toEqual([
+      {
+        Sid: expect.any(String),
+        Effect: "Allow",
+        Action: "ssm:GetParameters",
+        Resource: `arn:aws:ssm:*:*:parameter${POD_PARAMETER_ROOT}/*`,
+        Condition: { StringEquals: { [`aws:ResourceTag/${PARAMETER_INSTANCE_TAG}`]: caller } },
+      },
+    ]);
+    // Parameters use the AWS-managed key alias/aws/ssm, whose key policy already lets the account's
+    // principals decrypt through SSM: no kms statement, and no other action, in any instance policy.
+    const actions = ["instance-report-tags.json", "instance-pod-parameters.json"].flatMap((name) =>
+      read(name).Statement.flatMap((s: { Action: string | string[] }) => s.Action),
+    );
+    expect(
+      actions.filter((a: string) => !["ec2:CreateTags", "ssm:GetParameters"].includes(a)),
+    ).toEqual([]);
   });
 
   it("let EC2 assume the role", () => {

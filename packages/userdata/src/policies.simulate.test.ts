@@ -1,0 +1,299 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: ${...} are IAM policy variables and the controller policy's placeholders, not templates
+/**
+ * Least privilege of the Pod parameters' IAM policies, by evaluation: moto enforces no IAM, so the
+ * policy documents themselves are evaluated against requests with @cloud-copilot/iam-simulate (an
+ * IAM policy evaluation engine, Strict mode). Each request carries the context keys AWS would
+ * populate for it (the parameter's tags as `aws:ResourceTag/...`, the role session's
+ * `ec2:SourceInstanceARN`, the request's tags); every result is checked to have used all of them
+ * (no key silently dropped), and every denial to come from the statement element it is about
+ * (action, resource or condition), with a counterfactual where the condition is the reason.
+ */
+import { readFileSync } from "node:fs";
+import { runSimulation, type SingleResourceSimulationResult } from "@cloud-copilot/iam-simulate";
+import { describe, expect, it } from "vitest";
+import { PARAMETER_INSTANCE_TAG, podParameterNames } from "./parameters.js";
+
+const ACCOUNT = "123456789012";
+const REGION = "us-east-1";
+const CLUSTER = "blue";
+const UID = "0d6f3a52-7c1e-4b8a-9f3e-2a1b5c7d9e01";
+
+interface Policy {
+  Version: string;
+  Statement: { Sid: string; Condition?: unknown }[];
+}
+const read = (url: URL) => readFileSync(url, "utf8");
+const instancePolicy: Policy = JSON.parse(
+  read(new URL("../policies/instance-pod-parameters.json", import.meta.url)),
+);
+// The controller's template rendered for one deployment (region, account, cluster), the other
+// placeholders as scripts/lint-iam.sh renders them.
+const controllerPolicy: Policy = JSON.parse(
+  read(new URL("../../provider/policies/controller.json", import.meta.url))
+    .replaceAll("${Region}", REGION)
+    .replaceAll("${AccountId}", ACCOUNT)
+    .replaceAll("${ClusterName}", CLUSTER)
+    .replace(/\$\{([A-Z][A-Za-z0-9]*)\}/g, "example-$1"),
+);
+
+const instanceArn = (id: string) => `arn:aws:ec2:${REGION}:${ACCOUNT}:instance/${id}`;
+const A = instanceArn("i-0aaaaaaaaaaaaaaaa");
+const B = instanceArn("i-0bbbbbbbbbbbbbbbb");
+/** The host role's session on an instance: EC2 puts the instance's ARN in its request context. */
+const onInstance = (arn: string) => ({
+  principal: `arn:aws:sts::${ACCOUNT}:assumed-role/nebula-host/${arn.split("/")[1]}`,
+  context: { "ec2:SourceInstanceARN": arn },
+});
+const CONTROLLER = `arn:aws:sts::${ACCOUNT}:assumed-role/nebula-controller/nebula-controller`;
+
+const parameterArn = (name: string) => `arn:aws:ssm:${REGION}:${ACCOUNT}:parameter${name}`;
+// The names the controller writes for one Pod (`/nebula/<cluster>/pods/<uid>/<i>`).
+const names = podParameterNames(CLUSTER, UID);
+const podParameter = parameterArn(names[0] as string);
+/** A Pod parameter's tags, as `aws:ResourceTag/...` context keys: those of creation, then the ARN. */
+const tagsOf = (instance?: string): Record<string, string> => ({
+  "aws:ResourceTag/nebula:cluster": CLUSTER,
+  "aws:ResourceTag/nebula:pod-uid": UID,
+  ...(instance === undefined ? {} : { [`aws:ResourceTag/${PARAMETER_INSTANCE_TAG}`]: instance }),
+});
+/** The context keys of a request that sets tags (PutParameter's Tags, AddTagsToResource). */
+const requestTags = (tags: Record<string, string>): Record<string, string | string[]> => ({
+  "aws:TagKeys": Object.keys(tags),
+  ...Object.fromEntries(Object.entries(tags).map(([k, v]) => [`aws:RequestTag/${k}`, v])),
+});
+
+interface Request {
+  principal: string;
+  action: string;
+  resource: string;
+  context?: Record<string, string | string[]>;
+}
+interface Verdict {
+  result: string;
+  /** Sids of the statements that allowed the request. */
+  allowedBy: string[];
+  /** For each statement that did not apply: which of its elements matched the request. */
+  unmatched: Record<string, { action: boolean; resource: boolean; condition: string }>;
+}
+
+async function evaluate(policy: Policy, request: Request): Promise<Verdict> {
+  const response = await runSimulation(
+    {
+      request: {
+        principal: request.principal,
+        action: request.action,
+        resource: { resource: request.resource, accountId: ACCOUNT },
+        contextVariables: request.context ?? {},
+      },
+      identityPolicies: [{ name: "policy", policy }],
+      serviceControlPolicies: [],
+      resourceControlPolicies: [],
+    },
+    { simulationMode: "Strict" },
+  );
+  if (response.resultType !== "single") {
+    throw new Error(`not a single evaluation: ${JSON.stringify(response)}`);
+  }
+  const { result } = response as SingleResourceSimulationResult;
+  // A context key the engine dropped (not valid for the action or resource type) would make a
+  // denial meaningless: every key given must have been evaluated.
+  expect(result.ignoredContextKeys).toEqual([]);
+  const identity = result.analysis.identityAnalysis;
+  if (identity === undefined) throw new Error("no identity analysis");
+  for (const s of [...identity.allowStatements, ...identity.unmatchedStatements]) {
+    expect(s.ignoredConditions ?? []).toEqual([]);
+  }
+  return {
+    result: response.overallResult,
+    allowedBy: identity.allowStatements.map((s) => s.explain.identifier),
+    unmatched: Object.fromEntries(
+      identity.unmatchedStatements.map((s) => [
+        s.explain.identifier,
+        { action: s.actionMatch, resource: s.resourceMatch, condition: s.conditionMatch },
+      ]),
+    ),
+  };
+}
+
+/** The policy with one statement's Condition removed: what a denial by that condition is measured against. */
+function withoutCondition(policy: Policy, sid: string): Policy {
+  const copy: Policy = structuredClone(policy);
+  const statement = copy.Statement.find((s) => s.Sid === sid);
+  if (statement === undefined) throw new Error(`no statement ${sid}`);
+  delete statement.Condition;
+  return copy;
+}
+
+describe("instance-pod-parameters.json, evaluated", () => {
+  const [{ Sid: READ }] = instancePolicy.Statement as [{ Sid: string }];
+  const getParameters = (instance: string, resource: string, tags: Record<string, string>) => ({
+    principal: onInstance(instance).principal,
+    action: "ssm:GetParameters",
+    resource,
+    context: { ...onInstance(instance).context, ...tags },
+  });
+
+  it("lets instance A read every one of its Pod's parameters (tagged with A's ARN)", async () => {
+    for (const name of names) {
+      expect(
+        await evaluate(instancePolicy, getParameters(A, parameterArn(name), tagsOf(A))),
+      ).toMatchObject({ result: "Allowed", allowedBy: [READ] });
+    }
+  });
+
+  it("denies instance B's credentials A's parameter, by the tag condition alone", async () => {
+    const request = getParameters(B, podParameter, tagsOf(A));
+    expect(await evaluate(instancePolicy, request)).toEqual({
+      result: "ImplicitlyDenied",
+      allowedBy: [],
+      unmatched: { [READ]: { action: true, resource: true, condition: "NoMatch" } },
+    });
+    // Counterfactual: without the condition the same request is allowed.
+    expect((await evaluate(withoutCondition(instancePolicy, READ), request)).result).toBe(
+      "Allowed",
+    );
+  });
+
+  it("denies a parameter not (yet) tagged with an instance ARN", async () => {
+    const request = getParameters(A, podParameter, tagsOf(undefined));
+    expect(await evaluate(instancePolicy, request)).toEqual({
+      result: "ImplicitlyDenied",
+      allowedBy: [],
+      unmatched: { [READ]: { action: true, resource: true, condition: "NoMatch" } },
+    });
+    expect((await evaluate(withoutCondition(instancePolicy, READ), request)).result).toBe(
+      "Allowed",
+    );
+  });
+
+  it("denies credentials without ec2:SourceInstanceARN (not an instance's role session)", async () => {
+    const request = { ...getParameters(A, podParameter, tagsOf(A)), context: tagsOf(A) };
+    expect(await evaluate(instancePolicy, request)).toMatchObject({
+      result: "ImplicitlyDenied",
+      unmatched: { [READ]: { action: true, resource: true, condition: "NoMatch" } },
+    });
+  });
+
+  it.each([
+    "ssm:PutParameter",
+    "ssm:GetParametersByPath",
+    "ssm:GetParameter",
+    "ssm:GetParameterHistory",
+    "ssm:DeleteParameters",
+    "ssm:AddTagsToResource",
+  ])("denies %s, even on its own parameter", async (action) => {
+    const own = getParameters(A, podParameter, tagsOf(A));
+    // GetParametersByPath is authorized on the path (a parameter ARN without the last segment).
+    const resource =
+      action === "ssm:GetParametersByPath" ? podParameter.replace(/\/0$/, "") : podParameter;
+    expect(await evaluate(instancePolicy, { ...own, action, resource })).toEqual({
+      result: "ImplicitlyDenied",
+      allowedBy: [],
+      unmatched: { [READ]: { action: false, resource: true, condition: "Match" } },
+    });
+  });
+
+  it.each(["/app/db-password", "/nebula-other/pods/x/0", "/Nebula/pods/x/0"])(
+    "denies %s outside /nebula/, even tagged with A's ARN",
+    async (name) => {
+      const resource = parameterArn(name);
+      expect(await evaluate(instancePolicy, getParameters(A, resource, tagsOf(A)))).toEqual({
+        result: "ImplicitlyDenied",
+        allowedBy: [],
+        unmatched: { [READ]: { action: true, resource: false, condition: "Match" } },
+      });
+    },
+  );
+});
+
+describe("controller.json's SSM statements, evaluated (rendered for cluster blue)", () => {
+  const WRITE = "WriteAndTagOnlyItsClustersPodParameters";
+  const DELETE = "DeleteOnlyItsClustersPodParameters";
+  const creationTags = { "nebula:cluster": CLUSTER, "nebula:pod-uid": UID };
+  const controller = (action: string, resource: string, context = {}) => ({
+    principal: CONTROLLER,
+    action,
+    resource,
+    context,
+  });
+  const otherCluster = parameterArn(`/nebula/green/pods/${UID}/0`);
+
+  it("allows PutParameter on its cluster's Pod parameter, with the creation tags or overwriting", async () => {
+    for (const context of [requestTags(creationTags), { "ssm:Overwrite": "true" }]) {
+      expect(
+        await evaluate(controllerPolicy, controller("ssm:PutParameter", podParameter, context)),
+      ).toMatchObject({ result: "Allowed", allowedBy: [WRITE] });
+    }
+  });
+
+  it("denies PutParameter on another cluster's Pod parameter, or outside pods/", async () => {
+    for (const resource of [otherCluster, parameterArn(`/nebula/${CLUSTER}/settings`)]) {
+      const verdict = await evaluate(
+        controllerPolicy,
+        controller("ssm:PutParameter", resource, requestTags(creationTags)),
+      );
+      expect(verdict.result).toBe("ImplicitlyDenied");
+      expect(verdict.unmatched[WRITE]).toMatchObject({ action: true, resource: false });
+    }
+  });
+
+  it("allows AddTagsToResource of the instance ARN, and of the creation tags", async () => {
+    for (const tags of [{ [PARAMETER_INSTANCE_TAG]: A }, creationTags]) {
+      const context = { ...requestTags(tags), ...tagsOf(undefined) };
+      expect(
+        await evaluate(
+          controllerPolicy,
+          controller("ssm:AddTagsToResource", podParameter, context),
+        ),
+      ).toMatchObject({ result: "Allowed", allowedBy: [WRITE] });
+    }
+  });
+
+  it.each([
+    ["an unexpected tag key", { [PARAMETER_INSTANCE_TAG]: A, owner: "team-x" }],
+    ["a reserved EC2 key", { "nebula:report": "{}" }],
+    ["another cluster's name", { "nebula:cluster": "green" }],
+    [
+      "an instance ARN of another account",
+      {
+        [PARAMETER_INSTANCE_TAG]: "arn:aws:ec2:us-east-1:210987654321:instance/i-0aaaaaaaaaaaaaaaa",
+      },
+    ],
+  ])("denies AddTagsToResource with %s, by the statement's condition", async (_, tags) => {
+    const request = controller("ssm:AddTagsToResource", podParameter, {
+      ...requestTags(tags),
+      ...tagsOf(undefined),
+    });
+    expect(await evaluate(controllerPolicy, request)).toMatchObject({
+      result: "ImplicitlyDenied",
+      allowedBy: [],
+      unmatched: { [WRITE]: { action: true, resource: true, condition: "NoMatch" } },
+    });
+    expect((await evaluate(withoutCondition(controllerPolicy, WRITE), request)).result).toBe(
+      "Allowed",
+    );
+  });
+
+  it("deletes only its cluster's Pod parameters, lists all, and reads none", async () => {
+    expect(
+      await evaluate(controllerPolicy, controller("ssm:DeleteParameters", podParameter)),
+    ).toMatchObject({ result: "Allowed", allowedBy: [DELETE] });
+    const deleteOther = await evaluate(
+      controllerPolicy,
+      controller("ssm:DeleteParameters", otherCluster),
+    );
+    expect(deleteOther.result).toBe("ImplicitlyDenied");
+    expect(deleteOther.unmatched[DELETE]).toEqual({
+      action: true,
+      resource: false,
+      condition: "Match",
+    });
+    expect(
+      await evaluate(controllerPolicy, controller("ssm:DescribeParameters", "*")),
+    ).toMatchObject({ result: "Allowed", allowedBy: ["Observe"] });
+    for (const action of ["ssm:GetParameters", "ssm:GetParameter", "ssm:GetParameterHistory"]) {
+      const read = await evaluate(controllerPolicy, controller(action, podParameter, tagsOf(A)));
+      expect(read).toMatchObject({ result: "ImplicitlyDenied", allowedBy: [] });
+    }
+  });
+});
