@@ -13,6 +13,12 @@
  * - `HostNetworkNotAllowed`: `hostNetwork: true` without the opt-in annotation
  *   `nebula.dev/allow-host-network: "true"` (host networking reaches IMDS and the instance role).
  * - `TooLarge`: even gzipped, the user-data exceeds EC2's 16 KiB.
+ * - `CreateContainerConfigError`: a mandatory ConfigMap or Secret (or one of its keys) the Pod
+ *   references is missing from the sources given. The kubelet keeps such a container waiting with
+ *   this reason and retries: so should the caller, once the object appears. `reason` names the
+ *   Event (`MandatorySecretNotFound`, `MandatoryConfigMapNotFound`).
+ * - `SourceTooLarge`: a ConfigMap or Secret value, or all of them together, exceed what the
+ *   parameters can carry; the message names the reference.
  */
 export type UserDataErrorCode =
   | "InvalidPod"
@@ -22,7 +28,9 @@ export type UserDataErrorCode =
   | "UnsupportedVolume"
   | "UnsupportedField"
   | "HostNetworkNotAllowed"
-  | "TooLarge";
+  | "TooLarge"
+  | "CreateContainerConfigError"
+  | "SourceTooLarge";
 
 /**
  * Why {@link renderUserData} refused a Pod. Never thrown by the renderer: it is returned in the
@@ -39,17 +47,30 @@ export class UserDataError extends Error {
   readonly code: UserDataErrorCode;
   /** Where in the Pod (or options) the problem is, as a dotted path such as `spec.containers[app].env[TOKEN]`. */
   readonly path: string;
+  /**
+   * The Kubernetes Event reason to publish, when there is one beyond `code` (for
+   * `CreateContainerConfigError`: `MandatorySecretNotFound` or `MandatoryConfigMapNotFound`).
+   */
+  readonly reason: string | undefined;
 
   /**
    * @param code - machine-readable reason.
    * @param path - where the problem is (dotted path into the Pod or the options).
    * @param message - what is wrong, for a person.
    * @param cause - the underlying error, when there is one (a zod error, for instance).
+   * @param reason - the Event reason, when it differs from `code`.
    */
-  constructor(code: UserDataErrorCode, path: string, message: string, cause?: unknown) {
+  constructor(
+    code: UserDataErrorCode,
+    path: string,
+    message: string,
+    cause?: unknown,
+    reason?: string,
+  ) {
     super(message, cause === undefined ? undefined : { cause });
     this.name = "UserDataError";
     this.code = code;
     this.path = path;
+    this.reason = reason;
   }
 }

@@ -11,6 +11,22 @@ export {
   type RenderOptionsInput,
   type ResolvedRenderOptions,
 } from "./options.js";
+export {
+  clusterSegment,
+  MAX_POD_PARAMETERS,
+  PARAMETER_INSTANCE_TAG,
+  POD_PARAMETER_ROOT,
+  POD_PARAMETER_VALUE_CHARS,
+  type PodParameter,
+  type PodSourceRefs,
+  type PodSources,
+  podParameterNames,
+  podParameterPrefix,
+  podSourceRefs,
+  podUidOfParameter,
+  type RenderNotice,
+  type SourceObject,
+} from "./parameters.js";
 export { expand as expandKubernetesReferences } from "./pod.js";
 export { parseQuantity } from "./quantity.js";
 export { bashQuote, shQuote } from "./quote.js";

@@ -116,6 +116,20 @@ export const RenderOptions = z.object({
     .default({ image: DEFAULT_SANDBOX_IMAGE, command: [] }),
   /** `auto` gzips only when the script exceeds 16 KiB; `always` / `never` force it. */
   compression: z.enum(["auto", "always", "never"]).default("auto"),
+  /**
+   * Where the Pod's rendered spec goes. `user-data` (the default): into the user-data itself, so
+   * Secrets are refused (anyone who may describe the instance reads user-data). `parameters`: into
+   * SSM `SecureString` parameters only the Pod's own instance may read (the result's `parameters`,
+   * which the caller writes before launching); the user-data holds only the supervisor and their
+   * names, and ConfigMap and Secret references are resolved from the `sources` given.
+   */
+  delivery: z.enum(["user-data", "parameters"]).default("user-data"),
+  /**
+   * With `delivery: "parameters"`: how long the supervisor keeps trying to read its parameters
+   * (they become readable once the caller tagged them with the instance's ARN) before it says so
+   * on the console and powers the instance off.
+   */
+  parameterWaitSeconds: z.number().int().min(10).max(3600).default(600),
 });
 
 /** Options of {@link renderUserData}, as the caller writes them (every field optional). */

@@ -2,19 +2,25 @@ import { z } from "zod";
 import { UserDataError } from "./errors.js";
 import type { ResolvedRenderOptions } from "./options.js";
 import { HOST_NETWORK_ANNOTATION, RESTART_LIMIT_ANNOTATION } from "./options.js";
+import type { PodSources, RenderNotice, SourceObject } from "./parameters.js";
 import { ProbeFields, type ProbePlan, planProbes } from "./probes.js";
 import { parseQuantity } from "./quantity.js";
 
 // The subset of V1Pod the host honours, parsed loosely: unknown fields are kept and ignored.
 const str = z.string();
 const Profile = z.looseObject({ type: str, localhostProfile: str.optional() });
+const KeyRef = z.looseObject({
+  name: str.optional(),
+  key: str.optional(),
+  optional: z.boolean().optional(),
+});
 const EnvVar = z.looseObject({
   name: str,
   value: str.optional(),
   valueFrom: z
     .looseObject({
-      secretKeyRef: z.looseObject({ name: str.optional(), key: str.optional() }).optional(),
-      configMapKeyRef: z.looseObject({ name: str.optional(), key: str.optional() }).optional(),
+      secretKeyRef: KeyRef.optional(),
+      configMapKeyRef: KeyRef.optional(),
       fieldRef: z.looseObject({ fieldPath: str }).optional(),
       resourceFieldRef: z.looseObject({ resource: str }).optional(),
     })
@@ -32,8 +38,12 @@ const Container = z.looseObject({
     .array(
       z.looseObject({
         prefix: str.optional(),
-        secretRef: z.looseObject({ name: str.optional() }).optional(),
-        configMapRef: z.looseObject({ name: str.optional() }).optional(),
+        secretRef: z
+          .looseObject({ name: str.optional(), optional: z.boolean().optional() })
+          .optional(),
+        configMapRef: z
+          .looseObject({ name: str.optional(), optional: z.boolean().optional() })
+          .optional(),
       }),
     )
     .optional(),
@@ -88,10 +98,31 @@ const Container = z.looseObject({
   tty: z.boolean().optional(),
   restartPolicy: str.optional(),
 });
+const Items = z
+  .array(
+    z.looseObject({ key: str, path: str, mode: z.number().int().min(0).max(0o777).optional() }),
+  )
+  .optional();
 const Volume = z.looseObject({
   name: str,
   emptyDir: z.looseObject({}).optional(),
   hostPath: z.looseObject({ path: str, type: str.optional() }).optional(),
+  configMap: z
+    .looseObject({
+      name: str.optional(),
+      items: Items,
+      defaultMode: z.number().int().min(0).max(0o777).optional(),
+      optional: z.boolean().optional(),
+    })
+    .optional(),
+  secret: z
+    .looseObject({
+      secretName: str.optional(),
+      items: Items,
+      defaultMode: z.number().int().min(0).max(0o777).optional(),
+      optional: z.boolean().optional(),
+    })
+    .optional(),
 });
 const Pod = z.looseObject({
   metadata: z
@@ -182,6 +213,30 @@ export interface PodPlan {
   /** `--publish=` flags of the Pod sandbox: every container port, on its hostPort or the same port. */
   readonly publish: readonly string[];
   readonly containers: readonly ContainerPlan[];
+  /** Files to write before any container starts: ConfigMap and Secret volumes. */
+  readonly files: readonly PlannedFile[];
+  /** Docker `config.json` with the registry logins of `imagePullSecrets`; undefined: none. */
+  readonly dockerConfig: string | undefined;
+  /** Event-worthy facts (optional references missing, keys skipped). */
+  readonly notices: readonly RenderNotice[];
+  /** Bytes each ConfigMap or Secret value brings, by reference (for `SourceTooLarge`). */
+  readonly sourceWeights: readonly (readonly [string, number])[];
+}
+
+/** A file the supervisor writes on the host before any container starts. */
+export interface PlannedFile {
+  readonly path: string;
+  /** Permission bits, e.g. `0o644`. */
+  readonly mode: number;
+  readonly data: Buffer;
+}
+
+/** What planning needs to resolve ConfigMap and Secret references (the parameters delivery). */
+interface SourceContext {
+  readonly sources: PodSources | undefined;
+  readonly namespace: string;
+  readonly notices: RenderNotice[];
+  readonly weights: [string, number][];
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -189,12 +244,18 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const ENV_NAME = /^[\x21-\x3c\x3e-\x7e]+$/;
 /** Host directory of an emptyDir volume. */
 const EMPTYDIR_ROOT = "/var/lib/nebula/volumes";
+/** Host directory of a ConfigMap or Secret volume: memory-backed `/run`, never on disk. */
+const SOURCE_VOLUME_ROOT = "/run/nebula/volumes";
 
 /**
  * Validates a Pod and resolves it into a {@link PodPlan}. Returns a {@link UserDataError} for any
  * problem (the first one found, with its path). Total.
  */
-export function planPod(input: unknown, options: ResolvedRenderOptions): PodPlan | UserDataError {
+export function planPod(
+  input: unknown,
+  options: ResolvedRenderOptions,
+  sources?: PodSources,
+): PodPlan | UserDataError {
   const parsed = Pod.safeParse(input);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -207,7 +268,7 @@ export function planPod(input: unknown, options: ResolvedRenderOptions): PodPlan
     );
   }
   try {
-    return plan(parsed.data, options);
+    return plan(parsed.data, options, sources);
   } catch (error) {
     if (error instanceof UserDataError) return error;
     return new UserDataError(
@@ -233,18 +294,31 @@ function checkText(text: string, path: string): string {
   return text;
 }
 
-function plan(pod: PodSpec, options: ResolvedRenderOptions): PodPlan {
+function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources): PodPlan {
   const meta = pod.metadata ?? {};
   const spec = pod.spec;
   if (spec.containers.length === 0)
     fail("InvalidPod", "spec.containers", "the Pod has no containers");
+  const ctx: SourceContext = {
+    sources: options.delivery === "parameters" ? (given ?? EMPTY_SOURCES) : undefined,
+    namespace: meta.namespace ?? "default",
+    notices: [],
+    weights: [],
+  };
+  let dockerConfig: string | undefined;
   if (spec.imagePullSecrets && spec.imagePullSecrets.length > 0) {
-    fail(
-      "SecretInUserData",
-      "spec.imagePullSecrets",
-      "imagePullSecrets would put registry credentials into user-data in clear; give the instance role registry access instead",
+    if (ctx.sources === undefined)
+      fail(
+        "SecretInUserData",
+        "spec.imagePullSecrets",
+        'imagePullSecrets would put registry credentials into user-data in clear; render with delivery: "parameters", or give the instance role registry access instead',
+      );
+    dockerConfig = pullSecrets(
+      spec.imagePullSecrets.map((r) => r.name ?? ""),
+      ctx,
     );
   }
+  const files: PlannedFile[] = [];
   const annotations = meta.annotations ?? {};
   const limitText = annotations[RESTART_LIMIT_ANNOTATION];
   let restartLimit: number;
@@ -317,12 +391,17 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions): PodPlan {
       if (volume.hostPath.type === "DirectoryOrCreate") hostDirs.push(path);
     } else if (isServiceAccountProjection(volume)) {
       volumes.set(volume.name, "");
+    } else if (volume.configMap || volume.secret) {
+      const dir = `${SOURCE_VOLUME_ROOT}/${volume.name}`;
+      volumes.set(volume.name, dir);
+      hostDirs.push(dir);
+      files.push(...volumeFiles(volume, dir, where, ctx));
     } else {
       const kind = Object.keys(volume).find((k) => k !== "name") ?? "unknown";
       fail(
         "UnsupportedVolume",
         where,
-        `volume ${JSON.stringify(volume.name)} is of kind ${kind}; the host supports emptyDir and hostPath only`,
+        `volume ${JSON.stringify(volume.name)} is of kind ${kind}; the host supports emptyDir, hostPath, configMap and secret only`,
       );
     }
   }
@@ -362,7 +441,7 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions): PodPlan {
       );
     }
     return {
-      ...planContainer(c, init, where, meta, spec, volumes, agentsFor(c.name, init)),
+      ...planContainer(c, init, where, meta, spec, volumes, agentsFor(c.name, init), ctx),
       sidecar: init && c.restartPolicy === "Always",
     };
   });
@@ -378,7 +457,171 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions): PodPlan {
     hostNetwork,
     publish: hostNetwork ? [] : publishFlags(all.map(({ c }) => c)),
     containers,
+    files,
+    dockerConfig,
+    notices: ctx.notices,
+    sourceWeights: ctx.weights,
   };
+}
+
+const EMPTY_SOURCES: PodSources = { configMaps: {}, secrets: {} };
+type SourceKind = "ConfigMap" | "Secret";
+
+function lookup(ctx: SourceContext, kind: SourceKind, name: string): SourceObject | undefined {
+  const table = kind === "ConfigMap" ? ctx.sources?.configMaps : ctx.sources?.secrets;
+  return table !== undefined && Object.hasOwn(table, name) ? table[name] : undefined;
+}
+
+/** A source's values as bytes: a ConfigMap's `data` (text) and `binaryData`, a Secret's `data` (base64). */
+function sourceValues(
+  kind: SourceKind,
+  object: SourceObject,
+  withBinary: boolean,
+): Map<string, Buffer> {
+  const values = new Map<string, Buffer>();
+  for (const [key, value] of Object.entries(object.data ?? {})) {
+    if (typeof value !== "string") continue;
+    values.set(key, kind === "Secret" ? Buffer.from(value, "base64") : Buffer.from(value, "utf8"));
+  }
+  if (kind === "ConfigMap" && withBinary) {
+    for (const [key, value] of Object.entries(object.binaryData ?? {})) {
+      if (typeof value === "string") values.set(key, Buffer.from(value, "base64"));
+    }
+  }
+  return values;
+}
+
+/** The kubelet's words for a missing object (`secret "db" not found`). */
+function notFound(kind: SourceKind, name: string): string {
+  return `${kind === "Secret" ? "secret" : "configmap"} ${JSON.stringify(name)} not found`;
+}
+
+/** A mandatory reference is missing: the container waits (`CreateContainerConfigError`). */
+function missing(kind: SourceKind, path: string, message: string): never {
+  throw new UserDataError(
+    "CreateContainerConfigError",
+    path,
+    message,
+    undefined,
+    `Mandatory${kind}NotFound`,
+  );
+}
+
+function weigh(ctx: SourceContext, kind: SourceKind, name: string, key: string, bytes: number) {
+  ctx.weights.push([`${kind} ${ctx.namespace}/${name} key ${key}`, bytes]);
+}
+
+/** A value as environment text: bytes as UTF-8, refused when they hold a NUL. */
+function envText(value: Buffer, path: string, what: string): string {
+  if (value.includes(0))
+    fail("InvalidPod", path, `${what} holds a NUL byte, which no environment variable can carry`);
+  return value.toString("utf8");
+}
+
+/** A relative file path inside a volume: no `..`, not absolute, not empty. */
+function relativePath(path: string, at: string): string {
+  const parts = path.split("/");
+  if (
+    path === "" ||
+    path.startsWith("/") ||
+    path.includes("\0") ||
+    parts.some((p) => p === ".." || p === "")
+  )
+    fail(
+      "InvalidPod",
+      at,
+      `path ${JSON.stringify(path)} must be relative, without '..' or empty parts`,
+    );
+  return path;
+}
+
+/** The files of a ConfigMap or Secret volume (`items`, `defaultMode`, `optional`), as the kubelet writes them. */
+function volumeFiles(
+  volume: z.infer<typeof Volume>,
+  dir: string,
+  where: string,
+  ctx: SourceContext,
+): PlannedFile[] {
+  const kind: SourceKind = volume.configMap ? "ConfigMap" : "Secret";
+  const ref = volume.configMap ?? volume.secret ?? {};
+  const name = volume.configMap?.name ?? volume.secret?.secretName ?? "";
+  if (ctx.sources === undefined) {
+    fail(
+      kind === "Secret" ? "SecretInUserData" : "UnsupportedVolume",
+      where,
+      `volume ${JSON.stringify(volume.name)} is a ${kind}; render with delivery: "parameters" to deliver it through Parameter Store (user-data is readable by anyone who may describe the instance)`,
+    );
+  }
+  const object = lookup(ctx, kind, name);
+  if (object === undefined) {
+    if (ref.optional === true) {
+      ctx.notices.push({ reason: `Optional${kind}NotFound`, message: notFound(kind, name) });
+      return [];
+    }
+    missing(kind, where, notFound(kind, name));
+  }
+  const values = sourceValues(kind, object, true);
+  const mode = ref.defaultMode ?? 0o644;
+  const entries: [string, Buffer, number][] = [];
+  if (ref.items && ref.items.length > 0) {
+    for (const item of ref.items) {
+      const value = values.get(item.key);
+      if (value === undefined) {
+        if (ref.optional === true) continue;
+        missing(
+          kind,
+          where,
+          kind === "Secret"
+            ? `references non-existent secret key: ${item.key}`
+            : `configmap references non-existent config key: ${item.key}`,
+        );
+      }
+      entries.push([item.path, value, item.mode ?? mode]);
+    }
+  } else {
+    for (const [key, value] of values) entries.push([key, value, mode]);
+  }
+  return entries.map(([path, data, fileMode]) => {
+    weigh(ctx, kind, name, path, data.length);
+    return {
+      path: `${dir}/${relativePath(path, `${where}.items[${path}]`)}`,
+      mode: fileMode,
+      data,
+    };
+  });
+}
+
+/** The registry logins of `imagePullSecrets` as one Docker `config.json` (first login per registry wins). */
+function pullSecrets(names: readonly string[], ctx: SourceContext): string | undefined {
+  const auths: Record<string, unknown> = {};
+  for (const name of names) {
+    const object = lookup(ctx, "Secret", name);
+    const values = object ? sourceValues("Secret", object, false) : undefined;
+    let found: Record<string, unknown> | undefined;
+    try {
+      const json = values?.get(".dockerconfigjson");
+      const legacy = values?.get(".dockercfg");
+      if (json) found = JSON.parse(json.toString("utf8"))?.auths;
+      else if (legacy) found = JSON.parse(legacy.toString("utf8"));
+    } catch {
+      found = undefined;
+    }
+    if (object === undefined || typeof found !== "object" || found === null) {
+      ctx.notices.push({
+        reason: "FailedToRetrieveImagePullSecret",
+        message:
+          object === undefined
+            ? `Unable to retrieve some image pull secrets (${name}); attempting to pull the image may not succeed.`
+            : `Secret ${ctx.namespace}/${name} holds no .dockerconfigjson or .dockercfg login; attempting to pull the image may not succeed.`,
+      });
+      continue;
+    }
+    for (const [registry, login] of Object.entries(found)) {
+      if (!Object.hasOwn(auths, registry)) auths[registry] = login;
+    }
+    weigh(ctx, "Secret", name, ".dockerconfigjson", JSON.stringify(found).length);
+  }
+  return Object.keys(auths).length > 0 ? JSON.stringify({ auths }) : undefined;
 }
 
 function isServiceAccountProjection(volume: z.infer<typeof Volume>): boolean {
@@ -395,6 +638,7 @@ function planContainer(
   spec: PodSpec["spec"],
   volumes: Map<string, string>,
   agents: readonly Agent[],
+  ctx: SourceContext,
 ): Omit<ContainerPlan, "sidecar"> {
   const image = checkText(c.image ?? "", `${where}.image`);
   if (image.trim() === "" || /\s/.test(image)) {
@@ -419,17 +663,49 @@ function planContainer(
   const hostIpEnv: string[] = [];
   let envBytes = 0;
   for (const from of c.envFrom ?? []) {
-    if (from.secretRef)
+    const ref = from.configMapRef ?? from.secretRef;
+    if (ref === undefined) continue;
+    const kind: SourceKind = from.configMapRef ? "ConfigMap" : "Secret";
+    const name = ref.name ?? "";
+    if (ctx.sources === undefined) {
+      if (kind === "Secret")
+        fail(
+          "SecretInUserData",
+          `${where}.envFrom`,
+          `container ${c.name} takes env from Secret ${name}; Secret values are never written into user-data (render with delivery: "parameters")`,
+        );
       fail(
-        "SecretInUserData",
+        "UnsupportedEnvSource",
         `${where}.envFrom`,
-        `container ${c.name} takes env from Secret ${from.secretRef.name ?? ""}; Secret values are never written into user-data`,
+        `container ${c.name} takes env from ConfigMap ${name}; render with delivery: "parameters", or resolve ConfigMap values into literal env before rendering`,
       );
-    fail(
-      "UnsupportedEnvSource",
-      `${where}.envFrom`,
-      `container ${c.name} takes env from ConfigMap ${from.configMapRef?.name ?? ""}; resolve ConfigMap values into literal env before rendering`,
-    );
+    }
+    const object = lookup(ctx, kind, name);
+    if (object === undefined) {
+      if (ref.optional === true) {
+        ctx.notices.push({ reason: `Optional${kind}NotFound`, message: notFound(kind, name) });
+        continue;
+      }
+      missing(kind, `${where}.envFrom`, notFound(kind, name));
+    }
+    const skipped: string[] = [];
+    for (const [key, value] of sourceValues(kind, object, false)) {
+      const envName = `${from.prefix ?? ""}${key}`;
+      if (!ENV_NAME.test(envName)) {
+        skipped.push(key);
+        continue;
+      }
+      env.set(
+        envName,
+        envText(value, `${where}.envFrom`, `${kind} ${ctx.namespace}/${name} key ${key}`),
+      );
+      weigh(ctx, kind, name, key, value.length);
+    }
+    if (skipped.length > 0)
+      ctx.notices.push({
+        reason: "InvalidEnvironmentVariableNames",
+        message: `Keys [${skipped.sort().join(", ")}] from the EnvFrom ${kind === "Secret" ? "secret" : "configMap"} ${ctx.namespace}/${name} were skipped since they are considered invalid environment variable names.`,
+      });
   }
   for (const variable of c.env ?? []) {
     const at = `${where}.env[${variable.name}]`;
@@ -441,18 +717,38 @@ function planContainer(
       );
     const from = variable.valueFrom;
     let value: string | undefined;
-    if (from?.secretKeyRef) {
-      fail(
-        "SecretInUserData",
-        at,
-        `container ${c.name} env ${variable.name} comes from Secret ${from.secretKeyRef.name ?? ""}; Secret values are never written into user-data`,
-      );
-    } else if (from?.configMapKeyRef) {
-      fail(
-        "UnsupportedEnvSource",
-        at,
-        `container ${c.name} env ${variable.name} comes from ConfigMap ${from.configMapKeyRef.name ?? ""}; resolve it into a literal value before rendering`,
-      );
+    const keyRef = from?.secretKeyRef ?? from?.configMapKeyRef;
+    if (keyRef !== undefined) {
+      const kind: SourceKind = from?.secretKeyRef ? "Secret" : "ConfigMap";
+      const name = keyRef.name ?? "";
+      const key = keyRef.key ?? "";
+      if (ctx.sources === undefined) {
+        fail(
+          kind === "Secret" ? "SecretInUserData" : "UnsupportedEnvSource",
+          at,
+          kind === "Secret"
+            ? `container ${c.name} env ${variable.name} comes from Secret ${name}; Secret values are never written into user-data (render with delivery: "parameters")`
+            : `container ${c.name} env ${variable.name} comes from ConfigMap ${name}; render with delivery: "parameters", or resolve it into a literal value before rendering`,
+        );
+      }
+      const object = lookup(ctx, kind, name);
+      const bytes = object ? sourceValues(kind, object, false).get(key) : undefined;
+      if (bytes === undefined) {
+        if (keyRef.optional === true) {
+          if (object === undefined)
+            ctx.notices.push({ reason: `Optional${kind}NotFound`, message: notFound(kind, name) });
+          continue;
+        }
+        missing(
+          kind,
+          at,
+          object === undefined
+            ? notFound(kind, name)
+            : `couldn't find key ${key} in ${kind} ${ctx.namespace}/${name}`,
+        );
+      }
+      value = envText(bytes, at, `${kind} ${ctx.namespace}/${name} key ${key}`);
+      weigh(ctx, kind, name, key, bytes.length);
     } else if (from?.resourceFieldRef) {
       fail(
         "UnsupportedEnvSource",
@@ -567,11 +863,21 @@ function planContainer(
         `container ${c.name} mounts volume ${mount.name}, which the Pod does not define`,
       );
     if (source === "") continue;
-    if (mount.subPath || mount.subPathExpr)
+    const fromSource = source.startsWith(`${SOURCE_VOLUME_ROOT}/`);
+    if (mount.subPathExpr || (mount.subPath && !fromSource))
       fail(
         "UnsupportedVolume",
         at,
-        `container ${c.name} mounts ${mount.name} with subPath, which is not supported`,
+        `container ${c.name} mounts ${mount.name} with ${mount.subPathExpr ? "subPathExpr" : "subPath"}, which is supported for configMap and secret volumes only`,
+      );
+    const from = mount.subPath
+      ? `${source}/${relativePath(mount.subPath, `${at}.subPath`)}`
+      : source;
+    if (/[,\n"]/.test(from))
+      fail(
+        "UnsupportedVolume",
+        `${at}.subPath`,
+        `subPath ${JSON.stringify(mount.subPath)} must be free of ',', '"' and newlines`,
       );
     const target = checkText(mount.mountPath, `${at}.mountPath`);
     if (!target.startsWith("/") || /[,\n"]/.test(target))
@@ -580,8 +886,9 @@ function planContainer(
         `${at}.mountPath`,
         `mountPath ${JSON.stringify(target)} must be absolute and free of ',', '"' and newlines`,
       );
+    // The kubelet mounts ConfigMap and Secret volumes read-only whatever the mount says.
     flags.push(
-      `--mount=type=bind,source=${source},target=${target}${mount.readOnly ? ",readonly" : ""}`,
+      `--mount=type=bind,source=${from},target=${target}${mount.readOnly || fromSource ? ",readonly" : ""}`,
     );
   }
   for (const agent of agents) {

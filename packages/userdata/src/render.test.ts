@@ -204,7 +204,7 @@ describe("renderUserData refuses, with a typed error that says where", () => {
       path: "spec.containers[app].env[TOKEN]",
     });
     expect(error.message).toBe(
-      "container app env TOKEN comes from Secret api; Secret values are never written into user-data",
+      'container app env TOKEN comes from Secret api; Secret values are never written into user-data (render with delivery: "parameters")',
     );
     expect(errorOf(withApp({ envFrom: [{ secretRef: { name: "api" } }] })).code).toBe(
       "SecretInUserData",
@@ -272,7 +272,15 @@ describe("renderUserData refuses, with a typed error that says where", () => {
     ).toMatchObject({
       code: "UnsupportedVolume",
       path: "spec.volumes[conf]",
-      message: 'volume "conf" is of kind configMap; the host supports emptyDir and hostPath only',
+      message:
+        'volume "conf" is a ConfigMap; render with delivery: "parameters" to deliver it through Parameter Store (user-data is readable by anyone who may describe the instance)',
+    });
+    expect(
+      errorOf(withApp({}, { volumes: [{ name: "nfs", nfs: { server: "x", path: "/" } }] })),
+    ).toMatchObject({
+      code: "UnsupportedVolume",
+      message:
+        'volume "nfs" is of kind nfs; the host supports emptyDir, hostPath, configMap and secret only',
     });
     expect(
       errorOf(

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
 import type { V1Pod } from "@kubernetes/client-node";
 import {
@@ -19,7 +20,16 @@ import {
   type RenderOptionsInput,
   type ResolvedRenderOptions,
 } from "./options.js";
-import { type ContainerPlan, type PodPlan, planPod } from "./pod.js";
+import {
+  MAX_POD_PARAMETERS,
+  type PARAMETER_INSTANCE_TAG,
+  POD_PARAMETER_VALUE_CHARS,
+  type PodParameter,
+  type PodSources,
+  podParameterPrefix,
+  type RenderNotice,
+} from "./parameters.js";
+import { type ContainerPlan, type PlannedFile, type PodPlan, planPod } from "./pod.js";
 import { bashQuote, shQuote } from "./quote.js";
 import { SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
 
@@ -38,6 +48,17 @@ export interface RenderedUserData {
   readonly gzipped: boolean;
   /** The user-data script in clear (bash), for logs and review. */
   readonly script: string;
+  /**
+   * With `delivery: "parameters"`: the SSM `SecureString` parameters to write (and tag with the
+   * instance's ARN, {@link PARAMETER_INSTANCE_TAG}) before the instance can start the Pod; they
+   * hold the Pod's spec and its ConfigMap and Secret values. Empty with `delivery: "user-data"`.
+   */
+  readonly parameters: readonly PodParameter[];
+  /**
+   * Things the caller should tell the user as Events (Kubernetes reasons such as
+   * `OptionalSecretNotFound`): the Pod renders, but not everything it references was there.
+   */
+  readonly notices: readonly RenderNotice[];
 }
 
 /** The result of {@link renderUserData}: user-data, or a typed error. Never both, never a partial script. */
@@ -88,7 +109,11 @@ export function supervisorScript(): string {
  * await ec2.send(new RunInstancesCommand({ UserData: result.value.userData, ... }));
  * ```
  */
-export function renderUserData(pod: V1Pod, options: RenderOptionsInput = {}): RenderResult {
+export function renderUserData(
+  pod: V1Pod,
+  options: RenderOptionsInput = {},
+  sources?: PodSources,
+): RenderResult {
   const parsedOptions = RenderOptions.safeParse(options);
   if (!parsedOptions.success) {
     const issue = parsedOptions.error.issues[0];
@@ -104,10 +129,11 @@ export function renderUserData(pod: V1Pod, options: RenderOptionsInput = {}): Re
     };
   }
   const resolved = parsedOptions.data;
-  const plan = planPod(pod, resolved);
+  const plan = planPod(pod, resolved, sources);
   if (plan instanceof UserDataError) return { ok: false, error: plan };
+  if (resolved.delivery === "parameters") return renderWithParameters(plan, resolved);
 
-  const script = userDataScript(plan, resolved);
+  const script = userDataScript(plan, podFile(podData(plan, resolved, [])), true);
   const clear = Buffer.from(script, "utf8");
   const mustZip =
     resolved.compression === "always" ||
@@ -118,7 +144,102 @@ export function renderUserData(pod: V1Pod, options: RenderOptionsInput = {}): Re
   }
   return {
     ok: true,
-    value: { userData: bytes.toString("base64"), bytes: bytes.length, gzipped: mustZip, script },
+    value: {
+      userData: bytes.toString("base64"),
+      bytes: bytes.length,
+      gzipped: mustZip,
+      script,
+      parameters: [],
+      notices: plan.notices,
+    },
+  };
+}
+
+/**
+ * The parameters delivery: pod.sh (with the ConfigMap and Secret values and the agent shims) goes
+ * gzipped and base64 into at most {@link MAX_POD_PARAMETERS} parameters; the user-data holds the
+ * supervisor, their names and the SHA-256 of what they hold.
+ */
+function renderWithParameters(plan: PodPlan, options: ResolvedRenderOptions): RenderResult {
+  if (plan.uid === "")
+    return {
+      ok: false,
+      error: new UserDataError(
+        "InvalidPod",
+        "metadata.uid",
+        "the Pod has no metadata.uid: its parameters are named after it",
+      ),
+    };
+  const shims: PlannedFile[] = plan.containers.flatMap((c, i) =>
+    c.agents.length > 0
+      ? [{ path: `${LIB}/shim-${i}.sh`, mode: 0o755, data: Buffer.from(shim(c.agents), "utf8") }]
+      : [],
+  );
+  const data = Buffer.from(podData(plan, options, shims), "utf8");
+  const payload = gzipSync(data, { level: 9 }).toString("base64");
+  const count = Math.ceil(payload.length / POD_PARAMETER_VALUE_CHARS);
+  if (count > MAX_POD_PARAMETERS) {
+    const parts: [string, number][] = [
+      ...plan.sourceWeights.map(([a, b]) => [a, b] as [string, number]),
+    ];
+    for (const c of plan.containers) {
+      parts.push([`env of container ${c.name}`, c.weight.env]);
+      parts.push([`command and args of container ${c.name}`, c.weight.argv]);
+    }
+    parts.sort((a, b) => b[1] - a[1]);
+    const top = parts
+      .filter(([, n]) => n > 0)
+      .slice(0, 3)
+      .map(([what, n]) => `${what} (${n} bytes)`)
+      .join(", ");
+    return {
+      ok: false,
+      error: new UserDataError(
+        "SourceTooLarge",
+        "spec",
+        `the Pod's spec with its ConfigMap and Secret values is ${payload.length} characters gzipped and base64, over the ${MAX_POD_PARAMETERS * POD_PARAMETER_VALUE_CHARS} that ${MAX_POD_PARAMETERS} parameters of ${POD_PARAMETER_VALUE_CHARS} carry; the largest parts before compression: ${top}`,
+      ),
+    };
+  }
+  const prefix = podParameterPrefix(options.cluster, plan.uid);
+  const parameters: PodParameter[] = Array.from({ length: count }, (_, i) => ({
+    name: `${prefix}${i}`,
+    value: payload.slice(i * POD_PARAMETER_VALUE_CHARS, (i + 1) * POD_PARAMETER_VALUE_CHARS),
+  }));
+  const ref = [
+    "# shellcheck shell=bash disable=SC2034",
+    "# Where the Pod's spec is: SSM parameters only this instance may read (@nebula/userdata).",
+    array(
+      "POD_PARAMETERS",
+      parameters.map((p) => p.name),
+    ),
+    `POD_SHA256=${createHash("sha256").update(data).digest("hex")}`,
+    `PARAMETER_WAIT_SECONDS=${options.parameterWaitSeconds}`,
+    "",
+  ].join("\n");
+  const script = userDataScript(
+    plan,
+    `cat >${LIB}/pod.ref <<'NEBULA_POD'\n${ref}NEBULA_POD\n`,
+    false,
+  );
+  const clear = Buffer.from(script, "utf8");
+  const mustZip =
+    options.compression === "always" ||
+    (options.compression === "auto" && clear.length > MAX_USER_DATA_BYTES);
+  const bytes = mustZip ? gzipSync(clear, { level: 9 }) : clear;
+  if (bytes.length > MAX_USER_DATA_BYTES) {
+    return { ok: false, error: tooLarge(plan, clear.length, bytes.length, mustZip) };
+  }
+  return {
+    ok: true,
+    value: {
+      userData: bytes.toString("base64"),
+      bytes: bytes.length,
+      gzipped: mustZip,
+      script,
+      parameters,
+      notices: plan.notices,
+    },
   };
 }
 
@@ -152,8 +273,23 @@ function array(name: string, values: readonly string[]): string {
   return `${name}=(${values.map(bashQuote).join(" ")})`;
 }
 
-/** The data file the supervisor sources: every value from the Pod in bash ANSI-C quoting. */
-function podData(plan: PodPlan, options: ResolvedRenderOptions): string {
+const LIB = "/usr/local/lib/nebula";
+
+/** The user-data lines that write pod.sh in clear (the user-data delivery). */
+function podFile(data: string): string {
+  return `cat >${LIB}/pod.sh <<'NEBULA_POD'\n${data}NEBULA_POD\n`;
+}
+
+/**
+ * The data file the supervisor sources: every value from the Pod in bash ANSI-C quoting, and the
+ * files to write before the containers start (`extra`: the agent shims of the parameters delivery).
+ */
+function podData(
+  plan: PodPlan,
+  options: ResolvedRenderOptions,
+  extra: readonly PlannedFile[],
+): string {
+  const files = [...plan.files, ...extra];
   const c = plan.containers;
   const lines = [
     "# shellcheck shell=bash disable=SC2034",
@@ -228,6 +364,20 @@ function podData(plan: PodPlan, options: ResolvedRenderOptions): string {
       "SHIM",
       c.map((x) => (x.agents.length > 0 ? "1" : "0")),
     ),
+    array("HOST_DIRS", plan.hostDirs),
+    array(
+      "FILE_PATH",
+      files.map((f) => f.path),
+    ),
+    array(
+      "FILE_MODE",
+      files.map((f) => f.mode.toString(8).padStart(4, "0")),
+    ),
+    array(
+      "FILE_DATA",
+      files.map((f) => f.data.toString("base64")),
+    ),
+    `DOCKER_AUTH=${bashQuote(plan.dockerConfig === undefined ? "" : Buffer.from(plan.dockerConfig, "utf8").toString("base64"))}`,
   ];
   c.forEach((x: ContainerPlan, i) => {
     lines.push(array(`C${i}_FLAGS`, x.createFlags));
@@ -265,15 +415,20 @@ function base64Lines(text: string): string {
   ).join("\n");
 }
 
-function userDataScript(plan: PodPlan, options: ResolvedRenderOptions): string {
-  const shims = plan.containers
+/**
+ * The user-data script. `pod`: the lines that write pod.sh (user-data delivery) or pod.ref
+ * (parameters delivery); with `inline` false the agent shims and host directories are left to
+ * the supervisor (they travel in the parameters).
+ */
+function userDataScript(plan: PodPlan, pod: string, inline: boolean): string {
+  const shims = (inline ? plan.containers : [])
     .map((c, i) =>
       c.agents.length > 0
         ? `base64 -d >/usr/local/lib/nebula/shim-${i}.sh <<'NEBULA_SHIM'\n${base64Lines(shim(c.agents))}\nNEBULA_SHIM\n`
         : "",
     )
     .join("");
-  const dirs = ["/usr/local/lib/nebula", "/var/lib/nebula", ...plan.hostDirs]
+  const dirs = ["/usr/local/lib/nebula", "/var/lib/nebula", ...(inline ? plan.hostDirs : [])]
     .map(bashQuote)
     .join(" ");
   return `#!/bin/bash
@@ -283,14 +438,12 @@ umask 022
 mkdir -p ${dirs}
 cat >${SUPERVISOR_PATH} <<'NEBULA_SUPERVISOR'
 ${supervisorScript()}NEBULA_SUPERVISOR
-cat >/usr/local/lib/nebula/pod.sh <<'NEBULA_POD'
-${podData(plan, options)}NEBULA_POD
-${shims}chmod 0755 ${SUPERVISOR_PATH}
+${pod}${shims}chmod 0755 ${SUPERVISOR_PATH}
 {
   printf '%s\\n' '[Unit]' 'Description=Nebula host supervisor' 'After=network-online.target docker.service' \\
     'Wants=network-online.target docker.service' '' '[Service]' 'Type=simple' 'ExecStart=${SUPERVISOR_PATH}' \\
     'KillMode=mixed' 'TimeoutStopSec=${plan.graceSeconds + 30}' 'Restart=no'
-  for name in AWS_EC2_METADATA_SERVICE_ENDPOINT AWS_ENDPOINT_URL_EC2 AWS_ENDPOINT_URL AWS_CA_BUNDLE; do
+  for name in AWS_EC2_METADATA_SERVICE_ENDPOINT AWS_ENDPOINT_URL_EC2 AWS_ENDPOINT_URL_SSM AWS_ENDPOINT_URL AWS_CA_BUNDLE; do
     if [ -n "\${!name+set}" ]; then printf 'Environment=%s=%s\\n' "$name" "\${!name}"; fi
   done
   printf '%s\\n' '' '[Install]' 'WantedBy=multi-user.target'

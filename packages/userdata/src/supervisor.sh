@@ -32,9 +32,17 @@ SPOT_REPORT_SECONDS=20
 
 # Pod data: N, NAMES, INIT, IMAGES, PULL_POLICY, TM_PATH, TM_POLICY, HAS_CMD, HAS_ARGS, SHIM,
 # C<i>_FLAGS, C<i>_CMD, C<i>_ARGS, C<i>_HOSTIP, POD_NAME, POD_NAMESPACE, POD_UID, RESTART_POLICY, GRACE_SECONDS,
-# RESTART_LIMIT, BACKOFF_INITIAL, BACKOFF_MAX, BACKOFF_RESET, PULL_ATTEMPTS, REPORT_ATTEMPTS, REPORT_BASE_MS.
-# shellcheck source=/dev/null
-. "$LIB/pod.sh"
+# RESTART_LIMIT, BACKOFF_INITIAL, BACKOFF_MAX, BACKOFF_RESET, PULL_ATTEMPTS, REPORT_ATTEMPTS, REPORT_BASE_MS,
+# HOST_DIRS, FILE_PATH/FILE_MODE/FILE_DATA (files to write first), DOCKER_AUTH: from pod.sh, sourced by
+# main. With the Parameter Store delivery, pod.ref names the SSM parameters that hold pod.sh
+# (POD_PARAMETERS, POD_SHA256, PARAMETER_WAIT_SECONDS) and pod.sh is fetched into memory-backed /run.
+SECRETS=/run/nebula
+POD_DATA=$LIB/pod.sh
+if [ -f "$LIB/pod.ref" ]; then
+  # shellcheck source=/dev/null
+  . "$LIB/pod.ref"
+  POD_DATA=$SECRETS/pod.sh
+fi
 
 IMDS=${AWS_EC2_METADATA_SERVICE_ENDPOINT:-http://169.254.169.254}
 IMDS=${IMDS%/}
@@ -431,8 +439,24 @@ create_tags_cli() {
 
 # CreateTags over the EC2 Query API, signed with SigV4 (openssl) and the role's IMDS credentials.
 create_tags_sigv4() {
-  local j
-  local creds role key secret token body endpoint host path amz day scope canonical signed sts k sig status
+  local j body status
+  body="Action=CreateTags&Version=2016-11-15&ResourceId.1=$(urlencode "$INSTANCE_ID")"
+  for j in "${!KEYS[@]}"; do
+    body+="&Tag.$((j + 1)).Key=$(urlencode "${KEYS[j]}")&Tag.$((j + 1)).Value=$(urlencode "${VALUES[j]}")"
+  done
+  status=$(sigv4_post ec2 "$(ec2_endpoint)" "application/x-www-form-urlencoded; charset=utf-8" "" "$body" \
+    "$RUN/create-tags.out" "$RUN/create-tags.err") || return 1
+  [ "$status" = 200 ] && return 0
+  { printf 'HTTP %s: ' "$status"; head -c 300 "$RUN/create-tags.out"; } >>"$RUN/create-tags.err" 2>/dev/null
+  return 1
+}
+
+# One AWS API call over HTTPS POST, signed with SigV4 (openssl) and the role's IMDS credentials.
+# $1 service, $2 endpoint URL, $3 content type, $4 X-Amz-Target ("" for none), $5 body, $6 the
+# response body's file, $7 the error file. Prints the HTTP status.
+sigv4_post() {
+  local service=$1 endpoint=$2 ctype=$3 target=$4 body=$5 out=$6 err=$7
+  local creds role key secret token host path amz day scope canonical signed sts k sig
   TOKEN=$(imds_token) || return 1
   role=$(imds_get iam/security-credentials/) || return 1
   role=${role%%$'\n'*}
@@ -441,42 +465,39 @@ create_tags_sigv4() {
   [[ $creds =~ \"SecretAccessKey\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && secret=${BASH_REMATCH[1]}
   [[ $creds =~ \"Token\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && token=${BASH_REMATCH[1]}
   [ -n "$key" ] && [ -n "$secret" ] || return 1
-  body="Action=CreateTags&Version=2016-11-15&ResourceId.1=$(urlencode "$INSTANCE_ID")"
-  for j in "${!KEYS[@]}"; do
-    body+="&Tag.$((j + 1)).Key=$(urlencode "${KEYS[j]}")&Tag.$((j + 1)).Value=$(urlencode "${VALUES[j]}")"
-  done
-  endpoint=$(ec2_endpoint)
   host=${endpoint#*://}
   path=/
   case $host in */*) path=/${host#*/} ;; esac
   host=${host%%/*}
   amz=$(date -u +%Y%m%dT%H%M%SZ)
   day=${amz:0:8}
-  scope="$day/$REGION/ec2/aws4_request"
-  canonical="POST"$'\n'"$path"$'\n\n'"content-type:application/x-www-form-urlencoded; charset=utf-8"$'\n'"host:$host"$'\n'"x-amz-date:$amz"$'\n'
+  scope="$day/$REGION/$service/aws4_request"
+  canonical="POST"$'\n'"$path"$'\n\n'"content-type:$ctype"$'\n'"host:$host"$'\n'"x-amz-date:$amz"$'\n'
   signed="content-type;host;x-amz-date"
   if [ -n "$token" ]; then
     canonical+="x-amz-security-token:$token"$'\n'
     signed+=";x-amz-security-token"
   fi
+  if [ -n "$target" ]; then
+    canonical+="x-amz-target:$target"$'\n'
+    signed+=";x-amz-target"
+  fi
   canonical+=$'\n'"$signed"$'\n'"$(sha256_hex "$body")"
   sts="AWS4-HMAC-SHA256"$'\n'"$amz"$'\n'"$scope"$'\n'"$(sha256_hex "$canonical")"
   k=$(printf '%s' "$day" | openssl dgst -sha256 -mac HMAC -macopt "key:AWS4$secret" | awk '{print $NF}')
   k=$(hmac_hex "$k" "$REGION")
-  k=$(hmac_hex "$k" ec2)
+  k=$(hmac_hex "$k" "$service")
   k=$(hmac_hex "$k" aws4_request)
   sig=$(hmac_hex "$k" "$sts")
-  local curl_args=(-sS --max-time "$(call_time 10)" -o "$RUN/create-tags.out" -w '%{http_code}' -X POST
-    -H "Content-Type: application/x-www-form-urlencoded; charset=utf-8"
+  local curl_args=(-sS --max-time "$(call_time 10)" -o "$out" -w '%{http_code}' -X POST
+    -H "Content-Type: $ctype"
     -H "X-Amz-Date: $amz"
     -H "Authorization: AWS4-HMAC-SHA256 Credential=$key/$scope, SignedHeaders=$signed, Signature=$sig"
     --data-binary @-)
   [ -z "$token" ] || curl_args+=(-H "X-Amz-Security-Token: $token")
+  [ -z "$target" ] || curl_args+=(-H "X-Amz-Target: $target")
   [ -z "${AWS_CA_BUNDLE:-}" ] || curl_args+=(--cacert "$AWS_CA_BUNDLE")
-  status=$(printf '%s' "$body" | curl "${curl_args[@]}" "$endpoint/" 2>"$RUN/create-tags.err")
-  [ "$status" = 200 ] && return 0
-  { printf 'HTTP %s: ' "$status"; head -c 300 "$RUN/create-tags.out"; } >>"$RUN/create-tags.err" 2>/dev/null
-  return 1
+  printf '%s' "$body" | curl "${curl_args[@]}" "$endpoint/" 2>"$err"
 }
 
 # Fills KEYS/VALUES with the tag channel of BODY: the header and the chunks.
@@ -1297,6 +1318,109 @@ imds_to() {
   curl -sS -f --max-time 2 -H "X-aws-ec2-metadata-token: $TOKEN" "$IMDS/latest/meta-data/$2" >"$1" 2>/dev/null
 }
 
+# ---- the Pod's data ----------------------------------------------------------------------------
+
+ssm_endpoint() {
+  local ep=${AWS_ENDPOINT_URL_SSM:-${AWS_ENDPOINT_URL:-https://ssm.$REGION.amazonaws.com}}
+  printf '%s' "${ep%/}"
+}
+
+# Reads pod.sh from the Pod's SSM parameters (GetParameters with decryption) into POD_DATA. Retried
+# with back-off up to PARAMETER_WAIT_SECONDS: the controller tags the parameters with this
+# instance's ARN just after the launch, and the instance role is refused until then.
+fetch_pod() {
+  local deadline delay=1 names='' n body status
+  deadline=$(($(now) + PARAMETER_WAIT_SECONDS))
+  for n in "${POD_PARAMETERS[@]}"; do names+="${names:+,}\"$n\""; done
+  body="{\"Names\":[$names],\"WithDecryption\":true}"
+  while :; do
+    if [ -n "$INSTANCE_ID" ] || identify 1; then
+      status=$(sigv4_post ssm "$(ssm_endpoint)" application/x-amz-json-1.1 AmazonSSM.GetParameters "$body" \
+        "$SECRETS/parameters.json" "$RUN/parameters.err") || status=000
+      if [ "$status" = 200 ] && pod_from_parameters "$SECRETS/parameters.json"; then
+        rm -f "$SECRETS/parameters.json"
+        return 0
+      fi
+      [ "$status" = 200 ] || { printf 'HTTP %s: ' "$status"; head -c 300 "$SECRETS/parameters.json" 2>/dev/null; } >>"$RUN/parameters.err"
+      rm -f "$SECRETS/parameters.json"
+    else
+      echo "no instance identity from IMDS" >"$RUN/parameters.err"
+    fi
+    (($(now) + delay < deadline)) || return 1
+    pause "$delay" || return 1
+    ((delay >= 10)) || delay=$((delay * 2))
+  done
+}
+
+# Joins the values of a GetParameters answer ($1) in POD_PARAMETERS order, gunzips them into
+# POD_DATA and checks the SHA-256 the user-data names. Values are base64: no JSON escapes but '\/'.
+pod_from_parameters() {
+  local text obj n payload=''
+  local -a parts
+  local -A got
+  text=$(<"$1")
+  text=${text//\\\//\/}
+  IFS='}' read -ra parts <<<"$text"
+  for obj in "${parts[@]}"; do
+    [[ $obj =~ \"Name\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] || continue
+    n=${BASH_REMATCH[1]}
+    [[ $obj =~ \"Value\"[[:space:]]*:[[:space:]]*\"([A-Za-z0-9+/=]*)\" ]] || continue
+    got[$n]=${BASH_REMATCH[1]}
+  done
+  for n in "${POD_PARAMETERS[@]}"; do
+    if [ -z "${got[$n]+set}" ]; then
+      echo "parameter $n is missing from the answer" >>"$RUN/parameters.err"
+      return 1
+    fi
+    payload+=${got[$n]}
+  done
+  printf '%s' "$payload" | base64 -d 2>/dev/null | gzip -dc >"$POD_DATA.part" 2>/dev/null || {
+    echo "the parameters do not decode (base64 of gzip)" >>"$RUN/parameters.err"
+    return 1
+  }
+  if [ "$(sha256sum <"$POD_DATA.part" | cut -d' ' -f1)" != "$POD_SHA256" ]; then
+    echo "the parameters' content does not match the SHA-256 in user-data (a stale or foreign parameter)" >>"$RUN/parameters.err"
+    return 1
+  fi
+  mv -f "$POD_DATA.part" "$POD_DATA"
+}
+
+# Loads pod.sh (fetching it first with the Parameter Store delivery; a host that cannot read it
+# says why on the console and powers off), then writes the files the Pod needs before any
+# container starts: host directories, ConfigMap and Secret volume files, the registry login.
+load_pod() {
+  local i
+  if [ -n "${POD_PARAMETERS+set}" ]; then
+    mkdir -p "$SECRETS"
+    chmod 0700 "$SECRETS"
+    if [ ! -s "$POD_DATA" ]; then
+      identify 30 || log "no instance identity from IMDS yet"
+      log "reading the pod's spec from ${#POD_PARAMETERS[@]} SSM parameter(s) under ${POD_PARAMETERS[0]%/*}/"
+      if ! fetch_pod; then
+        log "cannot read the pod's SSM parameters under ${POD_PARAMETERS[0]%/*}/ within ${PARAMETER_WAIT_SECONDS}s: $(tail -c 300 "$RUN/parameters.err" 2>/dev/null); powering off" |
+          tee "$CONSOLE" 2>/dev/null
+        [ -n "$TERM_REQUESTED" ] || shutdown -h now
+        exit 1
+      fi
+    fi
+  fi
+  # shellcheck source=/dev/null
+  . "$POD_DATA"
+  for i in "${HOST_DIRS[@]}"; do mkdir -p "$i"; done
+  for i in "${!FILE_PATH[@]}"; do
+    mkdir -p "${FILE_PATH[i]%/*}"
+    printf '%s' "${FILE_DATA[i]}" | base64 -d >"${FILE_PATH[i]}"
+    chmod "${FILE_MODE[i]}" "${FILE_PATH[i]}"
+  done
+  unset FILE_DATA
+  if [ -n "${DOCKER_AUTH:-}" ]; then
+    mkdir -p "$SECRETS/docker"
+    (umask 077 && printf '%s' "$DOCKER_AUTH" | base64 -d >"$SECRETS/docker/config.json")
+    export DOCKER_CONFIG=$SECRETS/docker
+    unset DOCKER_AUTH
+  fi
+}
+
 pod_done() {
   local i
   [ -z "$GIVE_UP" ] && [ -z "$POD_FAILED" ] || return 0
@@ -1316,8 +1440,9 @@ main() {
   # The stop time is recorded first, in the trap itself.
   trap '[ -n "$TERM_REQUESTED" ] || printf -v TERM_AT "%(%s)T" -1; TERM_REQUESTED=1' TERM INT
   SUPERVISOR_AT=$(iso_now)
+  load_pod
   log "supervising pod $POD_NAMESPACE/$POD_NAME ($N containers)"
-  identify 30 || log "no instance identity from IMDS; reporting on the console only"
+  [ -n "$INSTANCE_ID" ] || identify 30 || log "no instance identity from IMDS; reporting on the console only"
   # The aws CLI only when it really runs (a broken install or a file hiding it must not stop the reports).
   if command -v aws >/dev/null 2>&1 && aws --version >/dev/null 2>&1; then AWS_CLI=1; fi
   if [ -n "$AWS_CLI" ]; then log "reports: CreateTags through the aws CLI"; else log "reports: CreateTags through curl + SigV4"; fi

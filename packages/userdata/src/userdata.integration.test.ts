@@ -9,6 +9,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   symlinkSync,
@@ -16,6 +17,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { PutParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
 import {
   type ContainerReport,
@@ -24,9 +26,15 @@ import {
   toInstanceState,
   toPodStatus,
 } from "@nebula/state-mapping";
+import { MOTO_CREDENTIALS, type Moto, startMoto } from "@nebula/test-peers";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { expandKubernetesReferences, type RenderOptionsInput, renderUserData } from "./index.js";
+import {
+  expandKubernetesReferences,
+  type PodSources,
+  type RenderOptionsInput,
+  renderUserData,
+} from "./index.js";
 import { INSTANCE_ID, TestHost } from "./testing/host.js";
 
 // A podman root of this run's own: two runs on one machine (two clones, two CI jobs) never share
@@ -493,5 +501,183 @@ describe("user-data with real podman + runc", () => {
     expect(app?.signal).toBeUndefined();
     // Say which path this run exercised (the runtime's flag, or the supervisor's own reading).
     expect(["true", "false"]).toContain(flagged);
+  });
+});
+
+describe("the Parameter Store delivery: real bash, real podman, moto's SSM through SigV4", () => {
+  let moto: Moto;
+  let ssm: SSMClient;
+  beforeAll(async () => {
+    moto = await startMoto();
+    ssm = new SSMClient({
+      endpoint: moto.endpoint,
+      region: moto.region,
+      credentials: MOTO_CREDENTIALS,
+    });
+  }, 120_000);
+  afterAll(async () => {
+    ssm?.destroy();
+    await moto?.stop();
+  });
+
+  // Values a shell or a parser would trip on, and bytes that are not text.
+  const SECRET = "s3cr3t-'\"$(id)`id`\\n\u00e9-end";
+  const CERT = Buffer.from([0, 1, 2, 250, 251, 252, 10, 13, 0x27]);
+  const sources: PodSources = {
+    configMaps: {
+      settings: { data: { MODE: "blue", LEVEL: "3", "bad name": "skipped" } },
+      files: { data: { "app.conf": "listen 8080\n" } },
+    },
+    secrets: {
+      db: {
+        data: {
+          password: Buffer.from(SECRET).toString("base64"),
+          "tls.bin": CERT.toString("base64"),
+        },
+      },
+    },
+  };
+
+  async function put(parameters: readonly { name: string; value: string }[]) {
+    for (const p of parameters)
+      await ssm.send(
+        new PutParameterCommand({
+          Name: p.name,
+          Value: p.value,
+          Type: "SecureString",
+          Overwrite: true,
+        }),
+      );
+  }
+
+  it("env from a Secret key and a ConfigMap (envFrom with a prefix), Secret and ConfigMap files, byte for byte; no secret in user-data, console or report", async () => {
+    const out = outDir();
+    const p = pod(
+      [
+        {
+          name: "app",
+          image: IMAGE,
+          command: [
+            "sh",
+            "-c",
+            "cat /proc/self/environ >/out/env; cp /secret/pw /out/pw; cp /secret/tls.bin /out/tls; stat -c %a /secret/pw >/out/mode; cp /etc/app.conf /out/conf",
+          ],
+          env: [
+            { name: "DB_PASSWORD", valueFrom: { secretKeyRef: { name: "db", key: "password" } } },
+            { name: "URL", value: "db://$(CFG_MODE)" },
+            {
+              name: "GONE",
+              valueFrom: { configMapKeyRef: { name: "nope", key: "x", optional: true } },
+            },
+          ],
+          envFrom: [{ prefix: "CFG_", configMapRef: { name: "settings" } }],
+        },
+      ],
+      out,
+    );
+    p.metadata = { ...p.metadata, uid: "uid-parameters-1" };
+    p.spec?.containers[0]?.volumeMounts?.push(
+      { name: "secret", mountPath: "/secret" },
+      { name: "conf", mountPath: "/etc/app.conf", subPath: "app.conf" },
+    );
+    p.spec?.volumes?.push(
+      {
+        name: "secret",
+        secret: {
+          secretName: "db",
+          defaultMode: 0o400,
+          items: [
+            { key: "password", path: "pw" },
+            { key: "tls.bin", path: "tls.bin" },
+          ],
+        },
+      },
+      { name: "conf", configMap: { name: "files" } },
+    );
+    const rendered = renderUserData(p, { ...FAST, cluster: "it", delivery: "parameters" }, sources);
+    if (!rendered.ok) throw rendered.error;
+    const { parameters, script, notices } = rendered.value;
+    expect(parameters.map((x) => x.name)).toEqual(["/nebula/it/pods/uid-parameters-1/0"]);
+    expect(notices.map((n) => n.reason).sort()).toEqual([
+      "InvalidEnvironmentVariableNames",
+      "OptionalConfigMapNotFound",
+    ]);
+    // The user-data names the parameters; it holds nothing of the Pod's.
+    expect(script).toContain("/nebula/it/pods/uid-parameters-1/0");
+    for (const leak of ["s3cr3t", "listen 8080", "blue", "DB_PASSWORD", "/proc/self/environ"])
+      expect(script).not.toContain(leak);
+    await put(parameters);
+
+    const h = new TestHost({
+      images: {},
+      docker: "podman",
+      env: { NEBULA_PODMAN_ROOT: ROOT, AWS_ENDPOINT_URL_SSM: moto.endpoint },
+    });
+    hosts.push(h);
+    expect(await h.boot(rendered.value)).toBe(0);
+    expect(await h.finished(120_000)).toBe(0);
+    const env = new Map(
+      nul(join(out, "env")).map((kv) => [
+        kv.slice(0, kv.indexOf("=")),
+        kv.slice(kv.indexOf("=") + 1),
+      ]),
+    );
+    expect(env.get("DB_PASSWORD")).toBe(SECRET);
+    expect(env.get("CFG_MODE")).toBe("blue");
+    expect(env.get("CFG_LEVEL")).toBe("3");
+    expect(env.get("URL")).toBe("db://blue");
+    expect(env.has("GONE")).toBe(false);
+    expect(readFileSync(join(out, "pw"), "utf8")).toBe(SECRET);
+    expect(readFileSync(join(out, "tls"))).toEqual(CERT);
+    expect(readFileSync(join(out, "mode"), "utf8").trim()).toBe("400");
+    expect(readFileSync(join(out, "conf"), "utf8")).toBe("listen 8080\n");
+    const report = last(h.consoleReports());
+    expect(container(report, "app")).toMatchObject({ state: "terminated", exitCode: 0 });
+    const seen = [h.consoleText(), h.supervisorLog(), JSON.stringify(h.tagReports())].join("\n");
+    expect(seen).not.toContain("s3cr3t");
+    // Nothing decrypted was left on disk: pod.sh lives in the memory-backed /run/nebula only.
+    expect(readdirSync(join(h.dir, "state"), { recursive: true }).join(" ")).not.toContain(
+      "pod.sh",
+    );
+  });
+
+  it("a parameter that does not hold what the user-data names is refused: the host says why and powers off", async () => {
+    const out = outDir();
+    const p = pod([{ name: "app", image: IMAGE, command: ["sh", "-c", "touch /out/ran"] }], out);
+    p.metadata = { ...p.metadata, uid: "uid-parameters-2" };
+    const options = {
+      ...FAST,
+      cluster: "it",
+      delivery: "parameters",
+      parameterWaitSeconds: 10,
+    } as const;
+    const rendered = renderUserData(p, options, sources);
+    if (!rendered.ok) throw rendered.error;
+    // Another Pod's spec written under this Pod's name (a stale or foreign parameter).
+    const other = renderUserData(
+      {
+        ...p,
+        spec: {
+          ...p.spec,
+          containers: [{ name: "app", image: IMAGE, command: ["sh", "-c", "echo other"] }],
+        },
+      } as V1Pod,
+      options,
+      sources,
+    );
+    if (!other.ok) throw other.error;
+    await put(other.value.parameters);
+    const h = new TestHost({
+      images: {},
+      docker: "podman",
+      env: { NEBULA_PODMAN_ROOT: ROOT, AWS_ENDPOINT_URL_SSM: moto.endpoint },
+    });
+    hosts.push(h);
+    expect(await h.boot(rendered.value)).toBe(0);
+    await h.until(() => h.poweredOff(), 60_000);
+    expect(h.consoleText()).toMatch(
+      /cannot read the pod's SSM parameters under \/nebula\/it\/pods\/uid-parameters-2\/ within 10s: .*does not match the SHA-256/,
+    );
+    expect(existsSync(join(out, "ran"))).toBe(false);
   });
 });

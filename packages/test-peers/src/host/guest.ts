@@ -99,7 +99,12 @@ interface UnitRuntime {
 }
 
 /** The contract's private paths (guest contract §5), relative to the guest's `root/`. */
-const PRIVATE_DIRS = ["etc/systemd/system", "usr/local/lib/nebula", "var/lib/nebula"] as const;
+const PRIVATE_DIRS = [
+  "etc/systemd/system",
+  "usr/local/lib/nebula",
+  "var/lib/nebula",
+  "run/nebula",
+] as const;
 const UNIT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 function signalGroup(pid: number | undefined, signal: NodeJS.Signals, group: boolean): void {
@@ -355,6 +360,8 @@ export class Guest {
       LANG: "C.UTF-8",
       AWS_EC2_METADATA_SERVICE_ENDPOINT: this.imdsEndpoint,
       AWS_ENDPOINT_URL_EC2: this.#settings.ec2Endpoint,
+      // moto serves every service on one endpoint: the Pod's SSM parameters come from there too.
+      AWS_ENDPOINT_URL_SSM: this.#settings.ec2Endpoint,
       ...this.#settings.guestEnv,
     };
     this.userDataExit = null;

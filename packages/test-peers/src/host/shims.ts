@@ -268,7 +268,10 @@ mounts=$1; shift
 n=0; scratch_ready=
 while IFS=$'\t' read -r kind src dst; do
   case $kind in
-    bind) mount --bind "$src" "$dst" ;;
+    bind)
+      [[ -e $dst ]] || mkdir -p "$dst"
+      mount --bind "$src" "$dst"
+      ;;
     hide)
       [[ -e $dst ]] || continue
       dir=\${dst%/*}; n=$((n + 1))

@@ -161,7 +161,7 @@ export class TestHost {
   constructor(private readonly options: HostOptions) {
     this.dir = mkdtempSync(join(tmpdir(), "nebula-userdata-"));
     this.failTags = options.failCreateTags ?? 0;
-    for (const sub of ["lib", "state", "units", "docker/images", "bin", "cgroup"])
+    for (const sub of ["lib", "state", "run", "units", "docker/images", "bin", "cgroup"])
       mkdirSync(join(this.dir, sub), { recursive: true });
     if (options.cgroup === "v2")
       writeFileSync(join(this.dir, "cgroup/cgroup.controllers"), "memory\n");
@@ -209,8 +209,9 @@ export class TestHost {
     const port = await this.listen();
     const mounts = [
       "set -e",
-      "mkdir -p /usr/local/lib/nebula /var/lib/nebula /etc/systemd/system",
+      "mkdir -p /usr/local/lib/nebula /var/lib/nebula /etc/systemd/system /run/nebula",
       'mount --bind "$FAKE_HOST_DIR/lib" /usr/local/lib/nebula',
+      'mount --bind "$FAKE_HOST_DIR/run" /run/nebula',
       'mount --bind "$FAKE_HOST_DIR/state" /var/lib/nebula',
       'mount --bind "$FAKE_HOST_DIR/units" /etc/systemd/system',
       'mount --bind "$FAKE_HOST_DIR/console" /dev/console',
