@@ -26,7 +26,9 @@ describe("parseProviderConfig", () => {
       batchSize: 500,
       metadataHopLimit: 1,
       tags: {},
-      leakCollection: { graceSeconds: 300, intervalSeconds: 120 },
+      leakCollection: { graceSeconds: 300, intervalSeconds: 120, parameterGraceSeconds: 600 },
+      podDelivery: "user-data",
+      parameterKeyId: "alias/aws/ssm",
       instanceTypes: { default: "m7i.large", byResources: [] },
     });
   });

@@ -171,8 +171,14 @@ export const ProviderConfigSchema = z
         graceSeconds: z.number().min(0).default(300),
         /** Seconds between passes (the first pass runs at start-up). */
         intervalSeconds: z.number().min(1).default(120),
+        /**
+         * With `podDelivery: "parameters"`: a Pod parameter last modified less than this long ago
+         * is never collected (a launch in progress may be writing it); a launch that keeps waiting
+         * writes its parameters again before they are half this old.
+         */
+        parameterGraceSeconds: z.number().min(0).default(600),
       })
-      .default({ graceSeconds: 300, intervalSeconds: 120 }),
+      .default({ graceSeconds: 300, intervalSeconds: 120, parameterGraceSeconds: 600 }),
     /** Seconds an instance must have been seen stopped without report tags before the console is read. */
     consoleSettleSeconds: z.number().min(0).default(30),
     /** `MaxResults` of each `DescribeInstances` page (EC2 allows 5 to 1000). */
@@ -185,7 +191,28 @@ export const ProviderConfigSchema = z
     metadataHopLimit: z.number().int().min(1).max(64).default(1),
     /** SDK attempts per call (adaptive retry mode). */
     maxAttempts: z.number().int().min(1).max(20).default(5),
-    /** EC2 endpoint override, for tests only (moto). Production leaves it unset. */
+    /**
+     * Where a Pod's rendered spec goes (`@nebula/userdata`'s `delivery`). `user-data` (default):
+     * into the instance's user-data; a Pod that takes a value from a Secret is refused.
+     * `parameters`: into SSM Parameter Store `SecureString` parameters
+     * (`/nebula/<cluster>/pods/<pod-uid>/<i>`) that only the Pod's own instance may read, with the
+     * values of the Pod's ConfigMaps and Secrets (fetched through the `readSources` option); they
+     * are written before `RunInstances`, tagged with the instance's ARN after it, and deleted when
+     * the Pod's teardown releases it (or by the leak collector). The user-data then holds only the
+     * supervisor and the parameters' names. Needs the controller's SSM permissions
+     * (`policies/controller.json`) and the host role's `@nebula/userdata` policy.
+     */
+    podDelivery: z.enum(["user-data", "parameters"]).default("user-data"),
+    /**
+     * The KMS key of the Pod parameters (`podDelivery: "parameters"`), default the AWS managed
+     * `alias/aws/ssm`. A customer managed key also needs `kms:Encrypt` for the controller and
+     * `kms:Decrypt` for the host role.
+     */
+    parameterKeyId: z.string().min(1).max(2048).default("alias/aws/ssm"),
+    /**
+     * EC2 endpoint override, for tests only (moto). Production leaves it unset. With
+     * `podDelivery: "parameters"` the SSM client uses it too (moto serves both on one endpoint).
+     */
     endpoint: z.url().optional(),
   })
   .refine((c) => c.maxPollIntervalSeconds >= c.pollIntervalSeconds, {

@@ -16,6 +16,15 @@ describe("classifyAwsError", () => {
     ["IdempotentParameterMismatch", "IdempotencyMismatch"],
     ["InternalError", "Unavailable"],
     ["ServiceUnavailable", "Unavailable"],
+    // SSM, for the Pod parameters.
+    ["ParameterNotFound", "NotFound"],
+    ["InvalidResourceId", "NotFound"],
+    ["ThrottlingException", "Throttled"],
+    ["TooManyUpdates", "Throttled"],
+    ["ParameterLimitExceeded", "QuotaExceeded"],
+    ["InvalidKeyId", "InvalidConfiguration"],
+    ["AccessDeniedException", "Unauthorized"],
+    ["InternalServerError", "Unavailable"],
   ] as const)("%s is %s", (name, code) => {
     expect(classifyAwsError({ name, message: "x" })).toBe(code);
   });

@@ -97,7 +97,17 @@ export class ProviderError extends Error {
 }
 
 const BY_NAME: ReadonlyArray<readonly [ProviderErrorCode, ReadonlyArray<string | RegExp>]> = [
-  ["NotFound", [/^InvalidInstanceID\.NotFound$/, "InvalidInstanceID.Malformed"]],
+  [
+    "NotFound",
+    [
+      /^InvalidInstanceID\.NotFound$/,
+      "InvalidInstanceID.Malformed",
+      // SSM (Pod parameters): a parameter that does not exist, to read or to tag.
+      "ParameterNotFound",
+      "ParameterVersionNotFound",
+      "InvalidResourceId",
+    ],
+  ],
   [
     "Throttled",
     [
@@ -108,6 +118,8 @@ const BY_NAME: ReadonlyArray<readonly [ProviderErrorCode, ReadonlyArray<string |
       "RequestThrottledException",
       "TooManyRequestsException",
       "SlowDown",
+      // SSM: concurrent updates of one parameter.
+      "TooManyUpdates",
     ],
   ],
   [
@@ -128,6 +140,9 @@ const BY_NAME: ReadonlyArray<readonly [ProviderErrorCode, ReadonlyArray<string |
       "AddressLimitExceeded",
       "TagLimitExceeded",
       "ResourceLimitExceeded",
+      // SSM: parameters per account and Region, tags per parameter.
+      "ParameterLimitExceeded",
+      "TooManyTagsError",
     ],
   ],
   [
@@ -148,6 +163,10 @@ const BY_NAME: ReadonlyArray<readonly [ProviderErrorCode, ReadonlyArray<string |
       "MissingParameter",
       "VPCIdNotSpecified",
       "InvalidVpcID.NotFound",
+      // SSM: the configured KMS key, the parameter hierarchy.
+      "InvalidKeyId",
+      "HierarchyLevelLimitExceededException",
+      "HierarchyTypeMismatchException",
     ],
   ],
   [
@@ -172,6 +191,7 @@ const BY_NAME: ReadonlyArray<readonly [ProviderErrorCode, ReadonlyArray<string |
     [
       "InternalError",
       "InternalFailure",
+      "InternalServerError",
       "ServiceUnavailable",
       "Unavailable",
       "InsufficientInstanceCapacityTemporarily",

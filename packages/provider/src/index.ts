@@ -35,7 +35,15 @@ export {
   MAX_USER_DATA_BYTES,
   pickSubnet,
 } from "./launch.js";
-export { type LeakInput, type LeakPlan, planLeakCollection } from "./leaks.js";
+export {
+  type LeakInput,
+  type LeakPlan,
+  type ParameterLeakCandidate,
+  type ParameterLeakInput,
+  type ParameterLeakPlan,
+  planLeakCollection,
+  planParameterLeaks,
+} from "./leaks.js";
 export { clientTokenFor, disproveOwnership, type OwnershipRules } from "./ownership.js";
 export {
   initialPacing,
@@ -45,6 +53,25 @@ export {
   type PacingBounds,
   type PollOutcome,
 } from "./pacing.js";
+export {
+  accountOfArn,
+  clusterPodsPath,
+  DEFAULT_PARAMETER_KEY_ID,
+  DELETE_PARAMETERS_BATCH,
+  DESCRIBE_PARAMETERS_PAGE,
+  deleteParameters,
+  deletePodParameters,
+  instanceArn,
+  isPodParametersAuxiliary,
+  type ListedParameter,
+  listClusterPodParameters,
+  listPodParameterNames,
+  POD_PARAMETERS_AUXILIARY,
+  partitionOf,
+  podParametersAuxiliary,
+  tagParametersWithInstance,
+  writePodParameters,
+} from "./parameters.js";
 export {
   type PodFacts,
   podFacts,
@@ -61,12 +88,14 @@ export {
 } from "./poll.js";
 export {
   type CollectedLeak,
+  type CollectedParameterLeak,
   Ec2PodProvider,
   type Ec2PodProviderOptions,
   INSTANCE_ANNOTATIONS,
   type InstanceInfo,
   type InstanceReclaimer,
   instanceAnnotations,
+  type LeakCollection,
   type NodeHealth,
   type NodeHealthSource,
   type PodLifecycle,
@@ -76,9 +105,12 @@ export {
   type ProviderEvent,
   RECLAIM_FINALIZER,
   type ReclaimState,
+  type RenderedPod,
   type Runnable,
 } from "./provider.js";
 export {
+  CREATE_CONTAINER_CONFIG_ERROR,
+  configErrorStatus,
   EC2_UNAVAILABLE_REASON,
   isTerminalStatus,
   LAUNCHED_CONDITION,

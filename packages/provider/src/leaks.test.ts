@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { planLeakCollection } from "./leaks.js";
+import { planLeakCollection, planParameterLeaks } from "./leaks.js";
 import { disproveOwnership, type OwnershipRules } from "./ownership.js";
 import type { ObservedInstance } from "./poll.js";
 
@@ -173,5 +173,74 @@ describe("disproveOwnership", () => {
     const other = instance("i-1", "u1", 0);
     (other.tags as Map<string, string>).set("nebula:cluster", "staging");
     expect(disproveOwnership(other, "u1", rules)).toMatch(/nebula:cluster/);
+  });
+});
+
+describe("planParameterLeaks", () => {
+  const GRACE = 600_000;
+  const p = (podUid: string, i: number, ageMs: number | undefined) => ({
+    name: `/nebula/prod/pods/${podUid}/${i}`,
+    podUid,
+    lastModified: ageMs === undefined ? undefined : NOW - ageMs,
+  });
+
+  it("deletes the parameters of a Pod neither live nor being torn down, once all are past the grace", () => {
+    const plan = planParameterLeaks({
+      parameters: [
+        p("orphan", 1, GRACE + 1),
+        p("orphan", 0, GRACE),
+        p("live", 0, GRACE * 10),
+        p("tearing-down", 0, GRACE * 10),
+        p("writing", 0, GRACE * 10),
+        p("writing", 1, 1_000),
+        p("undated", 0, undefined),
+      ],
+      livePodUids: new Set(["live"]),
+      unfinished: new Set(["tearing-down"]),
+      now: NOW,
+      graceMs: GRACE,
+    });
+    expect(plan).toEqual({
+      delete: ["/nebula/prod/pods/orphan/0", "/nebula/prod/pods/orphan/1"],
+      podUids: ["orphan"],
+    });
+  });
+
+  it("never deletes a live Pod's parameters nor one inside the grace (a property)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            podUid: fc.constantFrom("a", "b", "c", "d"),
+            i: fc.integer({ min: 0, max: 7 }),
+            ageMs: fc.option(fc.integer({ min: -60_000, max: 3 * GRACE }), { nil: undefined }),
+          }),
+        ),
+        fc.subarray(["a", "b", "c", "d"]),
+        fc.subarray(["a", "b", "c", "d"]),
+        (entries, live, unfinished) => {
+          const parameters = entries.map((e) => p(e.podUid, e.i, e.ageMs));
+          const plan = planParameterLeaks({
+            parameters,
+            livePodUids: new Set(live),
+            unfinished: new Set(unfinished),
+            now: NOW,
+            graceMs: GRACE,
+          });
+          for (const name of plan.delete) {
+            const mine = parameters.filter((q) => q.name === name);
+            for (const q of mine) {
+              expect(live).not.toContain(q.podUid);
+              expect(unfinished).not.toContain(q.podUid);
+            }
+            const pod = mine[0]?.podUid ?? "";
+            for (const sibling of parameters.filter((q) => q.podUid === pod)) {
+              expect(sibling.lastModified).toBeDefined();
+              expect(NOW - (sibling.lastModified ?? NOW)).toBeGreaterThanOrEqual(GRACE);
+            }
+          }
+        },
+      ),
+    );
   });
 });

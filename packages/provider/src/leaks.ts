@@ -79,3 +79,68 @@ export function planLeakCollection(input: LeakInput): LeakPlan {
   }
   return { mark, terminate, unmark, unproven };
 }
+
+/** One Pod parameter, as {@link planParameterLeaks} needs it. */
+export interface ParameterLeakCandidate {
+  /** Full name. */
+  readonly name: string;
+  /** The Pod UID in its name. */
+  readonly podUid: string;
+  /** `LastModifiedDate`, ms since the epoch (undefined: age unknown, left alone). */
+  readonly lastModified: number | undefined;
+}
+
+/** Inputs of {@link planParameterLeaks}. */
+export interface ParameterLeakInput {
+  /** This cluster's Pod parameters, listed **before** `livePodUids` and `unfinished` were read. */
+  readonly parameters: readonly ParameterLeakCandidate[];
+  /** UIDs of the Pods that exist on this node (and the provider's own records). */
+  readonly livePodUids: ReadonlySet<string>;
+  /** UIDs with a ledger entry whose teardown is not complete (that teardown deletes them). */
+  readonly unfinished: ReadonlySet<string>;
+  /** Now, ms since the epoch. */
+  readonly now: number;
+  /** A parameter modified less than this long ago is left alone (a launch may be writing it). */
+  readonly graceMs: number;
+}
+
+/** What one pass decided about Pod parameters. */
+export interface ParameterLeakPlan {
+  /** Parameter names to delete: no live Pod, no unfinished teardown, older than the grace. */
+  readonly delete: readonly string[];
+  /** The Pod UIDs those parameters belong to (sorted, each once). */
+  readonly podUids: readonly string[];
+}
+
+/**
+ * Leak collection of Pod parameters, as a pure function: a parameter whose Pod UID is neither live
+ * nor held by an unfinished ledger record, and that was last modified more than `graceMs` ago, is
+ * a leak (a crash between writing the parameters and launching, a teardown that never ran, a Pod
+ * deleted while the process was down). A Pod whose parameters include one inside the grace is left
+ * alone entirely, so a launch in progress is never raced. Parameters carry no instance to stop,
+ * so there is no second pass: deleting them is always safe to repeat, and a launch that keeps
+ * waiting (capacity, throttling) writes them again before they are half the grace old.
+ *
+ * @example
+ * ```ts
+ * const plan = planParameterLeaks({ parameters, livePodUids, unfinished, now: Date.now(), graceMs: 600_000 });
+ * ```
+ */
+export function planParameterLeaks(input: ParameterLeakInput): ParameterLeakPlan {
+  const byPod = new Map<string, ParameterLeakCandidate[]>();
+  for (const p of input.parameters) {
+    if (input.livePodUids.has(p.podUid) || input.unfinished.has(p.podUid)) continue;
+    byPod.set(p.podUid, [...(byPod.get(p.podUid) ?? []), p]);
+  }
+  const names: string[] = [];
+  const podUids: string[] = [];
+  for (const [uid, parameters] of [...byPod].sort(([a], [b]) => a.localeCompare(b))) {
+    const old = parameters.every(
+      (p) => p.lastModified !== undefined && input.now - p.lastModified >= input.graceMs,
+    );
+    if (!old) continue;
+    podUids.push(uid);
+    names.push(...parameters.map((p) => p.name).sort());
+  }
+  return { delete: names, podUids };
+}

@@ -463,7 +463,14 @@ describe("leak collection", () => {
     clock.advance(60_000);
     await provider.pollOnce();
     const fresh = await provider.collectLeaks();
-    expect(fresh).toEqual({ mark: [], terminate: [], unmark: stale.mark, unproven: [] });
+    expect(fresh).toEqual({
+      mark: [],
+      terminate: [],
+      unmark: stale.mark,
+      unproven: [],
+      // The user-data delivery lists no parameters.
+      parameters: { delete: [], podUids: [] },
+    });
     const instance = (await nodeInstances(ec2, "unmark"))[0];
     expect(instance?.State?.Name).toBe("running");
     expect(instance?.Tags?.some((t) => t.Key === "nebula:orphaned-at")).toBe(false);

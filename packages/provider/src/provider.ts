@@ -9,6 +9,7 @@ import {
   StopInstancesCommand,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
+import { SSMClient } from "@aws-sdk/client-ssm";
 import type { V1Pod, V1PodCondition, V1PodStatus } from "@kubernetes/client-node";
 import { type InstanceState, needsConsoleOutput, toInstanceState } from "@nebula/state-mapping";
 import {
@@ -28,7 +29,16 @@ import {
   TeardownExecutor,
   type TickResult,
 } from "@nebula/teardown";
-import { type RenderOptionsInput, renderUserData } from "@nebula/userdata";
+import {
+  type PodParameter,
+  type PodSourceRefs,
+  type PodSources,
+  podSourceRefs,
+  type RenderNotice,
+  type RenderOptionsInput,
+  type RenderResult,
+  renderUserData,
+} from "@nebula/userdata";
 import { type Admission, admitPod } from "./admission.js";
 import { InstanceBatcher } from "./batch.js";
 import {
@@ -44,13 +54,37 @@ import {
 import { type ProviderConfig, parseProviderConfig } from "./config.js";
 import { ProviderError, toProviderError } from "./errors.js";
 import { buildRunInstancesInput, type LaunchInput } from "./launch.js";
-import { type LeakPlan, planLeakCollection } from "./leaks.js";
+import {
+  type LeakPlan,
+  type ParameterLeakPlan,
+  planLeakCollection,
+  planParameterLeaks,
+} from "./leaks.js";
 import { disproveOwnership, type OwnershipRules } from "./ownership.js";
 import { initialPacing, isOutage, nextPacing, type Pacing, type PacingBounds } from "./pacing.js";
+import {
+  accountOfArn,
+  deleteParameters,
+  deletePodParameters,
+  instanceArn,
+  isPodParametersAuxiliary,
+  type ListedParameter,
+  listClusterPodParameters,
+  listPodParameterNames,
+  podParametersAuxiliary,
+  tagParametersWithInstance,
+  writePodParameters,
+} from "./parameters.js";
 import { type PodFacts, podFacts } from "./pod.js";
 import { describeNodeInstances, type ObservedInstance, observeInstance } from "./poll.js";
-import { isTerminalStatus, LAUNCHED_CONDITION, podStatus } from "./status.js";
-import { ORPHANED_TAG, POD_UID_TAG } from "./tags.js";
+import {
+  CREATE_CONTAINER_CONFIG_ERROR,
+  configErrorStatus,
+  isTerminalStatus,
+  LAUNCHED_CONDITION,
+  podStatus,
+} from "./status.js";
+import { CLUSTER_TAG, ORPHANED_TAG, POD_UID_TAG } from "./tags.js";
 
 /**
  * The finalizer the caller (the virtual node's Pod controller) puts on a Pod before
@@ -168,6 +202,41 @@ export interface CollectedLeak {
 }
 
 /**
+ * Pod parameters the leak collector deleted (see {@link Ec2PodProvider.onParameterLeakCollected}):
+ * parameters of a Pod that is neither live nor being torn down, older than the grace.
+ */
+export interface CollectedParameterLeak {
+  /** The Pod UID in their names. */
+  readonly podUid: string;
+  /** The parameter names deleted. */
+  readonly names: readonly string[];
+  /** A sentence for an Event or a log line. */
+  readonly message: string;
+}
+
+/** What one leak-collection pass decided: the instance plan, and the Pod parameters deleted. */
+export interface LeakCollection extends LeakPlan {
+  /** Pod parameters deleted (`podDelivery: "parameters"`; empty otherwise). */
+  readonly parameters: ParameterLeakPlan;
+}
+
+/**
+ * A rendered Pod as a {@link Ec2PodProviderOptions.renderUserData} override may return it:
+ * `@nebula/userdata`'s `RenderedUserData` or any object with its `userData` and `bytes`, and the
+ * parameters and notices when there are any.
+ */
+export interface RenderedPod {
+  /** Base64 of the user-data. */
+  readonly userData: string;
+  /** Its size in bytes before base64. */
+  readonly bytes: number;
+  /** Pod parameters to write before `RunInstances` (`podDelivery: "parameters"`). */
+  readonly parameters?: readonly PodParameter[];
+  /** Event-worthy facts (`OptionalSecretNotFound`, ...), published as Warning Events. */
+  readonly notices?: readonly RenderNotice[];
+}
+
+/**
  * The Pod lifecycle a virtual node drives (virtual-kubelet's `PodLifecycleHandler` +
  * `PodNotifier`, keyed by Pod UID). Every method is idempotent.
  */
@@ -220,14 +289,30 @@ export interface Ec2PodProviderOptions {
   readonly config: unknown;
   /**
    * Options for `@nebula/userdata`'s `renderUserData`, which builds each Pod's user-data (the host
-   * supervisor). `cluster` defaults to the configured `clusterName`.
+   * supervisor). `cluster` defaults to the configured `clusterName`; `delivery` is always the
+   * configured `podDelivery`.
    */
   readonly userData?: RenderOptionsInput;
   /**
    * Replaces `renderUserData` (tests, or a custom host). Returns a script or bytes (the provider
-   * base64-encodes them) or an already rendered `{ userData: base64, bytes }`.
+   * base64-encodes them), an already rendered `{ userData: base64, bytes, parameters?, notices? }`
+   * ({@link RenderedPod}), or a whole `RenderResult` (whose `CreateContainerConfigError` holds the
+   * Pod, and whose other errors refuse it). `sources` are the Pod's ConfigMaps and Secrets with
+   * `podDelivery: "parameters"` (undefined otherwise).
    */
-  readonly renderUserData?: (pod: V1Pod) => LaunchInput["userData"];
+  readonly renderUserData?: (
+    pod: V1Pod,
+    sources: PodSources | undefined,
+  ) => LaunchInput["userData"] | RenderedPod | RenderResult;
+  /**
+   * With `podDelivery: "parameters"`: reads the ConfigMaps and Secrets the Pod references
+   * (`refs`, from `@nebula/userdata`'s `podSourceRefs`) in the Pod's namespace, as the API server
+   * returns them, by name; a name left out is missing. Called before the Pod is rendered for
+   * launch, and again on every poll while a mandatory one is missing
+   * (`CreateContainerConfigError`). A rejection holds the Pod the same way and is retried.
+   * Default: no sources (a Pod that needs one is held).
+   */
+  readonly readSources?: (pod: V1Pod, refs: PodSourceRefs) => Promise<PodSources>;
   /**
    * UIDs of the Pods that exist and are bound to this node (from the virtual node's Pod informer).
    * The leak collector reads it after listing instances; an instance whose Pod UID is not in it
@@ -266,6 +351,11 @@ export interface Ec2PodProviderOptions {
   readonly teardowns?: "provider" | "caller";
   /** An EC2 client to use instead of the one built from the configuration (adaptive retry). */
   readonly client?: EC2Client;
+  /**
+   * An SSM client to use instead of the one built from the configuration (same Region, endpoint
+   * and retry settings as the EC2 client); used with `podDelivery: "parameters"` only.
+   */
+  readonly ssmClient?: SSMClient;
   /** The clock, ms since the epoch (tests pass a fake one). Default `Date.now`. */
   readonly now?: () => number;
   /** Where the provider writes one-line diagnostics. Default: nowhere. */
@@ -304,6 +394,11 @@ type Mode =
   | "launch"
   /** Not launched, Pending with a reason (DaemonSet). */
   | "hold"
+  /**
+   * Not launched yet: a mandatory ConfigMap or Secret is missing (`CreateContainerConfigError`);
+   * its sources are read and the Pod rendered again on every poll until it renders.
+   */
+  | "config"
   /** Refused: Failed at once. */
   | "refused"
   /** Terminal in the API when first seen: never launched again. */
@@ -327,6 +422,22 @@ interface PodRecord {
   backoff: LaunchBackoff;
   launchError?: ProviderError | undefined;
   launching: boolean;
+  /** The Pod's parameters (`podDelivery: "parameters"`), to write before `RunInstances`. */
+  parameters?: readonly PodParameter[] | undefined;
+  /** When this process last wrote them (ms); written again when half the leak grace old. */
+  parametersWrittenAt?: number | undefined;
+  /** The Pod's parameters may still lack the `nebula:instance-arn` tag of its instance. */
+  parametersUntagged: boolean;
+  /** Tagging in progress. */
+  tagging?: boolean | undefined;
+  /** The instance's account (`OwnerId` of `RunInstances`), for its ARN. */
+  accountId?: string | undefined;
+  /** The `CreateContainerConfigError` message the Pod is held with (one Event per message). */
+  configError?: string | undefined;
+  /** Reading the sources and rendering again is in progress. */
+  readmitting?: boolean | undefined;
+  /** Render notices already published as Events. */
+  notices?: Set<string> | undefined;
   /** When RunInstances answered (the grace for an instance not yet listed starts here). */
   launchedAt?: Date;
   /** The instance ID still has to be written to the ledger (the write failed). */
@@ -350,6 +461,11 @@ interface PodRecord {
 }
 
 const CONSOLE_RETRY_MS = 5 * 60 * 1000;
+
+const NO_PARAMETER_LEAKS: ParameterLeakPlan = { delete: [], podUids: [] };
+
+/** The sources of a Pod without ConfigMap or Secret references (or without a `readSources`). */
+const NO_SOURCES: PodSources = { configMaps: {}, secrets: {} };
 
 /** Calls `call` for every listener; a listener's throw is its own and stops nothing. */
 function notifyAll<L>(listeners: Iterable<L>, call: (listener: L) => void): void {
@@ -386,6 +502,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   readonly config: ProviderConfig;
   /** The EC2 client in use. */
   readonly client: EC2Client;
+  /** The SSM client in use (Pod parameters, `podDelivery: "parameters"`). */
+  readonly ssm: SSMClient;
   /** The ledger in use. */
   readonly ledger: PodLedger;
   readonly #options: Ec2PodProviderOptions;
@@ -395,6 +513,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   readonly #resuming = new Set<string>();
   readonly #listeners = new Set<PodStatusListener>();
   readonly #leakListeners = new Set<(leak: CollectedLeak) => void>();
+  readonly #parameterLeakListeners = new Set<(leak: CollectedParameterLeak) => void>();
   readonly #pollListeners = new Set<(result: PollResult, seconds: number) => void>();
   readonly #nodeListeners = new Set<(health: NodeHealth) => void>();
   readonly #stop: InstanceBatcher;
@@ -430,14 +549,15 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     this.config = parseProviderConfig(options.config);
     this.#now = options.now ?? Date.now;
     this.ledger = options.ledger ?? new MemoryPodLedger();
-    this.client =
-      options.client ??
-      new EC2Client({
-        region: this.config.region,
-        retryMode: "adaptive",
-        maxAttempts: this.config.maxAttempts,
-        ...(this.config.endpoint === undefined ? {} : { endpoint: this.config.endpoint }),
-      });
+    const clientConfig = {
+      region: this.config.region,
+      retryMode: "adaptive",
+      maxAttempts: this.config.maxAttempts,
+      ...(this.config.endpoint === undefined ? {} : { endpoint: this.config.endpoint }),
+    };
+    this.client = options.client ?? new EC2Client(clientConfig);
+    // Built lazily by the SDK (no call until used): only the parameters delivery sends anything.
+    this.ssm = options.ssmClient ?? new SSMClient(clientConfig);
     this.#ownership = {
       clusterName: this.config.clusterName,
       nodeName: this.config.nodeName,
@@ -471,6 +591,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         TerminateInstance: (effect) =>
           this.#reclaimEffect(effect.podUid, effect.instanceId, "terminate"),
         DeleteAuxiliary: async (effect) => {
+          if (isPodParametersAuxiliary(effect.object)) {
+            await this.deletePodParameters(effect.object.name);
+            return;
+          }
           if (!options.deleteAuxiliary) {
             throw new ProviderError("InvalidConfiguration", "no deleteAuxiliary is configured");
           }
@@ -523,8 +647,14 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       }
       return;
     }
+    // Held for a missing ConfigMap or Secret after a launch whose outcome is unknown (a crash):
+    // an instance may exist with the parameters written then; adopt it rather than hold the Pod.
+    if (record.mode === "config" && record.launchRequested && (await this.#adopt(record))) {
+      this.#leaveConfigHold(record);
+    }
     if (record.mode === "launch") {
       const adopted = await this.#adopt(record);
+      if (adopted) await this.#tagParameters(record);
       if (!adopted && !record.instanceId) {
         try {
           await this.#launch(record);
@@ -617,6 +747,37 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   }
 
   /**
+   * Subscribes to the Pod parameters the leak collector deletes (`podDelivery: "parameters"`): one
+   * call per Pod, after its parameters were deleted. A listener that throws is ignored. Returns
+   * the unsubscribe.
+   *
+   * @example
+   * ```ts
+   * provider.onParameterLeakCollected((leak) => leaks.inc({ kind: "parameters" }));
+   * ```
+   */
+  onParameterLeakCollected(listener: (leak: CollectedParameterLeak) => void): () => void {
+    this.#parameterLeakListeners.add(listener);
+    return () => this.#parameterLeakListeners.delete(listener);
+  }
+
+  /**
+   * Deletes every Parameter Store parameter the Pod can have (all `MAX_POD_PARAMETERS` names, one
+   * `DeleteParameters` call; missing names are not an error), so it is safe to repeat. The
+   * provider's own teardowns do it in their `releasing` phase; a caller that drives its own
+   * teardown (`teardowns: "caller"`) can call it for the `POD_PARAMETERS_AUXILIARY` object, and
+   * {@link forgetPod} does it once the Pod's teardown is complete.
+   *
+   * @throws ProviderError classified from SSM (`Throttled`, `Unauthorized`, ...).
+   */
+  async deletePodParameters(podUid: string): Promise<void> {
+    const deleted = await deletePodParameters(this.ssm, this.config.clusterName, podUid);
+    if (deleted.length > 0) {
+      this.#log("info", `deleted ${deleted.length} parameter(s) of pod UID ${podUid}`);
+    }
+  }
+
+  /**
    * This node's instances by EC2 state, from the latest poll (`{}` before the first one):
    * what a metric of instances by state reads.
    *
@@ -646,6 +807,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     const record = this.#records.get(uid);
     this.#records.delete(uid);
     this.#resuming.delete(uid);
+    if (!this.#drivesTeardowns && this.#parametersDelivery) {
+      await this.#releaseParametersOf(uid, record);
+    }
     const state = record ? this.#stateOf(record) : undefined;
     if (state !== undefined && !state.complete && record?.launchRequested) {
       this.#log(
@@ -666,6 +830,27 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       await this.ledger.remove(uid);
     } catch (error) {
       this.#log("warn", `ledger entry of pod ${uid} not removed: ${String(error)}`);
+    }
+  }
+
+  /**
+   * `teardowns: "caller"`: the caller's teardown has no parameters to release, so a Pod it forgets
+   * has its parameters deleted here once its ledger record is complete (or nothing was launched).
+   * A failure is left to the leak collector.
+   */
+  async #releaseParametersOf(uid: string, record: PodRecord | undefined): Promise<void> {
+    try {
+      const entry = await this.ledger.get(uid);
+      if (entry === undefined && record?.parametersWrittenAt === undefined) return;
+      const launched =
+        entry?.launch.requestedAt !== undefined || entry?.launch.instanceId !== undefined;
+      if (launched && !isCompleteRecord(entry?.record)) return;
+      await this.deletePodParameters(uid);
+    } catch (error) {
+      this.#log(
+        "warn",
+        `parameters of pod UID ${uid} not deleted (the leak collector will): ${String(error)}`,
+      );
     }
   }
 
@@ -763,6 +948,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
 
   get #drivesTeardowns(): boolean {
     return this.#options.teardowns !== "caller";
+  }
+
+  get #parametersDelivery(): boolean {
+    return this.config.podDelivery === "parameters";
   }
 
   // ---- loops ---------------------------------------------------------------------------------
@@ -920,6 +1109,13 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         this.#terminate.add(id).catch((error) => this.#log("warn", String(error)));
       }
     }
+    // Pods held for a missing ConfigMap or Secret: adopt an instance a lost launch left, else read
+    // their sources and render them again; those that render now launch below.
+    await Promise.all(
+      [...this.#records.values()]
+        .filter((r) => r.mode === "config" && !r.deleted)
+        .map((r) => this.#readmit(r, byUid.get(r.facts.uid))),
+    );
     let consoleCalls = 0;
     const work: Promise<void>[] = [];
     for (const record of this.#records.values()) {
@@ -947,6 +1143,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         continue;
       }
       this.#refreshState(record);
+      if (record.parametersUntagged && !record.deleted && !isTerminalStatus(record.status)) {
+        work.push(this.#tagParameters(record));
+      }
       if (this.#needsConsole(record)) {
         consoleCalls++;
         work.push(
@@ -983,14 +1182,20 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
    * Pod UID is not live, older than the grace period, are marked (the collector's own mark, also
    * written as `nebula:orphaned-at` for people); those it marked on an earlier pass and still
    * orphaned are terminated; marks of instances whose Pod is live again are removed. Ledger
-   * entries of Pods that are gone and whose teardown completed are removed.
+   * entries of Pods that are gone and whose teardown completed are removed. With
+   * `podDelivery: "parameters"`, the cluster's Pod parameters are listed too, and those of a Pod
+   * that is neither live nor held by an unfinished ledger record, unmodified for
+   * `leakCollection.parameterGraceSeconds` and without a live instance of the cluster (another
+   * virtual node's Pod), are deleted.
    */
-  async collectLeaks(): Promise<LeakPlan> {
+  async collectLeaks(): Promise<LeakCollection> {
     if (this.#lastInstances === undefined) await this.pollOnce();
     const instances = this.#lastInstances;
     if (instances === undefined) {
       throw new ProviderError("Unavailable", "leak collection skipped: EC2 could not be listed");
     }
+    // Listed before the live Pods and the ledger are read, as the instances are.
+    const parameters = this.#parametersDelivery ? await this.#listParameters() : undefined;
     // Live Pods are read after the listing, so a Pod created in between counts as live.
     const live = new Set(await this.#options.livePodUids());
     for (const record of this.#records.values()) {
@@ -1050,8 +1255,127 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         `leak collection: marked ${plan.mark.length}, terminated ${plan.terminate.length}, unmarked ${plan.unmark.length}`,
       );
     }
+    const parameterPlan =
+      parameters === undefined
+        ? NO_PARAMETER_LEAKS
+        : await this.#collectParameters(parameters, live);
     await this.#sweepLedger(live);
-    return plan;
+    return { ...plan, parameters: parameterPlan };
+  }
+
+  async #listParameters(): Promise<ListedParameter[] | undefined> {
+    try {
+      return await listClusterPodParameters(this.ssm, this.config.clusterName);
+    } catch (error) {
+      this.#log("warn", `leak collection skips Pod parameters: ${String(error)}`);
+      return undefined;
+    }
+  }
+
+  /** Deletes the Pod parameters no live Pod, unfinished teardown or live instance accounts for. */
+  async #collectParameters(
+    parameters: readonly ListedParameter[],
+    live: ReadonlySet<string>,
+  ): Promise<ParameterLeakPlan> {
+    let unfinished: Set<string>;
+    try {
+      const entries = await this.ledger.list();
+      unfinished = new Set(
+        entries.filter((e) => !isCompleteRecord(e.record)).map((e) => e.launch.podUid),
+      );
+    } catch (error) {
+      this.#log("warn", `leak collection skips Pod parameters (ledger): ${String(error)}`);
+      return NO_PARAMETER_LEAKS;
+    }
+    const planned = planParameterLeaks({
+      parameters,
+      livePodUids: live,
+      unfinished,
+      now: this.#now(),
+      graceMs: this.config.leakCollection.parameterGraceSeconds * 1000,
+    });
+    if (planned.podUids.length === 0) return planned;
+    // The path is the cluster's, not this node's: a Pod of another virtual node of the cluster is
+    // not live here. Its instance is: leave the parameters of any Pod UID with a live instance.
+    let running: Set<string>;
+    try {
+      running = await this.#podsWithInstances(planned.podUids);
+    } catch (error) {
+      this.#log("warn", `leak collection skips Pod parameters: ${String(error)}`);
+      return NO_PARAMETER_LEAKS;
+    }
+    const podUids = planned.podUids.filter((uid) => !running.has(uid));
+    const byPod = new Map<string, string[]>();
+    for (const p of parameters) {
+      if (podUids.includes(p.podUid) && planned.delete.includes(p.name)) {
+        byPod.set(p.podUid, [...(byPod.get(p.podUid) ?? []), p.name]);
+      }
+    }
+    const deleted: string[] = [];
+    const collected: string[] = [];
+    for (const [podUid, names] of byPod) {
+      try {
+        await deleteParameters(this.ssm, names);
+      } catch (error) {
+        this.#log("warn", `leaked parameters of pod UID ${podUid} not deleted: ${String(error)}`);
+        continue;
+      }
+      deleted.push(...names);
+      collected.push(podUid);
+      const leak: CollectedParameterLeak = {
+        podUid,
+        names,
+        message: `${names.length} Parameter Store parameter(s) of pod UID ${podUid} had no live Pod and no teardown; the leak collector deleted them`,
+      };
+      notifyAll(this.#parameterLeakListeners, (listener) => listener(leak));
+    }
+    if (collected.length > 0) {
+      this.#log(
+        "info",
+        `leak collection: deleted ${deleted.length} parameter(s) of ${collected.length} pod(s)`,
+      );
+    }
+    return { delete: deleted, podUids: collected };
+  }
+
+  /** The Pod UIDs among `uids` that have a live instance of this cluster (any node). */
+  async #podsWithInstances(uids: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    for (let i = 0; i < uids.length; i += 200) {
+      const values = uids.slice(i, i + 200);
+      let token: string | undefined;
+      const seen = new Set<string>();
+      do {
+        const page = await this.#call(
+          () =>
+            this.client.send(
+              new DescribeInstancesCommand({
+                Filters: [
+                  { Name: `tag:${CLUSTER_TAG}`, Values: [this.config.clusterName] },
+                  { Name: `tag:${POD_UID_TAG}`, Values: values },
+                  {
+                    Name: "instance-state-name",
+                    Values: ["pending", "running", "stopping", "stopped"],
+                  },
+                ],
+                MaxResults: 1000,
+                ...(token === undefined ? {} : { NextToken: token }),
+              }),
+            ),
+          "DescribeInstances (instances of leaked parameters)",
+        );
+        for (const reservation of page.Reservations ?? []) {
+          for (const raw of reservation.Instances ?? []) {
+            const uid = observeInstance(raw)?.podUid;
+            if (uid !== undefined) found.add(uid);
+          }
+        }
+        token = page.NextToken || undefined;
+        if (token !== undefined && seen.has(token)) break;
+        if (token !== undefined) seen.add(token);
+      } while (token !== undefined);
+    }
+    return found;
   }
 
   // ---- internals -----------------------------------------------------------------------------
@@ -1076,6 +1400,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
                 ...(entry.launch.instanceId ? { instanceId: entry.launch.instanceId } : {}),
                 launchRequested: true,
                 headroomSeconds: this.config.apiHeadroomSeconds,
+                auxiliaries: this.#parametersDelivery ? [podParametersAuxiliary(uid)] : [],
                 finish: "clear",
               },
               cause: "PodGone",
@@ -1109,6 +1434,14 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       unknownOutcome: launch?.requestedAt !== undefined && launch.instanceId === undefined,
       backoff: NO_BACKOFF,
       launching: false,
+      // After a restart, an instance launched within the parameter grace may still wait for the
+      // instance-ARN tag on its parameters (the process may have died before writing it).
+      parametersUntagged:
+        this.#parametersDelivery &&
+        (launch?.launchedAt === undefined
+          ? launch?.instanceId === undefined
+          : this.#now() - launch.launchedAt <
+            this.config.leakCollection.parameterGraceSeconds * 1000),
       ledgerDirty: false,
       missing: false,
       events: [],
@@ -1134,26 +1467,122 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     }
     if (record.deleted || record.instanceId !== undefined) return record;
     // Not launched yet, or a launch whose outcome is unknown (repeated with the same token if no
-    // instance turns up).
-    this.#admit(record, admitPod(facts, this.config));
+    // instance turns up). The parameters delivery reads the Pod's ConfigMaps and Secrets first.
+    const admission = admitPod(facts, this.config);
+    const sources = admission.kind === "launch" ? await this.#readSources(record) : NO_READ;
+    this.#admit(record, admission, sources);
     return record;
   }
 
-  /** Applies the admission decision; renders the user-data of a Pod to launch (may refuse it). */
-  #admit(record: PodRecord, admission: Admission): void {
+  /** The Pod's ConfigMaps and Secrets (`podDelivery: "parameters"` only; never throws). */
+  async #readSources(record: PodRecord): Promise<SourcesRead> {
+    if (!this.#parametersDelivery) return NO_READ;
+    const refs = podSourceRefs(record.pod);
+    const read = this.#options.readSources;
+    if (read === undefined || refs.configMaps.length + refs.secrets.length === 0) {
+      return { ok: true, sources: NO_SOURCES };
+    }
+    try {
+      return { ok: true, sources: await read(record.pod, refs) };
+    } catch (error) {
+      return {
+        ok: false,
+        message: `the ConfigMaps and Secrets of pod ${record.facts.key} could not be read: ${error instanceof Error ? error.message : String(error)}`,
+      };
+    }
+  }
+
+  /**
+   * A Pod held for a missing ConfigMap or Secret, on a poll: its instance when a lost launch left
+   * one, else its sources read and the Pod rendered again (it launches once it renders).
+   */
+  async #readmit(record: PodRecord, listed: ObservedInstance | undefined): Promise<void> {
+    if (record.readmitting) return;
+    record.readmitting = true;
+    try {
+      if (
+        record.launchRequested &&
+        listed &&
+        this.#disprove(listed, record.facts.uid) === undefined
+      ) {
+        this.#observe(record, listed);
+        record.ledgerDirty = true;
+        this.#leaveConfigHold(record);
+        return;
+      }
+      const sources = await this.#readSources(record);
+      if (record.mode !== "config" || record.deleted) return;
+      this.#admit(record, admitPod(record.facts, this.config), sources);
+    } finally {
+      record.readmitting = false;
+    }
+  }
+
+  /** Holds the Pod `Pending` with `CreateContainerConfigError` (one Warning per distinct message). */
+  #holdForConfig(record: PodRecord, reason: string, message: string): void {
+    record.mode = "config";
+    const previous =
+      record.status === undefined ? record.pod : { ...record.pod, status: record.status };
+    record.status = configErrorStatus(previous, message, new Date(this.#now()));
+    if (record.configError !== message) {
+      record.events.push({ type: "Warning", reason, message });
+      record.configError = message;
+    }
+  }
+
+  /** The Pod renders (or has an instance) now: it is launched, or observed, from here on. */
+  #leaveConfigHold(record: PodRecord): void {
+    if (record.mode !== "config") return;
+    record.mode = "launch";
+    record.configError = undefined;
+    if (record.status) {
+      // The hold's condition is not carried into the launched Pod's status.
+      record.status = {
+        ...record.status,
+        conditions: (record.status.conditions ?? []).filter((c) => c.type !== LAUNCHED_CONDITION),
+      };
+    }
+  }
+
+  /**
+   * Applies the admission decision; renders the user-data of a Pod to launch (may refuse it, or
+   * hold it for a missing ConfigMap or Secret).
+   */
+  #admit(record: PodRecord, admission: Admission, sources: SourcesRead): void {
     const now = new Date(this.#now());
     if (admission.kind === "launch") {
+      if (!sources.ok) {
+        this.#holdForConfig(record, "FailedToReadSources", sources.message);
+        return;
+      }
       try {
-        const userData = this.#userData(record);
+        const rendered = this.#render(record, sources.sources);
+        if ("held" in rendered) {
+          this.#holdForConfig(record, rendered.held.reason, rendered.held.message);
+          return;
+        }
         // Measures it (16 KiB) before anything is recorded or launched.
         buildRunInstancesInput({
           pod: record.facts,
           config: this.config,
           instanceType: admission.instanceType,
-          userData,
+          userData: rendered.userData,
         });
         record.instanceType = admission.instanceType;
-        record.userData = userData;
+        record.userData = rendered.userData;
+        const parameters = this.#parametersDelivery ? rendered.parameters : [];
+        if (JSON.stringify(parameters) !== JSON.stringify(record.parameters)) {
+          record.parameters = parameters;
+          record.parametersWrittenAt = undefined;
+        }
+        record.notices ??= new Set();
+        for (const notice of rendered.notices) {
+          const key = `${notice.reason}\n${notice.message}`;
+          if (record.notices.has(key)) continue;
+          record.notices.add(key);
+          record.events.push({ type: "Warning", reason: notice.reason, message: notice.message });
+        }
+        this.#leaveConfigHold(record);
         return;
       } catch (error) {
         const wrapped = error instanceof ProviderError ? error : toProviderError(error, "render");
@@ -1246,6 +1675,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       record.requestedAt ??= requestedAt;
       record.placement = placement;
       record.clientToken = placement.clientToken;
+      // The Pod's parameters before the instance that reads them can exist: a crash from here on
+      // leaves parameters that the teardown (or the leak collector) deletes.
+      if (!(await this.#writeParameters(record))) return;
       const input = buildRunInstancesInput({
         pod: facts,
         config: this.config,
@@ -1261,6 +1693,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
           `RunInstances for pod ${facts.key}`,
         );
         instanceId = output.Instances?.[0]?.InstanceId;
+        if (output.OwnerId) record.accountId = output.OwnerId;
       } catch (error) {
         this.#launchFailed(record, placement, placements.length, error as ProviderError);
         return;
@@ -1284,7 +1717,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         reason: "Launched",
         message: `launched instance ${instanceId} (${placement.instanceType}) in ${placement.subnetId}`,
       });
-      await this.#recordInstance(record);
+      // Recorded as soon as RunInstances returned; the parameters are tagged with the instance's
+      // ARN at the same time (a failure is retried by the next poll).
+      await Promise.all([this.#recordInstance(record), this.#tagParameters(record)]);
     } finally {
       record.launching = false;
     }
@@ -1401,22 +1836,138 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     }
   }
 
-  #userData(record: PodRecord): LaunchInput["userData"] {
-    if (this.#options.renderUserData) return this.#options.renderUserData(record.pod);
-    const rendered = renderUserData(record.pod, {
-      cluster: this.config.clusterName,
-      ...this.#options.userData,
-    });
-    if (!rendered.ok) {
-      const error = new ProviderError(
-        "InvalidPodSpec",
-        `pod ${record.facts.key}: ${rendered.error.path}: ${rendered.error.message}`,
-        { cause: rendered.error },
-      );
-      error.reason = rendered.error.code;
-      throw error;
+  /**
+   * Renders the Pod (`@nebula/userdata`, or the `renderUserData` override): its user-data, its
+   * parameters and notices, or `held` for a missing mandatory ConfigMap or Secret. Throws a
+   * `ProviderError` (`InvalidPodSpec`, with the renderer's code as `reason`) for a Pod to refuse.
+   */
+  #render(record: PodRecord, sources: PodSources | undefined): Rendered {
+    const override = this.#options.renderUserData;
+    const out = override
+      ? override(record.pod, sources)
+      : renderUserData(
+          record.pod,
+          {
+            cluster: this.config.clusterName,
+            ...this.#options.userData,
+            delivery: this.config.podDelivery,
+          },
+          sources,
+        );
+    if (typeof out === "string" || out instanceof Uint8Array) {
+      return { userData: out, parameters: [], notices: [] };
     }
-    return rendered.value;
+    if (!("ok" in out)) return renderedOf(out);
+    if (out.ok) return renderedOf(out.value);
+    if (out.error.code === CREATE_CONTAINER_CONFIG_ERROR) {
+      return { held: { reason: out.error.reason ?? out.error.code, message: out.error.message } };
+    }
+    const error = new ProviderError(
+      "InvalidPodSpec",
+      `pod ${record.facts.key}: ${out.error.path}: ${out.error.message}`,
+      { cause: out.error },
+    );
+    error.reason = out.error.code;
+    throw error;
+  }
+
+  /**
+   * Writes the Pod's parameters before its `RunInstances` (again once they are half the leak
+   * grace old, so a launch that keeps waiting is never collected). False when they could not be
+   * written: the launch waits for the next poll (no instance without its parameters).
+   */
+  async #writeParameters(record: PodRecord): Promise<boolean> {
+    const parameters = record.parameters;
+    if (!this.#parametersDelivery || parameters === undefined || parameters.length === 0) {
+      return true;
+    }
+    const now = this.#now();
+    const refreshMs = (this.config.leakCollection.parameterGraceSeconds * 1000) / 2;
+    if (record.parametersWrittenAt !== undefined && now - record.parametersWrittenAt < refreshMs) {
+      return true;
+    }
+    const { facts } = record;
+    try {
+      await writePodParameters(this.ssm, {
+        cluster: this.config.clusterName,
+        podUid: facts.uid,
+        parameters,
+        keyId: this.config.parameterKeyId,
+      });
+      record.parametersWrittenAt = now;
+      return true;
+    } catch (error) {
+      const wrapped = toProviderError(error, `PutParameter for pod ${facts.key}`);
+      const previous = record.launchError?.code;
+      record.launchError = new ProviderError(
+        wrapped.code,
+        `pod ${facts.key}: its parameters could not be written to Parameter Store (${wrapped.awsCode ?? wrapped.code}); not launched, retrying`,
+        { cause: wrapped, ...(wrapped.awsCode ? { awsCode: wrapped.awsCode } : {}) },
+      );
+      if (!record.unknownOutcome && record.instanceId === undefined) {
+        // No RunInstances was sent: no instance can exist (the parameters are the teardown's).
+        record.launchRequested = false;
+        void this.ledger
+          .recordLaunch(launchBase(facts), { requestedAt: undefined, clientToken: undefined })
+          .catch(() => undefined);
+      }
+      if (previous !== wrapped.code) {
+        record.events.push({
+          type: "Warning",
+          reason: "ParametersNotWritten",
+          message: `${record.launchError.message}: ${wrapped.message}`,
+        });
+      }
+      this.#log("warn", `${record.launchError.message}: ${wrapped.message}`);
+      return false;
+    }
+  }
+
+  /**
+   * Tags the Pod's parameters with its instance's ARN (`nebula:instance-arn`): the host role may
+   * read only parameters carrying its own ARN, and the supervisor waits for it with a bounded
+   * retry. Never throws: a failure is logged and retried by the next poll.
+   */
+  async #tagParameters(record: PodRecord): Promise<void> {
+    const instanceId = record.instanceId;
+    if (!record.parametersUntagged || instanceId === undefined || record.tagging) return;
+    const account =
+      record.accountId ??
+      accountOfArn(record.observed?.instanceProfileArn) ??
+      accountOfArn(this.config.instanceProfile);
+    if (account === undefined) return; // the poll's observation brings the instance profile's ARN
+    record.tagging = true;
+    const { facts } = record;
+    try {
+      const arn = instanceArn(this.config.region, account, instanceId);
+      // Names this process wrote, else (written by an earlier process) those that exist.
+      const names =
+        record.parametersWrittenAt !== undefined && record.parameters !== undefined
+          ? record.parameters.map((p) => p.name)
+          : await listPodParameterNames(this.ssm, this.config.clusterName, facts.uid);
+      try {
+        await tagParametersWithInstance(this.ssm, names, arn);
+      } catch (error) {
+        const parameters = record.parameters;
+        if (toProviderError(error, "tag").code !== "NotFound" || !parameters?.length) throw error;
+        // Deleted behind our back (or written by an earlier render): write them again, then tag.
+        record.parametersWrittenAt = undefined;
+        if (!(await this.#writeParameters(record))) throw error;
+        await tagParametersWithInstance(
+          this.ssm,
+          parameters.map((p) => p.name),
+          arn,
+        );
+      }
+      record.parametersUntagged = false;
+    } catch (error) {
+      this.#log(
+        "warn",
+        `parameters of pod ${facts.key} not yet tagged with instance ${instanceId}: ${String(error)} (will retry)`,
+      );
+    } finally {
+      record.tagging = false;
+    }
   }
 
   #observe(record: PodRecord, instance: ObservedInstance): void {
@@ -1558,7 +2109,12 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         launchRequested: record.launchRequested,
         gracePeriodSeconds: Math.min(facts.gracePeriodSeconds, this.config.maxGracePeriodSeconds),
         headroomSeconds: this.config.apiHeadroomSeconds,
-        auxiliaries: this.#options.auxiliaries?.(record.pod) ?? [],
+        // The Pod's parameters are released with its other auxiliaries, once the instance that
+        // could read them is terminated (or was never launched).
+        auxiliaries: [
+          ...(this.#options.auxiliaries?.(record.pod) ?? []),
+          ...(this.#parametersDelivery ? [podParametersAuxiliary(facts.uid)] : []),
+        ],
         finish: "clear",
       },
       cause: record.deleted ? "DeletionRequested" : "TerminalStatusWritten",
@@ -1834,6 +2390,31 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   #log(level: "info" | "warn" | "error", message: string): void {
     this.#options.log?.(level, message);
   }
+}
+
+/** A rendered Pod, or why it is held. */
+type Rendered =
+  | {
+      readonly userData: LaunchInput["userData"];
+      readonly parameters: readonly PodParameter[];
+      readonly notices: readonly RenderNotice[];
+    }
+  | { readonly held: { readonly reason: string; readonly message: string } };
+
+/** The Pod's sources, or why they could not be read. */
+type SourcesRead =
+  | { readonly ok: true; readonly sources: PodSources | undefined }
+  | { readonly ok: false; readonly message: string };
+
+/** No sources to read (`user-data` delivery). */
+const NO_READ: SourcesRead = { ok: true, sources: undefined };
+
+function renderedOf(value: RenderedPod): Rendered {
+  return {
+    userData: { userData: value.userData, bytes: value.bytes },
+    parameters: value.parameters ?? [],
+    notices: value.notices ?? [],
+  };
 }
 
 function launchBase(facts: PodFacts): LaunchEntry {

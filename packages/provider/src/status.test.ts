@@ -1,7 +1,14 @@
 import { toInstanceState } from "@nebula/state-mapping";
 import { describe, expect, it } from "vitest";
 import { ProviderError } from "./errors.js";
-import { EC2_UNAVAILABLE_REASON, isTerminalStatus, podStatus } from "./status.js";
+import {
+  CREATE_CONTAINER_CONFIG_ERROR,
+  configErrorStatus,
+  EC2_UNAVAILABLE_REASON,
+  isTerminalStatus,
+  LAUNCHED_CONDITION,
+  podStatus,
+} from "./status.js";
 import { testPod } from "./testing/fixtures.js";
 
 const now = new Date("2026-11-30T06:00:00Z");
@@ -37,5 +44,41 @@ describe("podStatus", () => {
     expect(isTerminalStatus(finished)).toBe(true);
     expect(finished.phase).toBe("Failed");
     expect(finished.conditions?.some((c) => c.reason === EC2_UNAVAILABLE_REASON)).toBe(false);
+  });
+});
+
+describe("configErrorStatus", () => {
+  it("holds every container waiting with CreateContainerConfigError; an unchanged world gives the same status", () => {
+    const withInit = {
+      ...pod,
+      spec: {
+        ...pod.spec,
+        containers: pod.spec?.containers ?? [],
+        initContainers: [{ name: "init", image: "busybox" }],
+      },
+    };
+    const first = configErrorStatus(withInit, 'secret "db" not found', now);
+    expect(first.phase).toBe("Pending");
+    for (const c of [...(first.initContainerStatuses ?? []), ...(first.containerStatuses ?? [])]) {
+      expect(c.state).toEqual({
+        waiting: { reason: CREATE_CONTAINER_CONFIG_ERROR, message: 'secret "db" not found' },
+      });
+      expect(c.ready).toBe(false);
+    }
+    expect(first.conditions?.find((c) => c.type === "Ready")?.status).toBe("False");
+    expect(first.conditions?.find((c) => c.type === "ContainersReady")?.status).toBe("False");
+    expect(first.conditions?.find((c) => c.type === LAUNCHED_CONDITION)).toMatchObject({
+      status: "False",
+      reason: CREATE_CONTAINER_CONFIG_ERROR,
+      message: 'secret "db" not found',
+    });
+    const later = new Date(now.getTime() + 60_000);
+    const stored = JSON.parse(JSON.stringify(first));
+    const again = configErrorStatus(
+      { ...withInit, status: stored },
+      'secret "db" not found',
+      later,
+    );
+    expect(JSON.stringify(again)).toBe(JSON.stringify(stored));
   });
 });

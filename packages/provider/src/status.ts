@@ -73,3 +73,42 @@ export function podStatus(input: PodStatusInput): V1PodStatus {
 export function isTerminalStatus(status: V1PodStatus | undefined): boolean {
   return status?.phase === "Succeeded" || status?.phase === "Failed";
 }
+
+/**
+ * The kubelet's reason for a container that cannot be created because a ConfigMap or Secret (or
+ * one of its keys) it needs is missing: the Pod stays `Pending` and is retried.
+ */
+export const CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError";
+
+/**
+ * The status of a Pod held back because a mandatory ConfigMap or Secret is missing (the kubelet's
+ * `CreateContainerConfigError`): `Pending`, every container and init container waiting with
+ * `CreateContainerConfigError` and the message (`secret "db" not found`), `Ready` and
+ * `ContainersReady` `False`, and the {@link LAUNCHED_CONDITION} condition `False` with the same
+ * reason. Transition times are kept from `pod.status`, so an unchanged world gives the same status.
+ * Pure.
+ */
+export function configErrorStatus(pod: V1Pod, message: string, now: Date): V1PodStatus {
+  const status = toPodStatus(pod, { kind: "Pending", observedAt: now }, { now });
+  const waiting = { reason: CREATE_CONTAINER_CONFIG_ERROR, message };
+  for (const list of [status.initContainerStatuses, status.containerStatuses]) {
+    for (const container of list ?? []) container.state = { waiting: { ...waiting } };
+  }
+  const before = pod.status?.conditions?.find((c) => c.type === LAUNCHED_CONDITION);
+  status.conditions = [
+    ...(status.conditions ?? []).filter((c) => c.type !== LAUNCHED_CONDITION),
+    {
+      type: LAUNCHED_CONDITION,
+      status: "False",
+      reason: CREATE_CONTAINER_CONFIG_ERROR,
+      message,
+      lastTransitionTime:
+        before?.status === "False" &&
+        before.reason === CREATE_CONTAINER_CONFIG_ERROR &&
+        before.lastTransitionTime
+          ? before.lastTransitionTime
+          : now,
+    },
+  ];
+  return status;
+}
