@@ -3,7 +3,7 @@
  * Node and Pod controllers of `@nebula/virtual-node`, under `@nebula/kube`'s manager (health,
  * metrics, leader election, ordered shutdown). Nothing here is for a user to import.
  */
-import type { KubeConfig, V1PodStatus } from "@kubernetes/client-node";
+import { CoreV1Api, type KubeConfig, type V1Pod, type V1PodStatus } from "@kubernetes/client-node";
 import {
   ConfigMapPodLedger,
   Controller,
@@ -15,7 +15,12 @@ import {
   podInformer,
   StatusWriter,
 } from "@nebula/kube";
-import { Ec2PodProvider } from "@nebula/provider";
+import {
+  Ec2PodProvider,
+  type PodSourceRefs,
+  type PodSources,
+  type SourceObject,
+} from "@nebula/provider";
 import {
   type InstanceReclaimer,
   KubernetesPodApi,
@@ -27,6 +32,7 @@ import {
   type Runnable,
 } from "@nebula/virtual-node";
 import { Counter, Gauge, Histogram } from "prom-client";
+import { z } from "zod";
 import type { AppConfig } from "./config.js";
 
 /** What {@link createVnode} needs. */
@@ -61,6 +67,68 @@ export interface Vnode {
   readonly pods: PodController;
   /** After `manager.run()` returned: flushes pending Events and closes the EC2 client. */
   close(): Promise<void>;
+}
+
+/** The parts of a ConfigMap or Secret the host needs; anything else the API server returns is dropped. */
+const SourceObjectSchema = z.object({
+  data: z.record(z.string(), z.string()).nullish(),
+  binaryData: z.record(z.string(), z.string()).nullish(),
+});
+
+/**
+ * Reads the ConfigMaps and Secrets a Pod references, from the Pod's own namespace only, at launch
+ * (the parameters delivery). A 404 leaves the name out (the renderer decides: a mandatory
+ * reference holds the Pod with `CreateContainerConfigError`, an optional one is skipped); any
+ * other failure throws, and the provider holds the Pod and reads again on its next poll. Plain
+ * GETs rather than a cluster-wide Secret informer: nothing but what bound Pods reference is read
+ * or kept in memory.
+ */
+function sourceReader(
+  kubeConfig: KubeConfig,
+): (pod: V1Pod, refs: PodSourceRefs) => Promise<PodSources> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const read = async (
+    kind: "ConfigMap" | "Secret",
+    namespace: string,
+    name: string,
+  ): Promise<SourceObject | undefined> => {
+    let object: unknown;
+    try {
+      object =
+        kind === "ConfigMap"
+          ? await core.readNamespacedConfigMap({ name, namespace })
+          : await core.readNamespacedSecret({ name, namespace });
+    } catch (error) {
+      if ((error as { code?: number }).code === 404) return undefined;
+      throw new Error(`reading ${kind} ${namespace}/${name}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    const parsed = SourceObjectSchema.safeParse(object);
+    if (!parsed.success)
+      throw new Error(
+        `${kind} ${namespace}/${name} is malformed: ${z.prettifyError(parsed.error)}`,
+      );
+    return {
+      data: parsed.data.data ?? undefined,
+      binaryData: parsed.data.binaryData ?? undefined,
+    };
+  };
+  return async (pod, refs) => {
+    const namespace = pod.metadata?.namespace ?? "default";
+    const collect = async (kind: "ConfigMap" | "Secret", names: readonly string[]) => {
+      const table: Record<string, SourceObject> = {};
+      for (const name of names) {
+        const object = await read(kind, namespace, name);
+        if (object !== undefined) table[name] = object;
+      }
+      return table;
+    };
+    return {
+      configMaps: await collect("ConfigMap", refs.configMaps),
+      secrets: await collect("Secret", refs.secrets),
+    };
+  };
 }
 
 /** Builds the virtual node; start it with `manager.run()`. */
@@ -126,6 +194,7 @@ export function createVnode(options: VnodeOptions): Vnode {
     finalizer: config.node.podFinalizer,
     livePodUids: () =>
       informer.list().flatMap((p) => (p.metadata?.uid === undefined ? [] : [p.metadata.uid])),
+    readSources: sourceReader(kubeConfig),
     log,
   });
   // The app checks, at compile time, that the provider satisfies the interfaces the package owns.

@@ -1,3 +1,5 @@
+/** The ConfigMaps and Secrets a Pod references, and what `readSources` returns (from `@nebula/userdata`). */
+export type { PodSourceRefs, PodSources, SourceObject } from "@nebula/userdata";
 export { type Admission, admitPod, DAEMONSET_NOT_LAUNCHED_REASON } from "./admission.js";
 export { type BatchOutcome, chunk, InstanceBatcher, missingInstanceIds } from "./batch.js";
 export {

@@ -1,0 +1,304 @@
+/**
+ * ConfigMaps and Secrets through Parameter Store, end to end (issue #19): a Deployment whose
+ * container reads a Secret through env and a volume and a ConfigMap through `envFrom` gets the
+ * values byte for byte on its instance, while no Secret value is in the user-data, the console, the
+ * Pod, its Events or the exit report; a missing mandatory Secret keeps a Pod waiting with
+ * `CreateContainerConfigError` until it appears; after deletion no parameter is left.
+ */
+import { createHash } from "node:crypto";
+import { gunzipSync } from "node:zlib";
+import {
+  DescribeInstanceAttributeCommand,
+  GetConsoleOutputCommand,
+  type Instance,
+} from "@aws-sdk/client-ec2";
+import { DescribeParametersCommand, SSMClient } from "@aws-sdk/client-ssm";
+import { AppsV1Api, CoreV1Api, EventsV1Api, type V1Pod } from "@kubernetes/client-node";
+import { type InstanceHosts, MOTO_CREDENTIALS } from "@nebula/test-peers";
+import { useTestPeers } from "@nebula/test-peers/vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  barePod,
+  deleteNode,
+  nodeInstances,
+  readPod,
+  startVnode,
+  startWorld,
+  until,
+  VNODE_GROUPS,
+  VNODE_USER,
+  type VnodeProcess,
+  vnodeConfig,
+} from "./testing/e2e.js";
+
+const { controlPlane, moto } = useTestPeers();
+const admin = controlPlane.kubeConfig();
+const core = admin.makeApiClient(CoreV1Api);
+const apps = admin.makeApiClient(AppsV1Api);
+const events = admin.makeApiClient(EventsV1Api);
+const ec2 = moto.ec2();
+const ssm = new SSMClient({
+  endpoint: moto.endpoint,
+  region: moto.region,
+  credentials: MOTO_CREDENTIALS,
+});
+const NODE = "vnode-secrets";
+const NS = "vnode-secrets";
+// Shell- and parser-hostile, multi-line, non-ASCII: what a real password or key can hold.
+const PASSWORD = `Zq9-pw 'x' "y" $(id) \`id\` \\ é\nline2`;
+const KEY = `-----BEGIN KEY-----\nZq9KEYMATERIAL${"A".repeat(300)}\n-----END KEY-----\n`;
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+
+let hosts: InstanceHosts;
+let vnode: VnodeProcess;
+
+beforeAll(async () => {
+  const world = await startWorld({ admin, ec2, moto, cluster: NODE, namespace: NS });
+  hosts = world.hosts;
+  const config = vnodeConfig({
+    cluster: NODE,
+    region: moto.region,
+    world,
+    endpoint: hosts.ec2Endpoint,
+    capacity: { cpu: "100", memory: "400Gi", pods: "20" },
+    pollIntervalSeconds: 2,
+    batchWindowMs: 50,
+  }) as { provider: Record<string, unknown> };
+  config.provider.podDelivery = "parameters";
+  vnode = await startVnode({
+    nodeName: NODE,
+    // As its ServiceAccount: the ConfigMap and Secret reads are what deploy/vnode/rbac.yaml grants.
+    kubeconfig: controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS),
+    moto,
+    config,
+  });
+}, 300_000);
+
+afterAll(async () => {
+  const code = await vnode?.stop();
+  await deleteNode(admin, NODE);
+  await hosts?.close();
+  ec2.destroy();
+  ssm.destroy();
+  expect(code).toBe(0);
+});
+
+async function instancesOf(uid: string): Promise<Instance[]> {
+  return (await nodeInstances(ec2, NODE)).filter((i) =>
+    i.Tags?.some((t) => t.Key === "nebula:pod-uid" && t.Value === uid),
+  );
+}
+
+async function parameterNames(): Promise<string[]> {
+  const names: string[] = [];
+  let token: string | undefined;
+  do {
+    const page = await ssm.send(
+      new DescribeParametersCommand({
+        ParameterFilters: [{ Key: "Path", Option: "Recursive", Values: [`/nebula/${NODE}/pods`] }],
+        ...(token ? { NextToken: token } : {}),
+      }),
+    );
+    names.push(...(page.Parameters ?? []).map((p) => p.Name ?? ""));
+    token = page.NextToken;
+  } while (token);
+  return names;
+}
+
+/** Everything a reader of the instance or the API can see, as text. */
+async function visible(instanceId: string, podName: string): Promise<string> {
+  const userData = await ec2.send(
+    new DescribeInstanceAttributeCommand({ InstanceId: instanceId, Attribute: "userData" }),
+  );
+  const console = await ec2.send(new GetConsoleOutputCommand({ InstanceId: instanceId }));
+  const [instance] = await nodeInstances(ec2, NODE).then((all) =>
+    all.filter((i) => i.InstanceId === instanceId),
+  );
+  const pod = await readPod(core, NS, podName);
+  const podEvents = await events.listNamespacedEvent({ namespace: NS });
+  const decode = (b64: string | undefined) => {
+    const bytes = Buffer.from(b64 ?? "", "base64");
+    // user-data is gzipped: the clear script is what a reader would gunzip.
+    return bytes[0] === 0x1f ? gunzipSync(bytes).toString("utf8") : bytes.toString("utf8");
+  };
+  return [
+    decode(userData.UserData?.Value),
+    Buffer.from(console.Output ?? "", "base64").toString("utf8"),
+    JSON.stringify(instance?.Tags ?? []),
+    JSON.stringify(pod ?? {}),
+    JSON.stringify(podEvents.items),
+  ].join("\n");
+}
+
+describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-apiserver, moto, the host simulator)", () => {
+  it("a Deployment reads a Secret through env and a volume and a ConfigMap through envFrom, byte for byte; no secret shows anywhere; no parameter outlives it", async () => {
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: {
+        metadata: { name: "db" },
+        stringData: { password: PASSWORD, "tls.key": KEY },
+      },
+    });
+    await core.createNamespacedConfigMap({
+      namespace: NS,
+      body: { metadata: { name: "settings" }, data: { MODE: "blue", LEVEL: "3" } },
+    });
+    // The container checks what it got against the hashes and says which one differs.
+    const check = [
+      `[ "$(printf %s "$DB_PASSWORD" | sha256sum | cut -d' ' -f1)" = ${sha(PASSWORD)} ] || { echo env-password-differs >/dev/termination-log; exit 1; }`,
+      `[ "$(sha256sum </secret/key.pem | cut -d' ' -f1)" = ${sha(KEY)} ] || { echo file-key-differs >/dev/termination-log; exit 1; }`,
+      `[ "$(stat -c %a /secret/key.pem)" = 400 ] || { echo mode-differs >/dev/termination-log; exit 1; }`,
+      `[ "$CFG_MODE/$CFG_LEVEL/$URL" = blue/3/db://blue ] || { echo configmap-differs >/dev/termination-log; exit 1; }`,
+      "touch /tmp/ok",
+      "exec sleep 3600",
+    ].join("\n");
+    await apps.createNamespacedDeployment({
+      namespace: NS,
+      body: {
+        metadata: { name: "reads-secrets" },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: "reads-secrets" } },
+          template: {
+            metadata: { labels: { app: "reads-secrets" } },
+            spec: {
+              terminationGracePeriodSeconds: 5,
+              nodeSelector: { "kubernetes.io/hostname": NODE },
+              tolerations: [{ key: "virtual-kubelet.io/provider", operator: "Exists" }],
+              volumes: [
+                {
+                  name: "secret",
+                  secret: {
+                    secretName: "db",
+                    items: [{ key: "tls.key", path: "key.pem", mode: 0o400 }],
+                  },
+                },
+              ],
+              containers: [
+                {
+                  name: "app",
+                  image: "busybox",
+                  command: ["sh", "-c", check],
+                  env: [
+                    {
+                      name: "DB_PASSWORD",
+                      valueFrom: { secretKeyRef: { name: "db", key: "password" } },
+                    },
+                    { name: "URL", value: "db://$(CFG_MODE)" },
+                  ],
+                  envFrom: [{ prefix: "CFG_", configMapRef: { name: "settings" } }],
+                  volumeMounts: [{ name: "secret", mountPath: "/secret" }],
+                  readinessProbe: {
+                    exec: { command: ["cat", "/tmp/ok"] },
+                    periodSeconds: 1,
+                    timeoutSeconds: 10,
+                  },
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    const pod = await until(
+      "the Deployment's Pod Ready (its container found every value as written)",
+      async () => {
+        const list = await core.listNamespacedPod({
+          namespace: NS,
+          labelSelector: "app=reads-secrets",
+        });
+        const p = list.items[0];
+        const terminated = p?.status?.containerStatuses?.[0]?.lastState?.terminated;
+        if (terminated)
+          throw new Error(`the container exited: ${terminated.message ?? terminated.reason}`);
+        const ready = p?.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
+        return ready ? p : undefined;
+      },
+      240_000,
+      500,
+    );
+    const uid = pod.metadata?.uid ?? "";
+    const [instance] = await instancesOf(uid);
+    expect(instance?.InstanceId).toBeDefined();
+    expect(await parameterNames()).toEqual([`/nebula/${NODE}/pods/${uid}/0`]);
+    const seen = await visible(instance?.InstanceId ?? "", pod.metadata?.name ?? "");
+    expect(seen).toContain(`/nebula/${NODE}/pods/${uid}/0`); // the user-data names its parameter…
+    // (ConfigMap values are not secret: the Pod's own check script names them.)
+    for (const secret of ["Zq9-pw", "Zq9KEYMATERIAL"]) expect(seen).not.toContain(secret);
+
+    await apps.deleteNamespacedDeployment({ name: "reads-secrets", namespace: NS });
+    await until(
+      "the Pod gone, its instance terminated, no parameter left",
+      async () => {
+        if ((await readPod(core, NS, pod.metadata?.name ?? "")) !== undefined) return undefined;
+        const states = (await instancesOf(uid)).map((i) => i.State?.Name);
+        if (states.some((s) => s !== "terminated")) return undefined;
+        return (await parameterNames()).some((n) => n.includes(uid)) ? undefined : true;
+      },
+      240_000,
+      1000,
+    );
+  });
+
+  it("a missing mandatory Secret: no instance, CreateContainerConfigError with the kubelet's message and an Event; the Pod starts once the Secret exists", async () => {
+    const created = await core.createNamespacedPod({
+      namespace: NS,
+      body: barePod("waits-for-secret", NODE, {
+        command: ["sh", "-c", '[ "$TOKEN" = later ]'],
+        env: [{ name: "TOKEN", valueFrom: { secretKeyRef: { name: "late", key: "token" } } }],
+      }),
+    });
+    const uid = created.metadata?.uid ?? "";
+    const waiting = await until(
+      "the Pod waiting with CreateContainerConfigError",
+      async () => {
+        const p = await readPod(core, NS, "waits-for-secret");
+        const w = p?.status?.containerStatuses?.[0]?.state?.waiting;
+        return w?.reason === "CreateContainerConfigError" ? w : undefined;
+      },
+      60_000,
+      500,
+    );
+    expect(waiting.message).toBe('secret "late" not found');
+    const event = await until(
+      "a MandatorySecretNotFound Event",
+      async () => {
+        const list = await events.listNamespacedEvent({ namespace: NS });
+        return list.items.find(
+          (e) => e.regarding?.uid === uid && e.reason === "MandatorySecretNotFound",
+        );
+      },
+      60_000,
+      500,
+    );
+    expect(event.type).toBe("Warning");
+    expect(await instancesOf(uid)).toEqual([]);
+
+    await core.createNamespacedSecret({
+      namespace: NS,
+      body: { metadata: { name: "late" }, stringData: { token: "later" } },
+    });
+    const done = await until(
+      "the Pod Succeeded once the Secret exists",
+      async () => {
+        const p: V1Pod | undefined = await readPod(core, NS, "waits-for-secret");
+        if (p?.status?.phase === "Failed") throw new Error(JSON.stringify(p.status));
+        return p?.status?.phase === "Succeeded" ? p : undefined;
+      },
+      180_000,
+      500,
+    );
+    expect(done.status?.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(0);
+    await core.deleteNamespacedPod({ name: "waits-for-secret", namespace: NS });
+    await until(
+      "the Pod gone and no parameter left",
+      async () =>
+        (await readPod(core, NS, "waits-for-secret")) === undefined &&
+        !(await parameterNames()).some((n) => n.includes(uid))
+          ? true
+          : undefined,
+      180_000,
+      1000,
+    );
+  });
+});
