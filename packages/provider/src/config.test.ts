@@ -17,7 +17,8 @@ function problems(input: unknown): string {
 
 describe("parseProviderConfig", () => {
   it("applies the documented defaults", () => {
-    const config = parseProviderConfig(testConfig());
+    const { podDelivery: _tests, ...documented } = testConfig();
+    const config = parseProviderConfig(documented);
     expect(config).toMatchObject({
       pollIntervalSeconds: 10,
       maxPollIntervalSeconds: 120,
@@ -27,7 +28,7 @@ describe("parseProviderConfig", () => {
       metadataHopLimit: 1,
       tags: {},
       leakCollection: { graceSeconds: 300, intervalSeconds: 120, parameterGraceSeconds: 600 },
-      podDelivery: "user-data",
+      podDelivery: "parameters",
       parameterKeyId: "alias/aws/ssm",
       instanceTypes: { default: "m7i.large", byResources: [] },
     });

@@ -192,9 +192,10 @@ export const ProviderConfigSchema = z
     /** SDK attempts per call (adaptive retry mode). */
     maxAttempts: z.number().int().min(1).max(20).default(5),
     /**
-     * Where a Pod's rendered spec goes (`@nebula/userdata`'s `delivery`). `user-data` (default):
-     * into the instance's user-data; a Pod that takes a value from a Secret is refused.
-     * `parameters`: into SSM Parameter Store `SecureString` parameters
+     * Where a Pod's rendered spec goes (`@nebula/userdata`'s `delivery`). `user-data`: into the
+     * instance's user-data, readable by anyone allowed `ec2:DescribeInstanceAttribute`; a Pod that
+     * takes a value from a Secret or a ConfigMap is refused. `parameters` (default): into SSM
+     * Parameter Store `SecureString` parameters
      * (`/nebula/<cluster>/pods/<pod-uid>/<i>`) that only the Pod's own instance may read, with the
      * values of the Pod's ConfigMaps and Secrets (fetched through the `readSources` option); they
      * are written before `RunInstances`, tagged with the instance's ARN after it, and deleted when
@@ -202,7 +203,7 @@ export const ProviderConfigSchema = z
      * supervisor and the parameters' names. Needs the controller's SSM permissions
      * (`policies/controller.json`) and the host role's `@nebula/userdata` policy.
      */
-    podDelivery: z.enum(["user-data", "parameters"]).default("user-data"),
+    podDelivery: z.enum(["user-data", "parameters"]).default("parameters"),
     /**
      * The KMS key of the Pod parameters (`podDelivery: "parameters"`), default the AWS managed
      * `alias/aws/ssm`. A customer managed key also needs `kms:Encrypt` for the controller and

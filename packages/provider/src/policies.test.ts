@@ -100,4 +100,22 @@ describe("the account guard (SCP)", () => {
     const tags = scp.Statement.find((s) => list(s.Action).includes("ec2:CreateTags"));
     expect(tags?.Condition?.["ForAnyValue:StringLike"]).toEqual({ "aws:TagKeys": ["nebula:*"] });
   });
+
+  it("reserves writing and tagging the Pod parameters to the controller (a host reads only what is tagged with its ARN)", () => {
+    const scp = load("reserve-nebula-tags.scp.json");
+    const guard = scp.Statement.find((s) => list(s.Action).includes("ssm:PutParameter"));
+    expect(list(guard?.Action ?? []).sort()).toEqual([
+      "ssm:AddTagsToResource",
+      "ssm:DeleteParameter",
+      "ssm:DeleteParameters",
+      "ssm:LabelParameterVersion",
+      "ssm:PutParameter",
+      "ssm:RemoveTagsFromResource",
+    ]);
+    expect(guard?.Resource).toBe("arn:aws:ssm:*:*:parameter/nebula/*");
+    expect(guard?.Condition).toEqual({
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a placeholder of the policy template
+      ArnNotLike: { "aws:PrincipalArn": "arn:aws:iam::*:role/${ControllerRoleName}" },
+    });
+  });
 });

@@ -12,6 +12,8 @@ export function testConfig(overrides: Partial<ProviderConfigInput> = {}): Provid
     imageId: "ami-0a1b2c3d",
     instanceProfile: "nebula-host",
     instanceTypes: { default: "m7i.large" },
+    // The tests written for the user-data delivery keep it; the Parameter Store ones say so.
+    podDelivery: "user-data",
     ...overrides,
   };
 }

@@ -58,6 +58,8 @@ export function motoConfig(
     batchWindowMs: 50,
     // moto does not report an instance's ClientToken; ownership is proven by tags and profile.
     ownership: { clientToken: false },
+    // The tests written for the user-data delivery keep it; the Parameter Store ones say so.
+    podDelivery: "user-data",
     ...overrides,
   };
 }
