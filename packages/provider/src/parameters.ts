@@ -152,6 +152,36 @@ export async function writePodParameters(
 }
 
 /**
+ * Writes the host supervisor's parameters (`@nebula/userdata`'s `sharedParameters`: not secret,
+ * type `String`, tagged `nebula:cluster`), creating each one and taking "already exists" as done:
+ * their names carry the supervisor's SHA-256, so an existing one holds the same text. Throws a
+ * classified {@link ProviderError}.
+ */
+export async function writeSharedParameters(
+  ssm: SSMClient,
+  input: { readonly cluster: string; readonly parameters: readonly PodParameter[] },
+): Promise<void> {
+  await Promise.all(
+    input.parameters.map(async (parameter) => {
+      try {
+        await ssm.send(
+          new PutParameterCommand({
+            Name: parameter.name,
+            Value: parameter.value,
+            Type: "String",
+            Tier: "Standard",
+            Tags: [{ Key: CLUSTER_TAG, Value: input.cluster }],
+          }),
+        );
+      } catch (error) {
+        if ((error as { name?: string }).name === "ParameterAlreadyExists") return;
+        throw toProviderError(error, `PutParameter ${parameter.name}`);
+      }
+    }),
+  );
+}
+
+/**
  * Tags parameters with `nebula:instance-arn` (`PARAMETER_INSTANCE_TAG`): from then on the instance
  * (and only it) may read them. Idempotent; throws a classified {@link ProviderError} (`NotFound`
  * for a parameter that does not exist).

@@ -61,11 +61,15 @@ describe("the controller's IAM policy", () => {
     ]);
   });
 
-  it("writes, tags and deletes only its cluster's Pod parameters, with Nebula's tag keys only", () => {
+  it("writes, tags and deletes only its cluster's Pod parameters (and writes its supervisor's), with Nebula's tag keys only", () => {
     const pods = "arn:aws:ssm:${Region}:${AccountId}:parameter/nebula/${ClusterName}/pods/*";
-    for (const action of ["ssm:PutParameter", "ssm:AddTagsToResource", "ssm:DeleteParameters"]) {
-      expect(allows(action).flatMap((s) => list(s.Resource))).toEqual([pods]);
+    const supervisor =
+      "arn:aws:ssm:${Region}:${AccountId}:parameter/nebula/${ClusterName}/supervisor/*";
+    for (const action of ["ssm:PutParameter", "ssm:AddTagsToResource"]) {
+      expect(allows(action).flatMap((s) => list(s.Resource))).toEqual([pods, supervisor]);
     }
+    // Only a Pod's own parameters are ever deleted; the supervisor's outlive every Pod.
+    expect(allows("ssm:DeleteParameters").flatMap((s) => list(s.Resource))).toEqual([pods]);
     for (const action of ["ssm:PutParameter", "ssm:AddTagsToResource"]) {
       for (const s of allows(action)) {
         expect(s.Condition).toEqual({

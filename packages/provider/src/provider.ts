@@ -74,6 +74,7 @@ import {
   podParametersAuxiliary,
   tagParametersWithInstance,
   writePodParameters,
+  writeSharedParameters,
 } from "./parameters.js";
 import { type PodFacts, podFacts } from "./pod.js";
 import { describeNodeInstances, type ObservedInstance, observeInstance } from "./poll.js";
@@ -232,6 +233,8 @@ export interface RenderedPod {
   readonly bytes: number;
   /** Pod parameters to write before `RunInstances` (`podDelivery: "parameters"`). */
   readonly parameters?: readonly PodParameter[];
+  /** The supervisor's parameters, shared by every Pod: written once per process (create-only). */
+  readonly sharedParameters?: readonly PodParameter[];
   /** Event-worthy facts (`OptionalSecretNotFound`, ...), published as Warning Events. */
   readonly notices?: readonly RenderNotice[];
 }
@@ -424,6 +427,8 @@ interface PodRecord {
   launching: boolean;
   /** The Pod's parameters (`podDelivery: "parameters"`), to write before `RunInstances`. */
   parameters?: readonly PodParameter[] | undefined;
+  /** The supervisor's parameters the Pod's user-data reads (shared; see `#sharedWritten`). */
+  sharedParameters?: readonly PodParameter[] | undefined;
   /** When this process last wrote them (ms); written again when half the leak grace old. */
   parametersWrittenAt?: number | undefined;
   /** The Pod's parameters may still lack the `nebula:instance-arn` tag of its instance. */
@@ -511,6 +516,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   readonly #records = new Map<string, PodRecord>();
   /** Teardowns found in the ledger at start-up whose Pod this process has not seen yet. */
   readonly #resuming = new Set<string>();
+  /** The supervisor parameters this process has written (or found): each is written once. */
+  readonly #sharedWritten = new Set<string>();
   readonly #listeners = new Set<PodStatusListener>();
   readonly #leakListeners = new Set<(leak: CollectedLeak) => void>();
   readonly #parameterLeakListeners = new Set<(leak: CollectedParameterLeak) => void>();
@@ -1571,6 +1578,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         record.instanceType = admission.instanceType;
         record.userData = rendered.userData;
         const parameters = this.#parametersDelivery ? rendered.parameters : [];
+        record.sharedParameters = this.#parametersDelivery ? rendered.sharedParameters : [];
         if (JSON.stringify(parameters) !== JSON.stringify(record.parameters)) {
           record.parameters = parameters;
           record.parametersWrittenAt = undefined;
@@ -1855,7 +1863,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
           sources,
         );
     if (typeof out === "string" || out instanceof Uint8Array) {
-      return { userData: out, parameters: [], notices: [] };
+      return { userData: out, parameters: [], sharedParameters: [], notices: [] };
     }
     if (!("ok" in out)) return renderedOf(out);
     if (out.ok) return renderedOf(out.value);
@@ -1888,6 +1896,16 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     }
     const { facts } = record;
     try {
+      const shared = (record.sharedParameters ?? []).filter(
+        (p) => !this.#sharedWritten.has(p.name),
+      );
+      if (shared.length > 0) {
+        await writeSharedParameters(this.ssm, {
+          cluster: this.config.clusterName,
+          parameters: shared,
+        });
+        for (const p of shared) this.#sharedWritten.add(p.name);
+      }
       await writePodParameters(this.ssm, {
         cluster: this.config.clusterName,
         podUid: facts.uid,
@@ -2397,6 +2415,7 @@ type Rendered =
   | {
       readonly userData: LaunchInput["userData"];
       readonly parameters: readonly PodParameter[];
+      readonly sharedParameters: readonly PodParameter[];
       readonly notices: readonly RenderNotice[];
     }
   | { readonly held: { readonly reason: string; readonly message: string } };
@@ -2413,6 +2432,7 @@ function renderedOf(value: RenderedPod): Rendered {
   return {
     userData: { userData: value.userData, bytes: value.bytes },
     parameters: value.parameters ?? [],
+    sharedParameters: value.sharedParameters ?? [],
     notices: value.notices ?? [],
   };
 }

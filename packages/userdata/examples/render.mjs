@@ -15,13 +15,15 @@ const pod = {
   },
 };
 
-const result = renderUserData(pod, { cluster: "prod" });
+// The Pod's spec goes to SSM parameters only its instance may read; the user-data is a bootstrap.
+const result = renderUserData(pod, { cluster: "prod", delivery: "parameters" });
 if (!result.ok) {
   console.error(`${result.error.code} at ${result.error.path}: ${result.error.message}`);
   process.exit(1);
 }
-const { bytes, gzipped, userData } = result.value;
+const { bytes, gzipped, userData, parameters, sharedParameters } = result.value;
 console.log(
-  `user-data: ${bytes} bytes${gzipped ? " (gzipped)" : ""}, ${userData.length} characters of base64`,
+  `user-data: ${bytes} bytes${gzipped ? " (gzipped)" : ""}, ${userData.length} characters of base64; parameters: ${parameters.length} of the Pod, ${sharedParameters.length} of the supervisor`,
 );
-// Pass `userData` as RunInstances' UserData.
+// Write the parameters (SecureString; @nebula/provider does), then pass `userData` as
+// RunInstances' UserData and tag the Pod's parameters with the instance's ARN.

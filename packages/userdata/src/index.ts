@@ -26,6 +26,7 @@ export {
   podUidOfParameter,
   type RenderNotice,
   type SourceObject,
+  supervisorParameterPrefix,
 } from "./parameters.js";
 export { expand as expandKubernetesReferences } from "./pod.js";
 export { parseQuantity } from "./quantity.js";

@@ -125,9 +125,9 @@ export const RenderOptions = z.object({
    */
   delivery: z.enum(["user-data", "parameters"]).default("user-data"),
   /**
-   * With `delivery: "parameters"`: how long the supervisor keeps trying to read its parameters
-   * (they become readable once the caller tagged them with the instance's ARN) before it says so
-   * on the console and powers the instance off.
+   * With `delivery: "parameters"`: how long the host keeps trying to read the supervisor's
+   * parameters, then the Pod's (readable once the caller tagged them with the instance's ARN),
+   * before it says why on the console and powers the instance off.
    */
   parameterWaitSeconds: z.number().int().min(10).max(3600).default(600),
 });

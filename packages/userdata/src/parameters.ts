@@ -78,6 +78,14 @@ export function podParameterPrefix(cluster: string, podUid: string): string {
   return `${POD_PARAMETER_ROOT}/${clusterSegment(cluster)}/pods/${uid}/`;
 }
 
+/**
+ * `/nebula/<cluster>/supervisor/<sha256, 16 hex>/`: the prefix of the host supervisor's parameters
+ * (not secret; the same for every Pod of the cluster rendered by one version of this package).
+ */
+export function supervisorParameterPrefix(cluster: string, sha256: string): string {
+  return `${POD_PARAMETER_ROOT}/${clusterSegment(cluster)}/supervisor/${sha256.slice(0, 16)}/`;
+}
+
 /** Every name a Pod's parameters can have ({@link MAX_POD_PARAMETERS} of them): what teardown deletes. */
 export function podParameterNames(cluster: string, podUid: string): string[] {
   const prefix = podParameterPrefix(cluster, podUid);

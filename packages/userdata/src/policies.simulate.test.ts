@@ -125,7 +125,14 @@ function withoutCondition(policy: Policy, sid: string): Policy {
 }
 
 describe("instance-pod-parameters.json, evaluated", () => {
-  const [{ Sid: READ }] = instancePolicy.Statement as [{ Sid: string }];
+  const [{ Sid: READ }, { Sid: SUPERVISOR }] = instancePolicy.Statement as [
+    { Sid: string },
+    { Sid: string },
+  ];
+  /** How the supervisor statement (any instance, its own prefix only) misses a Pod parameter request. */
+  const missesSupervisor = (action: boolean) => ({
+    [SUPERVISOR]: { action, resource: false, condition: "Match" },
+  });
   const getParameters = (instance: string, resource: string, tags: Record<string, string>) => ({
     principal: onInstance(instance).principal,
     action: "ssm:GetParameters",
@@ -146,7 +153,10 @@ describe("instance-pod-parameters.json, evaluated", () => {
     expect(await evaluate(instancePolicy, request)).toEqual({
       result: "ImplicitlyDenied",
       allowedBy: [],
-      unmatched: { [READ]: { action: true, resource: true, condition: "NoMatch" } },
+      unmatched: {
+        [READ]: { action: true, resource: true, condition: "NoMatch" },
+        ...missesSupervisor(true),
+      },
     });
     // Counterfactual: without the condition the same request is allowed.
     expect((await evaluate(withoutCondition(instancePolicy, READ), request)).result).toBe(
@@ -159,7 +169,10 @@ describe("instance-pod-parameters.json, evaluated", () => {
     expect(await evaluate(instancePolicy, request)).toEqual({
       result: "ImplicitlyDenied",
       allowedBy: [],
-      unmatched: { [READ]: { action: true, resource: true, condition: "NoMatch" } },
+      unmatched: {
+        [READ]: { action: true, resource: true, condition: "NoMatch" },
+        ...missesSupervisor(true),
+      },
     });
     expect((await evaluate(withoutCondition(instancePolicy, READ), request)).result).toBe(
       "Allowed",
@@ -170,7 +183,10 @@ describe("instance-pod-parameters.json, evaluated", () => {
     const request = { ...getParameters(A, podParameter, tagsOf(A)), context: tagsOf(A) };
     expect(await evaluate(instancePolicy, request)).toMatchObject({
       result: "ImplicitlyDenied",
-      unmatched: { [READ]: { action: true, resource: true, condition: "NoMatch" } },
+      unmatched: {
+        [READ]: { action: true, resource: true, condition: "NoMatch" },
+        ...missesSupervisor(true),
+      },
     });
   });
 
@@ -189,7 +205,10 @@ describe("instance-pod-parameters.json, evaluated", () => {
     expect(await evaluate(instancePolicy, { ...own, action, resource })).toEqual({
       result: "ImplicitlyDenied",
       allowedBy: [],
-      unmatched: { [READ]: { action: false, resource: true, condition: "Match" } },
+      unmatched: {
+        [READ]: { action: false, resource: true, condition: "Match" },
+        ...missesSupervisor(false),
+      },
     });
   });
 
@@ -200,14 +219,54 @@ describe("instance-pod-parameters.json, evaluated", () => {
       expect(await evaluate(instancePolicy, getParameters(A, resource, tagsOf(A)))).toEqual({
         result: "ImplicitlyDenied",
         allowedBy: [],
-        unmatched: { [READ]: { action: true, resource: false, condition: "Match" } },
+        unmatched: {
+          [READ]: { action: true, resource: false, condition: "Match" },
+          ...missesSupervisor(true),
+        },
       });
     },
   );
 });
 
+describe("the host supervisor's parameters, evaluated", () => {
+  const supervisor = parameterArn(`/nebula/${CLUSTER}/supervisor/0123456789abcdef/0`);
+  const read = (instance: string, action = "ssm:GetParameters", resource = supervisor) => ({
+    principal: onInstance(instance).principal,
+    action,
+    resource,
+    context: { ...onInstance(instance).context, "aws:ResourceTag/nebula:cluster": CLUSTER },
+  });
+
+  it("lets every instance read them (the same text for every Pod, nothing secret), untagged", async () => {
+    for (const instance of [A, B]) {
+      expect((await evaluate(instancePolicy, read(instance))).result).toBe("Allowed");
+    }
+  });
+
+  it("denies an instance any other action on them, and a Pod's parameters through that statement", async () => {
+    for (const action of ["ssm:PutParameter", "ssm:DeleteParameters", "ssm:GetParametersByPath"]) {
+      expect((await evaluate(instancePolicy, read(A, action))).result).toBe("ImplicitlyDenied");
+    }
+    // Another Pod's parameter is not "supervisor": only the tag-conditioned statement could allow it.
+    const verdict = await evaluate(instancePolicy, read(B, "ssm:GetParameters", podParameter));
+    expect(verdict.result).toBe("ImplicitlyDenied");
+  });
+
+  it("lets the controller create its cluster's, not another cluster's", async () => {
+    const put = (resource: string) => ({
+      principal: CONTROLLER,
+      action: "ssm:PutParameter",
+      resource,
+      context: requestTags({ "nebula:cluster": CLUSTER }),
+    });
+    expect((await evaluate(controllerPolicy, put(supervisor))).result).toBe("Allowed");
+    const other = parameterArn("/nebula/green/supervisor/0123456789abcdef/0");
+    expect((await evaluate(controllerPolicy, put(other))).result).toBe("ImplicitlyDenied");
+  });
+});
+
 describe("controller.json's SSM statements, evaluated (rendered for cluster blue)", () => {
-  const WRITE = "WriteAndTagOnlyItsClustersPodParameters";
+  const WRITE = "WriteAndTagOnlyItsClustersPodAndSupervisorParameters";
   const DELETE = "DeleteOnlyItsClustersPodParameters";
   const creationTags = { "nebula:cluster": CLUSTER, "nebula:pod-uid": UID };
   const controller = (action: string, resource: string, context = {}) => ({
@@ -226,7 +285,7 @@ describe("controller.json's SSM statements, evaluated (rendered for cluster blue
     }
   });
 
-  it("denies PutParameter on another cluster's Pod parameter, or outside pods/", async () => {
+  it("denies PutParameter on another cluster's Pod parameter, or outside pods/ and supervisor/", async () => {
     for (const resource of [otherCluster, parameterArn(`/nebula/${CLUSTER}/settings`)]) {
       const verdict = await evaluate(
         controllerPolicy,

@@ -38,6 +38,13 @@ describe("the instance role's IAM policies (policies/*.json)", () => {
         Resource: `arn:aws:ssm:*:*:parameter${POD_PARAMETER_ROOT}/*`,
         Condition: { StringEquals: { [`aws:ResourceTag/${PARAMETER_INSTANCE_TAG}`]: caller } },
       },
+      {
+        // The host supervisor's own parameters: the same text for every Pod, nothing secret.
+        Sid: expect.any(String),
+        Effect: "Allow",
+        Action: "ssm:GetParameters",
+        Resource: `arn:aws:ssm:*:*:parameter${POD_PARAMETER_ROOT}/*/supervisor/*`,
+      },
     ]);
     // Parameters use the AWS-managed key alias/aws/ssm, whose key policy already lets the account's
     // principals decrypt through SSM: no kms statement, and no other action, in any instance policy.

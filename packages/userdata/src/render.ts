@@ -13,6 +13,7 @@ import {
   REPORT_VERSION,
   TAG_BUDGET_STEPS,
 } from "@nebula/state-mapping";
+import { bootstrapScript } from "./bootstrap.js";
 import { UserDataError } from "./errors.js";
 import {
   MAX_USER_DATA_BYTES,
@@ -28,6 +29,7 @@ import {
   type PodSources,
   podParameterPrefix,
   type RenderNotice,
+  supervisorParameterPrefix,
 } from "./parameters.js";
 import { type ContainerPlan, type PlannedFile, type PodPlan, planPod } from "./pod.js";
 import { bashQuote, shQuote } from "./quote.js";
@@ -54,6 +56,14 @@ export interface RenderedUserData {
    * hold the Pod's spec and its ConfigMap and Secret values. Empty with `delivery: "user-data"`.
    */
   readonly parameters: readonly PodParameter[];
+  /**
+   * With `delivery: "parameters"`: the host supervisor's own parameters (type `String`: it is not
+   * secret), which the user-data reads at boot. Named after the supervisor's SHA-256, so the same
+   * for every Pod of the cluster rendered by this version: write them once (create, and take
+   * "already exists" as done); they are not the Pod's, so its teardown leaves them. Empty with
+   * `delivery: "user-data"`.
+   */
+  readonly sharedParameters: readonly PodParameter[];
   /**
    * Things the caller should tell the user as Events (Kubernetes reasons such as
    * `OptionalSecretNotFound`): the Pod renders, but not everything it references was there.
@@ -133,7 +143,7 @@ export function renderUserData(
   if (plan instanceof UserDataError) return { ok: false, error: plan };
   if (resolved.delivery === "parameters") return renderWithParameters(plan, resolved);
 
-  const script = userDataScript(plan, podFile(podData(plan, resolved, [])), true);
+  const script = userDataScript(plan, podFile(podData(plan, resolved, [])));
   const clear = Buffer.from(script, "utf8");
   const mustZip =
     resolved.compression === "always" ||
@@ -150,6 +160,7 @@ export function renderUserData(
       gzipped: mustZip,
       script,
       parameters: [],
+      sharedParameters: [],
       notices: plan.notices,
     },
   };
@@ -217,10 +228,14 @@ function renderWithParameters(plan: PodPlan, options: ResolvedRenderOptions): Re
     `PARAMETER_WAIT_SECONDS=${options.parameterWaitSeconds}`,
     "",
   ].join("\n");
+  const shared = {
+    ...supervisorParameters(options.cluster),
+    waitSeconds: options.parameterWaitSeconds,
+  };
   const script = userDataScript(
     plan,
     `cat >${LIB}/pod.ref <<'NEBULA_POD'\n${ref}NEBULA_POD\n`,
-    false,
+    shared,
   );
   const clear = Buffer.from(script, "utf8");
   const mustZip =
@@ -238,6 +253,7 @@ function renderWithParameters(plan: PodPlan, options: ResolvedRenderOptions): Re
       gzipped: mustZip,
       script,
       parameters,
+      sharedParameters: shared.parameters,
       notices: plan.notices,
     },
   };
@@ -415,12 +431,41 @@ function base64Lines(text: string): string {
   ).join("\n");
 }
 
+/** The supervisor as parameters: gzipped, base64, in values of 4096 characters, named by its SHA-256. */
+function supervisorParameters(cluster: string): {
+  readonly parameters: readonly PodParameter[];
+  readonly sha256: string;
+} {
+  const script = Buffer.from(supervisorScript(), "utf8");
+  const sha256 = createHash("sha256").update(script).digest("hex");
+  const payload = gzipSync(script, { level: 9 }).toString("base64");
+  const prefix = supervisorParameterPrefix(cluster, sha256);
+  const count = Math.ceil(payload.length / POD_PARAMETER_VALUE_CHARS);
+  return {
+    sha256,
+    parameters: Array.from({ length: count }, (_, i) => ({
+      name: `${prefix}${i}`,
+      value: payload.slice(i * POD_PARAMETER_VALUE_CHARS, (i + 1) * POD_PARAMETER_VALUE_CHARS),
+    })),
+  };
+}
+
 /**
  * The user-data script. `pod`: the lines that write pod.sh (user-data delivery) or pod.ref
- * (parameters delivery); with `inline` false the agent shims and host directories are left to
- * the supervisor (they travel in the parameters).
+ * (parameters delivery). With `shared` (parameters delivery) the supervisor is read from its
+ * parameters by a bootstrap instead of being embedded, and the agent shims and host directories
+ * are left to the supervisor (they travel in the Pod's parameters).
  */
-function userDataScript(plan: PodPlan, pod: string, inline: boolean): string {
+function userDataScript(
+  plan: PodPlan,
+  pod: string,
+  shared?: {
+    readonly parameters: readonly PodParameter[];
+    readonly sha256: string;
+    readonly waitSeconds: number;
+  },
+): string {
+  const inline = shared === undefined;
   const shims = (inline ? plan.containers : [])
     .map((c, i) =>
       c.agents.length > 0
@@ -431,14 +476,22 @@ function userDataScript(plan: PodPlan, pod: string, inline: boolean): string {
   const dirs = ["/usr/local/lib/nebula", "/var/lib/nebula", ...(inline ? plan.hostDirs : [])]
     .map(bashQuote)
     .join(" ");
-  return `#!/bin/bash
+  const head = shared
+    ? bootstrapScript(
+        shared.parameters.map((p) => p.name),
+        shared.sha256,
+        SUPERVISOR_PATH,
+        shared.waitSeconds,
+      )
+    : `#!/bin/bash
 # Nebula user-data (@nebula/userdata): installs the host supervisor as a systemd unit and starts it.
 set -euo pipefail
 umask 022
 mkdir -p ${dirs}
 cat >${SUPERVISOR_PATH} <<'NEBULA_SUPERVISOR'
 ${supervisorScript()}NEBULA_SUPERVISOR
-${pod}${shims}chmod 0755 ${SUPERVISOR_PATH}
+`;
+  return `${head}${pod}${shims}chmod 0755 ${SUPERVISOR_PATH}
 {
   printf '%s\\n' '[Unit]' 'Description=Nebula host supervisor' 'After=network-online.target docker.service' \\
     'Wants=network-online.target docker.service' '' '[Service]' 'Type=simple' 'ExecStart=${SUPERVISOR_PATH}' \\

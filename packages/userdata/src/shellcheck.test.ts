@@ -2,6 +2,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { type RenderOptionsInput, renderUserData } from "./index.js";
@@ -61,6 +62,11 @@ const variants: [string, V1Pod, RenderOptionsInput][] = [
     typicalPod(),
     { agents: [{ name: "sandd", command: ["/opt/sandd", "--x='1'", "$(y)"] }] },
   ],
+  [
+    "the Parameter Store delivery (the bootstrap)",
+    { metadata: { uid: "u-1" }, spec: { containers: [{ name: "a", image: "busybox" }] } },
+    { cluster: "prod", delivery: "parameters" },
+  ],
 ];
 
 describe("shellcheck (Debian's package) passes on every generated script", () => {
@@ -75,13 +81,27 @@ describe("shellcheck (Debian's package) passes on every generated script", () =>
       if (!result.ok) throw result.error;
       const dir = mkdtempSync(join(tmpdir(), "nebula-shellcheck-"));
       const files = Object.entries(parts(result.value.script));
+      const viaParameters = result.value.parameters.length > 0;
       expect(files.map(([path]) => path)).toEqual(
-        expect.arrayContaining([
-          "user-data",
-          "/usr/local/lib/nebula/supervisor.sh",
-          "/usr/local/lib/nebula/pod.sh",
-        ]),
+        expect.arrayContaining(
+          viaParameters
+            ? ["user-data", "/usr/local/lib/nebula/pod.ref"]
+            : ["user-data", "/usr/local/lib/nebula/supervisor.sh", "/usr/local/lib/nebula/pod.sh"],
+        ),
       );
+      if (viaParameters) {
+        // pod.sh and the supervisor as the host gets them from their parameters.
+        const join64 = (ps: readonly { value: string }[]) =>
+          gunzipSync(Buffer.from(ps.map((p) => p.value).join(""), "base64")).toString("utf8");
+        files.push([
+          "pod.sh (parameters)",
+          { text: join64(result.value.parameters), shell: "bash" },
+        ]);
+        files.push([
+          "supervisor.sh (parameters)",
+          { text: join64(result.value.sharedParameters), shell: "bash" },
+        ]);
+      }
       for (const [path, { text, shell }] of files) {
         const file = join(dir, path.replaceAll("/", "_"));
         writeFileSync(file, text);

@@ -596,7 +596,7 @@ describe("the Parameter Store delivery: real bash, real podman, moto's SSM throu
     );
     const rendered = renderUserData(p, { ...FAST, cluster: "it", delivery: "parameters" }, sources);
     if (!rendered.ok) throw rendered.error;
-    const { parameters, script, notices } = rendered.value;
+    const { parameters, sharedParameters, script, notices } = rendered.value;
     expect(parameters.map((x) => x.name)).toEqual(["/nebula/it/pods/uid-parameters-1/0"]);
     expect(notices.map((n) => n.reason).sort()).toEqual([
       "InvalidEnvironmentVariableNames",
@@ -606,7 +606,10 @@ describe("the Parameter Store delivery: real bash, real podman, moto's SSM throu
     expect(script).toContain("/nebula/it/pods/uid-parameters-1/0");
     for (const leak of ["s3cr3t", "listen 8080", "blue", "DB_PASSWORD", "/proc/self/environ"])
       expect(script).not.toContain(leak);
-    await put(parameters);
+    // The user-data is a bootstrap: the supervisor comes from its own (shared) parameters too.
+    expect(sharedParameters.length).toBeGreaterThan(0);
+    expect(rendered.value.bytes).toBeLessThanOrEqual(8192);
+    await put([...sharedParameters, ...parameters]);
 
     const h = new TestHost({
       images: {},
@@ -666,7 +669,7 @@ describe("the Parameter Store delivery: real bash, real podman, moto's SSM throu
       sources,
     );
     if (!other.ok) throw other.error;
-    await put(other.value.parameters);
+    await put([...other.value.sharedParameters, ...other.value.parameters]);
     const h = new TestHost({
       images: {},
       docker: "podman",
@@ -677,6 +680,32 @@ describe("the Parameter Store delivery: real bash, real podman, moto's SSM throu
     await h.until(() => h.poweredOff(), 60_000);
     expect(h.consoleText()).toMatch(
       /cannot read the pod's SSM parameters under \/nebula\/it\/pods\/uid-parameters-2\/ within 10s: .*does not match the SHA-256/,
+    );
+    expect(existsSync(join(out, "ran"))).toBe(false);
+  });
+
+  it("without the supervisor's parameters the bootstrap says why on the console and powers off", async () => {
+    const out = outDir();
+    const p = pod([{ name: "app", image: IMAGE, command: ["sh", "-c", "touch /out/ran"] }], out);
+    p.metadata = { ...p.metadata, uid: "uid-parameters-3" };
+    // Another cluster: its supervisor parameters were never written.
+    const rendered = renderUserData(
+      p,
+      { ...FAST, cluster: "nowhere", delivery: "parameters", parameterWaitSeconds: 10 },
+      sources,
+    );
+    if (!rendered.ok) throw rendered.error;
+    await put(rendered.value.parameters);
+    const h = new TestHost({
+      images: {},
+      docker: "podman",
+      env: { NEBULA_PODMAN_ROOT: ROOT, AWS_ENDPOINT_URL_SSM: moto.endpoint },
+    });
+    hosts.push(h);
+    await h.boot(rendered.value);
+    await h.until(() => h.poweredOff(), 60_000);
+    expect(h.consoleText()).toMatch(
+      /nebula user-data: cannot read the host supervisor from SSM \(\/nebula\/nowhere\/supervisor\/[0-9a-f]{16}\/\)/,
     );
     expect(existsSync(join(out, "ran"))).toBe(false);
   });
