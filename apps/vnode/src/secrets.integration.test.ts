@@ -110,6 +110,8 @@ async function visible(instanceId: string, podName: string): Promise<string> {
   const userData = await ec2.send(
     new DescribeInstanceAttributeCommand({ InstanceId: instanceId, Attribute: "userData" }),
   );
+  // Generic user-data (issue #14): a bootstrap that fits 8 KiB, whatever the Pod.
+  expect(Buffer.from(userData.UserData?.Value ?? "", "base64").length).toBeLessThanOrEqual(8192);
   const console = await ec2.send(new GetConsoleOutputCommand({ InstanceId: instanceId }));
   const [instance] = await nodeInstances(ec2, NODE).then((all) =>
     all.filter((i) => i.InstanceId === instanceId),

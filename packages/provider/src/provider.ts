@@ -777,6 +777,28 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
    *
    * @throws ProviderError classified from SSM (`Throttled`, `Unauthorized`, ...).
    */
+  /**
+   * The Pod's cloud objects besides its instance, for a caller's teardown (`InstanceReclaimer`):
+   * with `podDelivery: "parameters"`, its Parameter Store parameters; otherwise none.
+   */
+  auxiliariesOf(podUid: string): readonly AuxiliaryObject[] {
+    return this.#parametersDelivery ? [podParametersAuxiliary(podUid)] : [];
+  }
+
+  /**
+   * Releases an object of {@link auxiliariesOf} (deletes the Pod's parameters); idempotent.
+   * Refuses an object it did not name.
+   */
+  async releaseAuxiliary(object: AuxiliaryObject): Promise<void> {
+    if (!isPodParametersAuxiliary(object)) {
+      throw new ProviderError(
+        "InvalidConfiguration",
+        `cannot release ${object.apiVersion}/${object.kind} ${object.name}: not one of this provider's objects`,
+      );
+    }
+    await this.deletePodParameters(object.name);
+  }
+
   async deletePodParameters(podUid: string): Promise<void> {
     const deleted = await deletePodParameters(this.ssm, this.config.clusterName, podUid);
     if (deleted.length > 0) {

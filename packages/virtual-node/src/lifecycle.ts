@@ -6,6 +6,7 @@
  * @packageDocumentation
  */
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
+import type { AuxiliaryObject } from "@nebula/teardown";
 
 /** Something worth a Kubernetes Event on the Pod (`Launched`, `InsufficientCapacity`, a refusal...). */
 export interface PodEventNote {
@@ -105,6 +106,14 @@ export interface InstanceReclaimer {
   stopInstance(instanceId: string): Promise<void>;
   /** Terminates the instance. */
   terminateInstance(instanceId: string): Promise<void>;
+  /**
+   * What else the Pod holds in the cloud, released in the teardown's `releasing` phase once the
+   * instance is gone (brief C7 step 4): for example the Parameter Store parameters that carry the
+   * Pod's spec. Called when the teardown starts; absent or empty: nothing to release.
+   */
+  auxiliariesOf?(podUid: string): readonly AuxiliaryObject[];
+  /** Releases one object {@link auxiliariesOf} named. Idempotent: a resumed teardown repeats it. */
+  releaseAuxiliary?(object: AuxiliaryObject): Promise<void>;
 }
 
 /** The provider's view of its cloud, for the Node's conditions. */

@@ -84,6 +84,32 @@ describe("PodTeardown", () => {
     expect(s.events).toEqual(["Stopping", "Terminating", "InstanceTerminated"]);
   });
 
+  it("releases what the provider says the Pod holds (its parameters) after the instance is terminated, before the Pod goes", async () => {
+    const now = { t: 1_000_000 };
+    const account = new (class extends Account {
+      auxiliariesOf(podUid: string) {
+        return [{ apiVersion: "ssm.nebula.dev/v1", kind: "PodParameters", name: podUid }];
+      }
+      async releaseAuxiliary(object: { kind: string; name: string }) {
+        this.calls.push(`release ${object.kind} ${object.name}`);
+      }
+    })();
+    const s = setup(now, new MemoryPodLedger(), account);
+    account.byPod.set("uid-1", "i-0123456789abcdef2");
+    account.states.set("i-0123456789abcdef2", "running");
+    await s.ledger.recordLaunch(
+      { podUid: "uid-1", namespace: "default", name: "web-0" },
+      { instanceId: "i-0123456789abcdef2" },
+    );
+    await drive(s.teardown, { deleting: true, graceSeconds: 5 }, now);
+    expect(account.calls).toEqual([
+      "stop i-0123456789abcdef2",
+      "terminate i-0123456789abcdef2",
+      "release PodParameters uid-1",
+    ]);
+    expect(s.removed).toHaveLength(1);
+  });
+
   it("finished Pod: the instance is terminated and the Pod stays", async () => {
     const now = { t: 1_000_000 };
     const s = setup(now);

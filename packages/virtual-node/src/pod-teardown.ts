@@ -155,8 +155,10 @@ export class PodTeardown {
           if (id === undefined || this.#already(effect.podUid, id, TERMINATED)) return;
           await options.reclaimer.terminateInstance(id);
         },
-        // The virtual node gives the teardown no auxiliary objects: nothing to release.
-        DeleteAuxiliary: () => undefined,
+        // What the provider said the Pod holds besides its instance (its Parameter Store parameters).
+        DeleteAuxiliary: async (effect) => {
+          await options.reclaimer.releaseAuxiliary?.(effect.object);
+        },
         DeletePod: (effect) =>
           options.removePod({ namespace: effect.namespace, name: effect.name, uid: effect.uid }),
       },
@@ -205,6 +207,7 @@ export class PodTeardown {
             gracePeriodSeconds: how.graceSeconds,
             headroomSeconds: this.#options.headroomSeconds ?? 30,
             finish: how.deleting ? "delete-pod" : "clear",
+            auxiliaries: [...(this.#options.reclaimer.auxiliariesOf?.(ref.uid) ?? [])],
           },
           cause: how.deleting ? "DeletionRequested" : "TerminalStatusWritten",
           uid: ref.uid,
