@@ -769,15 +769,6 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   }
 
   /**
-   * Deletes every Parameter Store parameter the Pod can have (all `MAX_POD_PARAMETERS` names, one
-   * `DeleteParameters` call; missing names are not an error), so it is safe to repeat. The
-   * provider's own teardowns do it in their `releasing` phase; a caller that drives its own
-   * teardown (`teardowns: "caller"`) can call it for the `POD_PARAMETERS_AUXILIARY` object, and
-   * {@link forgetPod} does it once the Pod's teardown is complete.
-   *
-   * @throws ProviderError classified from SSM (`Throttled`, `Unauthorized`, ...).
-   */
-  /**
    * The Pod's cloud objects besides its instance, for a caller's teardown (`InstanceReclaimer`):
    * with `podDelivery: "parameters"`, its Parameter Store parameters; otherwise none.
    */
@@ -799,6 +790,15 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     await this.deletePodParameters(object.name);
   }
 
+  /**
+   * Deletes every Parameter Store parameter the Pod can have (all `MAX_POD_PARAMETERS` names, one
+   * `DeleteParameters` call; missing names are not an error), so it is safe to repeat. The Pod's
+   * teardown does it in its `releasing` phase (the provider's own, or a caller's through
+   * {@link auxiliariesOf} and {@link releaseAuxiliary}); {@link forgetPod} does it again for a Pod
+   * whose teardown never ran (never launched), and the leak collector for whatever is left.
+   *
+   * @throws ProviderError classified from SSM (`Throttled`, `Unauthorized`, ...).
+   */
   async deletePodParameters(podUid: string): Promise<void> {
     const deleted = await deletePodParameters(this.ssm, this.config.clusterName, podUid);
     if (deleted.length > 0) {
@@ -863,9 +863,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   }
 
   /**
-   * `teardowns: "caller"`: the caller's teardown has no parameters to release, so a Pod it forgets
-   * has its parameters deleted here once its ledger record is complete (or nothing was launched).
-   * A failure is left to the leak collector.
+   * `teardowns: "caller"`: a Pod the caller forgets has its parameters deleted here too, once its
+   * ledger record is complete or nothing was launched (a Pod held or refused, whose teardown never
+   * ran). Repeats the teardown's release harmlessly; a failure is left to the leak collector.
    */
   async #releaseParametersOf(uid: string, record: PodRecord | undefined): Promise<void> {
     try {
