@@ -15,7 +15,7 @@ import {
 } from "@aws-sdk/client-ec2";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
-import { decodeRecord, MemoryPodLedger, type PodLedger } from "@nebula/teardown";
+import { decodeRecord, MemoryPodLedger } from "@nebula/teardown";
 import { type Ec2ProxyHandle, type Moto, startEc2Proxy, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderConfigInput } from "./config.js";
@@ -23,6 +23,7 @@ import { Ec2PodProvider, type PodStatusChange, type ReclaimState } from "./provi
 import { countCalls } from "./testing/calls.js";
 import { type FaultProxy, startFaultProxy } from "./testing/fault-proxy.js";
 import { testPod } from "./testing/fixtures.js";
+import { Mortal } from "./testing/mortal.js";
 import {
   fakeClock,
   type MotoNetwork,
@@ -739,62 +740,6 @@ describe("security", () => {
   });
 });
 
-/** A process that dies at its k-th side effect (an EC2 mutation or a ledger write), before or after it. */
-class Mortal {
-  count = 0;
-  dead = false;
-  constructor(
-    readonly k: number,
-    readonly when: "before" | "after",
-  ) {}
-
-  async effect<T>(run: () => Promise<T>): Promise<T> {
-    if (this.dead) throw new Error("process is dead");
-    const mine = this.count++;
-    if (mine === this.k && this.when === "before") {
-      this.dead = true;
-      throw new Error(`crash before side effect ${mine}`);
-    }
-    const result = await run();
-    if (mine === this.k) {
-      this.dead = true;
-      throw new Error(`crash after side effect ${mine}`);
-    }
-    return result;
-  }
-
-  ledger(inner: PodLedger): PodLedger {
-    const writes = new Set(["ensure", "recordLaunch", "write", "remove"]);
-    return new Proxy(inner, {
-      get: (target, prop, receiver) => {
-        const value = Reflect.get(target, prop, receiver);
-        if (typeof value !== "function") return value;
-        return (...args: unknown[]) => {
-          if (this.dead) return Promise.reject(new Error("process is dead"));
-          const call = () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-          return writes.has(String(prop)) ? this.effect(call) : call();
-        };
-      },
-    });
-  }
-
-  client(client: EC2Client): void {
-    const mutating = new Set([
-      "RunInstancesCommand",
-      "StopInstancesCommand",
-      "TerminateInstancesCommand",
-    ]);
-    client.middlewareStack.add(
-      (next, context) => async (args) => {
-        if (this.dead) throw new Error("process is dead");
-        if (!mutating.has(context.commandName ?? "")) return next(args);
-        return this.effect(() => next(args));
-      },
-      { step: "initialize", name: "mortal" },
-    );
-  }
-}
-
 describe("crash at every side effect", () => {
   it("killed before or after each EC2 mutation and ledger write, a fresh process launches at most one instance and reclaims it", async () => {
     const failures: string[] = [];
@@ -812,7 +757,7 @@ describe("crash at every side effect", () => {
           livePodUids: () => [podUid],
           ledger: mortal.ledger(inner),
         });
-        mortal.client(first.client);
+        mortal.clients(first);
         // The first process: launch, observe, delete, until done or dead.
         try {
           await first.createPod(pod);

@@ -21,7 +21,6 @@ import {
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import {
   MemoryPodLedger,
-  type PodLedger,
   type PodTeardownObservation,
   podTeardown,
   TeardownExecutor,
@@ -41,6 +40,7 @@ import { buildRunInstancesInput } from "./launch.js";
 import { podFacts } from "./pod.js";
 import { Ec2PodProvider, type PodStatusChange, type ProviderEvent } from "./provider.js";
 import { testPod } from "./testing/fixtures.js";
+import { Mortal } from "./testing/mortal.js";
 import { type MotoNetwork, motoConfig, nodeInstances, prepareMoto } from "./testing/moto-env.js";
 
 const USER_DATA = "#!/bin/bash\necho nebula\n";
@@ -593,67 +593,6 @@ describe("leak collection of parameters", () => {
     await provider.stop();
   });
 });
-
-/** A process that dies at its k-th side effect (EC2, SSM or ledger write), before or after it. */
-class Mortal {
-  count = 0;
-  dead = false;
-  constructor(
-    readonly k: number,
-    readonly when: "before" | "after",
-  ) {}
-
-  async effect<T>(run: () => Promise<T>): Promise<T> {
-    if (this.dead) throw new Error("process is dead");
-    const mine = this.count++;
-    if (mine === this.k && this.when === "before") {
-      this.dead = true;
-      throw new Error(`crash before side effect ${mine}`);
-    }
-    const result = await run();
-    if (mine === this.k) {
-      this.dead = true;
-      throw new Error(`crash after side effect ${mine}`);
-    }
-    return result;
-  }
-
-  ledger(inner: PodLedger): PodLedger {
-    const writes = new Set(["ensure", "recordLaunch", "write", "remove"]);
-    return new Proxy(inner, {
-      get: (target, prop, receiver) => {
-        const value = Reflect.get(target, prop, receiver);
-        if (typeof value !== "function") return value;
-        return (...args: unknown[]) => {
-          if (this.dead) return Promise.reject(new Error("process is dead"));
-          const call = () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-          return writes.has(String(prop)) ? this.effect(call) : call();
-        };
-      },
-    });
-  }
-
-  clients(provider: Ec2PodProvider): void {
-    const mutating = new Set([
-      "RunInstancesCommand",
-      "StopInstancesCommand",
-      "TerminateInstancesCommand",
-      "PutParameterCommand",
-      "AddTagsToResourceCommand",
-      "DeleteParametersCommand",
-    ]);
-    const middleware =
-      (next: (args: unknown) => Promise<unknown>, context: { commandName?: string }) =>
-      async (args: unknown) => {
-        if (this.dead) throw new Error("process is dead");
-        if (!mutating.has(context.commandName ?? "")) return next(args);
-        return this.effect(() => next(args));
-      };
-    const options = { step: "initialize" as const, name: "mortal" };
-    provider.client.middlewareStack.add(middleware as never, options);
-    provider.ssm.middlewareStack.add(middleware as never, options);
-  }
-}
 
 describe("crash at every side effect, parameters delivery", () => {
   it("killed before or after each EC2 and SSM mutation and ledger write, a fresh process launches at most one instance, reclaims it and leaves no parameter", async () => {

@@ -1815,13 +1815,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         `pod ${facts.key}: ${what}; retrying with back-off${placements > 1 ? " in the other configured subnets and instance types" : ""}`,
         { cause: error, ...(error.awsCode ? { awsCode: error.awsCode } : {}) },
       );
-      if (!record.unknownOutcome && record.instanceId === undefined) {
-        // Nothing can exist: a later teardown need not look for an instance.
-        record.launchRequested = false;
-        void this.ledger
-          .recordLaunch(launchBase(facts), { requestedAt: undefined, clientToken: undefined })
-          .catch(() => undefined);
-      }
+      // A definite "no": nothing can exist, a later teardown need not look for an instance.
+      this.#noInstanceCanExist(record);
       if (previous !== error.code) {
         record.events.push({
           type: "Warning",
@@ -1843,6 +1838,19 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       record.events.push({ type: "Warning", reason: "LaunchFailed", message: error.message });
     }
     throw error;
+  }
+
+  /**
+   * A launch attempt that provably started no instance (a definite refusal, or no `RunInstances`
+   * sent) clears the launch intent, unless an earlier attempt's outcome is unknown or an instance
+   * is known: a later teardown need not look for one.
+   */
+  #noInstanceCanExist(record: PodRecord): void {
+    if (record.unknownOutcome || record.instanceId !== undefined) return;
+    record.launchRequested = false;
+    void this.ledger
+      .recordLaunch(launchBase(record.facts), { requestedAt: undefined, clientToken: undefined })
+      .catch(() => undefined);
   }
 
   /** Writes the instance ID to the ledger (retried by the poll when it fails). */
@@ -1944,13 +1952,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         `pod ${facts.key}: its parameters could not be written to Parameter Store (${wrapped.awsCode ?? wrapped.code}); not launched, retrying`,
         { cause: wrapped, ...(wrapped.awsCode ? { awsCode: wrapped.awsCode } : {}) },
       );
-      if (!record.unknownOutcome && record.instanceId === undefined) {
-        // No RunInstances was sent: no instance can exist (the parameters are the teardown's).
-        record.launchRequested = false;
-        void this.ledger
-          .recordLaunch(launchBase(facts), { requestedAt: undefined, clientToken: undefined })
-          .catch(() => undefined);
-      }
+      // No RunInstances was sent (the parameters are the teardown's).
+      this.#noInstanceCanExist(record);
       if (previous !== wrapped.code) {
         record.events.push({
           type: "Warning",

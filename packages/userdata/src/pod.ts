@@ -103,26 +103,18 @@ const Items = z
     z.looseObject({ key: str, path: str, mode: z.number().int().min(0).max(0o777).optional() }),
   )
   .optional();
+/** What a `configMap` and a `secret` volume have in common (they differ in the name's key). */
+const sourceVolume = {
+  items: Items,
+  defaultMode: z.number().int().min(0).max(0o777).optional(),
+  optional: z.boolean().optional(),
+};
 const Volume = z.looseObject({
   name: str,
   emptyDir: z.looseObject({}).optional(),
   hostPath: z.looseObject({ path: str, type: str.optional() }).optional(),
-  configMap: z
-    .looseObject({
-      name: str.optional(),
-      items: Items,
-      defaultMode: z.number().int().min(0).max(0o777).optional(),
-      optional: z.boolean().optional(),
-    })
-    .optional(),
-  secret: z
-    .looseObject({
-      secretName: str.optional(),
-      items: Items,
-      defaultMode: z.number().int().min(0).max(0o777).optional(),
-      optional: z.boolean().optional(),
-    })
-    .optional(),
+  configMap: z.looseObject({ name: str.optional(), ...sourceVolume }).optional(),
+  secret: z.looseObject({ secretName: str.optional(), ...sourceVolume }).optional(),
 });
 const Pod = z.looseObject({
   metadata: z

@@ -143,11 +143,21 @@ export function renderUserData(
   if (plan instanceof UserDataError) return { ok: false, error: plan };
   if (resolved.delivery === "parameters") return renderWithParameters(plan, resolved);
 
-  const script = userDataScript(plan, podFile(podData(plan, resolved, [])));
+  return finish(plan, resolved, userDataScript(plan, podFile(podData(plan, resolved, []))), [], []);
+}
+
+/** Compresses the script when it must, checks EC2's 16 KiB, and returns the rendered result. */
+function finish(
+  plan: PodPlan,
+  options: ResolvedRenderOptions,
+  script: string,
+  parameters: readonly PodParameter[],
+  sharedParameters: readonly PodParameter[],
+): RenderResult {
   const clear = Buffer.from(script, "utf8");
   const mustZip =
-    resolved.compression === "always" ||
-    (resolved.compression === "auto" && clear.length > MAX_USER_DATA_BYTES);
+    options.compression === "always" ||
+    (options.compression === "auto" && clear.length > MAX_USER_DATA_BYTES);
   const bytes = mustZip ? gzipSync(clear, { level: 9 }) : clear;
   if (bytes.length > MAX_USER_DATA_BYTES) {
     return { ok: false, error: tooLarge(plan, clear.length, bytes.length, mustZip) };
@@ -159,11 +169,35 @@ export function renderUserData(
       bytes: bytes.length,
       gzipped: mustZip,
       script,
-      parameters: [],
-      sharedParameters: [],
+      parameters,
+      sharedParameters,
       notices: plan.notices,
     },
   };
+}
+
+/** Base64 text in values of {@link POD_PARAMETER_VALUE_CHARS}, named `<prefix>0`, `<prefix>1`, ... */
+function chunked(prefix: string, payload: string): PodParameter[] {
+  const count = Math.ceil(payload.length / POD_PARAMETER_VALUE_CHARS);
+  return Array.from({ length: count }, (_, i) => ({
+    name: `${prefix}${i}`,
+    value: payload.slice(i * POD_PARAMETER_VALUE_CHARS, (i + 1) * POD_PARAMETER_VALUE_CHARS),
+  }));
+}
+
+/** The three largest of `extra` and each container's env and argv, for a size error. */
+function largestParts(plan: PodPlan, extra: readonly (readonly [string, number])[]): string {
+  const parts: (readonly [string, number])[] = [...extra];
+  for (const c of plan.containers) {
+    parts.push([`env of container ${c.name}`, c.weight.env]);
+    parts.push([`command and args of container ${c.name}`, c.weight.argv]);
+  }
+  return [...parts]
+    .sort((a, b) => b[1] - a[1])
+    .filter(([, n]) => n > 0)
+    .slice(0, 3)
+    .map(([what, n]) => `${what} (${n} bytes)`)
+    .join(", ");
 }
 
 /**
@@ -188,21 +222,8 @@ function renderWithParameters(plan: PodPlan, options: ResolvedRenderOptions): Re
   );
   const data = Buffer.from(podData(plan, options, shims), "utf8");
   const payload = gzipSync(data, { level: 9 }).toString("base64");
-  const count = Math.ceil(payload.length / POD_PARAMETER_VALUE_CHARS);
-  if (count > MAX_POD_PARAMETERS) {
-    const parts: [string, number][] = [
-      ...plan.sourceWeights.map(([a, b]) => [a, b] as [string, number]),
-    ];
-    for (const c of plan.containers) {
-      parts.push([`env of container ${c.name}`, c.weight.env]);
-      parts.push([`command and args of container ${c.name}`, c.weight.argv]);
-    }
-    parts.sort((a, b) => b[1] - a[1]);
-    const top = parts
-      .filter(([, n]) => n > 0)
-      .slice(0, 3)
-      .map(([what, n]) => `${what} (${n} bytes)`)
-      .join(", ");
+  if (Math.ceil(payload.length / POD_PARAMETER_VALUE_CHARS) > MAX_POD_PARAMETERS) {
+    const top = largestParts(plan, plan.sourceWeights);
     return {
       ok: false,
       error: new UserDataError(
@@ -212,11 +233,7 @@ function renderWithParameters(plan: PodPlan, options: ResolvedRenderOptions): Re
       ),
     };
   }
-  const prefix = podParameterPrefix(options.cluster, plan.uid);
-  const parameters: PodParameter[] = Array.from({ length: count }, (_, i) => ({
-    name: `${prefix}${i}`,
-    value: payload.slice(i * POD_PARAMETER_VALUE_CHARS, (i + 1) * POD_PARAMETER_VALUE_CHARS),
-  }));
+  const parameters = chunked(podParameterPrefix(options.cluster, plan.uid), payload);
   const ref = [
     "# shellcheck shell=bash disable=SC2034",
     "# Where the Pod's spec is: SSM parameters only this instance may read (@nebula/userdata).",
@@ -237,26 +254,7 @@ function renderWithParameters(plan: PodPlan, options: ResolvedRenderOptions): Re
     `cat >${LIB}/pod.ref <<'NEBULA_POD'\n${ref}NEBULA_POD\n`,
     shared,
   );
-  const clear = Buffer.from(script, "utf8");
-  const mustZip =
-    options.compression === "always" ||
-    (options.compression === "auto" && clear.length > MAX_USER_DATA_BYTES);
-  const bytes = mustZip ? gzipSync(clear, { level: 9 }) : clear;
-  if (bytes.length > MAX_USER_DATA_BYTES) {
-    return { ok: false, error: tooLarge(plan, clear.length, bytes.length, mustZip) };
-  }
-  return {
-    ok: true,
-    value: {
-      userData: bytes.toString("base64"),
-      bytes: bytes.length,
-      gzipped: mustZip,
-      script,
-      parameters,
-      sharedParameters: shared.parameters,
-      notices: plan.notices,
-    },
-  };
+  return finish(plan, options, script, parameters, shared.parameters);
 }
 
 function tooLarge(
@@ -265,19 +263,9 @@ function tooLarge(
   finalBytes: number,
   gzipped: boolean,
 ): UserDataError {
-  const parts: [string, number][] = [
+  const top = largestParts(plan, [
     ["the supervisor script", Buffer.byteLength(supervisorScript())],
-  ];
-  for (const c of plan.containers) {
-    parts.push([`env of container ${c.name}`, c.weight.env]);
-    parts.push([`command and args of container ${c.name}`, c.weight.argv]);
-  }
-  parts.sort((a, b) => b[1] - a[1]);
-  const top = parts
-    .filter(([, n]) => n > 0)
-    .slice(0, 3)
-    .map(([what, n]) => `${what} (${n} bytes)`)
-    .join(", ");
+  ]);
   return new UserDataError(
     "TooLarge",
     "spec.containers",
@@ -431,23 +419,25 @@ function base64Lines(text: string): string {
   ).join("\n");
 }
 
+/** The supervisor gzipped in base64, and its SHA-256: computed on first use. */
+let supervisorPayload: { readonly sha256: string; readonly base64: string } | undefined;
+
 /** The supervisor as parameters: gzipped, base64, in values of 4096 characters, named by its SHA-256. */
 function supervisorParameters(cluster: string): {
   readonly parameters: readonly PodParameter[];
   readonly sha256: string;
 } {
-  const script = Buffer.from(supervisorScript(), "utf8");
-  const sha256 = createHash("sha256").update(script).digest("hex");
-  const payload = gzipSync(script, { level: 9 }).toString("base64");
-  const prefix = supervisorParameterPrefix(cluster, sha256);
-  const count = Math.ceil(payload.length / POD_PARAMETER_VALUE_CHARS);
-  return {
-    sha256,
-    parameters: Array.from({ length: count }, (_, i) => ({
-      name: `${prefix}${i}`,
-      value: payload.slice(i * POD_PARAMETER_VALUE_CHARS, (i + 1) * POD_PARAMETER_VALUE_CHARS),
-    })),
-  };
+  // The script is a constant: gzip and hash it once, not on every render (held Pods re-render
+  // on every poll).
+  supervisorPayload ??= (() => {
+    const script = Buffer.from(supervisorScript(), "utf8");
+    return {
+      sha256: createHash("sha256").update(script).digest("hex"),
+      base64: gzipSync(script, { level: 9 }).toString("base64"),
+    };
+  })();
+  const { sha256, base64 } = supervisorPayload;
+  return { sha256, parameters: chunked(supervisorParameterPrefix(cluster, sha256), base64) };
 }
 
 /**

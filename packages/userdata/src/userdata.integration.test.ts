@@ -538,6 +538,17 @@ describe("the Parameter Store delivery: real bash, real podman, moto's SSM throu
     },
   };
 
+  /** A host with real podman whose SSM calls go to moto. */
+  function ssmHost(): TestHost {
+    const h = new TestHost({
+      images: {},
+      docker: "podman",
+      env: { NEBULA_PODMAN_ROOT: ROOT, AWS_ENDPOINT_URL_SSM: moto.endpoint },
+    });
+    hosts.push(h);
+    return h;
+  }
+
   async function put(parameters: readonly { name: string; value: string }[]) {
     for (const p of parameters)
       await ssm.send(
@@ -611,12 +622,7 @@ describe("the Parameter Store delivery: real bash, real podman, moto's SSM throu
     expect(rendered.value.bytes).toBeLessThanOrEqual(8192);
     await put([...sharedParameters, ...parameters]);
 
-    const h = new TestHost({
-      images: {},
-      docker: "podman",
-      env: { NEBULA_PODMAN_ROOT: ROOT, AWS_ENDPOINT_URL_SSM: moto.endpoint },
-    });
-    hosts.push(h);
+    const h = ssmHost();
     expect(await h.boot(rendered.value)).toBe(0);
     expect(await h.finished(120_000)).toBe(0);
     const env = new Map(
@@ -670,12 +676,7 @@ describe("the Parameter Store delivery: real bash, real podman, moto's SSM throu
     );
     if (!other.ok) throw other.error;
     await put([...other.value.sharedParameters, ...other.value.parameters]);
-    const h = new TestHost({
-      images: {},
-      docker: "podman",
-      env: { NEBULA_PODMAN_ROOT: ROOT, AWS_ENDPOINT_URL_SSM: moto.endpoint },
-    });
-    hosts.push(h);
+    const h = ssmHost();
     expect(await h.boot(rendered.value)).toBe(0);
     await h.until(() => h.poweredOff(), 60_000);
     expect(h.consoleText()).toMatch(
@@ -696,12 +697,7 @@ describe("the Parameter Store delivery: real bash, real podman, moto's SSM throu
     );
     if (!rendered.ok) throw rendered.error;
     await put(rendered.value.parameters);
-    const h = new TestHost({
-      images: {},
-      docker: "podman",
-      env: { NEBULA_PODMAN_ROOT: ROOT, AWS_ENDPOINT_URL_SSM: moto.endpoint },
-    });
-    hosts.push(h);
+    const h = ssmHost();
     await h.boot(rendered.value);
     await h.until(() => h.poweredOff(), 60_000);
     expect(h.consoleText()).toMatch(
