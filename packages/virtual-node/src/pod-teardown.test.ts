@@ -110,6 +110,26 @@ describe("PodTeardown", () => {
     expect(s.removed).toHaveLength(1);
   });
 
+  it("an instance already gone (no teardown runs): the parameters are still released before the Pod goes", async () => {
+    const now = { t: 1_000_000 };
+    const released: string[] = [];
+    const account = new (class extends Account {
+      auxiliariesOf(podUid: string) {
+        return [{ apiVersion: "ssm.nebula.dev/v1", kind: "PodParameters", name: podUid }];
+      }
+      async releaseAuxiliary(object: { name: string }) {
+        released.push(`${object.name} (pod removed: ${s.removed.length})`);
+      }
+    })();
+    const s = setup(now, new MemoryPodLedger(), account);
+    account.byPod.set("uid-1", "i-0123456789abcdef3");
+    account.states.set("i-0123456789abcdef3", "terminated");
+    await drive(s.teardown, { deleting: true, graceSeconds: 5 }, now);
+    expect(account.calls).toEqual([]);
+    expect(released).toEqual(["uid-1 (pod removed: 0)"]);
+    expect(s.removed).toHaveLength(1);
+  });
+
   it("finished Pod: the instance is terminated and the Pod stays", async () => {
     const now = { t: 1_000_000 };
     const s = setup(now);

@@ -194,6 +194,12 @@ export class PodTeardown {
       if (ticked.status === "idle" || ticked.status === "absent") {
         const gone = found === undefined || found.state === "terminated";
         if (gone) {
+          // No teardown runs for an instance that is already gone (or never was), so nothing
+          // else releases what the Pod holds besides it: do it here, before the Pod goes.
+          // Idempotent; a failure rejects and the next reconcile repeats it.
+          for (const object of this.#options.reclaimer.auxiliariesOf?.(ref.uid) ?? []) {
+            await this.#options.reclaimer.releaseAuxiliary?.(object);
+          }
           if (how.deleting) await this.#options.removePod(ref);
           return { status: "complete", instanceId: found?.instanceId };
         }
