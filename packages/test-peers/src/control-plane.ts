@@ -19,6 +19,14 @@ import { type PeerProcess, spawnPeer, trackPath, waitUntil } from "./process.js"
 /** The user the default kubeconfig authenticates as (group `system:masters`). */
 export const CONTROL_PLANE_ADMIN = { user: "admin", groups: ["system:masters"] } as const;
 
+/**
+ * The identity kube-apiserver presents to kubelets (`--kubelet-client-certificate`), as kubeadm
+ * names it: a client certificate from the client CA, bound to the bootstrap ClusterRole
+ * `system:kubelet-api-admin` (so a kubelet's `SubjectAccessReview` for `nodes/proxy`,
+ * `nodes/log`, `nodes/stats`, `nodes/metrics` allows it). `kubectl logs` goes through it.
+ */
+export const KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client";
+
 const ControlPlaneOptionsSchema = z.strictObject({
   kubeApiserver: z.string().min(1).optional(),
   etcd: z.string().min(1).optional(),
@@ -226,9 +234,15 @@ interface TlsClient {
 }
 
 /** GET over HTTPS with client-certificate auth; resolves status and body. */
-function httpsGet(url: string, tls: TlsClient): Promise<{ status: number; body: string }> {
+function httpsGet(
+  url: string,
+  tls: TlsClient,
+  post?: unknown,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: "GET", ...tls, timeout: 5_000 }, (res) => {
+    const method = post === undefined ? "GET" : "POST";
+    const headers = post === undefined ? {} : { "content-type": "application/json" };
+    const req = request(url, { method, headers, ...tls, timeout: 5_000 }, (res) => {
       let body = "";
       res.setEncoding("utf8");
       res.on("data", (chunk: string) => {
@@ -238,8 +252,34 @@ function httpsGet(url: string, tls: TlsClient): Promise<{ status: number; body: 
     });
     req.on("timeout", () => req.destroy(new Error("timeout")));
     req.on("error", reject);
-    req.end();
+    req.end(post === undefined ? undefined : JSON.stringify(post));
   });
+}
+
+/** Binds {@link KUBELET_CLIENT_USER} to `system:kubelet-api-admin`, as kubeadm does at init. */
+async function bindKubeletClient(server: string, tls: TlsClient): Promise<void> {
+  const binding = {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name: `${KUBELET_CLIENT_USER}:kubelet-api-admin` },
+    roleRef: {
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "ClusterRole",
+      name: "system:kubelet-api-admin",
+    },
+    subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: KUBELET_CLIENT_USER }],
+  };
+  const created = await httpsGet(
+    `${server}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings`,
+    tls,
+    binding,
+  );
+  if (created.status !== 201 && created.status !== 409) {
+    throw new TestPeerError(
+      "StartFailed",
+      `binding ${KUBELET_CLIENT_USER} to system:kubelet-api-admin: HTTP ${created.status} ${created.body.slice(0, 300)}`,
+    );
+  }
 }
 
 /** A Kubernetes user or group name as a client certificate carries it: printable ASCII. */
@@ -374,7 +414,7 @@ async function startOnce(
       makeCa(certDir, "client-ca", "nebula-test-peers client CA"),
       makeSigningKey(certDir, "sa-signer"),
     ]);
-    const [serving, admin] = await Promise.all([
+    const [serving, admin, kubeletClient] = await Promise.all([
       issueCert({
         caDir: certDir,
         ca: "serving-ca",
@@ -389,8 +429,17 @@ async function startOnce(
         organizations: CONTROL_PLANE_ADMIN.groups,
         usage: "client",
       }),
+      issueCert({
+        caDir: certDir,
+        ca: "client-ca",
+        commonName: KUBELET_CLIENT_USER,
+        organizations: [],
+        usage: "client",
+      }),
     ]);
     writeFileSync(join(certDir, "apiserver.crt"), serving.cert);
+    writeFileSync(join(certDir, "kubelet-client.crt"), kubeletClient.cert);
+    writeFileSync(join(certDir, "kubelet-client.key"), kubeletClient.key, { mode: 0o600 });
     writeFileSync(join(certDir, "apiserver.key"), serving.key, { mode: 0o600 });
 
     // etcd, plain HTTP on loopback (as envtest runs it).
@@ -446,6 +495,11 @@ async function startOnce(
             `--service-account-signing-key-file=${join(certDir, "sa-signer.key")}`,
             `--etcd-servers=${etcdUrl}`,
             `--client-ca-file=${join(certDir, "client-ca.crt")}`,
+            // kubectl logs/top reach kubelets (the virtual node) as this identity; no
+            // --kubelet-certificate-authority, as in most clusters: kubelet serving certificates
+            // are often self-signed.
+            `--kubelet-client-certificate=${join(certDir, "kubelet-client.crt")}`,
+            `--kubelet-client-key=${join(certDir, "kubelet-client.key")}`,
           ],
           options.apiserverArgs ?? [],
         ),
@@ -470,6 +524,7 @@ async function startOnce(
       );
     };
     await launchApiserver();
+    await bindKubeletClient(server, tls);
 
     const adminKubeconfig = renderKubeconfig(
       server,

@@ -9,6 +9,33 @@ export {
   VirtualNodeConfigSchema,
 } from "./config.js";
 export { VirtualNodeError, type VirtualNodeErrorCode } from "./errors.js";
+export {
+  activePods,
+  type ContainerLogSource,
+  type ContainerRunRef,
+  type ContainerUsageSample,
+  hasContainer,
+  type KubeletAuthorization,
+  type KubeletLogOptions,
+  type KubeletRefusal,
+  type KubeletRoute,
+  kubeletAuthorization,
+  kubeletRoute,
+  LogEncoder,
+  type LogLine,
+  type LogReadOptions,
+  type LogRun,
+  logRun,
+  logTimestamp,
+  type PodUsage,
+  parseLogQuery,
+  podUsageQuery,
+  resourceMetrics,
+  runningPodList,
+  statsSummary,
+  type UsageSource,
+  type UsageView,
+} from "./kubelet-api.js";
 export type {
   FoundInstance,
   InstanceReclaimer,

@@ -148,4 +148,22 @@ describe("NodeController against kube-apiserver, as the app's ServiceAccount", (
     const node = await core.readNode({ name: config.nodeName });
     expect(node.status?.conditions?.map((c) => c.type)).toContain("ExternalCheck");
   });
+
+  it("advertises InternalIP only, and drops a Hostname address an earlier version wrote", async () => {
+    await core.patchNodeStatus(
+      {
+        name: config.nodeName,
+        body: { status: { addresses: [{ type: "Hostname", address: config.nodeName }] } },
+      },
+      (await import("@kubernetes/client-node")).setHeaderOptions(
+        "Content-Type",
+        "application/strategic-merge-patch+json",
+      ),
+    );
+    const stale = await core.readNode({ name: config.nodeName });
+    expect(stale.status?.addresses?.map((a) => a.type).sort()).toEqual(["Hostname", "InternalIP"]);
+    await controller.updateStatus(true);
+    const node = await core.readNode({ name: config.nodeName });
+    expect(node.status?.addresses).toEqual([{ type: "InternalIP", address: "127.0.0.1" }]);
+  });
 });

@@ -213,7 +213,17 @@ export class NodeController {
     if (!force && !nodeStatusChanged(node.status, desired)) return false;
     try {
       this.#node = await this.#core.patchNodeStatus(
-        { name: config.nodeName, body: { status: desired } },
+        {
+          name: config.nodeName,
+          // The addresses replace the stored list rather than merging into it, so an address the
+          // Node no longer advertises (the `Hostname` of earlier versions) goes away.
+          body: {
+            status: {
+              ...desired,
+              addresses: [{ $patch: "replace" }, ...(desired.addresses ?? [])],
+            },
+          },
+        },
         setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch),
       );
     } catch (error) {

@@ -140,10 +140,10 @@ export function nodeStatus(
     capacity: { ...config.capacity },
     allocatable: { ...(config.allocatable ?? config.capacity) },
     conditions: nodeConditions(health, now, previousConditions),
-    addresses: [
-      { type: "InternalIP", address: config.internalIP },
-      { type: "Hostname", address: config.nodeName },
-    ],
+    // InternalIP only, as virtual-kubelet advertises: kube-apiserver's default
+    // --kubelet-preferred-address-types tries Hostname first, and the Node's name resolves to
+    // nothing, so `kubectl logs` would fail in a cluster with default flags.
+    addresses: [{ type: "InternalIP", address: config.internalIP }],
     daemonEndpoints: { kubeletEndpoint: { Port: config.kubeletPort } },
     nodeInfo: {
       architecture: config.architecture,

@@ -1,0 +1,687 @@
+/**
+ * The kubelet API the virtual node serves (brief C8): routing, the kubelet's authorization
+ * attributes, `PodLogOptions` parsing and validation, which container run a log request reads,
+ * and the `/stats/summary`, `/metrics/resource` and `/runningpods/` bodies. Pure: no I/O; the
+ * HTTPS server (`nebula-vnode`) and the log and usage sources (`@nebula/provider`, CloudWatch)
+ * are outside.
+ *
+ * @packageDocumentation
+ */
+import type { V1ContainerStatus, V1Pod } from "@kubernetes/client-node";
+import { z } from "zod";
+
+/** One container run: the unit a log stream holds (`<namespace>/<pod>/<pod-uid>/<container>/<restart>`). */
+export interface ContainerRunRef {
+  /** The Pod's namespace. */
+  readonly namespace: string;
+  /** The Pod's name. */
+  readonly pod: string;
+  /** The Pod's UID. */
+  readonly podUid: string;
+  /** The container's name. */
+  readonly container: string;
+  /** 0 for the first run, then the container's restart count at that run. */
+  readonly restart: number;
+}
+
+/** One line of a container's output. */
+export interface LogLine {
+  /** When the line was read on the host. */
+  readonly timestamp: Date;
+  /** The line, without its newline. */
+  readonly message: string;
+}
+
+/** Which lines of a run to read. */
+export interface LogReadOptions {
+  /** The last this many lines only. */
+  readonly tailLines?: number;
+  /** Lines read at or after this time only. */
+  readonly since?: Date;
+}
+
+/**
+ * Where container output is read from (implemented by `@nebula/provider`'s
+ * `CloudWatchContainerLogs`). It outlives the instance: a terminated Pod's runs stay readable.
+ */
+export interface ContainerLogSource {
+  /** The run's lines, oldest first; `undefined` when the run wrote nothing (no stream). */
+  read(ref: ContainerRunRef, options?: LogReadOptions): Promise<readonly LogLine[] | undefined>;
+  /**
+   * The run's lines as {@link ContainerLogSource.read} gives them, then every new line, until
+   * `signal` aborts or `done()` is true after a poll that found nothing new.
+   */
+  follow(
+    ref: ContainerRunRef,
+    options: LogReadOptions & {
+      readonly signal: AbortSignal;
+      readonly pollMs?: number;
+      readonly done?: () => boolean | Promise<boolean>;
+    },
+  ): AsyncIterable<LogLine>;
+}
+
+/** A container's latest usage, as the supervisor published it. */
+export interface ContainerUsageSample {
+  /** CPU time of the current run, in core-seconds (a counter: it restarts at 0 with each run). */
+  readonly cpuCoreSeconds: number;
+  /** CPU in cores, from the two latest samples of the run; `undefined` when unknown. */
+  readonly cpuCores: number | undefined;
+  /** Memory working set, in bytes. */
+  readonly memoryWorkingSetBytes: number;
+  /** When the sample was taken. */
+  readonly timestamp: Date;
+}
+
+/** Usage by Pod UID, then by container name. */
+export type PodUsage = ReadonlyMap<string, ReadonlyMap<string, ContainerUsageSample>>;
+
+/** Where container usage is read from (implemented by `@nebula/provider`'s `CloudWatchUsage`). */
+export interface UsageSource {
+  /** The latest usage of these Pods' containers; containers without data are absent. */
+  podUsage(
+    pods: ReadonlyArray<{ readonly uid: string; readonly containers: readonly string[] }>,
+    now?: Date,
+  ): Promise<PodUsage>;
+}
+
+/** What a kubelet API path asks for. */
+export type KubeletRoute =
+  | { readonly kind: "healthz" }
+  | { readonly kind: "runningPods" }
+  | { readonly kind: "statsSummary" }
+  | { readonly kind: "metricsResource" }
+  | {
+      readonly kind: "containerLogs";
+      /** Decoded path segments; empty when missing (the kubelet answers 400 then). */
+      readonly namespace: string;
+      readonly pod: string;
+      readonly container: string;
+    }
+  | { readonly kind: "notFound" };
+
+function decodeSegment(segment: string | undefined): string {
+  if (segment === undefined) return "";
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/**
+ * Routes a request path (without its query) as the kubelet's server does. Paths the virtual
+ * node does not serve (`/exec`, `/attach`, `/portForward`, `/pods`, `/spec`, `/configz`...) are
+ * `notFound`.
+ */
+export function kubeletRoute(path: string): KubeletRoute {
+  const clean = path.replace(/\/+$/, "") || "/";
+  if (clean === "/healthz") return { kind: "healthz" };
+  if (clean === "/runningpods") return { kind: "runningPods" };
+  if (clean === "/stats/summary") return { kind: "statsSummary" };
+  if (clean === "/metrics/resource") return { kind: "metricsResource" };
+  if (clean === "/containerLogs" || clean.startsWith("/containerLogs/")) {
+    const [namespace, pod, container] = clean.slice("/containerLogs/".length).split("/");
+    return {
+      kind: "containerLogs",
+      namespace: decodeSegment(namespace),
+      pod: decodeSegment(pod),
+      container: decodeSegment(container),
+    };
+  }
+  return { kind: "notFound" };
+}
+
+/** The attributes a request is authorized with (a `SubjectAccessReview`'s `resourceAttributes`). */
+export interface KubeletAuthorization {
+  /** The API verb from the HTTP method (`get`, `create`, `update`, `patch`, `delete`). */
+  readonly verb: string;
+  /** Always `nodes`. */
+  readonly resource: "nodes";
+  /** `stats`, `metrics`, `log`, `healthz`, `configz`, `checkpoint` or `proxy`. */
+  readonly subresource: string;
+  /** The Node's name. */
+  readonly name: string;
+}
+
+function isSubpath(path: string, prefix: string): boolean {
+  return path === prefix || path.startsWith(`${prefix}/`);
+}
+
+/**
+ * The kubelet's authorization attributes for a request (its `GetRequestAttributes`): resource
+ * `nodes`, name the Node, subresource by path prefix (`/stats` → `stats`, `/metrics` →
+ * `metrics`, `/logs` → `log`, `/healthz` → `healthz`, anything else, including
+ * `/containerLogs` and `/runningpods`, → `proxy`).
+ */
+export function kubeletAuthorization(
+  method: string,
+  path: string,
+  nodeName: string,
+): KubeletAuthorization {
+  const verbs: Record<string, string> = {
+    GET: "get",
+    HEAD: "get",
+    POST: "create",
+    PUT: "update",
+    PATCH: "patch",
+    DELETE: "delete",
+  };
+  const verb = verbs[method.toUpperCase()] ?? "";
+  const subresource = isSubpath(path, "/stats")
+    ? "stats"
+    : isSubpath(path, "/metrics")
+      ? "metrics"
+      : isSubpath(path, "/logs")
+        ? "log"
+        : isSubpath(path, "/checkpoint")
+          ? "checkpoint"
+          : isSubpath(path, "/healthz")
+            ? "healthz"
+            : isSubpath(path, "/configz")
+              ? "configz"
+              : "proxy";
+  return { verb, resource: "nodes", subresource, name: nodeName };
+}
+
+/** A parsed and validated `PodLogOptions`. */
+export interface KubeletLogOptions {
+  /** Stream new lines until the run ends. */
+  readonly follow: boolean;
+  /** The run before the current one. */
+  readonly previous: boolean;
+  /** Prefix each line with its RFC 3339 time (nanoseconds, fixed width). */
+  readonly timestamps: boolean;
+  /** The last this many lines. */
+  readonly tailLines?: number;
+  /** Stop after this many bytes of output. */
+  readonly limitBytes?: number;
+  /** Lines at or after this time (from `sinceSeconds` or `sinceTime`). */
+  readonly since?: Date;
+}
+
+/** A request the kubelet refuses, with its status and its words. */
+export interface KubeletRefusal {
+  /** HTTP status. */
+  readonly status: number;
+  /** The body (plain text), as the kubelet writes it. */
+  readonly message: string;
+}
+
+const boolParam = z.enum([
+  "true",
+  "false",
+  "1",
+  "0",
+  "t",
+  "f",
+  "T",
+  "F",
+  "TRUE",
+  "FALSE",
+  "True",
+  "False",
+]);
+const intParam = z.string().regex(/^[+-]?\d+$/);
+const LogQuery = z.object({
+  follow: boolParam.optional(),
+  previous: boolParam.optional(),
+  timestamps: boolParam.optional(),
+  tailLines: intParam.optional(),
+  limitBytes: intParam.optional(),
+  sinceSeconds: intParam.optional(),
+  sinceTime: z.iso.datetime({ offset: true }).optional(),
+  container: z.string().optional(),
+  insecureSkipTLSVerifyBackend: boolParam.optional(),
+  stream: z.enum(["All", "Stdout", "Stderr"]).optional(),
+});
+
+const truthy = (value: string | undefined): boolean =>
+  value !== undefined && ["true", "1", "t", "T", "TRUE", "True"].includes(value);
+
+/**
+ * Parses a `/containerLogs` query as the kubelet does: `tail` is the old name of `tailLines`
+ * (`all` = no limit); an undecodable query is `400 {"message": "Unable to decode query."}`; an
+ * invalid one (`tailLines` < 0, `limitBytes` < 1, `sinceSeconds` < 1, both `sinceSeconds` and
+ * `sinceTime`) is `422 {"message": "Invalid request."}`. `stream` other than `All` is refused
+ * (the stream holds stdout and stderr as one).
+ */
+export function parseLogQuery(
+  query: URLSearchParams,
+  now: Date,
+):
+  | { readonly ok: true; readonly options: KubeletLogOptions }
+  | ({ readonly ok: false } & KubeletRefusal) {
+  const raw: Record<string, string> = {};
+  for (const [key, value] of query) {
+    if (!(key in raw)) raw[key] = value;
+  }
+  if (raw.tail !== undefined) {
+    if (raw.tail !== "all") raw.tailLines = raw.tail;
+    else delete raw.tailLines;
+    delete raw.tail;
+  }
+  const known = Object.fromEntries(Object.entries(raw).filter(([key]) => key in LogQuery.shape));
+  const parsed = LogQuery.safeParse(known);
+  if (!parsed.success) {
+    return { ok: false, status: 400, message: '{"message": "Unable to decode query."}' };
+  }
+  const q = parsed.data;
+  const tailLines = q.tailLines === undefined ? undefined : Number(q.tailLines);
+  const limitBytes = q.limitBytes === undefined ? undefined : Number(q.limitBytes);
+  const sinceSeconds = q.sinceSeconds === undefined ? undefined : Number(q.sinceSeconds);
+  const invalid =
+    (tailLines !== undefined && tailLines < 0) ||
+    (limitBytes !== undefined && limitBytes < 1) ||
+    (sinceSeconds !== undefined && sinceSeconds < 1) ||
+    (sinceSeconds !== undefined && q.sinceTime !== undefined) ||
+    (q.stream !== undefined && q.stream !== "All" && tailLines !== undefined);
+  if (invalid) return { ok: false, status: 422, message: '{"message": "Invalid request."}' };
+  if (q.stream !== undefined && q.stream !== "All") {
+    return {
+      ok: false,
+      status: 400,
+      message: `stream ${q.stream} is not available: the virtual node keeps stdout and stderr as one stream`,
+    };
+  }
+  const since =
+    sinceSeconds !== undefined
+      ? new Date(now.getTime() - sinceSeconds * 1000)
+      : q.sinceTime !== undefined
+        ? new Date(q.sinceTime)
+        : undefined;
+  return {
+    ok: true,
+    options: {
+      follow: truthy(q.follow),
+      previous: truthy(q.previous),
+      timestamps: truthy(q.timestamps),
+      ...(tailLines === undefined ? {} : { tailLines }),
+      ...(limitBytes === undefined ? {} : { limitBytes }),
+      ...(since === undefined ? {} : { since }),
+    },
+  };
+}
+
+function containerStatus(pod: V1Pod, name: string): V1ContainerStatus | undefined {
+  const status = pod.status;
+  return (
+    status?.containerStatuses?.find((c) => c.name === name) ??
+    status?.initContainerStatuses?.find((c) => c.name === name) ??
+    status?.ephemeralContainerStatuses?.find((c) => c.name === name)
+  );
+}
+
+/** Whether the Pod's spec has a container (regular, init or ephemeral) of this name. */
+export function hasContainer(pod: V1Pod, name: string): boolean {
+  const spec = pod.spec;
+  return [
+    ...(spec?.containers ?? []),
+    ...(spec?.initContainers ?? []),
+    ...(spec?.ephemeralContainers ?? []),
+  ].some((c) => c.name === name);
+}
+
+/** Which run a log request reads, and whether that run may still write. */
+export interface LogRun {
+  /** The run. */
+  readonly ref: ContainerRunRef;
+  /** The run is the container's current one and it is running (`follow` waits for more). */
+  readonly running: boolean;
+}
+
+/**
+ * Picks the run a log request reads, from the Pod's status, with the kubelet's rules and words
+ * (`validateContainerLogStatus`): `previous` is the last terminated run; otherwise the running
+ * run, else the terminated current run, else the last terminated one; a container that never
+ * ran is "waiting to start". Runs are numbered by the restart count at their start, so the
+ * current run is `restartCount` and the last terminated one `restartCount - 1` while the next is
+ * pending (the supervisor counts a restart when it decides it).
+ */
+export function logRun(
+  pod: V1Pod,
+  container: string,
+  previous: boolean,
+): ({ readonly ok: true } & LogRun) | ({ readonly ok: false } & KubeletRefusal) {
+  const podName = pod.metadata?.name ?? "";
+  const base = {
+    namespace: pod.metadata?.namespace ?? "default",
+    pod: podName,
+    podUid: pod.metadata?.uid ?? "",
+    container,
+  };
+  const refuse = (message: string) => ({ ok: false as const, status: 400, message });
+  const status = containerStatus(pod, container);
+  if (status === undefined) {
+    return refuse(`container "${container}" in pod "${podName}" is not available`);
+  }
+  const count = Math.max(0, status.restartCount ?? 0);
+  const state = status.state;
+  const last = status.lastState?.terminated;
+  const run = (restart: number, running: boolean) => ({
+    ok: true as const,
+    ref: { ...base, restart },
+    running,
+  });
+  if (previous) {
+    if (last === undefined || count < 1) {
+      return refuse(`previous terminated container "${container}" in pod "${podName}" not found`);
+    }
+    return run(count - 1, false);
+  }
+  if (state?.running !== undefined) return run(count, true);
+  if (state?.terminated !== undefined) return run(count, false);
+  if (last !== undefined && count >= 1) return run(count - 1, false);
+  if (state?.waiting !== undefined) {
+    const reason = state.waiting.reason ?? "";
+    if (reason === "ErrImagePull") {
+      return refuse(
+        `container "${container}" in pod "${podName}" is waiting to start: image can't be pulled`,
+      );
+    }
+    if (reason === "ImagePullBackOff") {
+      return refuse(
+        `container "${container}" in pod "${podName}" is waiting to start: trying and failing to pull image`,
+      );
+    }
+    return refuse(`container "${container}" in pod "${podName}" is waiting to start: ${reason}`);
+  }
+  return refuse(`container "${container}" in pod "${podName}" is waiting to start - no logs yet`);
+}
+
+/** The kubelet's log timestamp: RFC 3339 with nine fraction digits, UTC. */
+export function logTimestamp(time: Date): string {
+  const ms = Number.isNaN(time.getTime()) ? 0 : time.getTime();
+  const iso = new Date(ms).toISOString(); // 2026-12-01T05:00:00.123Z
+  return `${iso.slice(0, 23)}000000Z`;
+}
+
+/**
+ * Encodes lines as the kubelet writes them (`line\n`, with `timestamps` prefixed by the time and
+ * a space) and enforces `limitBytes` across calls: {@link LogEncoder.encode} returns the bytes
+ * to write, cut at the limit, and `done` once it is reached.
+ */
+export class LogEncoder {
+  #left: number;
+  readonly #timestamps: boolean;
+  constructor(options: Pick<KubeletLogOptions, "timestamps" | "limitBytes">) {
+    this.#timestamps = options.timestamps;
+    this.#left = options.limitBytes ?? Number.POSITIVE_INFINITY;
+  }
+  /** True once `limitBytes` bytes have been given out. */
+  get done(): boolean {
+    return this.#left <= 0;
+  }
+  /** The bytes of one line (possibly cut short by the limit); empty once done. */
+  encode(line: LogLine): Buffer {
+    if (this.#left <= 0) return Buffer.alloc(0);
+    const text = this.#timestamps
+      ? `${logTimestamp(line.timestamp)} ${line.message}\n`
+      : `${line.message}\n`;
+    let bytes = Buffer.from(text, "utf8");
+    if (bytes.length > this.#left) bytes = bytes.subarray(0, this.#left);
+    this.#left -= bytes.length;
+    return bytes;
+  }
+}
+
+/** A Pod's containers that are running, from its status. */
+function runningContainers(pod: V1Pod): V1ContainerStatus[] {
+  return [
+    ...(pod.status?.containerStatuses ?? []),
+    ...(pod.status?.initContainerStatuses ?? []),
+  ].filter((c) => c.state?.running !== undefined);
+}
+
+/** The Pods a `/stats/summary` or `/metrics/resource` covers: those with a running container. */
+export function activePods(pods: readonly V1Pod[]): V1Pod[] {
+  return pods.filter((p) => p.metadata?.uid !== undefined && runningContainers(p).length > 0);
+}
+
+/** What {@link podUsageQuery} asks a {@link UsageSource} for: each active Pod's running containers. */
+export function podUsageQuery(
+  pods: readonly V1Pod[],
+): Array<{ readonly uid: string; readonly containers: readonly string[] }> {
+  return activePods(pods).map((p) => ({
+    uid: p.metadata?.uid ?? "",
+    containers: runningContainers(p).map((c) => c.name),
+  }));
+}
+
+/** `/runningpods/`: a `PodList` of the Pods with a running container, with those containers' names and images. */
+export function runningPodList(pods: readonly V1Pod[]): object {
+  return {
+    kind: "PodList",
+    apiVersion: "v1",
+    metadata: {},
+    items: activePods(pods).map((p) => ({
+      metadata: {
+        name: p.metadata?.name,
+        namespace: p.metadata?.namespace,
+        uid: p.metadata?.uid,
+        creationTimestamp: null,
+      },
+      spec: {
+        containers: runningContainers(p).map((c) => ({
+          name: c.name,
+          image: c.image,
+          resources: {},
+        })),
+      },
+      status: {},
+    })),
+  };
+}
+
+interface CpuStats {
+  time: string;
+  usageNanoCores?: number;
+  usageCoreNanoSeconds: number;
+}
+interface MemoryStats {
+  time: string;
+  workingSetBytes: number;
+}
+
+const nanos = (seconds: number): number => Math.round(seconds * 1e9);
+
+function iso(date: Date | string | undefined): string | undefined {
+  if (date === undefined) return undefined;
+  const d = typeof date === "string" ? new Date(date) : date;
+  return Number.isNaN(d.getTime()) ? undefined : `${d.toISOString().slice(0, 19)}Z`;
+}
+
+function sum(
+  samples: readonly ContainerUsageSample[],
+): { cpu: CpuStats; memory: MemoryStats } | undefined {
+  if (samples.length === 0) return undefined;
+  const latest = new Date(Math.max(...samples.map((s) => s.timestamp.getTime())));
+  const cores = samples.every((s) => s.cpuCores !== undefined)
+    ? samples.reduce((n, s) => n + (s.cpuCores ?? 0), 0)
+    : undefined;
+  return {
+    cpu: {
+      time: latest.toISOString(),
+      ...(cores === undefined ? {} : { usageNanoCores: nanos(cores) }),
+      usageCoreNanoSeconds: nanos(samples.reduce((n, s) => n + s.cpuCoreSeconds, 0)),
+    },
+    memory: {
+      time: latest.toISOString(),
+      workingSetBytes: samples.reduce((n, s) => n + s.memoryWorkingSetBytes, 0),
+    },
+  };
+}
+
+/** What the `/stats/summary` and `/metrics/resource` bodies are built from. */
+export interface UsageView {
+  /** The Node's name. */
+  readonly nodeName: string;
+  /** When the virtual node started (the node's `startTime`). */
+  readonly startTime: Date;
+  /** The Pods bound to the Node. */
+  readonly pods: readonly V1Pod[];
+  /** Their usage ({@link UsageSource.podUsage}). */
+  readonly usage: PodUsage;
+}
+
+/**
+ * `/stats/summary` (the kubelet's `statsapi.Summary`): every active Pod with every running
+ * container, each with `cpu` and `memory` when the supervisor has published usage for it; the
+ * Pod's and the Node's figures are the sums of their containers'.
+ */
+export function statsSummary(view: UsageView): object {
+  const all: ContainerUsageSample[] = [];
+  const pods = activePods(view.pods).map((pod) => {
+    const uid = pod.metadata?.uid ?? "";
+    const byContainer = view.usage.get(uid);
+    const samples: ContainerUsageSample[] = [];
+    const containers = runningContainers(pod).map((c) => {
+      const sample = byContainer?.get(c.name);
+      const stats = sample === undefined ? undefined : sum([sample]);
+      if (sample !== undefined) samples.push(sample);
+      return {
+        name: c.name,
+        startTime: iso(c.state?.running?.startedAt),
+        ...(stats ?? {}),
+      };
+    });
+    all.push(...samples);
+    const podStats = sum(samples);
+    return {
+      podRef: { name: pod.metadata?.name, namespace: pod.metadata?.namespace, uid },
+      startTime: iso(pod.status?.startTime),
+      containers,
+      ...(podStats ?? {}),
+    };
+  });
+  const nodeStats = sum(all);
+  return {
+    node: {
+      nodeName: view.nodeName,
+      startTime: iso(view.startTime),
+      ...(nodeStats ?? {}),
+    },
+    pods,
+  };
+}
+
+function label(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
+}
+
+function number(value: number): string {
+  return Number.isFinite(value) ? String(value) : "0";
+}
+
+/**
+ * `/metrics/resource` as the kubelet exposes it (Prometheus text 0.0.4), the series
+ * metrics-server scrapes, families sorted by name, labels `container`, `namespace`, `pod` in
+ * that order, each sample with its timestamp in milliseconds: `container_cpu_usage_seconds_total`,
+ * `container_memory_working_set_bytes`, `container_start_time_seconds`,
+ * `node_cpu_usage_seconds_total`, `node_memory_working_set_bytes`, `pod_cpu_usage_seconds_total`,
+ * `pod_memory_working_set_bytes`, `resource_scrape_error`.
+ */
+export function resourceMetrics(view: UsageView, scrapeError = false): string {
+  const container = { cpu: [] as string[], memory: [] as string[], start: [] as string[] };
+  const pod = { cpu: [] as string[], memory: [] as string[] };
+  const all: ContainerUsageSample[] = [];
+  for (const p of activePods(view.pods)) {
+    const uid = p.metadata?.uid ?? "";
+    const ns = label(p.metadata?.namespace ?? "");
+    const name = label(p.metadata?.name ?? "");
+    const samples: ContainerUsageSample[] = [];
+    for (const c of runningContainers(p)) {
+      const sample = view.usage.get(uid)?.get(c.name);
+      if (sample === undefined) continue;
+      samples.push(sample);
+      const labels = `{container="${label(c.name)}",namespace="${ns}",pod="${name}"}`;
+      const ts = sample.timestamp.getTime();
+      container.cpu.push(
+        `container_cpu_usage_seconds_total${labels} ${number(sample.cpuCoreSeconds)} ${ts}`,
+      );
+      container.memory.push(
+        `container_memory_working_set_bytes${labels} ${number(sample.memoryWorkingSetBytes)} ${ts}`,
+      );
+      const started = c.state?.running?.startedAt;
+      if (started !== undefined) {
+        const at = new Date(started).getTime();
+        if (!Number.isNaN(at)) {
+          container.start.push(`container_start_time_seconds${labels} ${at / 1000} ${at}`);
+        }
+      }
+    }
+    const total = sum(samples);
+    if (total !== undefined) {
+      const ts = new Date(total.cpu.time).getTime();
+      const labels = `{namespace="${ns}",pod="${name}"}`;
+      pod.cpu.push(
+        `pod_cpu_usage_seconds_total${labels} ${number(total.cpu.usageCoreNanoSeconds / 1e9)} ${ts}`,
+      );
+      pod.memory.push(
+        `pod_memory_working_set_bytes${labels} ${total.memory.workingSetBytes} ${ts}`,
+      );
+    }
+    all.push(...samples);
+  }
+  const node = sum(all);
+  // A family without samples is left out, as the Prometheus registry the kubelet uses does.
+  const family = (name: string, help: string, type: string, lines: readonly string[]) =>
+    lines.length === 0
+      ? ""
+      : `# HELP ${name} [STABLE] ${help}\n# TYPE ${name} ${type}\n${lines.map((l) => `${l}\n`).join("")}`;
+  const nodeTs = node === undefined ? undefined : new Date(node.cpu.time).getTime();
+  return [
+    family(
+      "container_cpu_usage_seconds_total",
+      "Cumulative cpu time consumed by the container in core-seconds",
+      "counter",
+      container.cpu,
+    ),
+    family(
+      "container_memory_working_set_bytes",
+      "Current working set of the container in bytes",
+      "gauge",
+      container.memory,
+    ),
+    family(
+      "container_start_time_seconds",
+      "Start time of the container since unix epoch in seconds",
+      "gauge",
+      container.start,
+    ),
+    family(
+      "node_cpu_usage_seconds_total",
+      "Cumulative cpu time consumed by the node in core-seconds",
+      "counter",
+      node === undefined
+        ? []
+        : [`node_cpu_usage_seconds_total ${number(node.cpu.usageCoreNanoSeconds / 1e9)} ${nodeTs}`],
+    ),
+    family(
+      "node_memory_working_set_bytes",
+      "Current working set of the node in bytes",
+      "gauge",
+      node === undefined
+        ? []
+        : [`node_memory_working_set_bytes ${node.memory.workingSetBytes} ${nodeTs}`],
+    ),
+    family(
+      "pod_cpu_usage_seconds_total",
+      "Cumulative cpu time consumed by the pod in core-seconds",
+      "counter",
+      pod.cpu,
+    ),
+    family(
+      "pod_memory_working_set_bytes",
+      "Current working set of the pod in bytes",
+      "gauge",
+      pod.memory,
+    ),
+    family(
+      "resource_scrape_error",
+      "1 if there was an error while getting container metrics, 0 otherwise",
+      "gauge",
+      [`resource_scrape_error ${scrapeError ? 1 : 0}`],
+    ),
+  ].join("");
+}
