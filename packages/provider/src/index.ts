@@ -15,6 +15,27 @@ export {
   poolOf,
 } from "./capacity.js";
 export {
+  CloudWatchContainerLogs,
+  type CloudWatchContainerLogsOptions,
+  type ContainerRunRef,
+  DEFAULT_LOG_POLL_MS,
+  GET_LOG_EVENTS_MAX_LIMIT,
+  type LogFollowOptions,
+  type LogLine,
+  type LogReadOptions,
+} from "./cloudwatch-logs.js";
+export {
+  CloudWatchUsage,
+  type CloudWatchUsageOptions,
+  type ContainerUsage,
+  CPU_METRIC,
+  cpuRate,
+  MAX_METRIC_QUERIES,
+  MEMORY_METRIC,
+  type PodUsageQuery,
+  type Series,
+} from "./cloudwatch-usage.js";
+export {
   allowedInstanceTypes,
   INSTANCE_TYPE_ANNOTATION,
   INSTANCE_TYPE_NODE_SELECTOR,

@@ -55,9 +55,11 @@ describe("the controller's IAM policy", () => {
       }
     }
     const star = policy.Statement.filter((s) => list(s.Resource).includes("*"));
+    // GetMetricData has no resource-level permissions (nor a namespace condition key).
     expect(star.flatMap((s) => list(s.Action))).toEqual([
       "ec2:DescribeInstances",
       "ssm:DescribeParameters",
+      "cloudwatch:GetMetricData",
     ]);
   });
 
@@ -94,6 +96,19 @@ describe("the controller's IAM policy", () => {
       "ssm:DescribeParameters",
       "ssm:PutParameter",
     ]);
+  });
+
+  it("reads only its log group's container logs and the usage metrics, and writes neither", () => {
+    // GetLogEvents authorizes the log stream: every stream of the configured group, nothing else.
+    expect(allows("logs:GetLogEvents").flatMap((s) => list(s.Resource))).toEqual([
+      "arn:aws:logs:${Region}:${AccountId}:log-group:${LogGroupName}:log-stream:*",
+    ]);
+    expect(allows("cloudwatch:GetMetricData").flatMap((s) => list(s.Resource))).toEqual(["*"]);
+    // Logs and metrics: exactly these two reads (the hosts write; the operator creates the group).
+    const logsOrMetrics = policy.Statement.flatMap((s) => list(s.Action)).filter((a) =>
+      /^(logs|cloudwatch):/.test(a),
+    );
+    expect(logsOrMetrics.sort()).toEqual(["cloudwatch:GetMetricData", "logs:GetLogEvents"]);
   });
 });
 
