@@ -14,6 +14,13 @@ import { createServer, type Server } from "node:http";
 import { constants } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { z } from "zod";
+import {
+  AwslogsForwarder,
+  checkLogConfig,
+  imdsCredentials,
+  parseAwslogsOptions,
+} from "./awslogs.js";
 import type { ImdsServer } from "./imds.js";
 import { dockerShim, shutdownShim, systemctlShim } from "./shims.js";
 import { parseServiceUnit, type ServiceUnit } from "./unit.js";
@@ -64,6 +71,14 @@ export interface GuestSettings {
   readonly enterScript: string;
   /** EC2 endpoint the guest's report goes to (`AWS_ENDPOINT_URL_EC2`). */
   readonly ec2Endpoint: string;
+  /**
+   * moto's endpoint for CloudWatch Logs and CloudWatch (`AWS_ENDPOINT_URL_LOGS`,
+   * `AWS_ENDPOINT_URL_CLOUDWATCH`); also where the awslogs driver sends when a container names no
+   * `awslogs-endpoint`.
+   */
+  readonly logsEndpoint: string;
+  /** The instance's region (the awslogs driver's default region). */
+  readonly region: string;
   /** Extra environment for the user-data. */
   readonly guestEnv: Readonly<Record<string, string>>;
   /** Files to hide from the guest (their directory is replaced by a view without them). */
@@ -87,6 +102,17 @@ export interface GuestSettings {
   /** Called when the guest has shut down; for `guest` origin it makes moto stop (or terminate) the instance. */
   readonly onPowerOff: (guest: Guest, origin: ShutdownOrigin) => Promise<void>;
 }
+
+/** One container's awslogs forwarding: the run being forwarded, and where the log file's next run starts. */
+interface AwslogsRun {
+  forwarder: AwslogsForwarder | undefined;
+  done: Promise<number> | undefined;
+  offset: number;
+}
+
+const ContainerIdSchema = z.string().regex(/^[0-9a-f]{64}$/);
+const AwslogsStartSchema = z.tuple([ContainerIdSchema], z.string().regex(/^[^=]+=/));
+const AwslogsStartedSchema = z.tuple([ContainerIdSchema, z.enum(["started", "failed"])]);
 
 interface UnitRuntime {
   readonly name: string;
@@ -154,6 +180,8 @@ export class Guest {
   #destroyed: Promise<void> | undefined;
   /** Set the moment destruction begins: nothing of the guest may start after it. */
   #closing = false;
+  /** The awslogs forwarding of each container (podman ID) that has the driver. */
+  readonly #awslogs = new Map<string, AwslogsRun>();
 
   /** A guest in phase `booting`; call {@link Guest.prepare}, then {@link Guest.boot}. */
   constructor(settings: GuestSettings) {
@@ -239,6 +267,7 @@ export class Guest {
         nofile: this.#settings.nofile,
         nproc: this.#settings.nproc,
         network: this.#settings.network,
+        initSocket: socketPath,
       }),
     );
     mkdirSync(join(dir, "hide"), { recursive: true });
@@ -258,7 +287,11 @@ export class Guest {
         const args = Buffer.concat(chunks).toString("utf8").split("\0");
         if (args.at(-1) === "") args.pop();
         const answer =
-          req.url === "/shutdown" ? this.#shutdownCommand(args) : this.#systemctl(args);
+          req.url === "/shutdown"
+            ? this.#shutdownCommand(args)
+            : req.url?.startsWith("/docker/") === true
+              ? this.#dockerDaemon(req.url, args)
+              : this.#systemctl(args);
         answer.then(
           ({ code, output }) => res.end(`${code}\n${output}`),
           (error: unknown) => res.end(`1\n${String(error)}`),
@@ -362,6 +395,9 @@ export class Guest {
       AWS_ENDPOINT_URL_EC2: this.#settings.ec2Endpoint,
       // moto serves every service on one endpoint: the Pod's SSM parameters come from there too.
       AWS_ENDPOINT_URL_SSM: this.#settings.ec2Endpoint,
+      // ... and CloudWatch Logs and CloudWatch (the awslogs driver's logs, the usage metrics).
+      AWS_ENDPOINT_URL_LOGS: this.#settings.logsEndpoint,
+      AWS_ENDPOINT_URL_CLOUDWATCH: this.#settings.logsEndpoint,
       ...this.#settings.guestEnv,
     };
     this.userDataExit = null;
@@ -598,6 +634,7 @@ export class Guest {
       for (const unit of active) await this.#stopUnit(unit.name);
       await this.#killUserData();
       await this.#powerOffContainers();
+      await this.#drainAwslogs();
       this.#console("[  OK  ] Reached target Power-Off.");
       this.#console("reboot: Power down");
       if (origin === "guest") this.instanceInitiated = true;
@@ -653,6 +690,118 @@ export class Guest {
     if (ids.length > 0) await this.#podman(["kill", ...ids]);
   }
 
+  /**
+   * The parts of Docker's daemon that the guest's `docker` shim asks for (guest contract §3): the
+   * log configuration check of `docker create` and the awslogs driver's work around a start.
+   * Answers `{ code, output }`; a non-zero code comes with Docker's error message.
+   */
+  async #dockerDaemon(path: string, args: string[]): Promise<{ code: number; output: string }> {
+    this.event(`docker daemon ${path} ${args.join(" ")}`);
+    switch (path) {
+      case "/docker/log-config": {
+        const [driver, ...opts] = args;
+        const checked = checkLogConfig(driver, opts);
+        return checked.ok
+          ? { code: 0, output: checked.driver }
+          : { code: 125, output: checked.message };
+      }
+      case "/docker/awslogs-start": {
+        const parsed = AwslogsStartSchema.safeParse(args);
+        if (!parsed.success)
+          return { code: 1, output: `awslogs-start: ${z.prettifyError(parsed.error)}` };
+        const [id, ...opts] = parsed.data;
+        return this.#awslogsStart(id, opts);
+      }
+      case "/docker/awslogs-started": {
+        const parsed = AwslogsStartedSchema.safeParse(args);
+        if (!parsed.success)
+          return { code: 1, output: `awslogs-started: ${z.prettifyError(parsed.error)}` };
+        const [id, result] = parsed.data;
+        await this.#awslogsStarted(id, result);
+        return { code: 0, output: "" };
+      }
+      default:
+        return { code: 1, output: `${path}: not a daemon call of the instance-host simulator` };
+    }
+  }
+
+  /** Before a start: the previous run's forwarding ends, the stream is created, the file opened. */
+  async #awslogsStart(id: string, opts: string[]): Promise<{ code: number; output: string }> {
+    if (this.#closing) return { code: 1, output: "the instance is going down" };
+    const run = this.#awslogs.get(id) ?? { forwarder: undefined, done: undefined, offset: 0 };
+    this.#awslogs.set(id, run);
+    const [logPath = "", running] = (
+      await this.#podman([
+        "inspect",
+        "--format",
+        "{{.HostConfig.LogConfig.Path}}\t{{.State.Running}}",
+        id,
+      ])
+    )
+      .trim()
+      .split("\t");
+    if (logPath === "") return { code: 1, output: `No such container: ${id}` };
+    // Already running and forwarded (a start of a running container changes nothing).
+    if (running === "true" && run.done !== undefined) return { code: 0, output: "" };
+    if (run.forwarder !== undefined) run.offset = await (run.done ?? run.forwarder.finish());
+    run.forwarder = undefined;
+    run.done = undefined;
+    try {
+      run.forwarder = await AwslogsForwarder.open({
+        containerId: id,
+        logPath,
+        offset: run.offset,
+        options: parseAwslogsOptions(opts),
+        defaultRegion: this.#settings.region,
+        defaultEndpoint: this.#settings.logsEndpoint,
+        credentials: imdsCredentials(this.imdsEndpoint),
+        report: (line) => this.event(line),
+      });
+    } catch (error) {
+      return { code: 1, output: error instanceof Error ? error.message : String(error) };
+    }
+    this.event(`awslogs ${run.forwarder.stream}: stream ready for ${id.slice(0, 12)}`);
+    return { code: 0, output: "" };
+  }
+
+  /** After a start: follow the run until its conmon exits (or drop it, if the start failed). */
+  async #awslogsStarted(id: string, result: "started" | "failed"): Promise<void> {
+    const run = this.#awslogs.get(id);
+    const forwarder = run?.forwarder;
+    if (run === undefined || forwarder === undefined || run.done !== undefined) return;
+    const conmon =
+      result === "started"
+        ? Number((await this.#podman(["inspect", "--format", "{{.State.ConmonPid}}", id])).trim())
+        : 0;
+    run.done = forwarder.follow(Number.isFinite(conmon) ? conmon : 0).then((offset) => {
+      run.offset = offset;
+      this.event(`awslogs ${forwarder.stream}: run forwarded (${forwarder.sent} events)`);
+      return offset;
+    });
+  }
+
+  /**
+   * Waits for every awslogs forwarding to deliver its run's last lines (the containers are gone or
+   * killed by now); one that does not end within 30 s is ended after a final read and flush.
+   */
+  async #drainAwslogs(): Promise<void> {
+    const runs = [...this.#awslogs.values()];
+    const endings = () =>
+      Promise.allSettled(runs.map((run) => run.done ?? run.forwarder?.finish()));
+    let timer: NodeJS.Timeout | undefined;
+    const late = await Promise.race([
+      endings().then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), 30_000);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (late) {
+      this.event("awslogs: forwarding did not end within 30 s of power-off; ending it");
+      await Promise.allSettled(runs.map((run) => run.forwarder?.finish()));
+    }
+  }
+
   /** Marks the guest terminated (the instance is gone) and removes its containers. */
   async terminate(): Promise<void> {
     if (this.#phase === "terminated") return;
@@ -680,6 +829,7 @@ export class Guest {
     killAll();
     const ids = await this.#containerIds(true);
     if (ids.length > 0) await this.#podman(["rm", "-f", "-t", "0", ...ids]);
+    await this.#drainAwslogs();
     await this.#imds?.close();
     this.#imds = undefined;
     const control = this.#control;

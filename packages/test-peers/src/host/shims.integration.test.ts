@@ -210,6 +210,66 @@ describe("the guest docker CLI", () => {
   });
 });
 
+describe("docker stats", () => {
+  const LINE =
+    /^([0-9a-f]{12})\t(\d+\.\d{2})%\t(\d+(?:\.\d+)?)(B|KiB|MiB|GiB|TiB) \/ (\d+(?:\.\d+)?)(B|KiB|MiB|GiB|TiB)$/;
+  const UNIT = { B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30, TiB: 2 ** 40 } as const;
+
+  it("prints Docker's figures in Docker's format: CPU over a second, working set in binary units", async () => {
+    // Holds ~8 MB in the shell, then burns a core; a file in the page cache does not count.
+    const started = await dockerIn(
+      "a",
+      "run",
+      "-d",
+      "--name",
+      "burn",
+      "busybox",
+      "sh",
+      "-c",
+      "dd if=/dev/zero of=/cache bs=1M count=32 2>/dev/null; x=$(head -c 8000000 /dev/zero | tr '\\0' a); touch /ready; while :; do :; done",
+    );
+    expect(started.code).toBe(0);
+    const id = started.stdout.trim();
+    for (
+      let tries = 0;
+      (await dockerIn("a", "exec", "burn", "test", "-e", "/ready")).code !== 0;
+      tries++
+    ) {
+      expect(tries).toBeLessThan(300);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const stopped = await dockerIn("a", "create", "--name", "idle", "busybox", "true");
+    const stats = await dockerIn(
+      "a",
+      "stats",
+      "--no-stream",
+      "--format",
+      "{{.ID}}\\t{{.CPUPerc}}\\t{{.MemUsage}}",
+      id,
+      "idle",
+    );
+    expect(stats.code).toBe(0);
+    const [burning, idle] = stats.stdout.split("\n");
+    const m = LINE.exec(burning ?? "");
+    expect(m, burning).not.toBeNull();
+    const [, shortId, cpu, used, usedUnit, limit, limitUnit] = m ?? [];
+    expect(shortId).toBe(id.slice(0, 12));
+    expect(Number(cpu)).toBeGreaterThan(10);
+    const bytes = Number(used) * UNIT[usedUnit as keyof typeof UNIT];
+    expect(bytes).toBeGreaterThan(7_000_000);
+    expect(bytes).toBeLessThan(32 * 2 ** 20);
+    expect(Number(limit) * UNIT[limitUnit as keyof typeof UNIT]).toBeGreaterThan(bytes);
+    // A container that does not run prints zeros, as Docker's does.
+    expect(idle).toBe(`${stopped.stdout.trim().slice(0, 12)}\t0.00%\t0B / 0B`);
+    expect(
+      (await dockerIn("a", "stats", "--no-stream", "--format", "{{.Name}} {{.PIDs}}", "burn"))
+        .stdout,
+    ).toBe("burn 1\n");
+    expect((await dockerIn("a", "kill", "burn")).code).toBe(0);
+    expect((await dockerIn("a", "rm", "-f", "burn", "idle")).code).toBe(0);
+  });
+});
+
 describe("the watchdog", () => {
   it("kills the guests' process groups and removes the run's containers when the simulator's process dies", async () => {
     const parent = spawn("sleep", ["600"], { stdio: "ignore" });

@@ -28,15 +28,23 @@ export interface DockerShimSettings {
   readonly nproc: string;
   /** `--network` value used when the caller gives none. */
   readonly network: string;
+  /**
+   * The guest's init socket, where the simulator plays the daemon's side of log drivers (the
+   * `--log-driver`/`--log-opt` check, the awslogs driver). Without it, any log flag fails the create.
+   */
+  readonly initSocket?: string;
 }
 
 /**
  * The `docker` shim: the Docker CLI subset of guest contract §3 (`pull`, `create`, `run`,
- * `start`, `wait`, `inspect`, `logs`, `stop`, `kill`, `rm`, `cp`, plus `ps`, `exec`, `images`)
- * over real podman with runc. Container names are kept per guest (podman sees
+ * `start`, `wait`, `inspect`, `logs`, `stop`, `kill`, `rm`, `cp`, `stats`, plus `ps`, `exec`,
+ * `images`) over real podman with runc. Container names are kept per guest (podman sees
  * `nsim-<instance>--<name>`); time fields in `--format` templates print as Docker prints them
  * (RFC 3339); images are local only; images whose name is `nebula-sim/oomkill` get the scripted
- * OOM outcome (see the README).
+ * OOM outcome (see the README). `--log-driver`/`--log-opt` are checked as Docker's daemon checks
+ * them, and the `awslogs` driver's work is done by the simulator (through `initSocket`) around each
+ * start; `docker stats --no-stream --format …` prints Docker's figures (CPU over one second, memory
+ * without the page cache, binary units) read from the container's cgroup.
  */
 export function dockerShim(settings: DockerShimSettings): string {
   return `#!/bin/bash
@@ -49,6 +57,7 @@ PODMAN=(podman --runtime ${shellQuote(settings.runtime)} --cgroup-manager=cgroup
 NOFILE=${shellQuote(settings.nofile)}
 NPROC=${shellQuote(settings.nproc)}
 NETWORK=${shellQuote(settings.network)}
+INIT=${shellQuote(settings.initSocket ?? "")}
 # runc may not raise a limit over the caller's hard limit: default to what this process has.
 hard_n=$(ulimit -Hn); [[ $hard_n == unlimited ]] && hard_n=1048576
 # conmon caps RLIMIT_NPROC at kernel.pid_max; a larger value makes runc fail with EPERM.
@@ -60,6 +69,40 @@ hard_u=$(ulimit -Hu); [[ $hard_u == unlimited || $hard_u -gt $pid_max ]] && hard
 mkdir -p "$STATE/names"
 { printf '%s docker' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"; printf ' %q' "$@"; echo; } >>"$STATE/docker.log"
 
+# daemon PATH ARGS...: the simulator's side of Docker's daemon (log drivers); sets DCODE and DOUT.
+daemon() {
+  local path=$1 out; shift
+  if [[ -z $INIT ]]; then DCODE=1; DOUT="log drivers need the instance-host simulator (this docker has no init socket)"; return; fi
+  out=$(printf '%s\\0' "$@" | curl -sS --max-time 300 --unix-socket "$INIT" --data-binary @- "http://init$path") || {
+    DCODE=1; DOUT="the instance-host simulator's init is not answering"; return; }
+  DCODE=\${out%%$'\\n'*}; DOUT=\${out#*$'\\n'}; [[ $out == *$'\\n'* ]] || DOUT=""
+}
+# logopts_of REF: the awslogs options file of the container (by full or short podman ID), if any.
+logopts_of() {
+  local f
+  [[ -n $1 ]] || return 0
+  for f in "$STATE/logopts/$1"*; do [[ -f $f ]] && { printf '%s' "$f"; return 0; }; done
+  return 0
+}
+# start_one REF: starts a container; with the awslogs driver, the simulator creates its stream
+# first (a failure fails the start, as Docker's does) and forwards the run's output after.
+start_one() {
+  local r=$1 f rc result=started
+  local -a o=()
+  scripted_prepare "$r"
+  f=$(logopts_of "$r")
+  if [[ -z $f ]]; then "\${PODMAN[@]}" start "$r" >/dev/null; return $?; fi
+  mapfile -t o <"$f"
+  daemon /docker/awslogs-start "\${f##*/}" "\${o[@]}"
+  if [[ $DCODE != 0 ]]; then
+    printf 'Error response from daemon: failed to create task for container: failed to initialize logging driver: %s\\n' "$DOUT" >&2
+    return 1
+  fi
+  "\${PODMAN[@]}" start "$r" >/dev/null; rc=$?
+  ((rc == 0)) || result=failed
+  daemon /docker/awslogs-started "\${f##*/}" "$result"
+  return $rc
+}
 ref() { if [[ -f "$STATE/names/$1" ]]; then cat "$STATE/names/$1"; else printf '%s' "$1"; fi; }
 forget() {
   local r=$1 f
@@ -92,7 +135,8 @@ translate() {
 BOOL=" -d --detach -i --interactive -t --tty --rm --privileged --init --read-only --no-healthcheck --oom-kill-disable -P --publish-all --sig-proxy --disable-content-trust -q --quiet "
 run_or_create() {  # $1 = run|create, then docker's arguments
   local verb=$1 a key val name="" detach=0 has_net=0 has_pull=0 has_nofile=0 has_nproc=0
-  local -a opts=() cmd=() opts_add=()
+  local log_driver="" has_log=0 awslogs=0
+  local -a opts=() cmd=() opts_add=() log_opts=() log_podman=()
   shift
   while (($#)); do
     a=$1
@@ -107,6 +151,8 @@ run_or_create() {  # $1 = run|create, then docker's arguments
     case $key in
       --name) name=$val; continue ;;
       --gpus) continue ;;
+      --log-driver) log_driver=$val; has_log=1; continue ;;
+      --log-opt) log_opts+=("$val"); has_log=1; continue ;;
       -d|--detach) [[ $val == false ]] || detach=1 ;;
       --network|--net) has_net=1 ;;
       --pull) has_pull=1 ;;
@@ -114,8 +160,32 @@ run_or_create() {  # $1 = run|create, then docker's arguments
     esac
     opts+=("\${opts_add[@]}")
   done
+  if ((has_log)); then
+    # Docker's daemon checks the log configuration on create; the simulator says what Docker would.
+    daemon /docker/log-config "$log_driver" "\${log_opts[@]}"
+    if [[ $DCODE != 0 ]]; then
+      printf 'docker: Error response from daemon: %s.\\nSee '"'"'docker %s --help'"'"'.\\n' "$DOUT" "$verb" >&2
+      return 125
+    fi
+    case $DOUT in
+      none) log_podman=(--log-driver none) ;;
+      awslogs) awslogs=1 ;;
+    esac  # json-file, local: podman's own log (k8s-file), which docker logs reads
+  fi
   local image=\${1-}; shift || true
   cmd=("$@")
+  if ((awslogs)) && [[ $verb == run ]]; then
+    # Created, then started by start_one (below): no detach flag, which podman create refuses.
+    local -a kept_opts=()
+    for a in "\${opts[@]}"; do
+      case $a in
+        -d|--detach|--detach=*) ;;
+        -[a-zA-Z]*d*) [[ $a =~ ^-[ditPq]+$ ]] && kept_opts+=("\${a//d/}") || kept_opts+=("$a") ;;
+        *) kept_opts+=("$a") ;;
+      esac
+    done
+    opts=("\${kept_opts[@]}")
+  fi
   local outcome=""
   if [[ $image =~ (^|/)nebula-sim/oomkill(:|$) ]]; then
     outcome=oomkill; cmd=()
@@ -139,8 +209,9 @@ run_or_create() {  # $1 = run|create, then docker's arguments
   ((has_net)) || extra+=(--network "$NETWORK")
   ((has_nofile)) || extra+=(--ulimit "$NOFILE")
   ((has_nproc)) || extra+=(--ulimit "$NPROC")
+  extra+=("\${log_podman[@]}")
   local id rc
-  if [[ $verb == create || -n $outcome ]]; then
+  if [[ $verb == create || -n $outcome ]] || ((awslogs)); then
     id=$("\${PODMAN[@]}" create "\${extra[@]}" "\${opts[@]}" "$image" "\${cmd[@]}") || return $?
   else
     if ((detach)); then
@@ -151,9 +222,9 @@ run_or_create() {  # $1 = run|create, then docker's arguments
   fi
   id=\${id##*$'\\n'}
   [[ -n $name ]] && printf '%s' "$id" >"$STATE/names/$name"
-  if [[ $verb == run && -n $outcome ]]; then
-    scripted_prepare "$id"
-    "\${PODMAN[@]}" start "$id" >/dev/null || return $?
+  if ((awslogs)); then mkdir -p "$STATE/logopts"; printf '%s\\n' "\${log_opts[@]}" >"$STATE/logopts/$id"; fi
+  if [[ $verb == run ]] && { [[ -n $outcome ]] || ((awslogs)); }; then
+    start_one "$id" || return 125
     if ((detach == 0)); then
       "\${PODMAN[@]}" logs -f "$id"
       rc=$("\${PODMAN[@]}" wait "$id") || return $?
@@ -163,15 +234,109 @@ run_or_create() {  # $1 = run|create, then docker's arguments
   printf '%s\\n' "$id"
 }
 
+# cg_cpu CGROUP: the cgroup's CPU time so far, in ns (cgroup v1 cpuacct, or v2 cpu.stat).
+cg_cpu() {
+  local v
+  if [[ -r /sys/fs/cgroup/cpuacct$1/cpuacct.usage ]]; then cat "/sys/fs/cgroup/cpuacct$1/cpuacct.usage"
+  elif [[ -r /sys/fs/cgroup$1/cpu.stat ]]; then
+    v=$(awk '$1 == "usage_usec" { print $2 }' "/sys/fs/cgroup$1/cpu.stat"); echo $((\${v:-0} * 1000))
+  else echo 0; fi
+}
+# cg_mem CGROUP: "<usage without inactive file pages> <limit> <pids>", as Docker computes them.
+cg_mem() {
+  local d u inactive limit pids total
+  if [[ -d /sys/fs/cgroup/memory$1 ]]; then
+    d=/sys/fs/cgroup/memory$1
+    u=$(<"$d/memory.usage_in_bytes"); limit=$(<"$d/memory.limit_in_bytes")
+    inactive=$(awk '$1 == "total_inactive_file" { print $2 }' "$d/memory.stat")
+    pids=$(cat "/sys/fs/cgroup/pids$1/pids.current" 2>/dev/null)
+  else
+    d=/sys/fs/cgroup$1
+    u=$(<"$d/memory.current"); limit=$(<"$d/memory.max")
+    inactive=$(awk '$1 == "inactive_file" { print $2 }' "$d/memory.stat")
+    pids=$(cat "$d/pids.current" 2>/dev/null)
+  fi
+  inactive=\${inactive:-0}
+  ((inactive < u)) && u=$((u - inactive))
+  # Without a limit Docker shows the machine's memory.
+  total=$(awk '$1 == "MemTotal:" { print $2 }' /proc/meminfo); total=$((total * 1024))
+  [[ $limit == max ]] && limit=$total
+  ((limit > total)) && limit=$total
+  echo "$u $limit \${pids:-0}"
+}
+# bytes N: N as Docker's units.BytesSize prints it (binary units, 4 significant digits).
+bytes() {
+  awk -v n="$1" 'BEGIN { split("B KiB MiB GiB TiB PiB EiB", u, " "); i = 1
+    while (n >= 1024 && i < 7) { n /= 1024; i++ }; printf "%.4g%s", n, u[i] }'
+}
+# stats ARGS...: docker stats. With --no-stream and a --format template, prints Docker's figures:
+# CPU % over one second (as Docker's two samples), memory without the inactive page cache, binary
+# units. Anything else is podman's stats.
+stats() {
+  local nostream=0 notrunc=0 other=0 fmt="" a i line t0 t1 id name cpu mem limit pids out rest
+  local -a refs=() all=("$@") ids=() names=() running=() cgs=() c0=() c1=()
+  while (($#)); do
+    case $1 in
+      --no-stream|--no-stream=true) nostream=1 ;;
+      --no-trunc|--no-trunc=true) notrunc=1 ;;
+      --format) fmt=\${2-}; shift ;;
+      --format=*) fmt=\${1#*=} ;;
+      -*) other=1 ;;
+      *) refs+=("$1") ;;
+    esac
+    shift || true
+  done
+  if ((!nostream || other || \${#refs[@]} == 0)) || [[ -z $fmt || $fmt == table* ]]; then
+    translate "--format -i --interval" "\${all[@]}"; exec "\${PODMAN[@]}" stats "\${OUT[@]}"
+  fi
+  shopt -u patsub_replacement 2>/dev/null
+  fmt=$(printf '%s' "$fmt" | sed -E 's/\\{\\{ *\\.([A-Za-z]+) *\\}\\}/{{.\\1}}/g')
+  fmt=\${fmt//'\\t'/$'\\t'}; fmt=\${fmt//'\\n'/$'\\n'}
+  rest=$fmt
+  for a in ID Name Container CPUPerc MemUsage MemPerc PIDs; do rest=\${rest//"{{.$a}}"/}; done
+  if [[ $rest == *"{{"* ]]; then
+    echo "docker stats: the instance-host simulator formats {{.ID}} {{.Name}} {{.Container}} {{.CPUPerc}} {{.MemUsage}} {{.MemPerc}} {{.PIDs}} only" >&2
+    return 1
+  fi
+  for i in "\${!refs[@]}"; do
+    line=$("\${PODMAN[@]}" inspect --format '{{.ID}}|{{.Name}}|{{.State.Running}}|{{.State.CgroupPath}}' "$(ref "\${refs[i]}")" 2>/dev/null) || {
+      printf 'Error response from daemon: No such container: %s\\n' "\${refs[i]}" >&2; return 1; }
+    IFS='|' read -r "ids[i]" "names[i]" "running[i]" "cgs[i]" <<<"$line"
+  done
+  t0=$(date +%s%N)
+  for i in "\${!refs[@]}"; do [[ \${running[i]} == true ]] && c0[i]=$(cg_cpu "\${cgs[i]}"); done
+  sleep 1
+  t1=$(date +%s%N)
+  for i in "\${!refs[@]}"; do [[ \${running[i]} == true ]] && c1[i]=$(cg_cpu "\${cgs[i]}"); done
+  for i in "\${!refs[@]}"; do
+    id=\${ids[i]}; ((notrunc)) || id=\${id:0:12}
+    name=\${names[i]#"nsim-$GUEST--"}
+    if [[ \${running[i]} == true ]]; then
+      cpu=$(awk -v d=$((c1[i] - c0[i])) -v t=$((t1 - t0)) 'BEGIN { printf "%.2f%%", (t > 0 && d > 0 ? d / t * 100 : 0) }')
+      read -r mem limit pids <<<"$(cg_mem "\${cgs[i]}")"
+    else cpu="0.00%"; mem=0; limit=0; pids=0; fi
+    out=$fmt
+    out=\${out//"{{.ID}}"/$id}; out=\${out//"{{.Name}}"/$name}; out=\${out//"{{.Container}}"/\${refs[i]}}
+    out=\${out//"{{.CPUPerc}}"/$cpu}; out=\${out//"{{.MemUsage}}"/"$(bytes "$mem") / $(bytes "$limit")"}
+    out=\${out//"{{.MemPerc}}"/$(awk -v m="$mem" -v l="$limit" 'BEGIN { printf "%.2f%%", (l > 0 ? m / l * 100 : 0) }')}
+    out=\${out//"{{.PIDs}}"/$pids}
+    printf '%s\\n' "$out"
+  done
+}
 [[ \${1-} == container ]] && shift
 sub=\${1-}; shift || true
 case $sub in
   run|create) run_or_create "$sub" "$@"; exit $? ;;
   start)
     translate "--detach-keys" "$@"
-    for a in "\${POS[@]}"; do scripted_prepare "$(ref "$a")"; done
-    "\${PODMAN[@]}" start "\${OUT[@]}" >/dev/null || exit $?
-    for a in "\${POS[@]}"; do printf '%s\\n' "$a"; done
+    if ((\${#OUT[@]} != \${#POS[@]})); then  # with flags (-a, -i): podman's start, no log driver work
+      for a in "\${POS[@]}"; do scripted_prepare "$(ref "$a")"; done
+      exec "\${PODMAN[@]}" start "\${OUT[@]}"
+    fi
+    for a in "\${POS[@]}"; do
+      start_one "$(ref "$a")" || { printf 'Error: failed to start containers: %s\\n' "$a" >&2; exit 1; }
+      printf '%s\\n' "$a"
+    done
     exit 0 ;;
   inspect)
     translate "-f --format --type" "$@"
@@ -185,11 +350,22 @@ case $sub in
     printf '%s\\n' "\${POS[@]}"; exit 0 ;;
   kill) translate "-s --signal" "$@"; "\${PODMAN[@]}" kill "\${OUT[@]}" >/dev/null || exit $?
     printf '%s\\n' "\${POS[@]}"; exit 0 ;;
-  restart) translate "-t --time" "$@"; exec "\${PODMAN[@]}" restart "\${OUT[@]}" ;;
+  restart)
+    translate "-t --time" "$@"
+    "\${PODMAN[@]}" stop "\${OUT[@]}" >/dev/null || exit $?
+    for a in "\${POS[@]}"; do
+      start_one "$(ref "$a")" || { printf 'Error: failed to restart containers: %s\\n' "$a" >&2; exit 1; }
+      printf '%s\\n' "$a"
+    done
+    exit 0 ;;
+  stats) stats "$@"; exit $? ;;
   rm)
     translate "-t --time" "$@"
     "\${PODMAN[@]}" rm "\${OUT[@]}" >/dev/null; rc=$?
-    for a in "\${POS[@]}"; do forget "$a"; ((rc)) || printf '%s\\n' "$a"; done
+    for a in "\${POS[@]}"; do
+      f=$(logopts_of "$(ref "$a")"); [[ -z $f ]] || rm -f "$f"
+      forget "$a"; ((rc)) || printf '%s\\n' "$a"
+    done
     exit $rc ;;
   cp)
     args=()

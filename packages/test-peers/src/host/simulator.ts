@@ -371,6 +371,8 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       socketPath: join(socketDir, `${instanceId}.sock`),
       enterScript,
       ec2Endpoint: o.ec2Endpoint,
+      logsEndpoint: o.ec2Endpoint,
+      region: o.region,
       guestEnv: o.guestEnv ?? {},
       hidePaths: o.hideAwsCli === true ? ["/usr/bin/aws", "/usr/local/bin/aws"] : [],
       bootDelayMs: o.bootDelayMs ?? 1000,
