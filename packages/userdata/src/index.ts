@@ -2,10 +2,15 @@ export { UserDataError, type UserDataErrorCode } from "./errors.js";
 export {
   AgentOptions,
   type AgentOptionsInput,
+  DEFAULT_METRICS_NAMESPACE,
   DEFAULT_RESTART_LIMIT,
   DEFAULT_SANDBOX_IMAGE,
   HOST_NETWORK_ANNOTATION,
+  LogsOptions,
+  type LogsOptionsInput,
   MAX_USER_DATA_BYTES,
+  MetricsOptions,
+  type MetricsOptionsInput,
   RESTART_LIMIT_ANNOTATION,
   RenderOptions,
   type RenderOptionsInput,
@@ -32,10 +37,12 @@ export { expand as expandKubernetesReferences } from "./pod.js";
 export { parseQuantity } from "./quantity.js";
 export { bashQuote, shQuote } from "./quote.js";
 export {
+  containerLogStream,
   type RenderedUserData,
   type RenderResult,
   renderUserData,
   SUPERVISOR_PATH,
   SUPERVISOR_UNIT,
   supervisorScript,
+  USAGE_METRICS,
 } from "./render.js";

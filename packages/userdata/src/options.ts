@@ -61,6 +61,58 @@ export const AgentOptions = z.object({
   containers: z.array(dnsLabel).optional(),
 });
 
+/** The CloudWatch metric namespace of the containers' usage when the options name none. */
+export const DEFAULT_METRICS_NAMESPACE = "Nebula";
+
+/**
+ * Container logs to CloudWatch Logs through Docker's `awslogs` log driver: one stream per
+ * container run, `<namespace>/<pod>/<pod-uid>/<container>/<restart>`, in this log group. The group
+ * must exist (the host never creates it) and the instance role needs
+ * `policies/instance-logs-metrics.json`.
+ */
+export const LogsOptions = z.object({
+  /** The CloudWatch log group (1 to 512 characters of `A-Z a-z 0-9 . - _ / #`). */
+  group: z
+    .string()
+    .regex(
+      /^[.\-_/#A-Za-z0-9]{1,512}$/,
+      "must be a CloudWatch log group name: 1 to 512 characters of letters, digits, '.', '-', '_', '/', '#'",
+    ),
+});
+
+/**
+ * Container usage to CloudWatch metrics: the supervisor samples every running container's CPU and
+ * memory with `docker stats` every `sampleSeconds` and sends every sample since the last call in one
+ * `PutMetricData` per `publishSeconds` (metrics `CPUUsageCoreSeconds`, `MemoryWorkingSetBytes`,
+ * dimensions `PodUID` and `Container`).
+ */
+export const MetricsOptions = z
+  .object({
+    /**
+     * The metric namespace (default `Nebula`; the instance role's policy allows only `Nebula`).
+     * 1 to 255 characters of `A-Z a-z 0-9 . - _ / # :`, not starting with `AWS/`.
+     */
+    namespace: z
+      .string()
+      .regex(
+        /^[.\-_/#:A-Za-z0-9]{1,255}$/,
+        "must be a CloudWatch namespace: 1 to 255 characters of letters, digits, '.', '-', '_', '/', '#', ':'",
+      )
+      .refine(
+        (s) => !s.startsWith("AWS/"),
+        "must not start with 'AWS/' (reserved for AWS services)",
+      )
+      .default(DEFAULT_METRICS_NAMESPACE),
+    /** Seconds between two samples (default 15, at least 5). */
+    sampleSeconds: z.number().int().min(5).max(300).default(15),
+    /** Seconds between two `PutMetricData` calls (default 60; from `sampleSeconds` to 300). */
+    publishSeconds: z.number().int().min(5).max(300).default(60),
+  })
+  .refine((m) => m.publishSeconds >= m.sampleSeconds, {
+    message: "publishSeconds must be at least sampleSeconds",
+    path: ["publishSeconds"],
+  });
+
 /** Options of {@link renderUserData}. Every field has a default; `{}` is valid. */
 export const RenderOptions = z.object({
   /** Cluster name, written into the unit's description and the host log (informational). */
@@ -130,6 +182,10 @@ export const RenderOptions = z.object({
    * before it says why on the console and powers the instance off.
    */
   parameterWaitSeconds: z.number().int().min(10).max(3600).default(600),
+  /** Container logs to CloudWatch Logs (`awslogs` driver); absent: Docker's default log driver. */
+  logs: LogsOptions.optional(),
+  /** Container CPU and memory to CloudWatch metrics; absent: no sampling. `{}` turns it on with the defaults. */
+  metrics: MetricsOptions.optional(),
 });
 
 /** Options of {@link renderUserData}, as the caller writes them (every field optional). */
@@ -138,3 +194,7 @@ export type RenderOptionsInput = z.input<typeof RenderOptions>;
 export type ResolvedRenderOptions = z.output<typeof RenderOptions>;
 /** One agent daemon, as the caller writes it. */
 export type AgentOptionsInput = z.input<typeof AgentOptions>;
+/** {@link LogsOptions}, as the caller writes them. */
+export type LogsOptionsInput = z.input<typeof LogsOptions>;
+/** {@link MetricsOptions}, as the caller writes them (every field optional). */
+export type MetricsOptionsInput = z.input<typeof MetricsOptions>;

@@ -36,6 +36,15 @@ const controllerPolicy: Policy = JSON.parse(
     .replace(/\$\{([A-Z][A-Za-z0-9]*)\}/g, "example-$1"),
 );
 
+// The host's logs and metrics policy, for the log group `/nebula/blue`.
+const GROUP = `/nebula/${CLUSTER}`;
+const logsPolicy: Policy = JSON.parse(
+  read(new URL("../policies/instance-logs-metrics.json", import.meta.url)).replaceAll(
+    "${LogGroupName}",
+    GROUP,
+  ),
+);
+
 const instanceArn = (id: string) => `arn:aws:ec2:${REGION}:${ACCOUNT}:instance/${id}`;
 const A = instanceArn("i-0aaaaaaaaaaaaaaaa");
 const B = instanceArn("i-0bbbbbbbbbbbbbbbb");
@@ -91,10 +100,20 @@ async function evaluate(policy: Policy, request: Request): Promise<Verdict> {
     },
     { simulationMode: "Strict" },
   );
-  if (response.resultType !== "single") {
+  // An action authorized on "*" (PutMetricData without a dataset, the List and Get calls of
+  // CloudWatch) comes back as a wildcard evaluation: one result per matching resource type.
+  let result: SingleResourceSimulationResult["result"];
+  if (response.resultType === "wildcard") {
+    const results = (response as { results: SingleResourceSimulationResult["result"][] }).results;
+    if (results.length === 0)
+      return { result: response.overallResult, allowedBy: [], unmatched: {} };
+    if (results.length !== 1) throw new Error(`several results: ${JSON.stringify(response)}`);
+    result = results[0] as SingleResourceSimulationResult["result"];
+  } else if (response.resultType === "single") {
+    result = (response as SingleResourceSimulationResult).result;
+  } else {
     throw new Error(`not a single evaluation: ${JSON.stringify(response)}`);
   }
-  const { result } = response as SingleResourceSimulationResult;
   // A context key the engine dropped (not valid for the action or resource type) would make a
   // denial meaningless: every key given must have been evaluated.
   expect(result.ignoredContextKeys).toEqual([]);
@@ -353,6 +372,95 @@ describe("controller.json's SSM statements, evaluated (rendered for cluster blue
     for (const action of ["ssm:GetParameters", "ssm:GetParameter", "ssm:GetParameterHistory"]) {
       const read = await evaluate(controllerPolicy, controller(action, podParameter, tagsOf(A)));
       expect(read).toMatchObject({ result: "ImplicitlyDenied", allowedBy: [] });
+    }
+  });
+});
+
+describe("instance-logs-metrics.json, evaluated (log group /nebula/blue)", () => {
+  const [{ Sid: LOGS }, { Sid: METRICS }] = logsPolicy.Statement as [
+    { Sid: string },
+    { Sid: string },
+  ];
+  const group = (name = GROUP) => `arn:aws:logs:${REGION}:${ACCOUNT}:log-group:${name}`;
+  const stream = (name: string, inGroup = GROUP) => `${group(inGroup)}:log-stream:${name}`;
+  const own = stream(`shop/web-1/${UID}/app/0`);
+  const onA = (action: string, resource: string, context: Record<string, string> = {}) => ({
+    principal: onInstance(A).principal,
+    action,
+    resource,
+    context: { ...onInstance(A).context, ...context },
+  });
+
+  it("lets an instance create its Pod's streams and write to them (what Docker's awslogs driver calls)", async () => {
+    for (const action of ["logs:CreateLogStream", "logs:PutLogEvents"]) {
+      for (const resource of [own, stream(`shop/web-1/${UID}/app/1`)]) {
+        expect(await evaluate(logsPolicy, onA(action, resource))).toMatchObject({
+          result: "Allowed",
+          allowedBy: [LOGS],
+        });
+      }
+    }
+  });
+
+  it("also lets it write another Pod's stream of the same group: IAM cannot tie a stream to an instance (docs/security.md)", async () => {
+    const other = stream("shop/web-2/1b2c3d4e-0000-4000-8000-000000000000/app/0");
+    expect((await evaluate(logsPolicy, onA("logs:PutLogEvents", other))).result).toBe("Allowed");
+  });
+
+  it.each([
+    ["logs:GetLogEvents", own],
+    ["logs:FilterLogEvents", group()],
+    ["logs:DescribeLogStreams", group()],
+    ["logs:DeleteLogStream", own],
+    ["logs:CreateLogGroup", group()],
+    ["logs:DeleteLogGroup", group()],
+  ])("denies %s (reads, deletes, the group itself)", async (action, resource) => {
+    expect(await evaluate(logsPolicy, onA(action, resource))).toEqual({
+      result: "ImplicitlyDenied",
+      allowedBy: [],
+      unmatched: {
+        [LOGS]: { action: false, resource: resource === own, condition: "Match" },
+        [METRICS]: { action: false, resource: true, condition: "NoMatch" },
+      },
+    });
+  });
+
+  it.each(["/app/audit", "/nebula/blue2", "/nebula/green"])(
+    "denies writing to the streams of another group (%s)",
+    async (name) => {
+      for (const action of ["logs:CreateLogStream", "logs:PutLogEvents"]) {
+        expect(await evaluate(logsPolicy, onA(action, stream("x/y/z/c/0", name)))).toMatchObject({
+          result: "ImplicitlyDenied",
+          allowedBy: [],
+          unmatched: { [LOGS]: { action: true, resource: false, condition: "Match" } },
+        });
+      }
+    },
+  );
+
+  it("allows PutMetricData in the Nebula namespace only, by the condition", async () => {
+    const put = (namespace: string) =>
+      onA("cloudwatch:PutMetricData", "*", { "cloudwatch:namespace": namespace });
+    expect(await evaluate(logsPolicy, put("Nebula"))).toMatchObject({
+      result: "Allowed",
+      allowedBy: [METRICS],
+    });
+    for (const namespace of ["AWS/EC2", "Nebula2", "nebula", "Other"]) {
+      const request = put(namespace);
+      // Denied (a wildcard evaluation reports no statement then), and by the condition alone.
+      expect(await evaluate(logsPolicy, request)).toMatchObject({
+        result: "ImplicitlyDenied",
+        allowedBy: [],
+      });
+      expect((await evaluate(withoutCondition(logsPolicy, METRICS), request)).result).toBe(
+        "Allowed",
+      );
+    }
+  });
+
+  it("denies reading metrics back", async () => {
+    for (const action of ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"]) {
+      expect((await evaluate(logsPolicy, onA(action, "*"))).result).toBe("ImplicitlyDenied");
     }
   });
 });

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { REPORT_CHUNK_TAG_PREFIX, REPORT_MAX_CHUNKS, REPORT_TAG_KEY } from "@nebula/state-mapping";
 import { describe, expect, it } from "vitest";
+import { DEFAULT_METRICS_NAMESPACE } from "./options.js";
 import { PARAMETER_INSTANCE_TAG, POD_PARAMETER_ROOT } from "./parameters.js";
 
 const read = (name: string) =>
@@ -48,12 +49,47 @@ describe("the instance role's IAM policies (policies/*.json)", () => {
     ]);
     // Parameters use the AWS-managed key alias/aws/ssm, whose key policy already lets the account's
     // principals decrypt through SSM: no kms statement, and no other action, in any instance policy.
-    const actions = ["instance-report-tags.json", "instance-pod-parameters.json"].flatMap((name) =>
+    const actions = [
+      "instance-report-tags.json",
+      "instance-pod-parameters.json",
+      "instance-logs-metrics.json",
+    ].flatMap((name) =>
       read(name).Statement.flatMap((s: { Action: string | string[] }) => s.Action),
     );
     expect(
-      actions.filter((a: string) => !["ec2:CreateTags", "ssm:GetParameters"].includes(a)),
+      actions.filter(
+        (a: string) =>
+          ![
+            "ec2:CreateTags",
+            "ssm:GetParameters",
+            "logs:CreateLogStream",
+            "logs:PutLogEvents",
+            "cloudwatch:PutMetricData",
+          ].includes(a),
+      ),
     ).toEqual([]);
+  });
+
+  it("allow writing only the configured log group's streams, and metrics only in the Nebula namespace", () => {
+    const policy = read("instance-logs-metrics.json");
+    expect(policy.Statement).toEqual([
+      {
+        // What Docker's awslogs driver calls; no read, no delete, no DescribeLogStreams, and the
+        // group is the operator's to create (awslogs-create-group=false).
+        Sid: expect.any(String),
+        Effect: "Allow",
+        Action: ["logs:CreateLogStream", "logs:PutLogEvents"],
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the operator's placeholder, not a template
+        Resource: "arn:aws:logs:*:*:log-group:${LogGroupName}:log-stream:*",
+      },
+      {
+        Sid: expect.any(String),
+        Effect: "Allow",
+        Action: "cloudwatch:PutMetricData",
+        Resource: "*",
+        Condition: { StringEquals: { "cloudwatch:namespace": DEFAULT_METRICS_NAMESPACE } },
+      },
+    ]);
   });
 
   it("let EC2 assume the role", () => {

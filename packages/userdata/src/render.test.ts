@@ -13,8 +13,10 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   bashQuote,
+  DEFAULT_METRICS_NAMESPACE,
   expandKubernetesReferences,
   MAX_USER_DATA_BYTES,
+  RenderOptions,
   renderUserData,
   shQuote,
   supervisorScript,
@@ -467,5 +469,97 @@ describe("quoting", () => {
       }),
       { numRuns: 40 },
     );
+  });
+});
+
+describe("logs and metrics options", () => {
+  const pod = asPod({
+    metadata: { name: "p", namespace: "n", uid: "u-1" },
+    spec: { containers: [{ name: "a", image: "busybox" }] },
+  });
+
+  it("are off when absent, and take their defaults when given", () => {
+    const off = RenderOptions.parse({});
+    expect(off.logs).toBeUndefined();
+    expect(off.metrics).toBeUndefined();
+    expect(RenderOptions.parse({ metrics: {} }).metrics).toEqual({
+      namespace: DEFAULT_METRICS_NAMESPACE,
+      sampleSeconds: 15,
+      publishSeconds: 60,
+    });
+    expect(DEFAULT_METRICS_NAMESPACE).toBe("Nebula");
+    expect(RenderOptions.parse({ logs: { group: "/nebula/prod#1_a-b.c" } }).logs).toEqual({
+      group: "/nebula/prod#1_a-b.c",
+    });
+  });
+
+  it("leave a render without them as it was (the Pod data and the unit)", () => {
+    for (const delivery of ["user-data", "parameters"] as const) {
+      const a = renderUserData(pod, { delivery });
+      const b = renderUserData(pod, { delivery, logs: undefined, metrics: undefined });
+      expect(a).toEqual(b);
+      if (!a.ok) throw a.error;
+      expect(a.value.script.replace(supervisorScript(), "")).not.toMatch(
+        /AWS_ENDPOINT_URL_LOGS|LOG_GROUP|METRICS_/,
+      );
+    }
+  });
+
+  it("reach the host with both deliveries", () => {
+    const options = { logs: { group: "g" }, metrics: { publishSeconds: 30 } };
+    const inline = renderUserData(pod, options);
+    if (!inline.ok) throw inline.error;
+    expect(inline.value.script).toContain("\nLOG_GROUP=$'g'\n");
+    const viaParameters = renderUserData(pod, { ...options, delivery: "parameters" });
+    if (!viaParameters.ok) throw viaParameters.error;
+    const podSh = gunzipSync(
+      Buffer.from(viaParameters.value.parameters.map((p) => p.value).join(""), "base64"),
+    ).toString("utf8");
+    expect(podSh).toContain(
+      "\nLOG_GROUP=$'g'\nMETRICS_NAMESPACE=$'Nebula'\nMETRICS_SAMPLE=15\nMETRICS_PUBLISH=30\n",
+    );
+    // The bootstrap passes the endpoint overrides of logs and CloudWatch to the unit.
+    expect(viaParameters.value.script).toContain(
+      "AWS_ENDPOINT_URL_LOGS AWS_ENDPOINT_URL_CLOUDWATCH",
+    );
+  });
+
+  it.each([
+    [{ logs: { group: "" } }, "logs.group", "must be a CloudWatch log group name"],
+    [{ logs: { group: "a b" } }, "logs.group", "must be a CloudWatch log group name"],
+    [{ logs: { group: "g".repeat(513) } }, "logs.group", "1 to 512 characters"],
+    [{ logs: {} }, "logs.group", "expected string"],
+    [{ metrics: { sampleSeconds: 4 } }, "metrics.sampleSeconds", ">=5"],
+    [{ metrics: { sampleSeconds: 7.5 } }, "metrics.sampleSeconds", "expected int"],
+    [{ metrics: { publishSeconds: 301 } }, "metrics.publishSeconds", "<=300"],
+    [
+      { metrics: { sampleSeconds: 30, publishSeconds: 20 } },
+      "metrics.publishSeconds",
+      "publishSeconds must be at least sampleSeconds",
+    ],
+    [{ metrics: { namespace: "AWS/EC2" } }, "metrics.namespace", "reserved for AWS services"],
+    [{ metrics: { namespace: "a b" } }, "metrics.namespace", "must be a CloudWatch namespace"],
+  ])("refuse %j at %s, saying why", (options, path, words) => {
+    const error = errorOf(pod, options);
+    expect(error).toBeInstanceOf(UserDataError);
+    expect(error.code).toBe("InvalidOptions");
+    expect(error.path).toBe(path);
+    expect(error.cause).toBeDefined();
+    expect(error.message).toContain(`invalid options at ${path}: `);
+    expect(error.message).toContain(words);
+  });
+
+  it("need the Pod's name and UID (the streams and metrics are named after them)", () => {
+    const noUid = asPod({ metadata: { name: "p" }, spec: pod.spec });
+    for (const options of [{ logs: { group: "g" } }, { metrics: {} }]) {
+      expect(errorOf(noUid, options)).toMatchObject({ code: "InvalidPod", path: "metadata.uid" });
+    }
+    const noName = asPod({ metadata: { uid: "u" }, spec: pod.spec });
+    expect(errorOf(noName, { metrics: {} })).toMatchObject({
+      code: "InvalidPod",
+      path: "metadata.name",
+    });
+    // Without them on, a Pod without a UID still renders (as before).
+    expect(renderUserData(noUid).ok).toBe(true);
   });
 });

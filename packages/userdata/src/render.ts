@@ -40,6 +40,44 @@ export const SUPERVISOR_PATH = "/usr/local/lib/nebula/supervisor.sh";
 /** The systemd unit the user-data installs and starts. */
 export const SUPERVISOR_UNIT = "nebula-supervisor.service";
 
+/**
+ * The CloudWatch metrics the supervisor publishes per container (with `metrics` on), in the
+ * options' namespace (default `Nebula`), with the dimensions `PodUID` (the Pod's UID) and
+ * `Container` (the container's name); one datum per sample, each with its own timestamp.
+ */
+export const USAGE_METRICS = {
+  /**
+   * Cumulative CPU time of the container's current run, in core-seconds (unit `Seconds`): `docker
+   * stats`' CPU percentage integrated over the time between samples; from 0 at each restart.
+   */
+  cpu: "CPUUsageCoreSeconds",
+  /** The container's working set (`docker stats`' memory usage, page cache excluded), unit `Bytes`. */
+  memory: "MemoryWorkingSetBytes",
+} as const;
+
+/**
+ * The CloudWatch log stream of one container run (with `logs` on):
+ * `<namespace>/<pod>/<pod-uid>/<container>/<restart>`, `restart` being 0 for the first run and the
+ * container's restart count after that.
+ *
+ * @param run - the Pod's namespace, name and UID, the container's name and its restart count.
+ * @returns the stream name, as the supervisor passes it to Docker's `awslogs-stream`.
+ * @example
+ * ```ts
+ * containerLogStream({ namespace: "shop", pod: "web-1", uid: "8f3a", container: "app", restart: 0 });
+ * // "shop/web-1/8f3a/app/0"
+ * ```
+ */
+export function containerLogStream(run: {
+  readonly namespace: string;
+  readonly pod: string;
+  readonly uid: string;
+  readonly container: string;
+  readonly restart: number;
+}): string {
+  return `${run.namespace}/${run.pod}/${run.uid}/${run.container}/${run.restart}`;
+}
+
 /** User-data ready for `RunInstances`, with what went into it. */
 export interface RenderedUserData {
   /** Base64 of the user-data bytes, as `RunInstances` takes it (`UserData`). */
@@ -141,9 +179,26 @@ export function renderUserData(
   const resolved = parsedOptions.data;
   const plan = planPod(pod, resolved, sources);
   if (plan instanceof UserDataError) return { ok: false, error: plan };
+  if ((resolved.logs || resolved.metrics) && (plan.uid === "" || plan.name === "")) {
+    const field = plan.uid === "" ? "metadata.uid" : "metadata.name";
+    return {
+      ok: false,
+      error: new UserDataError(
+        "InvalidPod",
+        field,
+        `the Pod has no ${field}: its log streams and metrics are named after it`,
+      ),
+    };
+  }
   if (resolved.delivery === "parameters") return renderWithParameters(plan, resolved);
 
-  return finish(plan, resolved, userDataScript(plan, podFile(podData(plan, resolved, []))), [], []);
+  return finish(
+    plan,
+    resolved,
+    userDataScript(plan, resolved, podFile(podData(plan, resolved, []))),
+    [],
+    [],
+  );
 }
 
 /** Compresses the script when it must, checks EC2's 16 KiB, and returns the rendered result. */
@@ -251,6 +306,7 @@ function renderWithParameters(plan: PodPlan, options: ResolvedRenderOptions): Re
   };
   const script = userDataScript(
     plan,
+    options,
     `cat >${LIB}/pod.ref <<'NEBULA_POD'\n${ref}NEBULA_POD\n`,
     shared,
   );
@@ -382,6 +438,15 @@ function podData(
       files.map((f) => f.data.toString("base64")),
     ),
     `DOCKER_AUTH=${bashQuote(plan.dockerConfig === undefined ? "" : Buffer.from(plan.dockerConfig, "utf8").toString("base64"))}`,
+    // Only when turned on, so a render without them stays byte for byte what it was.
+    ...(options.logs ? [`LOG_GROUP=${bashQuote(options.logs.group)}`] : []),
+    ...(options.metrics
+      ? [
+          `METRICS_NAMESPACE=${bashQuote(options.metrics.namespace)}`,
+          `METRICS_SAMPLE=${options.metrics.sampleSeconds}`,
+          `METRICS_PUBLISH=${options.metrics.publishSeconds}`,
+        ]
+      : []),
   ];
   c.forEach((x: ContainerPlan, i) => {
     lines.push(array(`C${i}_FLAGS`, x.createFlags));
@@ -448,6 +513,7 @@ function supervisorParameters(cluster: string): {
  */
 function userDataScript(
   plan: PodPlan,
+  options: ResolvedRenderOptions,
   pod: string,
   shared?: {
     readonly parameters: readonly PodParameter[];
@@ -456,6 +522,17 @@ function userDataScript(
   },
 ): string {
   const inline = shared === undefined;
+  // The endpoint overrides the unit passes on (tests, private endpoints): the logs' and
+  // CloudWatch's only when they are used.
+  const endpoints = [
+    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+    "AWS_ENDPOINT_URL_EC2",
+    "AWS_ENDPOINT_URL_SSM",
+    ...(options.logs ? ["AWS_ENDPOINT_URL_LOGS"] : []),
+    ...(options.metrics ? ["AWS_ENDPOINT_URL_CLOUDWATCH"] : []),
+    "AWS_ENDPOINT_URL",
+    "AWS_CA_BUNDLE",
+  ].join(" ");
   const shims = (inline ? plan.containers : [])
     .map((c, i) =>
       c.agents.length > 0
@@ -486,7 +563,7 @@ ${supervisorScript()}NEBULA_SUPERVISOR
   printf '%s\\n' '[Unit]' 'Description=Nebula host supervisor' 'After=network-online.target docker.service' \\
     'Wants=network-online.target docker.service' '' '[Service]' 'Type=simple' 'ExecStart=${SUPERVISOR_PATH}' \\
     'KillMode=mixed' 'TimeoutStopSec=${plan.graceSeconds + 30}' 'Restart=no'
-  for name in AWS_EC2_METADATA_SERVICE_ENDPOINT AWS_ENDPOINT_URL_EC2 AWS_ENDPOINT_URL_SSM AWS_ENDPOINT_URL AWS_CA_BUNDLE; do
+  for name in ${endpoints}; do
     if [ -n "\${!name+set}" ]; then printf 'Environment=%s=%s\\n' "$name" "\${!name}"; fi
   done
   printf '%s\\n' '' '[Install]' 'WantedBy=multi-user.target'

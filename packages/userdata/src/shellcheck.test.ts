@@ -63,6 +63,11 @@ const variants: [string, V1Pod, RenderOptionsInput][] = [
     { agents: [{ name: "sandd", command: ["/opt/sandd", "--x='1'", "$(y)"] }] },
   ],
   [
+    "logs and metrics on",
+    typicalPod(),
+    { logs: { group: "/nebula/prod" }, metrics: { sampleSeconds: 10 } },
+  ],
+  [
     "the Parameter Store delivery (the bootstrap)",
     { metadata: { uid: "u-1" }, spec: { containers: [{ name: "a", image: "busybox" }] } },
     { cluster: "prod", delivery: "parameters" },

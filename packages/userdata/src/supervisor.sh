@@ -33,7 +33,8 @@ SPOT_REPORT_SECONDS=20
 # Pod data: N, NAMES, INIT, IMAGES, PULL_POLICY, TM_PATH, TM_POLICY, HAS_CMD, HAS_ARGS, SHIM,
 # C<i>_FLAGS, C<i>_CMD, C<i>_ARGS, C<i>_HOSTIP, POD_NAME, POD_NAMESPACE, POD_UID, RESTART_POLICY, GRACE_SECONDS,
 # RESTART_LIMIT, BACKOFF_INITIAL, BACKOFF_MAX, BACKOFF_RESET, PULL_ATTEMPTS, REPORT_ATTEMPTS, REPORT_BASE_MS,
-# HOST_DIRS, FILE_PATH/FILE_MODE/FILE_DATA (files to write first), DOCKER_AUTH: from pod.sh, sourced by
+# HOST_DIRS, FILE_PATH/FILE_MODE/FILE_DATA (files to write first), DOCKER_AUTH, and when turned on
+# LOG_GROUP (logs) and METRICS_NAMESPACE/METRICS_SAMPLE/METRICS_PUBLISH (metrics): from pod.sh, sourced by
 # main. With the Parameter Store delivery, pod.ref names the SSM parameters that hold pod.sh
 # (POD_PARAMETERS, POD_SHA256, PARAMETER_WAIT_SECONDS) and pod.sh is fetched into memory-backed /run.
 SECRETS=/run/nebula
@@ -69,7 +70,7 @@ REGION=
 HOST_IP=
 TOKEN=
 AWS_CLI=
-declare -A S ALLOC
+declare -A S ALLOC U
 declare -a WATCHER
 
 log() { printf 'nebula-supervisor: %s\n' "$*"; }
@@ -873,6 +874,7 @@ image_list() {
 # Reads the exit of container $1 from docker inspect into the t.* fields.
 capture() {
   local i=$1 id=${S[cid.$1]} info code oom started finished image file msg=
+  usage_mark "$i"
   info=$(docker inspect --format '{{.State.ExitCode}}|{{.State.OOMKilled}}|{{.State.Running}}|{{.State.StartedAt}}|{{.State.FinishedAt}}|{{.Image}}' "$id" 2>/dev/null)
   IFS='|' read -r code oom _ started finished image <<<"$info"
   set -- "$1" "$2" "$3" "$4"
@@ -969,6 +971,179 @@ watch() {
     : >"$RUN/$i.done"
   ) &
   WATCHER[i]=$!
+}
+
+# ---- logs and usage metrics ------------------------------------------------------------------
+
+# Adds Docker's awslogs driver to `flags` of container $1 (with LOG_GROUP): one CloudWatch Logs
+# stream per run, <namespace>/<pod>/<uid>/<container>/<restart>. The Docker daemon writes with the
+# instance role and creates the stream, never the group. Docker >= 20.10 keeps a local copy of the
+# log for any driver ("dual logging"), so `docker logs` (FallbackToLogsOnError) keeps working.
+log_flags() {
+  local i=$1 ep=${AWS_ENDPOINT_URL_LOGS:-${AWS_ENDPOINT_URL:-}}
+  [ -n "${LOG_GROUP:-}" ] || return 0
+  [ -n "$REGION" ] || identify 1 || { log "container ${NAMES[i]}: no region from IMDS: its log stays on the host"; return 0; }
+  flags+=(--log-driver=awslogs --log-opt "awslogs-region=$REGION" --log-opt "awslogs-group=$LOG_GROUP"
+    --log-opt "awslogs-stream=$POD_NAMESPACE/$POD_NAME/$POD_UID/${NAMES[i]}/${S[restarts.$i]}" --log-opt awslogs-create-group=false)
+  [ -z "$ep" ] || flags+=(--log-opt "awslogs-endpoint=$ep")
+}
+
+# With METRICS_SAMPLE, a background loop samples the running containers with `docker stats` every
+# METRICS_SAMPLE seconds and sends the samples in one PutMetricData per METRICS_PUBLISH seconds. The
+# main loop names the running containers in $RUN/usage/<i> ("<id> <start, epoch ms>"), written at
+# the start and removed at the exit's capture, and never waits for the loop. Samples wait in
+# $RUN/metrics.cur, a line per datum: "<tries> <container> <metric> <unit> <value> <time>". A failed
+# call keeps its datums for one more try, then drops them; at most METRICS_MAX wait.
+USAGE_PID=
+METRICS_MAX=3000
+
+usage_start() {
+  [ -n "${METRICS_SAMPLE:-}" ] || return 0
+  mkdir -p "$RUN/usage"
+  rm -f "$RUN"/usage/* "$RUN/metrics.cur"
+  usage_loop &
+  USAGE_PID=$!
+}
+
+# Ends the loop (it also ends by itself once the supervisor is gone).
+usage_stop() {
+  [ -n "$USAGE_PID" ] || return 0
+  kill_tree "$USAGE_PID"
+  wait "$USAGE_PID" 2>/dev/null
+  USAGE_PID=
+}
+
+# Container $1 runs as $2; without $2 it exited.
+usage_mark() {
+  [ -n "$USAGE_PID" ] || return 0
+  if [ -z "$2" ]; then
+    rm -f "$RUN/usage/$1"
+  elif printf '%s %s\n' "$2" "$(date +%s%3N)" >"$RUN/usage/$1.tmp"; then
+    mv -f "$RUN/usage/$1.tmp" "$RUN/usage/$1"
+  fi
+}
+
+usage_loop() {
+  local parent=$$ next t
+  ATTEMPT_END=
+  next=$(($(now) + METRICS_PUBLISH))
+  while kill -0 "$parent" 2>/dev/null; do
+    usage_sample
+    t=$(now)
+    if ((t >= next)); then
+      usage_publish
+      next=$((next + METRICS_PUBLISH))
+      ((next > t)) || next=$((t + METRICS_PUBLISH))
+    fi
+    sleep "$METRICS_SAMPLE"
+  done
+}
+
+# Reads one `docker stats` line, $1 = "<id>\t<CPUPerc>\t<MemUsage>" (12.34%, 1.5MiB / 1.944GiB),
+# into U_ID, U_CPU (hundredths of a percent of one core) and U_MEM (bytes); 1 for a line it cannot read.
+usage_parse() {
+  local id cpu mem f k
+  IFS=$'\t' read -r id cpu mem <<<"$1"
+  [[ $id =~ ^[0-9a-f]{1,64}$ && $cpu =~ ^([0-9]{1,9})(\.([0-9]*))?%$ ]] || return 1
+  f=${BASH_REMATCH[3]}00
+  U_CPU=$((10#${BASH_REMATCH[1]} * 100 + 10#${f:0:2}))
+  [[ ${mem%% / *} =~ ^([0-9]{1,6})(\.([0-9]*))?(B|KiB|MiB|GiB|TiB)$ ]] || return 1
+  case ${BASH_REMATCH[4]} in B) k=0 ;; KiB) k=10 ;; MiB) k=20 ;; GiB) k=30 ;; *) k=40 ;; esac
+  f=${BASH_REMATCH[3]}0000
+  U_MEM=$(((10#${BASH_REMATCH[1]} << k) + ((10#${f:0:4} << k) / 10000)))
+  U_ID=$id
+}
+
+# Samples every running container once: appends its CPU time since its start (core-seconds, CPU
+# percentage integrated over the time since the previous sample) and its memory to metrics.cur.
+usage_sample() {
+  local f i id t0 ms ts line ids=() n
+  for f in "$RUN"/usage/*; do
+    i=${f##*/}
+    [[ $i =~ ^[0-9]+$ ]] || continue
+    { read -r id t0 <"$f"; } 2>/dev/null || continue
+    [[ $t0 =~ ^[0-9]+$ ]] || continue
+    if [ "${U[id.$i]}" != "$id" ]; then
+      U[id.$i]=$id
+      U[cpu.$i]=0
+      U[at.$i]=$t0
+    fi
+    ids+=("$id")
+  done
+  ((${#ids[@]} > 0)) || return 0
+  timeout -k 2 30 docker stats --no-stream --format '{{.ID}}\t{{.CPUPerc}}\t{{.MemUsage}}' "${ids[@]}" >"$RUN/usage.out" 2>"$RUN/usage.err"
+  ms=$(date +%s%3N)
+  ts=$(date -u -d "@$((ms / 1000))" +%Y-%m-%dT%H:%M:%SZ)
+  n=0
+  [ ! -f "$RUN/metrics.cur" ] || n=$(wc -l <"$RUN/metrics.cur")
+  while IFS= read -r line; do
+    usage_parse "$line" || continue
+    for ((i = 0; i < N; i++)); do
+      id=${U[id.$i]}
+      [[ -n $id && $id == "$U_ID"* ]] || continue
+      ((${#U_ID} >= 12)) || [ "$id" = "$U_ID" ] || continue
+      t0=$((ms - ${U[at.$i]}))
+      ((t0 > 0)) || t0=0
+      U[cpu.$i]=$((${U[cpu.$i]} + U_CPU * t0 / 10))
+      U[at.$i]=$ms
+      ((n < METRICS_MAX)) || break
+      n=$((n + 2))
+      printf '0 %s CPUUsageCoreSeconds Seconds %d.%06d %s\n0 %s MemoryWorkingSetBytes Bytes %d %s\n' "${NAMES[i]}" \
+        $((${U[cpu.$i]} / 1000000)) $((${U[cpu.$i]} % 1000000)) "$ts" "${NAMES[i]}" "$U_MEM" "$ts" >>"$RUN/metrics.cur"
+      break
+    done
+  done <"$RUN/usage.out"
+}
+
+# The PutMetricData form body (query protocol) of the datum lines "$@".
+metrics_body() {
+  local line name metric unit value ts n=0 p uid body
+  uid=$(urlencode "$POD_UID")
+  body="Action=PutMetricData&Version=2010-08-01&Namespace=$(urlencode "$METRICS_NAMESPACE")"
+  for line; do
+    read -r _ name metric unit value ts <<<"$line"
+    n=$((n + 1))
+    p=MetricData.member.$n
+    body+="&$p.MetricName=$metric&$p.Dimensions.member.1.Name=PodUID&$p.Dimensions.member.1.Value=$uid&$p.Dimensions.member.2.Name=Container&$p.Dimensions.member.2.Value=$name&$p.Timestamp=${ts//:/%3A}&$p.Value=$value&$p.Unit=$unit"
+  done
+  printf '%s' "$body"
+}
+
+cloudwatch_endpoint() {
+  local ep=${AWS_ENDPOINT_URL_CLOUDWATCH:-${AWS_ENDPOINT_URL:-https://monitoring.$REGION.amazonaws.com}}
+  printf '%s' "${ep%/}"
+}
+
+# Sends metrics.cur in PutMetricData calls of at most 1000 datums (usually one); the datums of a
+# failed call are kept for one more try, those already tried once are dropped.
+usage_publish() {
+  local all=() keep=() line j status
+  [ -s "$RUN/metrics.cur" ] || return 0
+  mapfile -t all <"$RUN/metrics.cur"
+  : >"$RUN/metrics.cur"
+  for ((j = 0; j < ${#all[@]}; j += 1000)); do
+    [ -n "$REGION" ] || identify 1
+    status=$(sigv4_post monitoring "$(cloudwatch_endpoint)" "application/x-www-form-urlencoded; charset=utf-8" "" \
+      "$(metrics_body "${all[@]:j:1000}")" "$RUN/metrics.out" "$RUN/metrics.err") && [ "$status" = 200 ] && continue
+    log "metrics: PutMetricData failed (HTTP ${status:-000}): $(head -c 300 "$RUN/metrics.out" 2>/dev/null) $(tail -c 200 "$RUN/metrics.err" 2>/dev/null)"
+    for line in "${all[@]:j:1000}"; do
+      [ "${line%% *}" != 0 ] || keep+=("1 ${line#* }")
+    done
+  done
+  ((${#keep[@]} == 0)) || printf '%s\n' "${keep[@]}" >>"$RUN/metrics.cur"
+}
+
+# After the final report: the samples not sent yet, in one try, when the stop deadline $1 (0:
+# none) leaves time for it.
+usage_flush() {
+  local t
+  [ -n "${METRICS_SAMPLE:-}" ] && [ -s "$RUN/metrics.cur" ] || return 0
+  t=$(now)
+  (($1 == 0 || t + 3 < $1)) || return 0
+  ATTEMPT_END=$((t + 10))
+  (($1 == 0 || ATTEMPT_END <= $1)) || ATTEMPT_END=$1
+  usage_publish
+  ATTEMPT_END=
 }
 
 # ---- Pod sandbox and isolation ------------------------------------------------------------------
@@ -1101,6 +1276,7 @@ attempt() {
   : >"$STATE/containers/${NAMES[i]}/termination-log"
   chmod 0666 "$STATE/containers/${NAMES[i]}/termination-log"
   flags+=("--name=$name" "--network=$NET" "--mount=type=bind,source=$STATE/containers/${NAMES[i]}/termination-log,target=${TM_PATH[i]}")
+  log_flags "$i"
   if [ "${SHIM[i]}" = 1 ]; then
     if [ "${HAS_CMD[i]}" = 1 ]; then
       workload=("${cmd[@]}" "${args[@]}")
@@ -1145,6 +1321,7 @@ attempt() {
     return 0
   fi
   S[st.$i]=running
+  usage_mark "$i" "$id"
   IFS='|' read -r v pid <<<"$(docker inspect --format '{{.State.StartedAt}}|{{.State.Pid}}' "$id" 2>/dev/null)"
   S[started.$i]=$(iso_time "$v")
   [ -n "${S[firstat.$i]}" ] || S[firstat.$i]=${S[started.$i]:-$(iso_now)}
@@ -1260,6 +1437,7 @@ STOP_REPORT_SECONDS=20
 finish() {
   local deadline=0 grace=$GRACE_SECONDS left why=
   stop_writer
+  usage_stop
   if [ -n "$SPOT_ACTION" ]; then
     # The two-minute warning bounds everything: the containers' grace, then the report.
     STOP_REQUESTED=1
@@ -1285,6 +1463,7 @@ finish() {
   FINAL=true
   report "$deadline"
   : >"$STATE/final"
+  usage_flush "$deadline"
   if [ -n "$SPOT_ACTION" ]; then
     log "final report written after the Spot interruption notice: leaving the instance to EC2"
   elif [ -z "$TERM_REQUESTED" ]; then
@@ -1447,6 +1626,7 @@ main() {
   if command -v aws >/dev/null 2>&1 && aws --version >/dev/null 2>&1; then AWS_CLI=1; fi
   if [ -n "$AWS_CLI" ]; then log "reports: CreateTags through the aws CLI"; else log "reports: CreateTags through curl + SigV4"; fi
   utf8_locale
+  usage_start
   for ((i = 0; i < N; i++)); do
     S[restarts.$i]=0
     S[quick.$i]=0
