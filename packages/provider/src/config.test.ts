@@ -83,4 +83,26 @@ describe("parseProviderConfig", () => {
       problems(testConfig({ instanceTypes: { default: "m7i.large", allowed: ["c7i.large"] } })),
     ).toContain("default instance type must be in the allowed list");
   });
+
+  it("takes container logs and metrics (off by default), with the renderer's defaults and checks", () => {
+    const off = parseProviderConfig(testConfig());
+    expect(off.logs).toBeUndefined();
+    expect(off.metrics).toBeUndefined();
+    const on = parseProviderConfig(testConfig({ logs: { group: "/nebula/prod" }, metrics: {} }));
+    expect(on.logs).toEqual({ group: "/nebula/prod" });
+    expect(on.metrics).toEqual({ namespace: "Nebula", sampleSeconds: 15, publishSeconds: 60 });
+    const logs = { group: "has space", stream: "x" }; // an unknown key, and a bad group
+    const message = problems(
+      testConfig({
+        logs,
+        metrics: { namespace: "AWS/EC2", sampleSeconds: 60, publishSeconds: 30 },
+      }),
+    );
+    expect(message).toMatch(/logs\.group: must be a CloudWatch log group name/);
+    expect(message).toMatch(/logs: Unrecognized key: "stream"/);
+    expect(message).toMatch(/metrics\.namespace: must not start with 'AWS\/'/);
+    expect(message).toMatch(
+      /metrics\.publishSeconds: publishSeconds must be at least sampleSeconds/,
+    );
+  });
 });

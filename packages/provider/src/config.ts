@@ -1,3 +1,4 @@
+import { LogsOptions, MetricsOptions } from "@nebula/userdata";
 import { z } from "zod";
 import { ProviderError } from "./errors.js";
 import { MAX_USER_TAGS, RESERVED_TAG_COUNT } from "./tags.js";
@@ -210,6 +211,26 @@ export const ProviderConfigSchema = z
      * `kms:Decrypt` for the host role.
      */
     parameterKeyId: z.string().min(1).max(2048).default("alias/aws/ssm"),
+    /**
+     * Container logs to CloudWatch Logs (default: off, Docker's own log driver on the host): every
+     * Pod container logs through Docker's `awslogs` driver to the log group `group`, one stream
+     * per container run, `<namespace>/<pod>/<pod-uid>/<container>/<restart>`, which the virtual
+     * node reads back for `kubectl logs` (`CloudWatchContainerLogs`). The group must exist
+     * (the operator creates it; hosts never do); the host role needs `@nebula/userdata`'s
+     * `policies/instance-logs-metrics.json`, the controller `logs:GetLogEvents` on the group
+     * (`policies/controller.json`, `${LogGroupName}`). Passed to `renderUserData` as `logs`.
+     */
+    logs: LogsOptions.strict().optional(),
+    /**
+     * Container CPU and memory to CloudWatch metrics (default: off): the host samples every
+     * running container with `docker stats` every `sampleSeconds` (default 15) and publishes the
+     * samples every `publishSeconds` (default 60) in namespace `namespace` (default `Nebula`),
+     * metrics `CPUUsageCoreSeconds` and `MemoryWorkingSetBytes`, dimensions `PodUID` and
+     * `Container`; the virtual node reads them back for `/stats/summary` and `/metrics/resource`
+     * (`CloudWatchUsage`, `cloudwatch:GetMetricData`). `{}` turns it on with the defaults.
+     * Passed to `renderUserData` as `metrics`.
+     */
+    metrics: MetricsOptions.strict().optional(),
     /**
      * EC2 endpoint override, for tests only (moto). Production leaves it unset. With
      * `podDelivery: "parameters"` the SSM client uses it too (moto serves both on one endpoint).

@@ -1,6 +1,12 @@
 import { MemoryPodLedger } from "@nebula/teardown";
 import { describe, expect, it } from "vitest";
-import { Ec2PodProvider, instanceAnnotations, type PodStatusChange } from "./provider.js";
+import { parseProviderConfig } from "./config.js";
+import {
+  Ec2PodProvider,
+  instanceAnnotations,
+  type PodStatusChange,
+  renderOptionsOf,
+} from "./provider.js";
 import { countCalls } from "./testing/calls.js";
 import { testConfig, testPod } from "./testing/fixtures.js";
 
@@ -62,5 +68,34 @@ describe("Ec2PodProvider without EC2 calls", () => {
       "nebula.dev/instance-type-launched": "m7i.large",
       "nebula.dev/capacity-type": "spot",
     });
+  });
+});
+
+describe("renderOptionsOf", () => {
+  it("passes the configured logs and metrics to the renderer, over the userData option", () => {
+    const config = parseProviderConfig(
+      testConfig({ logs: { group: "/nebula/blue" }, metrics: { sampleSeconds: 10 } }),
+    );
+    expect(
+      renderOptionsOf(config, {
+        cluster: "named",
+        logs: { group: "/elsewhere" },
+        delivery: "user-data",
+      }),
+    ).toEqual({
+      cluster: "named",
+      logs: { group: "/nebula/blue" },
+      metrics: { namespace: "Nebula", sampleSeconds: 10, publishSeconds: 60 },
+      delivery: config.podDelivery,
+    });
+  });
+
+  it("leaves logs and metrics to the userData option when the configuration has none", () => {
+    const config = parseProviderConfig(testConfig());
+    expect(renderOptionsOf(config, undefined)).toEqual({
+      cluster: config.clusterName,
+      delivery: config.podDelivery,
+    });
+    expect(renderOptionsOf(config, { metrics: {} })).toMatchObject({ metrics: {} });
   });
 });

@@ -293,7 +293,7 @@ export interface Ec2PodProviderOptions {
   /**
    * Options for `@nebula/userdata`'s `renderUserData`, which builds each Pod's user-data (the host
    * supervisor). `cluster` defaults to the configured `clusterName`; `delivery` is always the
-   * configured `podDelivery`.
+   * configured `podDelivery`; `logs` and `metrics` are the configured ones when set.
    */
   readonly userData?: RenderOptionsInput;
   /**
@@ -1883,15 +1883,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     const override = this.#options.renderUserData;
     const out = override
       ? override(record.pod, sources)
-      : renderUserData(
-          record.pod,
-          {
-            cluster: this.config.clusterName,
-            ...this.#options.userData,
-            delivery: this.config.podDelivery,
-          },
-          sources,
-        );
+      : renderUserData(record.pod, renderOptionsOf(this.config, this.#options.userData), sources);
     if (typeof out === "string" || out instanceof Uint8Array) {
       return { userData: out, parameters: [], sharedParameters: [], notices: [] };
     }
@@ -2452,6 +2444,25 @@ type SourcesRead =
 
 /** No sources to read (`user-data` delivery). */
 const NO_READ: SourcesRead = { ok: true, sources: undefined };
+
+/**
+ * The options the provider gives `@nebula/userdata`'s `renderUserData`: `cluster` defaults to the
+ * configured `clusterName` (the `userData` option may set it); `delivery` is always the configured
+ * `podDelivery`; `logs` and `metrics` are the configured ones when set (so that the hosts write
+ * where the virtual node reads), else whatever the `userData` option says.
+ */
+export function renderOptionsOf(
+  config: ProviderConfig,
+  userData: RenderOptionsInput | undefined,
+): RenderOptionsInput {
+  return {
+    cluster: config.clusterName,
+    ...userData,
+    ...(config.logs === undefined ? {} : { logs: config.logs }),
+    ...(config.metrics === undefined ? {} : { metrics: config.metrics }),
+    delivery: config.podDelivery,
+  };
+}
 
 function renderedOf(value: RenderedPod): Rendered {
   return {
