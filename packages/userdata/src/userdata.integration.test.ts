@@ -4,6 +4,7 @@
  * same IMDS/EC2 endpoint and systemctl/shutdown stand-ins as the unit tests.
  */
 import { execFileSync, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import {
   chmodSync,
   existsSync,
@@ -17,19 +18,40 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import {
+  CloudWatchClient,
+  GetMetricStatisticsCommand,
+  ListMetricsCommand,
+} from "@aws-sdk/client-cloudwatch";
+import {
+  CloudWatchLogsClient,
+  CreateLogGroupCommand,
+  DescribeLogStreamsCommand,
+  GetLogEventsCommand,
+} from "@aws-sdk/client-cloudwatch-logs";
+import { DescribeTagsCommand, EC2Client, RunInstancesCommand } from "@aws-sdk/client-ec2";
 import { PutParameterCommand, SSMClient } from "@aws-sdk/client-ssm";
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
 import {
   type ContainerReport,
+  decodeReportTags,
   type ExitReport,
   encodeReportTags,
   toInstanceState,
   toPodStatus,
 } from "@nebula/state-mapping";
-import { MOTO_CREDENTIALS, type Moto, startMoto } from "@nebula/test-peers";
+import {
+  type InstanceHosts,
+  MOTO_CREDENTIALS,
+  type Moto,
+  NEBULA_INSTANCE_PROFILE,
+  startInstanceHosts,
+  startMoto,
+} from "@nebula/test-peers";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
+  containerLogStream,
   expandKubernetesReferences,
   type PodSources,
   type RenderOptionsInput,
@@ -704,5 +726,207 @@ describe("the Parameter Store delivery: real bash, real podman, moto's SSM throu
       /nebula user-data: cannot read the host supervisor from SSM \(\/nebula\/nowhere\/supervisor\/[0-9a-f]{16}\/\)/,
     );
     expect(existsSync(join(out, "ran"))).toBe(false);
+  });
+});
+
+describe("logs and metrics to CloudWatch: the instance-host simulator (podman playing Docker's awslogs and docker stats) and moto", () => {
+  const RUN = randomBytes(4).toString("hex");
+  const CLUSTER = `cw-${RUN}`;
+  const GROUP = `/nebula/${CLUSTER}`;
+  const UID = `uid-cw-${RUN}`;
+  let moto: Moto;
+  let sim: InstanceHosts;
+  const client = () => ({
+    endpoint: moto.endpoint,
+    region: moto.region,
+    credentials: { ...MOTO_CREDENTIALS },
+  });
+  beforeAll(async () => {
+    moto = await startMoto();
+    sim = await startInstanceHosts({
+      ec2Endpoint: moto.endpoint,
+      region: moto.region,
+      cluster: CLUSTER,
+      bootDelayMs: 200,
+    });
+  }, 180_000);
+  afterAll(async () => {
+    await sim?.close();
+    await moto?.stop();
+  });
+
+  it("each run's lines in its own stream, in order, and the Pod's usage in Nebula metrics", async () => {
+    const logs = new CloudWatchLogsClient(client());
+    const cloudwatch = new CloudWatchClient(client());
+    const ec2 = new EC2Client({ ...client(), endpoint: sim.ec2Endpoint });
+    try {
+      // The operator's part: the group exists before any Pod logs to it.
+      await logs.send(new CreateLogGroupCommand({ logGroupName: GROUP }));
+      // Crashes once (exit 3), then runs past a few samples and completes. The pauses keep stdout
+      // and stderr in one order (two pipes, read by conmon as Docker reads them).
+      const script = [
+        "if [ -e /state/ran ]; then",
+        "  echo 'run 1: one'; echo 'run 1: two'; sleep 0.5; echo 'run 1: to stderr' >&2",
+        "  i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 8; exit 0",
+        "fi",
+        "touch /state/ran; echo 'run 0: one'; echo 'run 0: two'; sleep 0.5; echo 'run 0: to stderr' >&2; exit 3",
+      ].join("\n");
+      const rendered = renderUserData(
+        {
+          metadata: { name: "chatty", namespace: "test", uid: UID },
+          spec: {
+            restartPolicy: "OnFailure",
+            terminationGracePeriodSeconds: 5,
+            containers: [
+              {
+                name: "app",
+                image: "busybox",
+                imagePullPolicy: "IfNotPresent",
+                command: ["sh", "-c", script],
+                volumeMounts: [{ name: "state", mountPath: "/state" }],
+              },
+            ],
+            volumes: [{ name: "state", emptyDir: {} }],
+          },
+        },
+        {
+          cluster: CLUSTER,
+          backoff: { initialSeconds: 1, maxSeconds: 2, resetAfterSeconds: 600 },
+          report: { retryAttempts: 8, retryBaseMs: 50 },
+          logs: { group: GROUP },
+          metrics: { sampleSeconds: 5, publishSeconds: 5 },
+        },
+      );
+      if (!rendered.ok) throw rendered.error;
+      const launchedAt = new Date();
+      const launched = await ec2.send(
+        new RunInstancesCommand({
+          ImageId: "ami-12345678",
+          MinCount: 1,
+          MaxCount: 1,
+          UserData: rendered.value.userData,
+          IamInstanceProfile: { Name: NEBULA_INSTANCE_PROFILE },
+          MetadataOptions: { HttpTokens: "required" },
+          TagSpecifications: [
+            {
+              ResourceType: "instance",
+              Tags: [
+                { Key: "nebula:cluster", Value: CLUSTER },
+                { Key: "nebula:pod-uid", Value: UID },
+              ],
+            },
+          ],
+        }),
+      );
+      const id = launched.Instances?.[0]?.InstanceId ?? "";
+      // The Pod completes and the host powers itself off (the simulator delivers the last batch first).
+      const guest = await sim.waitForPhase(id, "off", 180_000);
+      const journal = readFileSync(guest.unitLogPath("nebula-supervisor.service"), "utf8");
+
+      // The final report: one restart, completed.
+      const tags = await ec2.send(
+        new DescribeTagsCommand({ Filters: [{ Name: "resource-id", Values: [id] }] }),
+      );
+      const report = decodeReportTags(
+        Object.fromEntries((tags.Tags ?? []).map((t) => [t.Key ?? "", t.Value ?? ""])),
+      );
+      if (report.kind !== "report")
+        throw new Error(`no report: ${JSON.stringify(report)}\n${journal}`);
+      expect(report.report.containers[0]).toMatchObject({
+        name: "app",
+        reason: "Completed",
+        restarts: 1,
+      });
+
+      // One stream per run, exactly the lines of that run, in order; none for the Pod sandbox.
+      const stream = (restart: number) =>
+        containerLogStream({
+          namespace: "test",
+          pod: "chatty",
+          uid: UID,
+          container: "app",
+          restart,
+        });
+      const streams = await logs.send(new DescribeLogStreamsCommand({ logGroupName: GROUP }));
+      expect((streams.logStreams ?? []).map((s) => s.logStreamName).sort()).toEqual([
+        stream(0),
+        stream(1),
+      ]);
+      for (const restart of [0, 1]) {
+        const events = await logs.send(
+          new GetLogEventsCommand({
+            logGroupName: GROUP,
+            logStreamName: stream(restart),
+            startFromHead: true,
+          }),
+        );
+        expect(
+          events.events?.map((e) => e.message),
+          journal,
+        ).toEqual([`run ${restart}: one`, `run ${restart}: two`, `run ${restart}: to stderr`]);
+      }
+
+      // The usage: both metrics, with exactly the contract's dimensions, sent without a failure.
+      expect(journal).not.toContain("PutMetricData failed");
+      const listed = await cloudwatch.send(
+        new ListMetricsCommand({
+          Namespace: "Nebula",
+          Dimensions: [{ Name: "PodUID", Value: UID }],
+        }),
+      );
+      // moto lists a metric once per call that put it (CloudWatch once): compare the distinct ones.
+      const metrics = [
+        ...new Set(
+          (listed.Metrics ?? []).map((m) =>
+            JSON.stringify({
+              name: m.MetricName,
+              dimensions: [...(m.Dimensions ?? [])].sort((a, b) =>
+                (a.Name ?? "").localeCompare(b.Name ?? ""),
+              ),
+            }),
+          ),
+        ),
+      ]
+        .sort()
+        .map((m) => JSON.parse(m));
+      expect(metrics, journal).toEqual(
+        ["CPUUsageCoreSeconds", "MemoryWorkingSetBytes"].map((name) => ({
+          name,
+          dimensions: [
+            { Name: "Container", Value: "app" },
+            { Name: "PodUID", Value: UID },
+          ],
+        })),
+      );
+      const statistics = async (name: string) =>
+        await cloudwatch.send(
+          new GetMetricStatisticsCommand({
+            Namespace: "Nebula",
+            MetricName: name,
+            Dimensions: [
+              { Name: "PodUID", Value: UID },
+              { Name: "Container", Value: "app" },
+            ],
+            StartTime: new Date(launchedAt.getTime() - 120_000),
+            EndTime: new Date(Date.now() + 120_000),
+            Period: 60,
+            Statistics: ["Maximum", "SampleCount"],
+          }),
+        );
+      const memory = (await statistics("MemoryWorkingSetBytes")).Datapoints ?? [];
+      expect(memory.reduce((n, d) => n + (d.SampleCount ?? 0), 0)).toBeGreaterThan(0);
+      expect(Math.max(...memory.map((d) => d.Maximum ?? 0))).toBeGreaterThan(0);
+      for (const d of memory) expect(d.Unit).toBe("Bytes");
+      const cpu = (await statistics("CPUUsageCoreSeconds")).Datapoints ?? [];
+      expect(cpu.reduce((n, d) => n + (d.SampleCount ?? 0), 0)).toBeGreaterThan(0);
+      for (const d of cpu) {
+        expect(d.Unit).toBe("Seconds");
+        expect(d.Maximum).toBeGreaterThanOrEqual(0);
+      }
+    } finally {
+      logs.destroy();
+      cloudwatch.destroy();
+      ec2.destroy();
+    }
   });
 });
