@@ -3,6 +3,7 @@
  * Node and Pod controllers of `@nebula/virtual-node`, under `@nebula/kube`'s manager (health,
  * metrics, leader election, ordered shutdown). Nothing here is for a user to import.
  */
+import { readFile } from "node:fs/promises";
 import { CoreV1Api, type KubeConfig, type V1Pod, type V1PodStatus } from "@kubernetes/client-node";
 import {
   ConfigMapPodLedger,
@@ -33,7 +34,9 @@ import {
 } from "@nebula/virtual-node";
 import { Counter, Gauge, Histogram } from "prom-client";
 import { z } from "zod";
-import type { AppConfig } from "./config.js";
+import type { AppConfig, KubeletApiConfig } from "./config.js";
+import { apiServerAuth, KubeletServer } from "./kubelet-server.js";
+import { selfSignedServingCert } from "./serving-cert.js";
 
 /** What {@link createVnode} needs. */
 export interface VnodeOptions {
@@ -129,6 +132,48 @@ function sourceReader(
       secrets: await collect("Secret", refs.secrets),
     };
   };
+}
+
+/** Reads a file the configuration names, saying which setting named it when it cannot. */
+async function readConfigured(setting: string, path: string): Promise<string> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (error) {
+    throw new Error(`kubeletApi.${setting}: cannot read ${path}: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+}
+
+/**
+ * The CA bundle that client certificates are verified against: the configured file, else what
+ * kube-apiserver publishes from its `--client-ca-file` in `kube-system/extension-apiserver-authentication`
+ * (readable through the bootstrap Role `extension-apiserver-authentication-reader`).
+ */
+async function clientCa(kubeConfig: KubeConfig, settings: KubeletApiConfig): Promise<string> {
+  if (settings.clientCaFile !== undefined) {
+    return readConfigured("clientCaFile", settings.clientCaFile);
+  }
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  let map: unknown;
+  try {
+    map = await core.readNamespacedConfigMap({
+      name: "extension-apiserver-authentication",
+      namespace: "kube-system",
+    });
+  } catch (error) {
+    throw new Error(
+      `kubelet API: reading ConfigMap kube-system/extension-apiserver-authentication for the client CA failed (${(error as Error).message}); grant the Role extension-apiserver-authentication-reader (deploy/vnode/rbac.yaml) or set kubeletApi.clientCaFile`,
+      { cause: error },
+    );
+  }
+  const ca = z.object({ data: z.object({ "client-ca-file": z.string().min(1) }) }).safeParse(map);
+  if (!ca.success) {
+    throw new Error(
+      "kubelet API: kube-system/extension-apiserver-authentication has no client-ca-file (kube-apiserver runs without --client-ca-file); set kubeletApi.clientCaFile",
+    );
+  }
+  return ca.data.data["client-ca-file"];
 }
 
 /** Builds the virtual node; start it with `manager.run()`. */
@@ -302,6 +347,55 @@ export function createVnode(options: VnodeOptions): Vnode {
     pollDuration.observe({ outcome: result.ok ? "ok" : "error" }, seconds),
   );
   const nodes = new NodeController({ kubeConfig, config: config.node, health: provider, log });
+
+  const kubeletRequests = new Counter({
+    name: "nebula_vnode_kubelet_api_requests_total",
+    help: "Kubelet API requests by route and HTTP status",
+    labelNames: ["route", "status"],
+    registers: [registry],
+  });
+  const kubeletApi = config.kubeletApi;
+  if (kubeletApi.enabled) {
+    const startTime = new Date();
+    manager.addRunnable(
+      {
+        name: "kubelet-api",
+        run: async (signal) => {
+          const serving =
+            kubeletApi.tlsCertFile !== undefined && kubeletApi.tlsPrivateKeyFile !== undefined
+              ? {
+                  cert: await readConfigured("tlsCertFile", kubeletApi.tlsCertFile),
+                  key: await readConfigured("tlsPrivateKeyFile", kubeletApi.tlsPrivateKeyFile),
+                }
+              : await selfSignedServingCert([nodeName, config.node.internalIP]);
+          const server = new KubeletServer({
+            nodeName,
+            port: config.node.kubeletPort,
+            bindAddress: kubeletApi.bindAddress,
+            ...serving,
+            clientCa: await clientCa(kubeConfig, kubeletApi),
+            pods: () => informer.list(),
+            logs: provider.containerLogs,
+            usage: provider.containerUsage,
+            ...apiServerAuth(kubeConfig),
+            startTime,
+            logger,
+            onRequest: (route, status) => kubeletRequests.inc({ route, status: String(status) }),
+          });
+          try {
+            await server.run(signal);
+          } catch (error) {
+            throw new Error(
+              `kubelet API: cannot listen on ${kubeletApi.bindAddress}:${config.node.kubeletPort} (${(error as Error).message}); set node.kubeletPort, or kubeletApi.enabled: false`,
+              { cause: error },
+            );
+          }
+        },
+      },
+      // Every replica serves it: reading logs and usage changes nothing.
+      { leaderOnly: false },
+    );
+  }
 
   manager.addController(controller);
   manager.addRunnable({ name: "node", run: (signal) => nodes.run(signal) });

@@ -22,6 +22,7 @@ process.exitCode = await runCli(
     const config = loadAppConfig(flags.config, {
       nodeName: flags["node-name"],
       cluster: flags.cluster,
+      podIP: process.env.POD_IP,
     });
     const connection = connect(
       flags.kubeconfig === undefined ? {} : { kubeconfig: flags.kubeconfig },

@@ -133,7 +133,6 @@ describe("the account guard (SCP)", () => {
     ]);
     expect(guard?.Resource).toBe("arn:aws:ssm:*:*:parameter/nebula/*");
     expect(guard?.Condition).toEqual({
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: a placeholder of the policy template
       ArnNotLike: { "aws:PrincipalArn": "arn:aws:iam::*:role/${ControllerRoleName}" },
     });
   });

@@ -1,4 +1,6 @@
 import { Buffer } from "node:buffer";
+import { CloudWatchClient } from "@aws-sdk/client-cloudwatch";
+import { CloudWatchLogsClient } from "@aws-sdk/client-cloudwatch-logs";
 import {
   CreateTagsCommand,
   DeleteTagsCommand,
@@ -51,6 +53,8 @@ import {
   placementsFor,
   poolOf,
 } from "./capacity.js";
+import { CloudWatchContainerLogs } from "./cloudwatch-logs.js";
+import { CloudWatchUsage } from "./cloudwatch-usage.js";
 import { type ProviderConfig, parseProviderConfig } from "./config.js";
 import { ProviderError, toProviderError } from "./errors.js";
 import { buildRunInstancesInput, type LaunchInput } from "./launch.js";
@@ -359,6 +363,10 @@ export interface Ec2PodProviderOptions {
    * and retry settings as the EC2 client); used with `podDelivery: "parameters"` only.
    */
   readonly ssmClient?: SSMClient;
+  /** A CloudWatch Logs client to use instead of the one built from the configuration (with `config.logs`). */
+  readonly logsClient?: CloudWatchLogsClient;
+  /** A CloudWatch client to use instead of the one built from the configuration (with `config.metrics`). */
+  readonly metricsClient?: CloudWatchClient;
   /** The clock, ms since the epoch (tests pass a fake one). Default `Date.now`. */
   readonly now?: () => number;
   /** Where the provider writes one-line diagnostics. Default: nowhere. */
@@ -509,6 +517,17 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   readonly client: EC2Client;
   /** The SSM client in use (Pod parameters, `podDelivery: "parameters"`). */
   readonly ssm: SSMClient;
+  /**
+   * The Pods' container logs in CloudWatch Logs, as the hosts write them (`config.logs`);
+   * `undefined` when logging is off. A virtual node serves `kubectl logs` from it.
+   */
+  readonly containerLogs: CloudWatchContainerLogs | undefined;
+  /**
+   * The Pods' container usage in CloudWatch metrics, as the hosts publish it
+   * (`config.metrics`); `undefined` when metrics are off. A virtual node serves
+   * `/stats/summary` and `/metrics/resource` from it.
+   */
+  readonly containerUsage: CloudWatchUsage | undefined;
   /** The ledger in use. */
   readonly ledger: PodLedger;
   readonly #options: Ec2PodProviderOptions;
@@ -565,6 +584,23 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     this.client = options.client ?? new EC2Client(clientConfig);
     // Built lazily by the SDK (no call until used): only the parameters delivery sends anything.
     this.ssm = options.ssmClient ?? new SSMClient(clientConfig);
+    // What the hosts write (config.logs, config.metrics), read back for the kubelet API.
+    const logs = this.config.logs;
+    this.containerLogs =
+      logs === undefined
+        ? undefined
+        : new CloudWatchContainerLogs({
+            client: options.logsClient ?? new CloudWatchLogsClient(clientConfig),
+            group: logs.group,
+          });
+    const metrics = this.config.metrics;
+    this.containerUsage =
+      metrics === undefined
+        ? undefined
+        : new CloudWatchUsage({
+            client: options.metricsClient ?? new CloudWatchClient(clientConfig),
+            namespace: metrics.namespace,
+          });
     this.#ownership = {
       clusterName: this.config.clusterName,
       nodeName: this.config.nodeName,

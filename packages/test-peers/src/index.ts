@@ -7,6 +7,7 @@ export {
   type ControlPlaneInfo,
   type ControlPlaneOptions,
   connectControlPlane,
+  KUBELET_CLIENT_USER,
   kubectlPath,
   startControlPlane,
 } from "./control-plane.js";

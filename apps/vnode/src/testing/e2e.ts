@@ -105,6 +105,8 @@ export interface VnodeProcess {
   readonly lines: Array<Record<string, unknown>>;
   /** `http://host:port` of `/metrics` (and the probes, on the same server). */
   readonly url: string;
+  /** The kubelet API's port on 127.0.0.1 (HTTPS). */
+  readonly kubeletPort: number;
   /** Resolves with the exit code. */
   readonly exited: Promise<number | null>;
   /** SIGTERM and wait (SIGKILL after 20 s). */
@@ -128,7 +130,15 @@ export interface VnodeRun {
 export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
   const dir = mkdtempSync(join(tmpdir(), "nebula-vnode-e2e-"));
   writeFileSync(join(dir, "kubeconfig"), run.kubeconfig);
-  writeFileSync(join(dir, "config.json"), JSON.stringify(run.config));
+  // Every vnode serves the kubelet API; on one machine each needs a port of its own (a test that
+  // gives `node.kubeletPort` keeps it).
+  const config = run.config as { node?: Record<string, unknown> };
+  const kubeletPort =
+    typeof config.node?.kubeletPort === "number" ? config.node.kubeletPort : await freePort();
+  writeFileSync(
+    join(dir, "config.json"),
+    JSON.stringify({ ...config, node: { ...config.node, kubeletPort } }),
+  );
   // One server for /metrics, /healthz and /readyz.
   const address = `127.0.0.1:${await freePort()}`;
   const child = spawn(
@@ -200,6 +210,7 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
     child,
     lines,
     url: listening,
+    kubeletPort,
     exited,
     async stop() {
       child.kill("SIGTERM");
