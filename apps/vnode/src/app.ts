@@ -379,6 +379,7 @@ export function createVnode(options: VnodeOptions): Vnode {
             usage: provider.containerUsage,
             ...apiServerAuth(kubeConfig),
             startTime,
+            usageCacheMs: kubeletApi.usageCacheSeconds * 1000,
             logger,
             onRequest: (route, status) => kubeletRequests.inc({ route, status: String(status) }),
           });

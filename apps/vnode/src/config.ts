@@ -29,11 +29,16 @@ const AppConfigFile = z.strictObject({
        * which kube-apiserver publishes from its `--client-ca-file`.
        */
       clientCaFile: z.string().min(1).optional(),
+      /**
+       * How long one read of container usage from CloudWatch serves `/stats/summary` and
+       * `/metrics/resource`, in seconds (default 60: the hosts publish once a minute).
+       */
+      usageCacheSeconds: z.number().int().min(0).max(3600).default(60),
     })
     .refine((k) => (k.tlsCertFile === undefined) === (k.tlsPrivateKeyFile === undefined), {
       message: "tlsCertFile and tlsPrivateKeyFile go together: give both or neither",
     })
-    .default({ enabled: true, bindAddress: "0.0.0.0" }),
+    .default({ enabled: true, bindAddress: "0.0.0.0", usageCacheSeconds: 60 }),
 });
 
 /** The kubelet API's settings (see the configuration file's `kubeletApi`). */

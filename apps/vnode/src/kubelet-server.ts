@@ -84,6 +84,12 @@ export interface KubeletServerOptions {
   readonly startTime: Date;
   /** Logger. */
   readonly logger: Logger;
+  /**
+   * How long a usage read is reused, in ms (default 60,000). The hosts publish once a minute and
+   * CloudWatch keeps one point a minute, so metrics-server's scrape every 15 s would otherwise
+   * pay `GetMetricData` four times for the same figures.
+   */
+  readonly usageCacheMs?: number;
   /** How often `follow` polls for new lines (ms, default 1000). */
   readonly followPollMs?: number;
   /** Called once per request with its route and status (metrics). */
@@ -213,6 +219,7 @@ export class KubeletServer {
   readonly #options: KubeletServerOptions;
   readonly #server: Server;
   readonly #streams = new Set<AbortController>();
+  #usageCache: { key: string; at: number; usage: Promise<PodUsage> } | undefined;
 
   constructor(options: KubeletServerOptions) {
     this.#options = options;
@@ -368,10 +375,21 @@ export class KubeletServer {
     if (this.#options.usage !== undefined) {
       const query = podUsageQuery(pods);
       if (query.length > 0) {
+        const key = JSON.stringify(query);
+        const now = Date.now();
+        const cached = this.#usageCache;
+        const fresh =
+          cached !== undefined &&
+          cached.key === key &&
+          now - cached.at < (this.#options.usageCacheMs ?? 60_000);
+        if (!fresh) this.#usageCache = { key, at: now, usage: this.#options.usage.podUsage(query) };
+        const entry = this.#usageCache as { usage: Promise<PodUsage> };
         try {
-          usage = await this.#options.usage.podUsage(query);
+          usage = await entry.usage;
         } catch (error) {
           failed = true;
+          // A failed read is not reused: the next scrape asks again.
+          if (this.#usageCache === entry) this.#usageCache = undefined;
           this.#options.logger.warn({ err: error }, "reading container usage failed");
         }
       }

@@ -96,6 +96,7 @@ beforeAll(async () => {
   config.node.internalIP = hostAddress();
   config.provider.logs = { group: GROUP };
   config.provider.metrics = { sampleSeconds: 5, publishSeconds: 10 };
+  (config as Record<string, unknown>).kubeletApi = { usageCacheSeconds: 5 };
   vnode = await startVnode({
     nodeName: NODE,
     // As its ServiceAccount: TokenReview, SubjectAccessReview and the client CA are what

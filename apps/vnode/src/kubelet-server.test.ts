@@ -1,0 +1,157 @@
+import { request } from "node:https";
+import type { V1Pod } from "@kubernetes/client-node";
+import { silentLogger } from "@nebula/kube";
+import type { PodUsage, UsageSource } from "@nebula/virtual-node";
+import { afterEach, describe, expect, it } from "vitest";
+import { KubeletServer, type KubeletServerOptions } from "./kubelet-server.js";
+import { selfSignedServingCert } from "./serving-cert.js";
+
+const running: V1Pod = {
+  metadata: { name: "web", namespace: "shop", uid: "u-1" },
+  spec: { containers: [{ name: "app", image: "busybox" }] },
+  status: {
+    phase: "Running",
+    containerStatuses: [
+      {
+        name: "app",
+        image: "busybox",
+        imageID: "",
+        ready: true,
+        restartCount: 0,
+        state: { running: { startedAt: new Date("2026-12-01T04:00:00Z") } },
+      },
+    ],
+  },
+};
+
+/** Counts reads; fails the reads it is told to. */
+class CountingUsage implements UsageSource {
+  calls = 0;
+  failNext = false;
+  async podUsage(): Promise<PodUsage> {
+    this.calls++;
+    if (this.failNext) {
+      this.failNext = false;
+      throw new Error("CloudWatch unavailable");
+    }
+    return new Map([
+      [
+        "u-1",
+        new Map([
+          [
+            "app",
+            {
+              cpuCoreSeconds: 2,
+              cpuCores: 0.5,
+              memoryWorkingSetBytes: 1024,
+              timestamp: new Date("2026-12-01T04:59:00Z"),
+            },
+          ],
+        ]),
+      ],
+    ]);
+  }
+}
+
+let server: KubeletServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+async function start(overrides: Partial<KubeletServerOptions> = {}): Promise<KubeletServer> {
+  const serving = await selfSignedServingCert(["127.0.0.1"]);
+  server = new KubeletServer({
+    nodeName: "vn",
+    port: 0,
+    bindAddress: "127.0.0.1",
+    ...serving,
+    clientCa: undefined,
+    pods: () => [running],
+    logs: undefined,
+    usage: undefined,
+    // Tokens name their user; "admin" may do anything, anyone else nothing.
+    authenticateToken: async (token) => ({ name: token, groups: [] }),
+    authorize: async (user) => ({ allowed: user.name === "admin" }),
+    startTime: new Date("2026-12-01T03:00:00Z"),
+    logger: silentLogger(),
+    ...overrides,
+  });
+  await server.listen();
+  return server;
+}
+
+function get(path: string, token?: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port: server?.port,
+        path,
+        rejectUnauthorized: false,
+        headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+      },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => {
+          body += c;
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("KubeletServer", () => {
+  it("refuses a request without credentials, and one its authorizer denies, in the kubelet's words", async () => {
+    await start();
+    expect(await get("/healthz")).toEqual({ status: 401, body: "Unauthorized" });
+    expect(await get("/metrics/resource", "tenant")).toEqual({
+      status: 403,
+      body: "Forbidden (user=tenant, verb=get, resource=nodes, subresource=metrics)",
+    });
+    expect(await get("/healthz", "admin")).toEqual({ status: 200, body: "ok" });
+    expect((await get("/exec/shop/web/app", "admin")).status).toBe(404);
+  });
+
+  it("reads usage once per cache period for any number of scrapes, and again after a failed read", async () => {
+    const usage = new CountingUsage();
+    await start({ usage, usageCacheMs: 60_000 });
+    for (let i = 0; i < 4; i++) {
+      const metrics = await get("/metrics/resource", "admin");
+      expect(metrics.body).toContain(
+        'container_cpu_usage_seconds_total{container="app",namespace="shop",pod="web"} 2 ',
+      );
+    }
+    expect(JSON.parse((await get("/stats/summary", "admin")).body)).toMatchObject({
+      pods: [{ containers: [{ name: "app", memory: { workingSetBytes: 1024 } }] }],
+    });
+    expect(usage.calls).toBe(1);
+
+    await server?.close();
+    const failing = new CountingUsage();
+    failing.failNext = true;
+    await start({ usage: failing, usageCacheMs: 60_000 });
+    expect((await get("/metrics/resource", "admin")).body).toContain("resource_scrape_error 1");
+    expect((await get("/metrics/resource", "admin")).body).toContain("resource_scrape_error 0");
+    expect(failing.calls).toBe(2);
+  });
+
+  it("says how to turn logs on when the provider keeps none", async () => {
+    await start();
+    const answer = await get("/containerLogs/shop/web/app", "admin");
+    expect(answer.status).toBe(400);
+    expect(answer.body).toContain("set provider.logs.group");
+    expect(await get("/containerLogs/shop/nope/app", "admin")).toEqual({
+      status: 404,
+      body: 'pod "nope" does not exist',
+    });
+    expect(await get("/containerLogs/shop/web/app?tailLines=-1", "admin")).toEqual({
+      status: 422,
+      body: '{"message": "Invalid request."}',
+    });
+  });
+});
