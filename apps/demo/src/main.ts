@@ -9,7 +9,7 @@ import { vnodeLatencies } from "./metrics.js";
 import { EMPTY_SNAPSHOT, type Snapshot } from "./model.js";
 import { observe, scrapeVnode } from "./observe.js";
 import { SAMPLE_FILES, withReplicas, withSimulatedOom } from "./samples.js";
-import { DELETE_POD, SCENARIO_IDS, type ScenarioId, Tracker } from "./scenarios.js";
+import { DELETE_POD, LOGS_POD, SCENARIO_IDS, type ScenarioId, Tracker } from "./scenarios.js";
 import {
   type SummaryInput,
   succeeded,
@@ -139,6 +139,20 @@ async function maybeDelete(world: World, state: RunState, ui: Ui): Promise<void>
   }
 }
 
+/** Reads the finished Pod's output with the real kubectl once its instance is terminated. */
+async function maybeReadLogs(world: World, state: RunState, ui: Ui): Promise<void> {
+  if (!state.tracker.logsWanted()) return;
+  try {
+    const text = await world.kubectl(["logs", LOGS_POD, "-n", DEMO_NAMESPACE]);
+    if (text !== "")
+      ui.note(`kubectl logs ${LOGS_POD} -n ${DEMO_NAMESPACE}: ${JSON.stringify(text)}`);
+    state.tracker.markLogs(text);
+  } catch (error) {
+    // Not settled: the next tick asks again until the scenarios' deadline.
+    state.tracker.markLogs(`(kubectl logs failed: ${(error as Error).message.split("\n")[0]})`);
+  }
+}
+
 function appTrouble(world: World): string | undefined {
   for (const app of world.apps.values()) {
     const code = app.exitCode();
@@ -165,6 +179,7 @@ async function runScenarios(
   while (!signal.aborted) {
     await tick(world, state, startedAt, ui, "running the scenarios");
     await maybeDelete(world, state, ui);
+    await maybeReadLogs(world, state, ui);
     const trouble = appTrouble(world);
     if (trouble !== undefined) {
       state.aborted = trouble;

@@ -22,7 +22,7 @@ export const SAMPLE_FILES: readonly SampleFile[] = [
   { file: "prints-and-exits.yaml", scenarios: ["prints-and-exits"] },
   { file: "workload.yaml", scenarios: ["workload-healthy", "workload-crashing", "workload"] },
   { file: "image-unavailable.yaml", scenarios: ["image-unavailable"] },
-  { file: "job-completes.yaml", scenarios: ["job-completes"] },
+  { file: "job-completes.yaml", scenarios: ["job-completes", "logs-after-terminated"] },
   { file: "oom-killed.yaml", scenarios: ["oom-killed"] },
   { file: "delete-me.yaml", scenarios: ["kubectl-delete"] },
 ];

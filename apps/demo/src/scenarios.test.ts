@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { DELETE_POD, SCENARIO_IDS, Tracker, type Verdict } from "./scenarios.js";
+import {
+  DELETE_POD,
+  LOGS_EXPECTED,
+  LOGS_POD,
+  SCENARIO_IDS,
+  Tracker,
+  type Verdict,
+} from "./scenarios.js";
 import { instance, iso, pod, snapshot, workload } from "./testing/fixtures.js";
 
 const byId = (verdicts: Verdict[]) => new Map(verdicts.map((v) => [v.id, v]));
@@ -148,6 +155,32 @@ describe("Tracker", () => {
     });
     expect(verdicts.get("oom-killed")?.ok).toBe(true);
     expect(tracker.latencies().terminalToTerminated).toEqual([4000, 4000]);
+  });
+
+  it("logs: read only once the instance is terminated, ok when kubectl logs printed the container's output", () => {
+    const tracker = new Tracker(1);
+    const job = pod(LOGS_POD, {
+      phase: "Succeeded",
+      exit: { code: 0, reason: "Completed", finishedAt: iso(9) },
+    });
+    tracker.observe(snapshot(10, { pods: [job], instances: [instance(LOGS_POD, "stopping")] }));
+    expect(tracker.logsWanted()).toBe(false);
+    expect(byId(tracker.verdicts()).get("logs-after-terminated")).toMatchObject({
+      ok: false,
+      observed: "waiting for its instance to be terminated (Succeeded)",
+    });
+    tracker.observe(snapshot(12, { pods: [job], instances: [instance(LOGS_POD, "terminated")] }));
+    expect(tracker.logsWanted()).toBe(true);
+    // Lines still on their way: not ok, and asked again.
+    tracker.markLogs("working\n");
+    expect(byId(tracker.verdicts()).get("logs-after-terminated")?.ok).toBe(false);
+    expect(tracker.logsWanted()).toBe(true);
+    tracker.markLogs(LOGS_EXPECTED);
+    expect(tracker.logsWanted()).toBe(false);
+    expect(byId(tracker.verdicts()).get("logs-after-terminated")).toMatchObject({
+      ok: true,
+      observed: 'kubectl logs printed "working\\ndone\\n" after the instance was terminated',
+    });
   });
 
   it("a Pod that failed with another reason is not an OOM kill", () => {

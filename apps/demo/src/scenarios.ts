@@ -13,12 +13,19 @@ export const SCENARIO_IDS = [
   "workload",
   "image-unavailable",
   "job-completes",
+  "logs-after-terminated",
   "oom-killed",
   "kubectl-delete",
 ] as const;
 
 /** A scenario id. */
 export type ScenarioId = (typeof SCENARIO_IDS)[number];
+
+/** The Pod whose output the demo reads with `kubectl logs` once its instance is terminated. */
+export const LOGS_POD = "job-completes";
+
+/** What {@link LOGS_POD}'s container prints (samples/job-completes.yaml). */
+export const LOGS_EXPECTED = "working\ndone\n";
 
 /** The Pod the demo deletes with kubectl once it runs. */
 export const DELETE_POD = "delete-me";
@@ -38,6 +45,8 @@ function expectedOf(id: ScenarioId, replicas: number): string {
       return "Pod Pending, waiting ErrImagePull or ImagePullBackOff";
     case "job-completes":
       return "Pod Succeeded (exit 0, Completed), its instance terminated";
+    case "logs-after-terminated":
+      return `kubectl logs ${LOGS_POD}, after its instance is terminated, prints what its container wrote`;
     case "oom-killed":
       return "Pod Failed (OOMKilled, exit 137), its instance terminated";
     case "kubectl-delete":
@@ -82,6 +91,7 @@ export class Tracker {
   readonly #settled = new Map<ScenarioId, Verdict>();
   #deleteRequestedAt: number | undefined;
   #deleteUid: string | undefined;
+  #logs: { text: string; afterTerminated: boolean } | undefined;
   #last: Snapshot | undefined;
 
   /** @param replicas the print-and-exit Deployment's replicas */
@@ -124,6 +134,25 @@ export class Tracker {
   markDeleteRequested(at: number, uid: string): void {
     this.#deleteRequestedAt = at;
     this.#deleteUid = uid;
+  }
+
+  /**
+   * Whether {@link LOGS_POD}'s output should be read now: its instance is terminated and no
+   * read so far showed the expected output.
+   */
+  logsWanted(): boolean {
+    const uid = this.#uidByName.get(LOGS_POD);
+    if (uid === undefined || this.#instanceTerminated(uid) === undefined) return false;
+    return !(this.#logs?.afterTerminated === true && this.#logs.text === LOGS_EXPECTED);
+  }
+
+  /** Records what `kubectl logs` printed for {@link LOGS_POD} (its instance terminated before). */
+  markLogs(text: string): void {
+    const uid = this.#uidByName.get(LOGS_POD);
+    this.#logs = {
+      text,
+      afterTerminated: uid !== undefined && this.#instanceTerminated(uid) !== undefined,
+    };
   }
 
   /** Whether the kubectl delete was already sent. */
@@ -222,9 +251,32 @@ export class Tracker {
           "Failed",
           (p) => p.exit?.reason === "OOMKilled",
         );
+      case "logs-after-terminated":
+        return this.#judgeLogs(snapshot);
       case "kubectl-delete":
         return this.#judgeDelete(snapshot);
     }
+  }
+
+  #judgeLogs(snapshot: Snapshot): { observed: string; ok: boolean } {
+    const logs = this.#logs;
+    if (logs === undefined) {
+      const pod = this.#pod(snapshot, LOGS_POD);
+      return {
+        observed:
+          pod === undefined
+            ? "no Pod yet"
+            : `waiting for its instance to be terminated (${pod.phase})`,
+        ok: false,
+      };
+    }
+    const printed = JSON.stringify(
+      logs.text.length > 60 ? `${logs.text.slice(0, 60)}…` : logs.text,
+    );
+    return {
+      observed: `kubectl logs printed ${printed}${logs.afterTerminated ? " after the instance was terminated" : ""}`,
+      ok: logs.afterTerminated && logs.text === LOGS_EXPECTED,
+    };
   }
 
   #judgeIncident(snapshot: Snapshot): { observed: string; ok: boolean } {

@@ -4,8 +4,10 @@
  * front of it, then nebula-vnode and nebula-operator as real processes from their bundles.
  */
 import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { CloudWatchLogsClient, CreateLogGroupCommand } from "@aws-sdk/client-cloudwatch-logs";
 import {
   CreateSecurityGroupCommand,
   CreateSubnetCommand,
@@ -40,6 +42,21 @@ export const CLUSTER = "nebula-demo";
 export const DEMO_NAMESPACE = "nebula-demo";
 /** The apps' namespace (the vnode's Pod ledger lives there). */
 const SYSTEM_NAMESPACE = "nebula-system";
+/** The CloudWatch Logs group (in moto) the demo's containers log to. */
+const LOG_GROUP = "/nebula/nebula-demo/containers";
+
+/** This machine's first non-loopback IPv4 address: the demo Node's InternalIP. */
+function hostAddress(): string {
+  const address = Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a !== undefined && a.family === "IPv4" && !a.internal)?.address;
+  if (address === undefined) {
+    throw new Error(
+      "the demo needs a non-loopback IPv4 address on this machine (kube-apiserver refuses to reach a kubelet on 127.0.0.1)",
+    );
+  }
+  return address;
+}
 
 /** The two apps. */
 type AppName = "nebula-vnode" | "nebula-operator";
@@ -236,12 +253,34 @@ export async function startWorld(options: {
       return path;
     };
 
+    // Container logs and usage go to CloudWatch in moto (the group is the operator's to create),
+    // so `kubectl logs` works through kube-apiserver → the vnode's kubelet API.
+    await step(report, `log group ${LOG_GROUP} in moto`, async () => {
+      const logs = new CloudWatchLogsClient({
+        endpoint: moto.endpoint,
+        region: moto.region,
+        credentials: { ...MOTO_CREDENTIALS },
+      });
+      try {
+        await logs.send(new CreateLogGroupCommand({ logGroupName: LOG_GROUP }));
+      } catch (error) {
+        if ((error as { name?: string }).name !== "ResourceAlreadyExistsException") throw error;
+      } finally {
+        logs.destroy();
+      }
+    });
     const vnodeConfig = join(logDir, "vnode-config.json");
     writeFileSync(
       vnodeConfig,
       JSON.stringify(
         {
-          node: { capacity: { cpu: "100", memory: "400Gi", pods: "60" } },
+          node: {
+            capacity: { cpu: "100", memory: "400Gi", pods: "60" },
+            // kube-apiserver reaches the kubelet API here; it refuses loopback addresses, and
+            // 10250 may belong to a real kubelet on this machine.
+            internalIP: hostAddress(),
+            kubeletPort: await freePort(),
+          },
           provider: {
             clusterName: CLUSTER,
             region: moto.region,
@@ -254,6 +293,8 @@ export async function startWorld(options: {
             pollIntervalSeconds: 2,
             apiHeadroomSeconds: 5,
             batchWindowMs: 50,
+            logs: { group: LOG_GROUP },
+            metrics: { sampleSeconds: 5, publishSeconds: 15 },
           },
         },
         null,
