@@ -35,6 +35,9 @@ import {
 } from "@nebula/virtual-node";
 import { z } from "zod";
 
+/** How long `follow` keeps reading after the run is over: Docker's awslogs batch interval. */
+const FOLLOW_TAIL_MS = 5_000;
+
 /** Who made a request. */
 export interface KubeletUser {
   /** User name (a certificate's CN, or the token's user). */
@@ -467,12 +470,22 @@ export class KubeletServer {
     res.flushHeaders();
     const ref = run.ref;
     // The run is over once the Pod no longer shows it running (its container exited, the Pod
-    // went away); follow then ends after the last lines.
-    const over = () => {
+    // went away). Its last lines may still be in Docker's batch (flushed at most every 5 s), so
+    // follow ends only after FOLLOW_TAIL_MS more of finding nothing new.
+    const runOver = () => {
       const now = this.#findPod(route.namespace, route.pod);
       if (now === undefined || now.metadata?.uid !== ref.podUid) return true;
       const current = logRun(now, route.container, false);
       return !current.ok || !current.running || current.ref.restart !== ref.restart;
+    };
+    let overSince: number | undefined;
+    const over = () => {
+      if (!runOver()) {
+        overSince = undefined;
+        return false;
+      }
+      overSince ??= Date.now();
+      return Date.now() - overSince >= FOLLOW_TAIL_MS;
     };
     try {
       for await (const line of logs.follow(ref, {

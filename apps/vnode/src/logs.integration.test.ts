@@ -222,6 +222,9 @@ describe("the kubelet API (kubectl → kube-apiserver → nebula-vnode → Cloud
     expect(await kubectl("logs", "-n", NS, "crasher", "--previous")).toBe(previous);
     expect(await kubectl("logs", "-n", NS, "crasher", "--tail=1")).toBe("run 1 fails\n");
     expect(await kubectl("logs", "-n", NS, "crasher", "--limit-bytes=9")).toBe("run 1 sta");
+    expect(await kubectl("logs", "-n", NS, "crasher", "--since=1h")).toBe(current);
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    expect(await kubectl("logs", "-n", NS, "crasher", `--since-time=${later}`)).toBe("");
     const stamped = await kubectl("logs", "-n", NS, "crasher", "--timestamps");
     expect(stamped).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z run 1 starts\n/);
 
