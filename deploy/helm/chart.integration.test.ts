@@ -257,12 +257,15 @@ describe("helm template", () => {
     const clusterScoped = new Set(["ClusterRole", "ClusterRoleBinding"]);
     for (const o of objects) {
       expect(o.metadata.name, idOf(o)).toMatch(/^acme-nebula-(vnode|operator)/);
-      // Only the Node Lease's Role and RoleBinding live elsewhere, where Node Leases are.
+      // Only the Node Lease's Role and RoleBinding live elsewhere, where Node Leases are, and
+      // the binding that reads the client CA, where kube-apiserver publishes it.
       const expected = clusterScoped.has(o.kind)
         ? undefined
         : o.metadata.name.endsWith("-node-lease")
           ? "kube-node-lease"
-          : "platform";
+          : o.metadata.name.endsWith("-authentication-reader")
+            ? "kube-system"
+            : "platform";
       expect(o.metadata.namespace, idOf(o)).toBe(expected);
       const subjects = (o as { subjects?: Array<{ name: string; namespace: string }> }).subjects;
       for (const subject of subjects ?? []) {
