@@ -11,6 +11,7 @@ import {
   type EventsV1Event,
   type KubeConfig,
 } from "@kubernetes/client-node";
+import { startControlPlane } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EventRecorder, type EventRecorderOptionsInput } from "./event-recorder.js";
@@ -270,4 +271,39 @@ describe("EventRecorder", () => {
     expect((await eventsAbout("timer"))[0]?.series?.count).toBe(3);
     await r.close();
   });
+
+  it("retries a create the API server could not take, and the Event is written once it is back", async () => {
+    // Its own control plane: this test stops the API server.
+    const plane = await startControlPlane();
+    try {
+      const own = plane.kubeConfig();
+      await own.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: "retry" } } });
+      const warnings: string[] = [];
+      const r = new EventRecorder(own, {
+        reportingController: "nebula.dev/test",
+        reportingInstance: "test-0",
+        createAttempts: 6,
+        logger: { warn: (_fields, message) => warnings.push(message) },
+      });
+      await plane.stopApiServer();
+      const recording = r.record({
+        regarding: { ...pod("while-down"), namespace: "retry" },
+        type: "Warning",
+        reason: "MandatorySecretNotFound",
+        action: "Launch",
+        note: 'secret "late" not found',
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await plane.startApiServer();
+      expect(await recording).toBe("created");
+      expect(warnings).toEqual([]);
+      const written = await own
+        .makeApiClient(EventsV1Api)
+        .listNamespacedEvent({ namespace: "retry" });
+      expect(written.items.map((e) => e.reason)).toEqual(["MandatorySecretNotFound"]);
+      await r.close();
+    } finally {
+      await plane.stop();
+    }
+  }, 120_000);
 });

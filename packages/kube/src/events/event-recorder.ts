@@ -46,6 +46,12 @@ export const EventRecorderOptions = z.strictObject({
   global: Rate.default({ burst: 100, perSecond: 10 }),
   /** Series and per-object limiters remembered at most (oldest idle ones are forgotten first). */
   maxKeys: z.number().int().min(1).default(4096),
+  /**
+   * Tries of a new Event's create when the API server cannot take it (no answer, 429, 5xx): the
+   * Event is worth more than the call (it may be all a user learns of a missing Secret), as
+   * client-go's broadcaster retries too. 1 s, 2 s, 4 s... apart. Default 4; refusals (4xx) are not retried.
+   */
+  createAttempts: z.number().int().min(1).max(10).default(4),
 });
 
 /** Where the recorder reports its own failures (a pino logger fits). */
@@ -348,7 +354,17 @@ export class EventRecorder {
       ...(event.note !== undefined ? { note: event.note.slice(0, NOTE_LIMIT) } : {}),
     };
     try {
-      await this.#api.createNamespacedEvent({ namespace: series.namespace, body });
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.#api.createNamespacedEvent({ namespace: series.namespace, body });
+          break;
+        } catch (error) {
+          const status = statusOf(error);
+          const transient = status === undefined || status === 429 || status >= 500;
+          if (!transient || attempt >= this.#options.createAttempts || this.#closed) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 1000 * 2 ** (attempt - 1)));
+        }
+      }
       series.name = name;
       series.persisted = 1;
       this.#stats.created += 1;
