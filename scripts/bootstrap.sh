@@ -3,7 +3,7 @@
 # run installs and builds nothing.
 #
 #   bash scripts/bootstrap.sh                 # everything
-#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, control-plane, helm, kstatus
+#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, control-plane, helm, kstatus, metrics-server
 #
 # Steps:
 #   apt            Debian packages the tests need (podman runc busybox-static shellcheck awscli
@@ -26,12 +26,15 @@
 #   kstatus        The operator's kstatus checker (apps/operator/kstatus: sigs.k8s.io/cli-utils'
 #                  kstatus library over objects read from the API server) built with the machine's
 #                  Go, at $NEBULA_CACHE_DIR/kstatus/<hash of its sources>/kstatus (~1 minute cold).
+#   metrics-server metrics-server $NEBULA_METRICS_SERVER_VERSION built from its Go module
+#                  (sigs.k8s.io/metrics-server) at $NEBULA_CACHE_DIR/metrics-server/<version>/
+#                  (~3 minutes cold): the virtual node's tests run `kubectl top` through it.
 #
 # Everything is kept outside the repository, under NEBULA_CACHE_DIR (default ~/.cache/nebula),
 # including the Go module and build caches ($NEBULA_CACHE_DIR/go/{mod,build}).
 # Versions: NEBULA_K8S_VERSION (default v1.35.4), NEBULA_ETCD_VERSION (default v3.6.13),
 # NEBULA_MOTO_VERSION (default 5.2.5), NEBULA_PARLIAMENT_VERSION (default 1.6.4),
-# NEBULA_HELM_VERSION (default v4.3.1).
+# NEBULA_HELM_VERSION (default v4.3.1), NEBULA_METRICS_SERVER_VERSION (default v0.8.0).
 # packages/test-peers reads the same defaults.
 set -euo pipefail
 
@@ -41,6 +44,7 @@ etcd_version="${NEBULA_ETCD_VERSION:-v3.6.13}"
 moto_version="${NEBULA_MOTO_VERSION:-5.2.5}"
 parliament_version="${NEBULA_PARLIAMENT_VERSION:-1.6.4}"
 helm_version="${NEBULA_HELM_VERSION:-v4.3.1}"
+metrics_server_version="${NEBULA_METRICS_SERVER_VERSION:-v0.8.0}"
 
 log() { echo "bootstrap: $*" >&2; }
 die() {
@@ -312,10 +316,35 @@ step_helm() {
   log "helm: built in $((SECONDS - started))s into $out"
 }
 
+# --- metrics-server --------------------------------------------------------------------------
+
+step_metrics_server() {
+  local out="$cache_dir/metrics-server/$metrics_server_version"
+  if [ -x "$out/metrics-server" ]; then
+    log "metrics-server: $metrics_server_version cached in $out"
+    return 0
+  fi
+  use_go metrics-server 1.25
+  mkdir -p "$out"
+  local work started=$SECONDS
+  work="$(mktemp -d "$cache_dir/metrics-server/.build.XXXXXX")"
+  log "metrics-server: building $metrics_server_version from sigs.k8s.io/metrics-server (cold: about 3 minutes on 2 cores)"
+  (
+    cd "$work"
+    printf 'module nebula.local/build/metrics-server\n\ngo 1.25\n' >go.mod
+    go get "sigs.k8s.io/metrics-server/cmd/metrics-server@$metrics_server_version"
+    go build -trimpath -ldflags "-s -w" -o "$out/metrics-server.tmp" \
+      sigs.k8s.io/metrics-server/cmd/metrics-server
+  )
+  mv "$out/metrics-server.tmp" "$out/metrics-server"
+  rm -rf "$work"
+  log "metrics-server: built in $((SECONDS - started))s into $out"
+}
+
 # --- main ------------------------------------------------------------------------------------
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(apt moto parliament control-plane helm kstatus)
+[ "${#steps[@]}" -gt 0 ] || steps=(apt moto parliament control-plane helm kstatus metrics-server)
 for step in "${steps[@]}"; do
   case "$step" in
   apt) with_lock apt step_apt ;;
@@ -324,7 +353,8 @@ for step in "${steps[@]}"; do
   control-plane) with_lock control-plane step_control_plane ;;
   helm) with_lock helm step_helm ;;
   kstatus) with_lock kstatus step_kstatus ;;
-  *) die "unknown step '$step' (apt, moto, parliament, control-plane, helm, kstatus)" ;;
+  metrics-server) with_lock metrics-server step_metrics_server ;;
+  *) die "unknown step '$step' (apt, moto, parliament, control-plane, helm, kstatus, metrics-server)" ;;
   esac
 done
 log "done"

@@ -45,6 +45,9 @@ announce_preparation() {
   if [ ! -x "$cache_dir/helm/${NEBULA_HELM_VERSION:-v4.3.1}/helm" ]; then
     log "first use: building helm ${NEBULA_HELM_VERSION:-v4.3.1} from source (about 3 minutes on 2 cores, once)"
   fi
+  if [ ! -x "$cache_dir/metrics-server/${NEBULA_METRICS_SERVER_VERSION:-v0.8.0}/metrics-server" ]; then
+    log "first use: building metrics-server ${NEBULA_METRICS_SERVER_VERSION:-v0.8.0} from source (about 3 minutes on 2 cores, once)"
+  fi
   if [ ! -x "$cache_dir/moto-venv/bin/moto_server" ]; then
     log "first use: installing moto into $cache_dir/moto-venv (a few minutes: pip, quiet)"
   fi

@@ -27,6 +27,9 @@ export const CONTROL_PLANE_ADMIN = { user: "admin", groups: ["system:masters"] }
  */
 export const KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client";
 
+/** The identity kube-apiserver's aggregator presents to aggregated API servers, as kubeadm names it. */
+const FRONT_PROXY_CLIENT = "front-proxy-client";
+
 const ControlPlaneOptionsSchema = z.strictObject({
   kubeApiserver: z.string().min(1).optional(),
   etcd: z.string().min(1).optional(),
@@ -412,9 +415,10 @@ async function startOnce(
     const [servingCa] = await Promise.all([
       makeCa(certDir, "serving-ca", "nebula-test-peers serving CA"),
       makeCa(certDir, "client-ca", "nebula-test-peers client CA"),
+      makeCa(certDir, "front-proxy-ca", "nebula-test-peers front-proxy CA"),
       makeSigningKey(certDir, "sa-signer"),
     ]);
-    const [serving, admin, kubeletClient] = await Promise.all([
+    const [serving, admin, kubeletClient, frontProxy] = await Promise.all([
       issueCert({
         caDir: certDir,
         ca: "serving-ca",
@@ -436,8 +440,17 @@ async function startOnce(
         organizations: [],
         usage: "client",
       }),
+      issueCert({
+        caDir: certDir,
+        ca: "front-proxy-ca",
+        commonName: FRONT_PROXY_CLIENT,
+        organizations: [],
+        usage: "client",
+      }),
     ]);
     writeFileSync(join(certDir, "apiserver.crt"), serving.cert);
+    writeFileSync(join(certDir, "front-proxy-client.crt"), frontProxy.cert);
+    writeFileSync(join(certDir, "front-proxy-client.key"), frontProxy.key, { mode: 0o600 });
     writeFileSync(join(certDir, "kubelet-client.crt"), kubeletClient.cert);
     writeFileSync(join(certDir, "kubelet-client.key"), kubeletClient.key, { mode: 0o600 });
     writeFileSync(join(certDir, "apiserver.key"), serving.key, { mode: 0o600 });
@@ -500,6 +513,17 @@ async function startOnce(
             // are often self-signed.
             `--kubelet-client-certificate=${join(certDir, "kubelet-client.crt")}`,
             `--kubelet-client-key=${join(certDir, "kubelet-client.key")}`,
+            // The aggregation layer, as kubeadm configures it, so an aggregated API such as
+            // metrics-server's metrics.k8s.io (kubectl top) is served; routing to the endpoint
+            // addresses, as there is no kube-proxy here to route a Service's cluster IP.
+            `--requestheader-client-ca-file=${join(certDir, "front-proxy-ca.crt")}`,
+            `--requestheader-allowed-names=${FRONT_PROXY_CLIENT}`,
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            `--proxy-client-cert-file=${join(certDir, "front-proxy-client.crt")}`,
+            `--proxy-client-key-file=${join(certDir, "front-proxy-client.key")}`,
+            "--enable-aggregator-routing=true",
           ],
           options.apiserverArgs ?? [],
         ),

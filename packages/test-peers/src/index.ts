@@ -42,6 +42,11 @@ export {
   type UnitState,
 } from "./host/index.js";
 export {
+  type MetricsServer,
+  type MetricsServerOptions,
+  startMetricsServer,
+} from "./metrics-server.js";
+export {
   connectMoto,
   MOTO_CREDENTIALS,
   type Moto,
@@ -57,8 +62,10 @@ export {
   DEFAULT_ETCD_VERSION,
   DEFAULT_HELM_VERSION,
   DEFAULT_K8S_VERSION,
+  DEFAULT_METRICS_SERVER_VERSION,
   DEFAULT_MOTO_VERSION,
   helmPath,
+  metricsServerPath,
 } from "./paths.js";
 export {
   startTestPeers,

@@ -10,6 +10,9 @@ export const DEFAULT_MOTO_VERSION = "5.2.5";
 /** The Helm version `scripts/bootstrap.sh` builds (`NEBULA_HELM_VERSION`). */
 export const DEFAULT_HELM_VERSION = "v4.3.1";
 
+/** The metrics-server version `scripts/bootstrap.sh` builds (`NEBULA_METRICS_SERVER_VERSION`). */
+export const DEFAULT_METRICS_SERVER_VERSION = "v0.8.0";
+
 /**
  * The cache folder `scripts/bootstrap.sh` fills: `NEBULA_CACHE_DIR`, else `~/.cache/nebula`.
  *
@@ -27,4 +30,19 @@ export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
  */
 export function helmPath(env: NodeJS.ProcessEnv = process.env): string {
   return join(cacheDir(env), "helm", env.NEBULA_HELM_VERSION || DEFAULT_HELM_VERSION, "helm");
+}
+
+/**
+ * The `metrics-server` binary `scripts/bootstrap.sh metrics-server` builds:
+ * `<cacheDir>/metrics-server/<NEBULA_METRICS_SERVER_VERSION>/metrics-server`.
+ *
+ * @param env - the environment to read (default `process.env`).
+ */
+export function metricsServerPath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(
+    cacheDir(env),
+    "metrics-server",
+    env.NEBULA_METRICS_SERVER_VERSION || DEFAULT_METRICS_SERVER_VERSION,
+    "metrics-server",
+  );
 }
