@@ -330,6 +330,26 @@ describe("usage views", () => {
     expect(text).not.toContain('pod="done"');
   });
 
+  it("reports an idle container's CPU as 1 ns, never 0, so metrics-server keeps its Pod", () => {
+    const idle = new Map([
+      [
+        "u-1",
+        new Map([
+          ["a", sample(0, 0, 100)],
+          ["b", sample(0, 0, 200)],
+          ["c", sample(0, 0, 300)],
+        ]),
+      ],
+    ]);
+    const text = resourceMetrics({ ...view, usage: idle });
+    const ts = new Date("2026-12-01T04:59:30Z").getTime();
+    expect(text).toContain(
+      `container_cpu_usage_seconds_total{container="a",namespace="shop",pod="web"} 1e-9 ${ts}\n`,
+    );
+    expect(text).toContain(`node_cpu_usage_seconds_total 1e-9 ${ts}\n`);
+    expect(text).not.toMatch(/_cpu_usage_seconds_total(\{[^}]*\})? 0 /);
+  });
+
   it("leaves out the families it has no samples for", () => {
     const text = resourceMetrics({ ...view, usage: new Map() }, true);
     expect(text).toBe(

@@ -574,12 +574,27 @@ function number(value: number): string {
 }
 
 /**
+ * The smallest CPU counter `/metrics/resource` reports: 1 ns. A container that has started has
+ * used some CPU, so the kubelet's cgroup counter is never 0; ours is integrated from `docker stats`
+ * percentages (0.01 % of a core per sample interval), and an idle container reads 0.00 %.
+ * metrics-server drops a whole Pod when any of its containers reports 0 CPU (and a Node reporting
+ * 0), so `kubectl top` would show nothing for a Pod with one idle container; 1 ns is below the
+ * measurement's resolution and shows as `0m`.
+ */
+const MIN_CPU_SECONDS = 1e-9;
+
+function cpuCounter(seconds: number): string {
+  return number(Number.isFinite(seconds) ? Math.max(seconds, MIN_CPU_SECONDS) : MIN_CPU_SECONDS);
+}
+
+/**
  * `/metrics/resource` as the kubelet exposes it (Prometheus text 0.0.4), the series
  * metrics-server scrapes, families sorted by name, labels `container`, `namespace`, `pod` in
  * that order, each sample with its timestamp in milliseconds: `container_cpu_usage_seconds_total`,
  * `container_memory_working_set_bytes`, `container_start_time_seconds`,
  * `node_cpu_usage_seconds_total`, `node_memory_working_set_bytes`, `pod_cpu_usage_seconds_total`,
- * `pod_memory_working_set_bytes`, `resource_scrape_error`.
+ * `pod_memory_working_set_bytes`, `resource_scrape_error`. A CPU counter is at least 1 ns: an
+ * idle container's reads 0 from `docker stats`, and metrics-server would drop its whole Pod.
  */
 export function resourceMetrics(view: UsageView, scrapeError = false): string {
   const container = { cpu: [] as string[], memory: [] as string[], start: [] as string[] };
@@ -597,7 +612,7 @@ export function resourceMetrics(view: UsageView, scrapeError = false): string {
       const labels = `{container="${label(c.name)}",namespace="${ns}",pod="${name}"}`;
       const ts = sample.timestamp.getTime();
       container.cpu.push(
-        `container_cpu_usage_seconds_total${labels} ${number(sample.cpuCoreSeconds)} ${ts}`,
+        `container_cpu_usage_seconds_total${labels} ${cpuCounter(sample.cpuCoreSeconds)} ${ts}`,
       );
       container.memory.push(
         `container_memory_working_set_bytes${labels} ${number(sample.memoryWorkingSetBytes)} ${ts}`,
@@ -615,7 +630,7 @@ export function resourceMetrics(view: UsageView, scrapeError = false): string {
       const ts = new Date(total.cpu.time).getTime();
       const labels = `{namespace="${ns}",pod="${name}"}`;
       pod.cpu.push(
-        `pod_cpu_usage_seconds_total${labels} ${number(total.cpu.usageCoreNanoSeconds / 1e9)} ${ts}`,
+        `pod_cpu_usage_seconds_total${labels} ${cpuCounter(total.cpu.usageCoreNanoSeconds / 1e9)} ${ts}`,
       );
       pod.memory.push(
         `pod_memory_working_set_bytes${labels} ${total.memory.workingSetBytes} ${ts}`,
@@ -655,7 +670,9 @@ export function resourceMetrics(view: UsageView, scrapeError = false): string {
       "counter",
       node === undefined
         ? []
-        : [`node_cpu_usage_seconds_total ${number(node.cpu.usageCoreNanoSeconds / 1e9)} ${nodeTs}`],
+        : [
+            `node_cpu_usage_seconds_total ${cpuCounter(node.cpu.usageCoreNanoSeconds / 1e9)} ${nodeTs}`,
+          ],
     ),
     family(
       "node_memory_working_set_bytes",
