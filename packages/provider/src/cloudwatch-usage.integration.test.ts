@@ -37,7 +37,10 @@ const MINUTE = Math.floor(Date.now() / 60_000) * 60_000 - 60_000;
 const at = (seconds: number) => new Date(MINUTE + seconds * 1000);
 const uid = (n: number) => `44444444-0000-4000-8000-${n.toString().padStart(12, "0")}`;
 
-/** One sample of one container: its CPU counter and working set, as the supervisor publishes them. */
+/**
+ * One sample of one container: its CPU counter and working set, as the supervisor publishes them
+ * (high resolution, so each keeps its second).
+ */
 function sample(
   podUid: string,
   container: string,
@@ -50,8 +53,22 @@ function sample(
     { Name: "Container", Value: container },
   ];
   return [
-    { MetricName: CPU_METRIC, Dimensions, Timestamp: time, Value: cpu, Unit: "Seconds" },
-    { MetricName: MEMORY_METRIC, Dimensions, Timestamp: time, Value: memory, Unit: "Bytes" },
+    {
+      MetricName: CPU_METRIC,
+      Dimensions,
+      Timestamp: time,
+      Value: cpu,
+      Unit: "Seconds",
+      StorageResolution: 1,
+    },
+    {
+      MetricName: MEMORY_METRIC,
+      Dimensions,
+      Timestamp: time,
+      Value: memory,
+      Unit: "Bytes",
+      StorageResolution: 1,
+    },
   ];
 }
 
@@ -97,13 +114,14 @@ describe("CloudWatchUsage.podUsage", () => {
       cpuCoreSeconds: 90,
       cpuCores: 0.5,
       memoryWorkingSetBytes: 110 * MIB,
-      timestamp: at(0),
+      // The sample's own second, not its minute: a rate over two points needs the true times.
+      timestamp: at(10),
     });
     expect(containers?.get("sidecar")).toEqual({
       cpuCoreSeconds: 1.5,
       cpuCores: undefined,
       memoryWorkingSetBytes: 8 * MIB,
-      timestamp: at(0),
+      timestamp: at(10),
     });
     expect(containers?.get("restarter")).toMatchObject({ cpuCoreSeconds: 2, cpuCores: undefined });
     expect(result.get(other)?.get("app")).toMatchObject({
@@ -154,7 +172,7 @@ describe("CloudWatchUsage.podUsage", () => {
           cpuCoreSeconds: i + 60,
           cpuCores: 1,
           memoryWorkingSetBytes: MIB * (i + 1),
-          timestamp: at(0),
+          timestamp: at(10),
         });
       });
     }

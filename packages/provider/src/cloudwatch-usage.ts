@@ -32,7 +32,7 @@ export interface ContainerUsage {
   cpuCores: number | undefined;
   /** Working set, bytes (the latest sample). */
   memoryWorkingSetBytes: number;
-  /** Time of the latest data point (the start of its period). */
+  /** Time of the latest data point: the start of its period, the sample's second with the default period of 1 s. */
   timestamp: Date;
 }
 
@@ -53,10 +53,12 @@ export interface CloudWatchUsageOptions {
   /** Seconds looked back from `now` for data points. Default 300. */
   window?: number;
   /**
-   * The period of the data points, seconds. Default 60: the supervisor publishes standard
-   * resolution metrics, which CloudWatch keeps per minute (a shorter period needs high-resolution
-   * metrics). Each period gives the latest sample it holds (`Maximum` of the CPU counter, which
-   * only grows within a run) and its highest working set.
+   * The period of the data points, seconds. Default 1: the supervisor publishes high-resolution
+   * metrics (`StorageResolution` 1), which CloudWatch keeps per second for three hours, so each
+   * data point is one sample at the second it was taken. A longer period gives the latest sample it
+   * holds (`Maximum` of the CPU counter, which only grows within a run) stamped with the period's
+   * start, up to a period earlier than the sample: a rate computed over such points (metrics-server
+   * does) is wrong, so keep 1 unless the hosts publish standard-resolution metrics.
    */
   period?: number;
 }
@@ -75,7 +77,7 @@ const OptionsSchema = z.strictObject({
       (p) => [1, 5, 10, 20, 30].includes(p) || (p >= 60 && p % 60 === 0),
       "must be 1, 5, 10, 20, 30 or a multiple of 60 (CloudWatch's periods)",
     )
-    .default(60),
+    .default(1),
 });
 
 const PodsSchema = z.array(
@@ -199,7 +201,7 @@ export class CloudWatchUsage {
   readonly #window: number;
   readonly #period: number;
 
-  /** @param options - the client, and the namespace, window and period (defaults: `Nebula`, 300 s, 60 s). */
+  /** @param options - the client, and the namespace, window and period (defaults: `Nebula`, 300 s, 1 s). */
   constructor(options: CloudWatchUsageOptions) {
     const parsed = OptionsSchema.safeParse(options);
     if (!parsed.success) {

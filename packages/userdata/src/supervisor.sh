@@ -1095,7 +1095,9 @@ usage_sample() {
   done <"$RUN/usage.out"
 }
 
-# The PutMetricData form body (query protocol) of the datum lines "$@".
+# The PutMetricData form body (query protocol) of the datum lines "$@". High resolution
+# (StorageResolution=1, the same price): CloudWatch keeps each sample at its second, so a reader
+# pairs a CPU counter with the time it was read, which a rate (metrics-server's) needs.
 metrics_body() {
   local line name metric unit value ts n=0 p uid body
   uid=$(urlencode "$POD_UID")
@@ -1104,7 +1106,7 @@ metrics_body() {
     read -r _ name metric unit value ts <<<"$line"
     n=$((n + 1))
     p=MetricData.member.$n
-    body+="&$p.MetricName=$metric&$p.Dimensions.member.1.Name=PodUID&$p.Dimensions.member.1.Value=$uid&$p.Dimensions.member.2.Name=Container&$p.Dimensions.member.2.Value=$name&$p.Timestamp=${ts//:/%3A}&$p.Value=$value&$p.Unit=$unit"
+    body+="&$p.MetricName=$metric&$p.Dimensions.member.1.Name=PodUID&$p.Dimensions.member.1.Value=$uid&$p.Dimensions.member.2.Name=Container&$p.Dimensions.member.2.Value=$name&$p.Timestamp=${ts//:/%3A}&$p.Value=$value&$p.Unit=$unit&$p.StorageResolution=1"
   done
   printf '%s' "$body"
 }

@@ -253,6 +253,7 @@ describe("usage_publish: PutMetricData batches", () => {
         unit: form.get(`${p}.Unit`),
         value: form.get(`${p}.Value`),
         timestamp: form.get(`${p}.Timestamp`),
+        resolution: form.get(`${p}.StorageResolution`),
       }).toEqual({
         name: i % 2 ? "MemoryWorkingSetBytes" : "CPUUsageCoreSeconds",
         dims: [
@@ -262,6 +263,7 @@ describe("usage_publish: PutMetricData batches", () => {
         unit: i % 2 ? "Bytes" : "Seconds",
         value: `${i}.5`,
         timestamp: `2026-12-01T04:00:${String(i).padStart(2, "0")}Z`,
+        resolution: "1",
       });
     }
     expect(form.has("MetricData.member.9.MetricName")).toBe(false);
