@@ -5,7 +5,8 @@
  * through the host simulator's `awslogs` driver and the supervisor's usage loop. A crashing
  * container's runs, `--previous`, `-f` on a running one, 1 MiB complete and in order, all of it
  * still after the instance is terminated; `/stats/summary` and `/metrics/resource` for a
- * three-container Pod; requests not from the API server refused.
+ * three-container Pod, and `kubectl top` on it through the real metrics-server; requests not from
+ * the API server refused.
  */
 import { execFile, spawn } from "node:child_process";
 import { request } from "node:https";
@@ -13,7 +14,12 @@ import { networkInterfaces } from "node:os";
 import { promisify } from "node:util";
 import { CloudWatchLogsClient, CreateLogGroupCommand } from "@aws-sdk/client-cloudwatch-logs";
 import { CoreV1Api, type V1Pod } from "@kubernetes/client-node";
-import { type InstanceHosts, kubectlPath, MOTO_CREDENTIALS } from "@nebula/test-peers";
+import {
+  type InstanceHosts,
+  kubectlPath,
+  MOTO_CREDENTIALS,
+  startMetricsServer,
+} from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -421,8 +427,77 @@ describe("the kubelet API (kubectl → kube-apiserver → nebula-vnode → Cloud
         ?.spec.containers.map((c) => c.name)
         .sort(),
     ).toEqual(["hold", "idle", "spin"]);
-    await core.deleteNamespacedPod({ name: "trio", namespace: NS });
   }, 400_000);
+
+  it("kubectl top, through the real metrics-server scraping /metrics/resource, shows the three containers and the Node", async () => {
+    const metricsServer = await startMetricsServer({ controlPlane, address: hostAddress() });
+    try {
+      // metrics-server needs two scrapes of each container, at least one resolution (10 s) apart,
+      // to compute a CPU rate; until then kubectl top answers "metrics not available yet".
+      const rows = await until(
+        "kubectl top for the three containers",
+        async () => {
+          const table = await kubectl(
+            "top",
+            "pod",
+            "trio",
+            "-n",
+            NS,
+            "--containers",
+            "--no-headers",
+          );
+          const lines = table
+            .trim()
+            .split("\n")
+            .filter((l) => l.trim() !== "");
+          return lines.length === 3 ? lines.map((l) => l.trim().split(/\s+/)) : undefined;
+        },
+        120_000,
+        3_000,
+      ).catch((error: unknown) => {
+        throw new Error(`${String(error)}\nmetrics-server said:\n${metricsServer.outputTail()}`);
+      });
+      // POD NAME CPU(cores) MEMORY(bytes), e.g. ["trio", "spin", "987m", "1Mi"].
+      console.log(`kubectl top pod trio --containers: ${JSON.stringify(rows)}`);
+      expect(rows.map((r) => r[1]).sort()).toEqual(["hold", "idle", "spin"]);
+      const millicores = (v: string | undefined) =>
+        v?.endsWith("m") ? Number(v.slice(0, -1)) : Number(v) * 1000;
+      const mebibytes = (v: string | undefined) => Number(v?.replace(/Mi$/, ""));
+      // A busy loop uses most of a core: metrics-server's rate over two samples sees it (it saw
+      // a tenth of it while the counter's time was its minute's start).
+      expect(millicores(rows.find((r) => r[1] === "spin")?.[2])).toBeGreaterThan(300);
+      // Memory is what the kubelet API serves, the working set of the latest sample.
+      const summary = JSON.parse(
+        await kubectl("get", "--raw", `/api/v1/nodes/${NODE}/proxy/stats/summary`),
+      ) as {
+        pods: Array<{
+          podRef: { name: string };
+          containers: Array<{ name: string; memory?: { workingSetBytes: number } }>;
+        }>;
+      };
+      const served = summary.pods.find((p) => p.podRef.name === "trio")?.containers ?? [];
+      for (const row of rows) {
+        const bytes = served.find((c) => c.name === row[1])?.memory?.workingSetBytes ?? -1;
+        expect(Math.abs(mebibytes(row[3]) - bytes / 2 ** 20)).toBeLessThan(2);
+      }
+
+      const node = await until(
+        "kubectl top node",
+        async () => {
+          const line = await kubectl("top", "node", NODE, "--no-headers");
+          return line.trim() === "" ? undefined : line.trim().split(/\s+/);
+        },
+        60_000,
+        3_000,
+      );
+      // NAME CPU(cores) CPU(%) MEMORY(bytes) MEMORY(%): the node's usage is its Pods' sum.
+      expect(node[0]).toBe(NODE);
+      expect(millicores(node[1])).toBeGreaterThan(300);
+    } finally {
+      await metricsServer.stop();
+    }
+    await core.deleteNamespacedPod({ name: "trio", namespace: NS });
+  }, 300_000);
 
   it("refuses what is not the API server or not allowed by RBAC, as the kubelet does", async () => {
     expect(await kubeletGet("/stats/summary")).toEqual({ status: 401, body: "Unauthorized" });

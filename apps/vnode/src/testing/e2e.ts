@@ -6,7 +6,14 @@
  * @packageDocumentation
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -179,6 +186,7 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
   });
   // NEBULA_E2E_LOG_DIR keeps every vnode's log, one file per process, for a failure's post-mortem.
   const logDir = process.env.NEBULA_E2E_LOG_DIR;
+  if (logDir) mkdirSync(logDir, { recursive: true });
   const logFile = logDir ? join(logDir, `${run.nodeName}-${child.pid ?? "x"}.log`) : undefined;
   createInterface({ input: child.stdout as NodeJS.ReadableStream }).on("line", (line) => {
     if (logFile !== undefined) appendFileSync(logFile, `${line}\n`);
