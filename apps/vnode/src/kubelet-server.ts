@@ -88,9 +88,9 @@ export interface KubeletServerOptions {
   /** Logger. */
   readonly logger: Logger;
   /**
-   * How long a usage read is reused, in ms (default 60,000). The hosts publish once a minute and
-   * CloudWatch keeps one point a minute, so metrics-server's scrape every 15 s would otherwise
-   * pay `GetMetricData` four times for the same figures.
+   * How long a usage read is reused, in ms (default 60,000). The hosts publish once a minute, so
+   * metrics-server's scrape every 15 s would otherwise pay `GetMetricData` four times for the
+   * same figures.
    */
   readonly usageCacheMs?: number;
   /** How often `follow` polls for new lines (ms, default 1000). */
