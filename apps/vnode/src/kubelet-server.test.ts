@@ -140,6 +140,36 @@ describe("KubeletServer", () => {
     expect(failing.calls).toBe(2);
   });
 
+  it("keeps an ended Pod's CPU time in the Node's counter, which metrics-server needs never to drop", async () => {
+    const second: V1Pod = {
+      ...running,
+      metadata: { name: "job", namespace: "shop", uid: "u-2" },
+    };
+    let pods: V1Pod[] = [running, second];
+    const sample = (cpuCoreSeconds: number) => ({
+      cpuCoreSeconds,
+      cpuCores: undefined,
+      memoryWorkingSetBytes: 1024,
+      timestamp: new Date("2026-12-01T04:59:00Z"),
+    });
+    const usage: UsageSource = {
+      podUsage: async (query) =>
+        new Map(query.map((q) => [q.uid, new Map([["app", sample(q.uid === "u-1" ? 2 : 30)]])])),
+    };
+    await start({ usage, usageCacheMs: 0, pods: () => pods });
+    const nodeCounter = async () =>
+      /^node_cpu_usage_seconds_total (\S+) /m.exec(
+        (await get("/metrics/resource", "admin")).body,
+      )?.[1];
+    expect(await nodeCounter()).toBe("32");
+    pods = [running];
+    // The sum of the running containers is 2 now; the Node keeps the 30 s of the ended Pod.
+    expect(await nodeCounter()).toBe("32");
+    expect(
+      JSON.parse((await get("/stats/summary", "admin")).body).node.cpu.usageCoreNanoSeconds,
+    ).toBe(32e9);
+  });
+
   it("says how to turn logs on when the provider keeps none", async () => {
     await start();
     const answer = await get("/containerLogs/shop/web/app", "admin");

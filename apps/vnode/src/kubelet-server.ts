@@ -25,6 +25,7 @@ import {
   kubeletRoute,
   LogEncoder,
   logRun,
+  NodeCpuCounter,
   type PodUsage,
   parseLogQuery,
   podUsageQuery,
@@ -223,6 +224,8 @@ export class KubeletServer {
   readonly #server: Server;
   readonly #streams = new Set<AbortController>();
   #usageCache: { key: string; at: number; usage: Promise<PodUsage> } | undefined;
+  /** The Node's CPU counter: keeps ended runs, so metrics-server never sees it drop. */
+  readonly #nodeCpu = new NodeCpuCounter();
 
   constructor(options: KubeletServerOptions) {
     this.#options = options;
@@ -397,8 +400,16 @@ export class KubeletServer {
         }
       }
     }
+    // A failed read says nothing about which runs ended: the counter skips it.
+    const nodeCpuCoreSeconds = failed ? undefined : this.#nodeCpu.observe(usage);
     return {
-      view: { nodeName: this.#options.nodeName, startTime: this.#options.startTime, pods, usage },
+      view: {
+        nodeName: this.#options.nodeName,
+        startTime: this.#options.startTime,
+        pods,
+        usage,
+        ...(nodeCpuCoreSeconds === undefined ? {} : { nodeCpuCoreSeconds }),
+      },
       failed,
     };
   }

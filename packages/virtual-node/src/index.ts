@@ -67,6 +67,7 @@ export {
   type NodeControllerStats,
   staticHealth,
 } from "./node-controller.js";
+export { NodeCpuCounter } from "./node-cpu.js";
 export { KubernetesPodApi, type PodApi } from "./pod-api.js";
 export {
   type EventSink,

@@ -350,6 +350,20 @@ describe("usage views", () => {
     expect(text).not.toMatch(/_cpu_usage_seconds_total(\{[^}]*\})? 0 /);
   });
 
+  it("serves the Node's own counter when given, never less than the sum of its runs", () => {
+    const ts = new Date("2026-12-01T04:59:30Z").getTime();
+    expect(resourceMetrics({ ...view, nodeCpuCoreSeconds: 10 })).toContain(
+      `node_cpu_usage_seconds_total 10 ${ts}\n`,
+    );
+    expect(resourceMetrics({ ...view, nodeCpuCoreSeconds: 1 })).toContain(
+      `node_cpu_usage_seconds_total 4 ${ts}\n`,
+    );
+    const summary = statsSummary({ ...view, nodeCpuCoreSeconds: 10 }) as {
+      node: { cpu: { usageCoreNanoSeconds: number } };
+    };
+    expect(summary.node.cpu.usageCoreNanoSeconds).toBe(10e9);
+  });
+
   it("leaves out the families it has no samples for", () => {
     const text = resourceMetrics({ ...view, usage: new Map() }, true);
     expect(text).toBe(

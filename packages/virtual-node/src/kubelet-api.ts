@@ -512,6 +512,18 @@ function sum(
   };
 }
 
+/** The Node's sums with its own CPU counter, when given (never below the sum of its runs'). */
+function withNodeCounter(
+  stats: { cpu: CpuStats; memory: MemoryStats } | undefined,
+  counterSeconds: number | undefined,
+): { cpu: CpuStats; memory: MemoryStats } | undefined {
+  if (stats === undefined || counterSeconds === undefined || !Number.isFinite(counterSeconds)) {
+    return stats;
+  }
+  const counter = Math.max(stats.cpu.usageCoreNanoSeconds, nanos(counterSeconds));
+  return { ...stats, cpu: { ...stats.cpu, usageCoreNanoSeconds: counter } };
+}
+
 /** What the `/stats/summary` and `/metrics/resource` bodies are built from. */
 export interface UsageView {
   /** The Node's name. */
@@ -522,6 +534,11 @@ export interface UsageView {
   readonly pods: readonly V1Pod[];
   /** Their usage ({@link UsageSource.podUsage}). */
   readonly usage: PodUsage;
+  /**
+   * The Node's CPU counter, core-seconds, from a {@link NodeCpuCounter} fed every read, so it
+   * keeps ended runs and never drops; absent: the sum of the running containers' counters.
+   */
+  readonly nodeCpuCoreSeconds?: number;
 }
 
 /**
@@ -554,7 +571,7 @@ export function statsSummary(view: UsageView): object {
       ...(podStats ?? {}),
     };
   });
-  const nodeStats = sum(all);
+  const nodeStats = withNodeCounter(sum(all), view.nodeCpuCoreSeconds);
   return {
     node: {
       nodeName: view.nodeName,
@@ -638,7 +655,7 @@ export function resourceMetrics(view: UsageView, scrapeError = false): string {
     }
     all.push(...samples);
   }
-  const node = sum(all);
+  const node = withNodeCounter(sum(all), view.nodeCpuCoreSeconds);
   // A family without samples is left out, as the Prometheus registry the kubelet uses does.
   const family = (name: string, help: string, type: string, lines: readonly string[]) =>
     lines.length === 0
