@@ -203,6 +203,8 @@ export class EventRecorder {
   readonly #logger: EventLogger;
   readonly #now: () => number;
   readonly #series = new Map<string, Series>();
+  /** Final series patches of Events whose series is over (no longer in `#series`), in flight. */
+  readonly #retiring = new Set<Promise<void>>();
   readonly #buckets = new Map<string, TokenBucket>();
   readonly #global: TokenBucket;
   readonly #stats = { created: 0, patched: 0, aggregated: 0, dropped: 0, failed: 0 };
@@ -255,7 +257,7 @@ export class EventRecorder {
       series.timer = undefined;
       await this.#flushSeries(series);
     });
-    await Promise.all(pending);
+    await Promise.all([...pending, ...this.#retiring]);
   }
 
   /** Flushes, then stops: later occurrences are dropped, no timer is left behind. Never rejects. */
@@ -303,7 +305,10 @@ export class EventRecorder {
       // The previous series is over: write what it still owes, then forget it.
       if (existing.timer !== undefined) clearTimeout(existing.timer);
       existing.timer = undefined;
-      void this.#flushSeries(existing);
+      // Not awaited here (the new Event goes out now), but flush() and close() wait for it.
+      const retiring = this.#flushSeries(existing).catch(() => undefined);
+      this.#retiring.add(retiring);
+      void retiring.finally(() => this.#retiring.delete(retiring));
     }
     const series: Series = {
       key,
