@@ -293,52 +293,40 @@ step_kstatus() {
 
 # --- helm ------------------------------------------------------------------------------------
 
-step_helm() {
-  local out="$cache_dir/helm/$helm_version"
-  if [ -x "$out/helm" ]; then
-    log "helm: $helm_version cached in $out"
+# Builds the Go program $3 (a package path) at version $2 into $cache_dir/$1/$2/$1, from a
+# throwaway module that `go get`s it; $4: extra -ldflags. Cached: does nothing when it is there.
+build_go_program() {
+  local name="$1" version="$2" package="$3" extra_ldflags="${4:-}"
+  local out="$cache_dir/$name/$version"
+  if [ -x "$out/$name" ]; then
+    log "$name: $version cached in $out"
     return 0
   fi
-  use_go helm 1.25
+  use_go "$name" 1.25
   mkdir -p "$out"
   local work started=$SECONDS
-  work="$(mktemp -d "$cache_dir/helm/.build.XXXXXX")"
-  log "helm: building $helm_version from helm.sh/helm/v4 (cold: about 3 minutes on 2 cores)"
+  work="$(mktemp -d "$cache_dir/$name/.build.XXXXXX")"
+  log "$name: building $version from $package (cold: about 3 minutes on 2 cores)"
   (
+    trap 'rm -rf "$work"' EXIT
     cd "$work"
-    printf 'module nebula.local/build/helm\n\ngo 1.25\n' >go.mod
-    go get "helm.sh/helm/v4/cmd/helm@$helm_version"
-    go build -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version" \
-      -o "$out/helm.tmp" helm.sh/helm/v4/cmd/helm
+    printf 'module nebula.local/build/%s\n\ngo 1.25\n' "$name" >go.mod
+    go get "$package@$version"
+    go build -trimpath -ldflags "-s -w $extra_ldflags" -o "$out/$name.tmp" "$package"
   )
-  mv "$out/helm.tmp" "$out/helm"
-  rm -rf "$work"
-  log "helm: built in $((SECONDS - started))s into $out"
+  mv "$out/$name.tmp" "$out/$name"
+  log "$name: built in $((SECONDS - started))s into $out"
+}
+
+step_helm() {
+  build_go_program helm "$helm_version" helm.sh/helm/v4/cmd/helm \
+    "-X helm.sh/helm/v4/internal/version.version=$helm_version"
 }
 
 # --- metrics-server --------------------------------------------------------------------------
 
 step_metrics_server() {
-  local out="$cache_dir/metrics-server/$metrics_server_version"
-  if [ -x "$out/metrics-server" ]; then
-    log "metrics-server: $metrics_server_version cached in $out"
-    return 0
-  fi
-  use_go metrics-server 1.25
-  mkdir -p "$out"
-  local work started=$SECONDS
-  work="$(mktemp -d "$cache_dir/metrics-server/.build.XXXXXX")"
-  log "metrics-server: building $metrics_server_version from sigs.k8s.io/metrics-server (cold: about 3 minutes on 2 cores)"
-  (
-    cd "$work"
-    printf 'module nebula.local/build/metrics-server\n\ngo 1.25\n' >go.mod
-    go get "sigs.k8s.io/metrics-server/cmd/metrics-server@$metrics_server_version"
-    go build -trimpath -ldflags "-s -w" -o "$out/metrics-server.tmp" \
-      sigs.k8s.io/metrics-server/cmd/metrics-server
-  )
-  mv "$out/metrics-server.tmp" "$out/metrics-server"
-  rm -rf "$work"
-  log "metrics-server: built in $((SECONDS - started))s into $out"
+  build_go_program metrics-server "$metrics_server_version" sigs.k8s.io/metrics-server/cmd/metrics-server
 }
 
 # --- main ------------------------------------------------------------------------------------
