@@ -4,6 +4,8 @@
  * named `<namespace>/<pod>/<pod-uid>/<container>/<restart>` (see docs/contracts.md and
  * `@nebula/userdata`'s supervisor). Only `logs:GetLogEvents` is called.
  */
+
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   type CloudWatchLogsClient,
   GetLogEventsCommand,
@@ -151,16 +153,7 @@ function isAbort(error: unknown, signal: AbortSignal): boolean {
 
 /** Resolves after `ms`, or as soon as `signal` aborts (never rejects). */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
+  return sleep(ms, undefined, { signal }).catch(() => undefined);
 }
 
 /**
