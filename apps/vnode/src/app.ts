@@ -4,6 +4,7 @@
  * metrics, leader election, ordered shutdown). Nothing here is for a user to import.
  */
 import { readFile } from "node:fs/promises";
+import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, type KubeConfig, type V1Pod, type V1PodStatus } from "@kubernetes/client-node";
 import {
   ConfigMapPodLedger,
@@ -264,6 +265,10 @@ export function createVnode(options: VnodeOptions): Vnode {
   let pods: PodController | undefined;
   const teardown = new PodTeardown({
     store: ledger,
+    // A missing entry (deleted by hand, a restore, a prune) is made again before a teardown starts.
+    prepare: async (ref) => {
+      await ledger.ensure({ podUid: ref.uid, namespace: ref.namespace, name: ref.name });
+    },
     reclaimer: provider,
     removePod: async (ref) => {
       await api.deleteNow(ref);
@@ -300,6 +305,16 @@ export function createVnode(options: VnodeOptions): Vnode {
     }),
     events,
     enqueue: (key) => controller.enqueue(key),
+    ledger: {
+      launches: async () =>
+        (await ledger.list()).map((entry) => ({
+          podUid: entry.launch.podUid,
+          namespace: entry.launch.namespace,
+          name: entry.launch.name,
+          // Only a live instance of this node: other virtual nodes share the ledger.
+          reclaimable: provider.listedInstance(entry.launch.podUid) !== undefined,
+        })),
+    },
     metrics: {
       statusWrite: (outcome) => statusWrites.inc({ outcome }),
       exitToStatus: (s) => exitToStatus.observe(s),
@@ -398,6 +413,30 @@ export function createVnode(options: VnodeOptions): Vnode {
     );
   }
 
+  /**
+   * While leading: the ledger's launches whose Pod is gone get their teardown (after the first
+   * poll, so that the listing proves which instances are this node's), then every leak-collection
+   * interval.
+   */
+  const sweepLedger = async (signal: AbortSignal): Promise<void> => {
+    const every = provider.config.leakCollection.intervalSeconds * 1000;
+    let wait = provider.pollIntervalMs;
+    while (!signal.aborted) {
+      try {
+        await sleep(wait, undefined, { signal });
+      } catch {
+        return;
+      }
+      wait = every;
+      try {
+        const queued = await podController.sweepLedger();
+        if (queued > 0) logger.info({ queued }, "ledger sweep: teardowns of gone Pods queued");
+      } catch (error) {
+        logger.warn({ err: error }, "ledger sweep failed; trying again later");
+      }
+    }
+  };
+
   manager.addController(controller);
   manager.addRunnable({ name: "node", run: (signal) => nodes.run(signal) });
   manager.addRunnable({
@@ -405,7 +444,7 @@ export function createVnode(options: VnodeOptions): Vnode {
     run: async (signal) => {
       const stop = podController.start();
       try {
-        await provider.run(signal);
+        await Promise.all([provider.run(signal), sweepLedger(signal)]);
       } finally {
         stop();
       }

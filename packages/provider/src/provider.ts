@@ -426,7 +426,7 @@ interface PodRecord {
   launchRequested: boolean;
   /** The `ClientToken` of the latest launch request, as the ledger recorded it. */
   clientToken?: string;
-  requestedAt?: number;
+  requestedAt?: number | undefined;
   /** A launch attempt ended without a definite answer (timeout, 5xx): an instance may exist. */
   unknownOutcome: boolean;
   placement?: Placement;
@@ -456,9 +456,15 @@ interface PodRecord {
   /** The instance ID still has to be written to the ledger (the write failed). */
   ledgerDirty: boolean;
   observed?: ObservedInstance | undefined;
-  /** True after a poll that did not list the (known) instance. */
+  /**
+   * This process has observed the instance: a poll listed it, a describe by ID found it (or proved
+   * it absent), or this process launched it. Until then it has no state, and the Pod keeps the
+   * status stored in the API (no state from no observation: brief C9).
+   */
+  seen: boolean;
+  /** True after a poll that did not list the (known, seen) instance. */
   missing: boolean;
-  state?: InstanceState;
+  state?: InstanceState | undefined;
   stoppedSince?: number | undefined;
   consoleReadAt?: number;
   consoleOutput?: string;
@@ -474,6 +480,18 @@ interface PodRecord {
 }
 
 const CONSOLE_RETRY_MS = 5 * 60 * 1000;
+
+/**
+ * An instance of the Pod `podUid` that is terminated or shutting down: nothing is ever sent to it
+ * again, so it needs no proof of ownership to be observed (EC2 may stop reporting its instance
+ * profile once it is shutting down, which fails the proof).
+ */
+function isGone(instance: ObservedInstance, podUid: string): boolean {
+  return (
+    (instance.state === "terminated" || instance.state === "shutting-down") &&
+    instance.podUid === podUid
+  );
+}
 
 const NO_PARAMETER_LEAKS: ParameterLeakPlan = { delete: [], podUids: [] };
 
@@ -859,6 +877,24 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     return counts;
   }
 
+  /**
+   * The instance the latest poll listed for Pod `podUid` (this node's, in a live state, proving it
+   * was launched for that Pod), or `undefined`: no listing yet, or none listed for it.
+   *
+   * @example
+   * ```ts
+   * provider.listedInstance(uid); // { instanceId: "i-0123456789abcdef0", state: "running" }
+   * ```
+   */
+  listedInstance(podUid: string): { instanceId: string; state: string } | undefined {
+    const listed = this.#lastInstances?.find(
+      (i) => i.podUid === podUid && this.#disprove(i, podUid) === undefined,
+    );
+    return listed === undefined
+      ? undefined
+      : { instanceId: listed.instanceId, state: listed.state };
+  }
+
   /** Same as {@link notifyPods}. */
   onStatusChange(listener: PodStatusListener): () => void {
     return this.notifyPods(listener);
@@ -872,8 +908,16 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     const record = this.#records.get(uid);
     this.#records.delete(uid);
     this.#resuming.delete(uid);
-    if (!this.#drivesTeardowns && this.#parametersDelivery) {
-      await this.#releaseParametersOf(uid, record);
+    if (!this.#drivesTeardowns) {
+      // The caller drives the teardowns and forgets a Pod once its teardown completed (its
+      // instance terminated or provably never there): the entry has done its work.
+      if (this.#parametersDelivery) await this.#releaseParametersOf(uid, record);
+      try {
+        await this.ledger.remove(uid);
+      } catch (error) {
+        this.#log("warn", `ledger entry of pod ${uid} not removed: ${String(error)}`);
+      }
+      return;
     }
     const state = record ? this.#stateOf(record) : undefined;
     if (state !== undefined && !state.complete && record?.launchRequested) {
@@ -929,6 +973,13 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
    */
   async findInstance(podUid: string): Promise<{ instanceId: string; state: string } | undefined> {
     const record = this.#records.get(podUid);
+    if (record?.launching) {
+      // A RunInstances may be under way: its answer, not this lookup, says whether one exists.
+      throw new ProviderError(
+        "NotFound",
+        `a launch for pod ${podUid} is under way: ask again once it has answered`,
+      );
+    }
     let recorded = record?.instanceId;
     if (recorded === undefined) recorded = (await this.ledger.get(podUid))?.launch.instanceId;
     const found = await this.#provenInstance(podUid, recorded);
@@ -1181,6 +1232,16 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         .filter((r) => r.mode === "config" && !r.deleted)
         .map((r) => this.#readmit(r, byUid.get(r.facts.uid))),
     );
+    // Instances adopted from the ledger that this listing does not show, and that this process
+    // has never observed: described by ID (terminated ones included) before anything is concluded.
+    const unseen = [...this.#records.values()].filter(
+      (r) =>
+        r.mode === "launch" &&
+        !r.seen &&
+        r.instanceId !== undefined &&
+        byUid.get(r.facts.uid)?.instanceId !== r.instanceId,
+    );
+    const lookedUp = unseen.length > 0 ? await this.#lookUpUnseen(unseen) : new Set<string>();
     let consoleCalls = 0;
     const work: Promise<void>[] = [];
     for (const record of this.#records.values()) {
@@ -1191,7 +1252,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       const instance = byUid.get(record.facts.uid);
       if (instance && this.#disprove(instance, record.facts.uid) === undefined) {
         this.#observe(record, instance);
-      } else if (record.instanceId !== undefined) {
+      } else if (lookedUp.has(record.facts.uid)) {
+        // Observed (or proven absent) by the lookup above.
+      } else if (record.instanceId !== undefined && record.seen) {
+        // Listed before (or launched by this process), not listed now.
         record.missing = true;
         record.observed = undefined;
       }
@@ -1239,6 +1303,57 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       describeCalls: listing.calls,
       consoleCalls,
     };
+  }
+
+  /**
+   * Describes the recorded instances of `records` (never observed by this process, not in the
+   * latest listing) with one filtered `DescribeInstances` sequence per 200 IDs, every state
+   * included. A found instance that proves it is the Pod's (a terminated or shutting-down one by
+   * its Pod UID tag alone) is observed; one not found is proven absent only outside the
+   * eventual-consistency window of its launch. A failed call concludes nothing. Returns the UIDs
+   * of the Pods concluded.
+   */
+  async #lookUpUnseen(records: readonly PodRecord[]): Promise<Set<string>> {
+    const concluded = new Set<string>();
+    for (let i = 0; i < records.length; i += 200) {
+      const chunk = records.slice(i, i + 200);
+      let found: readonly ObservedInstance[];
+      try {
+        const page = await describeNodeInstances(this.client, {
+          clusterName: this.config.clusterName,
+          nodeName: this.config.nodeName,
+          pageSize: this.config.pageSize,
+          filters: [{ Name: "instance-id", Values: chunk.map((r) => r.instanceId ?? "") }],
+          states: [...OBSERVABLE_STATES],
+        });
+        found = page.instances;
+      } catch (error) {
+        this.#log("warn", `describing adopted instances: ${String(error)}`);
+        continue;
+      }
+      for (const record of chunk) {
+        const uid = record.facts.uid;
+        const instance = found.find((f) => f.instanceId === record.instanceId);
+        if (instance !== undefined) {
+          if (this.#disprove(instance, uid) !== undefined && !isGone(instance, uid)) continue;
+          this.#observe(record, instance);
+          concluded.add(uid);
+          continue;
+        }
+        const since = record.launchedAt?.getTime() ?? record.requestedAt;
+        if (
+          since !== undefined &&
+          this.#now() - since < this.config.eventualConsistencySeconds * 1000
+        ) {
+          continue;
+        }
+        record.seen = true;
+        record.missing = true;
+        record.observed = undefined;
+        concluded.add(uid);
+      }
+    }
+    return concluded;
   }
 
   /**
@@ -1508,6 +1623,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
           : this.#now() - launch.launchedAt <
             this.config.leakCollection.parameterGraceSeconds * 1000),
       ledgerDirty: false,
+      seen: false,
       missing: false,
       events: [],
       deleted: facts.deleting,
@@ -1744,6 +1860,11 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       // The Pod's parameters before the instance that reads them can exist: a crash from here on
       // leaves parameters that the teardown (or the leak collector) deletes.
       if (!(await this.#writeParameters(record))) return;
+      // Deleted while the intent and parameters were written: nothing is launched for it.
+      if (record.deleted) {
+        this.#noInstanceCanExist(record);
+        return;
+      }
       const input = buildRunInstancesInput({
         pod: facts,
         config: this.config,
@@ -1772,11 +1893,27 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         );
         return;
       }
+      if (this.#records.get(facts.uid) !== record) {
+        // The Pod was forgotten (its teardown completed) while RunInstances was under way: no one
+        // else knows this instance, so it goes at once rather than to the leak collector.
+        this.#log(
+          "warn",
+          `pod ${facts.key} is gone: terminating ${instanceId}, launched after it went`,
+        );
+        await this.#terminate
+          .add(instanceId)
+          .catch((error: unknown) =>
+            this.#log("warn", `terminating ${instanceId}: ${String(error)}`),
+          );
+        return;
+      }
       record.instanceId = instanceId;
       record.launchedAt = new Date(this.#now());
       record.launchError = undefined;
       record.unknownOutcome = false;
       record.backoff = NO_BACKOFF;
+      // RunInstances' answer is an observation: the instance exists and is pending.
+      record.seen = true;
       record.missing = false;
       record.events.push({
         type: "Normal",
@@ -1884,6 +2021,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   #noInstanceCanExist(record: PodRecord): void {
     if (record.unknownOutcome || record.instanceId !== undefined) return;
     record.launchRequested = false;
+    // No launch to wait for: a lookup need not wait out EC2's consistency window either.
+    record.requestedAt = undefined;
     void this.ledger
       .recordLaunch(launchBase(record.facts), { requestedAt: undefined, clientToken: undefined })
       .catch(() => undefined);
@@ -2044,6 +2183,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   #observe(record: PodRecord, instance: ObservedInstance): void {
     record.instanceId ??= instance.instanceId;
     record.observed = instance;
+    record.seen = true;
     record.missing = false;
     if (instance.state === "stopped") record.stoppedSince ??= this.#now();
     else record.stoppedSince = undefined;
@@ -2054,6 +2194,12 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     const now = new Date(this.#now());
     if (record.instanceId === undefined && record.observed === undefined) {
       record.state = toInstanceState(undefined, { now, launchedAt: now });
+      return;
+    }
+    // An instance adopted from the ledger and not observed since this process started has no
+    // state yet: "not observed" is not "lost", and the Pod keeps its stored status meanwhile.
+    if (!record.seen) {
+      record.state = undefined;
       return;
     }
     record.state = toInstanceState(record.missing ? undefined : record.observed?.raw, {
@@ -2366,9 +2512,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         : undefined;
       const instance = fresh ?? (await this.#describeById(recorded));
       if (instance !== undefined) {
-        // Nothing is ever done to a terminated instance, so it needs no proof to be observed
-        // (EC2 may drop its instance profile once it is terminated).
-        if (instance.state === "terminated" && instance.podUid === podUid) return instance;
+        // Nothing is ever done to a terminated or shutting-down instance, so it needs no proof to
+        // be observed (EC2 may drop its instance profile once it is shutting down).
+        if (isGone(instance, podUid)) return instance;
         const why = this.#disprove(instance, podUid);
         if (why === undefined) return instance;
         this.#log("warn", `not acting on ${recorded} for pod ${podUid}: ${why}`);
@@ -2382,12 +2528,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       states: [...OBSERVABLE_STATES],
     });
     const proven = found.instances.filter(
-      (i) =>
-        this.#disprove(i, podUid) === undefined ||
-        (i.state === "terminated" && i.podUid === podUid),
+      (i) => this.#disprove(i, podUid) === undefined || isGone(i, podUid),
     );
     if (proven.length === 0) return undefined;
-    const live = proven.filter((i) => i.state !== "terminated");
+    const live = proven.filter((i) => !isGone(i, podUid));
     return pickKeeper(live.length > 0 ? live : proven, recorded);
   }
 

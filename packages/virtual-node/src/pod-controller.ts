@@ -17,7 +17,7 @@ import type {
   PodStatusChange,
 } from "./lifecycle.js";
 import type { PodApi } from "./pod-api.js";
-import { planPod } from "./pod-plan.js";
+import { DEFAULT_GRACE_SECONDS, planPod } from "./pod-plan.js";
 import {
   composePodStatus,
   isTerminalPhase,
@@ -76,6 +76,31 @@ export interface PodControllerMetrics {
   terminalToTerminated?(seconds: number): void;
 }
 
+/**
+ * A launch the ledger recorded (`@nebula/teardown`'s `PodLedger` entry, read through
+ * {@link LaunchLedger}): the Pod it was for and whether its teardown completed.
+ */
+export interface RecordedLaunch {
+  /** The Pod's UID. */
+  readonly podUid: string;
+  /** The Pod's namespace. */
+  readonly namespace: string;
+  /** The Pod's name. */
+  readonly name: string;
+  /**
+   * An instance launched for the Pod by this virtual node still runs (proven by the provider's
+   * latest listing): it has to be reclaimed if the Pod is gone. Entries of other virtual nodes
+   * sharing the ledger are never reclaimable here.
+   */
+  readonly reclaimable: boolean;
+}
+
+/** Where the Pod controller finds launches whose Pods may be gone (the provider's ledger). */
+export interface LaunchLedger {
+  /** Every recorded launch. */
+  launches(): Promise<readonly RecordedLaunch[]>;
+}
+
 /** Options of {@link PodController}. */
 export interface PodControllerOptions {
   /** The parsed configuration (finalizer, resync). */
@@ -102,6 +127,11 @@ export interface PodControllerOptions {
   readonly log?: (level: "info" | "warn" | "error", message: string) => void;
   /** How long a provider notification waits for its status to be written (default 60 s). */
   readonly notifyTimeoutMs?: number;
+  /**
+   * The launches the ledger recorded: {@link PodController.sweepLedger} drives the teardown of
+   * those whose Pod is gone (removed while no virtual node ran, its finalizer taken off by hand).
+   */
+  readonly ledger?: LaunchLedger;
 }
 
 interface Waiter {
@@ -117,6 +147,12 @@ interface Known {
   resourceVersion?: string | undefined;
   terminalAt?: number | undefined;
 }
+
+/**
+ * Queue keys of ledger entries whose Pod is gone: `ledger:<uid>` (a colon is never in a namespace
+ * name, so no Pod's `namespace/name` key looks like one).
+ */
+const LEDGER_KEY_PREFIX = "ledger:";
 
 function refOf(pod: V1Pod): PodRef {
   return {
@@ -264,8 +300,39 @@ export class PodController {
     }
   }
 
+  /**
+   * Finds the ledger's launches whose Pod is gone without a completed teardown (the Pod was
+   * removed while no virtual node ran, or its finalizer was taken off by hand) and queues each:
+   * its instance is stopped gracefully, terminated and its auxiliaries released as for a deleted
+   * Pod, then its entry is dropped. A Pod's absence is proven by a read from the API server, not
+   * by the informer's cache. Returns how many were queued. Call it while leading, now and then.
+   */
+  async sweepLedger(): Promise<number> {
+    const ledger = this.#o.ledger;
+    if (ledger === undefined) return 0;
+    const cached = new Set(this.livePodUids());
+    const known = new Set([...this.#known.values()].map((k) => k.ref.uid));
+    let queued = 0;
+    for (const launch of await ledger.launches()) {
+      if (!launch.reclaimable) continue;
+      if (cached.has(launch.podUid) || known.has(launch.podUid)) continue;
+      const ref: PodRef = { namespace: launch.namespace, name: launch.name, uid: launch.podUid };
+      if (await this.#o.api.exists(ref)) continue;
+      const key = `${LEDGER_KEY_PREFIX}${launch.podUid}`;
+      this.#known.set(key, { ref, graceSeconds: DEFAULT_GRACE_SECONDS, launched: true });
+      this.#log(
+        "info",
+        `pod ${keyOf(ref)} (UID ${ref.uid}) is gone but its instance was not reclaimed: tearing it down`,
+      );
+      this.#o.enqueue(key);
+      queued++;
+    }
+    return queued;
+  }
+
   async #reconcile(key: string): Promise<{ requeueAfter?: number }> {
     const { config, provider, api } = this.#o;
+    if (key.startsWith(LEDGER_KEY_PREFIX)) return this.#orphan(key);
     const pod = this.#o.pods.get(key);
     if (pod === undefined) return this.#orphan(key);
     const ref = refOf(pod);
@@ -307,6 +374,9 @@ export class PodController {
         const deleting = step.kind === "DeleteUnlaunched" || step.deleting;
         const graceSeconds = step.kind === "Teardown" ? step.graceSeconds : 0;
         known.graceSeconds = graceSeconds;
+        // The provider learns first that the Pod is going: it launches nothing more for it (a
+        // launch waiting on capacity is cancelled), before the teardown looks for its instance.
+        await provider.updatePod(pod);
         // The final report is recorded while the instance stops.
         await this.#syncStatus(pod, ref);
         const stored = this.#o.pods.get(key) ?? pod;

@@ -191,6 +191,82 @@ describe("PodTeardown", () => {
     expect(s.account.calls.length).toBe(calls);
   });
 
+  it("a ledger entry deleted at any step is made again from the instance found by the Pod's UID: the teardown stops and terminates, never reads the absence as done", async () => {
+    for (let deleteAt = 0; deleteAt < 6; deleteAt++) {
+      const now = { t: 1_000_000 };
+      const s = setup(now);
+      s.account.byPod.set("uid-1", "i-0123456789abcdef6");
+      s.account.states.set("i-0123456789abcdef6", "running");
+      await s.ledger.recordLaunch(
+        { podUid: "uid-1", namespace: "default", name: "web-0" },
+        { instanceId: "i-0123456789abcdef6" },
+      );
+      let done = false;
+      for (let i = 0; i < 40 && !done; i++) {
+        if (i === deleteAt) await s.ledger.remove("uid-1");
+        const result = await s.teardown.reconcile(pod, { deleting: true, graceSeconds: 5 });
+        if (s.removed.length > 0) {
+          expect(s.account.states.get("i-0123456789abcdef6"), `deleted at ${deleteAt}`).toBe(
+            "terminated",
+          );
+        }
+        done = result.status === "complete";
+        now.t += 3_000;
+      }
+      expect(done, `deleted at step ${deleteAt}`).toBe(true);
+      expect(s.account.calls, `deleted at step ${deleteAt}`).toContain(
+        "terminate i-0123456789abcdef6",
+      );
+      // Removed (a repeat is harmless: the removal is idempotent), and only once terminated (above).
+      expect(s.removed.length).toBeGreaterThanOrEqual(1);
+    }
+  });
+
+  it("without a way to make the record again, an absent record is an error, never complete", async () => {
+    const now = { t: 1_000_000 };
+    const ledger = new MemoryPodLedger();
+    const account = new Account();
+    account.byPod.set("uid-1", "i-0123456789abcdef7");
+    account.states.set("i-0123456789abcdef7", "running");
+    const removed: PodRef[] = [];
+    const teardown = new PodTeardown({
+      store: ledger,
+      reclaimer: account,
+      removePod: async (ref) => void removed.push(ref),
+      podPresent: () => true,
+      now: () => now.t,
+    });
+    for (let i = 0; i < 3; i++) {
+      const result = await teardown.reconcile(pod, { deleting: true, graceSeconds: 5 });
+      expect(result.status).toBe("error");
+      now.t += 5_000;
+    }
+    expect(removed).toEqual([]);
+  });
+
+  it("while the instance cannot be found, the stop's deadline still passes and the teardown goes on to terminate", async () => {
+    const now = { t: 1_000_000 };
+    const s = setup(now);
+    s.account.byPod.set("uid-1", "i-0123456789abcdef8");
+    s.account.states.set("i-0123456789abcdef8", "running");
+    await s.ledger.recordLaunch(
+      { podUid: "uid-1", namespace: "default", name: "web-0" },
+      { instanceId: "i-0123456789abcdef8" },
+    );
+    // A stop the instance ignores (hung), then the lookup fails for good.
+    s.account.stopInstance = async (id) => void s.account.calls.push(`stop ${id}`);
+    await s.teardown.reconcile(pod, { deleting: true, graceSeconds: 5 });
+    await s.teardown.reconcile(pod, { deleting: true, graceSeconds: 5 });
+    expect(s.account.calls).toEqual(["stop i-0123456789abcdef8"]);
+    s.account.unknown = true;
+    // Past grace (5 s) + headroom (5 s).
+    now.t += 11_000;
+    for (let i = 0; i < 3; i++)
+      await s.teardown.reconcile(pod, { deleting: true, graceSeconds: 5 });
+    expect(s.account.calls).toContain("terminate i-0123456789abcdef8");
+    expect(s.removed).toEqual([]);
+  });
+
   it("property: a crash (a fresh PodTeardown on the same ledger) at any step still ends terminated, then removed", async () => {
     await fc.assert(
       fc.asyncProperty(fc.nat(8), fc.constantFrom(0, 5, 30), async (crashAt, grace) => {

@@ -74,7 +74,8 @@ export type PodTeardownResult =
   | { readonly status: "error"; readonly message: string; readonly requeueAfterMs: number };
 
 const POLL_MS = 2_000;
-const TERMINATED = new Set(["terminated"]);
+/** EC2 never takes an instance back from `shutting-down`: no terminate is sent to it again. */
+const GONE = new Set(["shutting-down", "terminated"]);
 const STOPPED_OR_GONE = new Set(["stopped", "shutting-down", "terminated"]);
 const RETRY_MS = 5_000;
 
@@ -152,7 +153,7 @@ export class PodTeardown {
         },
         TerminateInstance: async (effect) => {
           const id = effect.instanceId ?? (await this.#find(effect.podUid));
-          if (id === undefined || this.#already(effect.podUid, id, TERMINATED)) return;
+          if (id === undefined || this.#already(effect.podUid, id, GONE)) return;
           await options.reclaimer.terminateInstance(id);
         },
         // What the provider said the Pod holds besides its instance (its Parameter Store parameters).
@@ -183,14 +184,19 @@ export class PodTeardown {
     try {
       const found = await this.#lookup(ref.uid);
       this.#found.set(ref.uid, found);
+      // A teardown under way advances even while its instance cannot be found: its deadlines
+      // keep counting (a stop past its deadline goes on to terminate).
+      const ticked = await this.#executor.tick(key);
       if (found === "unknown") {
+        if (ticked.status !== "idle" && ticked.status !== "absent") {
+          return this.#result(ticked, ref, how.deleting, undefined);
+        }
         return {
           status: "waiting",
           waitingFor: "the instance to be found",
           requeueAfterMs: RETRY_MS,
         };
       }
-      const ticked = await this.#executor.tick(key);
       if (ticked.status === "idle" || ticked.status === "absent") {
         const gone = found === undefined || found.state === "terminated";
         if (gone) {
@@ -203,6 +209,8 @@ export class PodTeardown {
           if (how.deleting) await this.#options.removePod(ref);
           return { status: "complete", instanceId: found?.instanceId };
         }
+        // No record (never started, or the store's entry was deleted): it is made again from what
+        // was observed (the instance found by the Pod's UID), never read as "done".
         if (ticked.status === "absent") await this.#options.prepare?.(ref);
         const started = await this.#executor.request(key, {
           params: {
@@ -241,7 +249,13 @@ export class PodTeardown {
         return { status: "complete", instanceId };
       }
       case "absent":
-        return { status: "complete", instanceId };
+        // The store holds no record for the Pod even after `prepare`: nothing proves the instance
+        // reclaimed, so this is not "complete".
+        return {
+          status: "error",
+          message: `pod ${ref.namespace}/${ref.name}: the teardown record could not be kept (the store has no entry for it); retrying`,
+          requeueAfterMs: RETRY_MS,
+        };
       case "progressed":
       case "conflict":
         return { status: "waiting", waitingFor: "the next step", requeueAfterMs: 0 };

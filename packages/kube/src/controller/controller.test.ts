@@ -50,6 +50,26 @@ describe("Controller", () => {
     expect(count).toBe(3);
   });
 
+  it("requeueAfter: 0 reconciles the key again at once, without waiting for an event", async () => {
+    let count = 0;
+    const controller = new Controller({
+      name: "t",
+      reconcile: () => {
+        count += 1;
+        return count < 4 ? { requeueAfter: 0 } : undefined;
+      },
+    });
+    const stop = new AbortController();
+    const run = controller.run({ signal: stop.signal });
+    controller.enqueue("k");
+    // Nothing enqueues "k" again: only the zero requeue can bring it back.
+    await until(() => count === 4, 2000);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    stop.abort();
+    await run;
+    expect(count).toBe(4);
+  });
+
   it("runs N workers but never one key twice at once", async () => {
     const active = new Set<string>();
     let overlap = false;

@@ -16,7 +16,10 @@ import { WorkQueue } from "../queue/work-queue.js";
 
 /** What a reconcile asks for next. */
 export interface ReconcileResult {
-  /** Reconcile this key again after this many ms (a poll), even if nothing changes. */
+  /**
+   * Reconcile this key again after this many ms (a poll), even if nothing changes; `0`: again at
+   * once (the next step of a multi-step change that no watch event will announce).
+   */
   readonly requeueAfter?: number;
 }
 
@@ -196,6 +199,10 @@ export class Controller {
       if (after !== undefined && after > 0) {
         this.queue.addAfter(key, after);
         metrics?.reconciles.inc({ ...labels, result: "requeue_after" });
+      } else if (after === 0) {
+        // Again at once: the queue hands the key out after this reconcile's `done`.
+        this.queue.add(key);
+        metrics?.reconciles.inc({ ...labels, result: "requeue" });
       } else {
         metrics?.reconciles.inc({ ...labels, result: "success" });
       }

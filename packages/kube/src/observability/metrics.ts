@@ -24,7 +24,7 @@ export function createRegistry(options: RegistryOptions = {}): Registry {
 }
 
 /** Result label of `nebula_controller_reconcile_total`. */
-export type ReconcileResultLabel = "success" | "error" | "requeue_after";
+export type ReconcileResultLabel = "success" | "error" | "requeue" | "requeue_after";
 
 /**
  * The toolkit's metrics, registered once per registry. Components take an instance through their

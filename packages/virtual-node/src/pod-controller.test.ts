@@ -1,0 +1,169 @@
+import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
+import { MemoryPodLedger } from "@nebula/teardown";
+import { describe, expect, it } from "vitest";
+import { parseVirtualNodeConfig } from "./config.js";
+import type { FoundInstance, InstanceReclaimer, PodLifecycle } from "./lifecycle.js";
+import type { PodApi } from "./pod-api.js";
+import { type LaunchLedger, PodController, type RecordedLaunch } from "./pod-controller.js";
+import { type PodRef, PodTeardown } from "./pod-teardown.js";
+
+const FINALIZER = "nebula.dev/instance-reclaim";
+const INSTANCE = "i-0123456789abcdef0";
+
+/**
+ * The world the controller drives, reduced to its interfaces, with one log of every call in order:
+ * the provider (what it was told), the reclaimer (EC2 as the teardown sees it) and the Pod API.
+ * (The real provider against moto and the real API server run in the app's end-to-end tests.)
+ */
+class World implements PodLifecycle, InstanceReclaimer {
+  readonly log: string[] = [];
+  readonly pods = new Map<string, V1Pod>();
+  readonly states = new Map<string, string>();
+  readonly present = new Set<string>();
+  async createPod(pod: V1Pod): Promise<void> {
+    this.log.push(`createPod ${pod.metadata?.name}`);
+  }
+  async updatePod(pod: V1Pod): Promise<void> {
+    this.log.push(
+      `updatePod ${pod.metadata?.name}${pod.metadata?.deletionTimestamp ? " (deleting)" : ""}`,
+    );
+  }
+  getPodStatus(): V1PodStatus | undefined {
+    return undefined;
+  }
+  listPods(): readonly V1Pod[] {
+    return [];
+  }
+  notifyPods(): () => void {
+    return () => undefined;
+  }
+  forgetPod(uid: string): void {
+    this.log.push(`forgetPod ${uid}`);
+  }
+  async findInstance(podUid: string): Promise<FoundInstance | undefined> {
+    this.log.push(`findInstance ${podUid}`);
+    const state = this.states.get(podUid);
+    return state === undefined ? undefined : { instanceId: INSTANCE, state };
+  }
+  async stopInstance(id: string): Promise<void> {
+    this.log.push(`stop ${id}`);
+    for (const [uid, state] of this.states)
+      if (state === "running") this.states.set(uid, "stopped");
+  }
+  async terminateInstance(id: string): Promise<void> {
+    this.log.push(`terminate ${id}`);
+    for (const uid of this.states.keys()) this.states.set(uid, "terminated");
+  }
+}
+
+function setup(launches: readonly RecordedLaunch[] = []) {
+  const world = new World();
+  const ledger = new MemoryPodLedger();
+  const api: PodApi = {
+    addFinalizer: async () => undefined,
+    removeFinalizer: async (ref: PodRef) => void world.log.push(`removeFinalizer ${ref.name}`),
+    annotate: async () => undefined,
+    deleteNow: async (ref: PodRef) => {
+      world.log.push(`deleteNow ${ref.name}`);
+      world.present.delete(ref.uid);
+    },
+    exists: async (ref: PodRef) => world.present.has(ref.uid),
+  };
+  const teardown = new PodTeardown({
+    store: ledger,
+    prepare: async (ref) => {
+      await ledger.ensure({ podUid: ref.uid, namespace: ref.namespace, name: ref.name });
+    },
+    reclaimer: world,
+    removePod: (ref) => api.deleteNow(ref),
+    podPresent: (ref) => api.exists(ref),
+    headroomSeconds: 1,
+  });
+  const queued: string[] = [];
+  const launchLedger: LaunchLedger = { launches: async () => launches };
+  const controller = new PodController({
+    config: parseVirtualNodeConfig({ nodeName: "vnode-test" }),
+    pods: {
+      get: (key) => world.pods.get(key),
+      list: () => [...world.pods.values()],
+    },
+    provider: world,
+    teardown,
+    api,
+    status: { write: async () => ({ outcome: "unchanged" as const }) },
+    enqueue: (key) => void queued.push(key),
+    ledger: launchLedger,
+  });
+  return { world, ledger, controller, queued };
+}
+
+async function settle(controller: PodController, key: string): Promise<void> {
+  for (let i = 0; i < 30; i++) {
+    const { requeueAfter } = await controller.reconcile(key);
+    if (requeueAfter === undefined) return;
+    await new Promise((resolve) => setTimeout(resolve, Math.min(requeueAfter, 20)));
+  }
+  throw new Error(`${key} did not settle`);
+}
+
+describe("PodController", () => {
+  it("a Pod being deleted: the provider hears of the deletion before anything looks for its instance", async () => {
+    const { world, controller } = setup();
+    const pod: V1Pod = {
+      metadata: {
+        namespace: "default",
+        name: "web-0",
+        uid: "uid-1",
+        finalizers: [FINALIZER],
+        deletionTimestamp: new Date(),
+        deletionGracePeriodSeconds: 30,
+      },
+      spec: { containers: [{ name: "app", image: "busybox" }] },
+    };
+    world.pods.set("default/web-0", pod);
+    await controller.reconcile("default/web-0");
+    const told = world.log.indexOf("updatePod web-0 (deleting)");
+    expect(told).toBeGreaterThanOrEqual(0);
+    expect(told).toBeLessThan(world.log.indexOf("findInstance uid-1"));
+  });
+
+  it("sweepLedger: a launch whose Pod is gone (proven by a read) is torn down and forgotten; a live Pod's and another node's are left alone", async () => {
+    const gone: RecordedLaunch = {
+      podUid: "uid-gone",
+      namespace: "a",
+      name: "gone",
+      reclaimable: true,
+    };
+    const live: RecordedLaunch = {
+      podUid: "uid-live",
+      namespace: "a",
+      name: "live",
+      reclaimable: true,
+    };
+    const foreign: RecordedLaunch = {
+      podUid: "uid-foreign",
+      namespace: "a",
+      name: "foreign",
+      reclaimable: false,
+    };
+    const { world, ledger, controller, queued } = setup([gone, live, foreign]);
+    // "live" is not in the informer's cache yet, but the API server has it.
+    world.present.add("uid-live");
+    world.states.set("uid-gone", "running");
+    await ledger.recordLaunch(
+      { podUid: "uid-gone", namespace: "a", name: "gone" },
+      { instanceId: INSTANCE },
+    );
+    expect(await controller.sweepLedger()).toBe(1);
+    expect(queued).toEqual(["ledger:uid-gone"]);
+    // A second sweep while the first is queued queues nothing new.
+    expect(await controller.sweepLedger()).toBe(0);
+    await settle(controller, "ledger:uid-gone");
+    const stop = world.log.indexOf(`stop ${INSTANCE}`);
+    const terminate = world.log.indexOf(`terminate ${INSTANCE}`);
+    expect(stop).toBeGreaterThanOrEqual(0);
+    expect(terminate).toBeGreaterThan(stop);
+    expect(world.log.indexOf("forgetPod uid-gone")).toBeGreaterThan(terminate);
+    expect(world.log.some((l) => l.includes("uid-live") || l.includes("uid-foreign"))).toBe(false);
+  });
+});
