@@ -1,8 +1,9 @@
 /**
  * Chaos: the vnode killed with SIGKILL at random points, then restarted, while Pods launch,
  * finish and are deleted; EC2 in front of moto behaves as EC2 (ClientToken idempotency, refused
- * stops). Afterwards: no duplicate instance, no instance left running or stopped, no Pod stuck,
- * every teardown complete. CI runs a small random sample (3 kills, 6 Pods), then the same with 30 %
+ * stops). Afterwards every Pod is where its own story says (its exit code's phase; gone if it was
+ * deleted; a long-lived `sleep 3600` Pod still Running on its one instance), no duplicate instance,
+ * no instance left running or stopped, every teardown complete. CI runs a small random sample (3 kills, 6 Pods), then the same with 30 %
  * of the vnode's EC2 calls throttled or failing with 5xx (2 kills, 4 Pods); the full runs are
  * `NEBULA_CHAOS_KILLS=20 NEBULA_CHAOS_PODS=30` and `NEBULA_CHAOS_FAULT_KILLS=10
  * NEBULA_CHAOS_FAULT_PODS=20` (see the app's README). `NEBULA_CHAOS_SEED` replays.
@@ -96,10 +97,23 @@ async function chaos(
     const kubeconfig = controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS);
     const created: V1Pod[] = [];
     const deleted = new Set<string>();
+    /** The phase each Pod's own story ends in (its exit code), unless it is deleted. */
+    const story = new Map<string, string>();
     const timers: ReturnType<typeof setTimeout>[] = [];
+    // One long-lived Pod no one deletes: after every kill it must still be Running.
+    const longLived = `${prefix}-long`;
+    story.set(longLived, "Running");
+    created.push(
+      await core.createNamespacedPod({
+        namespace: NS,
+        body: barePod(longLived, NODE, { command: ["sleep", "3600"] }),
+      }),
+    );
     for (let i = 0; i < pods; i++) {
+      const code = rand() < 0.5 ? 0 : 1;
+      story.set(`${prefix}-${i}`, code === 0 ? "Succeeded" : "Failed");
       const pod = barePod(`${prefix}-${i}`, NODE, {
-        command: ["sh", "-c", `sleep ${2 + Math.floor(rand() * 20)}; exit ${rand() < 0.5 ? 0 : 1}`],
+        command: ["sh", "-c", `sleep ${2 + Math.floor(rand() * 20)}; exit ${code}`],
       });
       // A third of the Pods are deleted at a random moment (some while running).
       if (rand() < 0.34) {
@@ -143,16 +157,27 @@ async function chaos(
               if (!deleted.has(name)) throw new Error(`pod ${name} vanished without being deleted`);
               continue;
             }
-            const terminal = now.status?.phase === "Succeeded" || now.status?.phase === "Failed";
-            if (!terminal || (now.metadata?.finalizers ?? []).includes(FINALIZER)) {
-              // Thrown, not returned: a timeout then says which Pod is stuck and how.
-              throw new Error(
-                `pod ${name} not settled: phase ${now.status?.phase}, finalizers ${JSON.stringify(now.metadata?.finalizers ?? [])}, deleting ${now.metadata?.deletionTimestamp !== undefined}`,
+            const expected = story.get(name);
+            // Thrown, not returned: a timeout then says which Pod is stuck and how.
+            const stuck = () =>
+              new Error(
+                `pod ${name} not settled: phase ${now.status?.phase} (its story: ${deleted.has(name) ? "deleted" : expected}), finalizers ${JSON.stringify(now.metadata?.finalizers ?? [])}, deleting ${now.metadata?.deletionTimestamp !== undefined}`,
               );
+            // A deleted Pod is gone in the end, whatever its phase was.
+            if (deleted.has(name)) throw stuck();
+            if (now.status?.phase !== expected) throw stuck();
+            if (expected !== "Running" && (now.metadata?.finalizers ?? []).includes(FINALIZER)) {
+              throw stuck();
             }
           }
           const instances = await nodeInstances(ec2, NODE);
-          const alive = instances.filter((i) => i.State?.Name !== "terminated");
+          const longUid = created[0]?.metadata?.uid;
+          // The long-lived Pod's instance runs; every other is terminated.
+          const alive = instances.filter(
+            (i) =>
+              i.State?.Name !== "terminated" &&
+              i.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value !== longUid,
+          );
           if (alive.length > 0) {
             throw new Error(
               `instances not terminated: ${alive.map((i) => `${i.InstanceId} ${i.State?.Name} pod-uid=${i.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value}`).join(", ")}`,
@@ -186,6 +211,27 @@ async function chaos(
             proxy: proxy.counts(),
           },
         }),
+      );
+      // The long-lived Pod kept one instance through every kill; then it is deleted and goes.
+      const longInstances = (await nodeInstances(ec2, NODE)).filter(
+        (i) => i.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value === created[0]?.metadata?.uid,
+      );
+      expect(longInstances.map((i) => i.State?.Name)).toEqual(["running"]);
+      await core.deleteNamespacedPod({ name: longLived, namespace: NS });
+      await until(
+        `${longLived} deleted and its instance terminated`,
+        async () => {
+          const pod = await core
+            .readNamespacedPod({ name: longLived, namespace: NS })
+            .catch((e: { code?: number }) => (e.code === 404 ? undefined : Promise.reject(e)));
+          if (pod !== undefined) return undefined;
+          const left = (await nodeInstances(ec2, NODE)).filter(
+            (i) => i.State?.Name !== "terminated",
+          );
+          return left.length === 0 ? true : undefined;
+        },
+        300_000,
+        2_000,
       );
     } finally {
       for (const t of timers) clearTimeout(t);

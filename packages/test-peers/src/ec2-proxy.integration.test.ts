@@ -333,3 +333,28 @@ describe("faults", () => {
     for (let i = 0; i < 10; i++) expect(await errorName(listed(ec2, tag))).toBe("no error");
   });
 });
+
+describe("counts and delay", () => {
+  it("counts every call by action, and a delay holds each call at least that long", async () => {
+    const tag = uniqueTag();
+    const { proxy, ec2 } = await proxyWith({});
+    await listed(ec2, tag);
+    await listed(ec2, tag);
+    expect(proxy.counts().calls).toEqual({ DescribeInstances: 2 });
+    proxy.configure({ delayMs: 300 });
+    const started = performance.now();
+    await listed(ec2, tag);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(290);
+    proxy.configure({ delayMs: 0, faultRate: 1 });
+    const failing = new EC2Client({
+      endpoint: proxy.endpoint,
+      region: proxy.region,
+      credentials: MOTO_CREDENTIALS,
+      maxAttempts: 1,
+    });
+    clients.push(failing);
+    expect(await errorName(listed(failing, tag))).not.toBe("no error");
+    // Faulted calls are counted too.
+    expect(proxy.counts().calls).toEqual({ DescribeInstances: 4 });
+  });
+});

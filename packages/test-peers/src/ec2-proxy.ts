@@ -21,6 +21,7 @@ const BehaviourSchema = z.strictObject({
   consistencyWindowMs: z.number().int().nonnegative().optional(),
   terminatedVisibleMs: z.number().int().nonnegative().nullable().optional(),
   runInstancesDelayMs: z.number().int().nonnegative().optional(),
+  delayMs: z.number().int().nonnegative().optional(),
   loseRunInstancesResponses: z.number().int().nonnegative().optional(),
   faultRate: z.number().min(0).max(1).optional(),
   faultSeed: z.number().int().optional(),
@@ -58,6 +59,8 @@ export interface Ec2Behaviour {
   terminatedVisibleMs?: number | null;
   /** `RunInstances` creates the instances at once but answers only this much later. Default 0. */
   runInstancesDelayMs?: number;
+  /** Every request waits this long before it is handled (a slow EC2). Default 0. */
+  delayMs?: number;
   /**
    * The next this many `RunInstances` calls create their instances, then the connection is cut
    * without an answer (the SDK sees a reset socket and retries). Counts down as it happens.
@@ -94,6 +97,8 @@ export interface Ec2ProxyCounts {
   lost: number;
   /** Requests refused with an EC2 error code the proxy produced, by code. */
   refused: Record<string, number>;
+  /** Every request received (refused, faulted and lost ones included), by EC2 action. */
+  calls: Record<string, number>;
 }
 
 /** A running EC2 proxy, from {@link startEc2Proxy}. */
@@ -254,6 +259,7 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     consistencyWindowMs: 0,
     terminatedVisibleMs: null,
     runInstancesDelayMs: 0,
+    delayMs: 0,
     loseRunInstancesResponses: 0,
     faultRate: 0,
     faultSeed: 1,
@@ -287,7 +293,7 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
 
   const tokens = new Map<string, TokenRecord>();
   const tracked = new Map<string, Tracked>();
-  const counts: Ec2ProxyCounts = { launched: 0, replayed: 0, lost: 0, refused: {} };
+  const counts: Ec2ProxyCounts = { launched: 0, replayed: 0, lost: 0, refused: {}, calls: {} };
   const track = (id: string): Tracked => {
     let entry = tracked.get(id);
     if (entry === undefined) {
@@ -463,6 +469,8 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     const isForm = (req.headers["content-type"] ?? "").includes("x-www-form-urlencoded");
     const params = isForm ? new URLSearchParams(body.toString("utf8")) : new URLSearchParams();
     const action = params.get("Action");
+    counts.calls[action ?? "(none)"] = (counts.calls[action ?? "(none)"] ?? 0) + 1;
+    if (current.delayMs > 0) await sleep(current.delayMs);
     let answer: Answer | "lost";
     const missing = ID_ACTIONS.has(action ?? "")
       ? referencedInstanceIds(params).filter((id) => hidden(id, Date.now()))
@@ -531,7 +539,7 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     ec2: () => new EC2Client({ endpoint, region, credentials: { ...MOTO_CREDENTIALS } }),
     configure,
     behaviour: () => ({ ...current }),
-    counts: () => ({ ...counts, refused: { ...counts.refused } }),
+    counts: () => ({ ...counts, refused: { ...counts.refused }, calls: { ...counts.calls } }),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
