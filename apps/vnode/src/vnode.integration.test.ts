@@ -220,6 +220,44 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
     });
   });
 
+  it("the deletion's grace reaches the host: `--grace-period=5` on a Pod whose spec says 120 s stops its containers after 5 s, not 120 s", async () => {
+    const created = await core.createNamespacedPod({
+      namespace: NS,
+      body: barePod(
+        "stubborn",
+        NODE,
+        // Ignores SIGTERM: only the SIGKILL at the end of the grace stops it.
+        { command: ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"] },
+        { terminationGracePeriodSeconds: 120 },
+      ),
+    });
+    const uid = created.metadata?.uid ?? "";
+    await until(
+      "the Pod running",
+      async () => ((await readPod("stubborn"))?.status?.phase === "Running" ? true : undefined),
+      120_000,
+      500,
+    );
+    const deleted = Date.now();
+    await core.deleteNamespacedPod({ name: "stubborn", namespace: NS, gracePeriodSeconds: 5 });
+    // 5 s of grace, the stop and the poll around it; with the spec's 120 s the host held it 160 s.
+    await until(
+      "the Pod gone",
+      async () => ((await readPod("stubborn")) ? undefined : true),
+      90_000,
+      500,
+    );
+    const seconds = (Date.now() - deleted) / 1000;
+    const [instance] = await instanceOf(uid);
+    expect(instance?.Tags?.find((t) => t.Key === "nebula:stop-grace-seconds")?.Value).toBe("5");
+    expect(instance?.State?.Name).toBe("terminated");
+    console.log(
+      JSON.stringify({
+        deletionGrace: { graceSeconds: 5, specSeconds: 120, goneAfterSeconds: seconds },
+      }),
+    );
+  });
+
   it("a readiness probe reaches the Pod: not Ready, Ready once the probe passes, not Ready once it fails", async () => {
     // The container turns ready 20 s after it starts and unready 30 s later; the exec probe runs
     // every second on the host and needs two failures in a row. The figures are the latency from

@@ -89,7 +89,7 @@ import {
   LAUNCHED_CONDITION,
   podStatus,
 } from "./status.js";
-import { CLUSTER_TAG, ORPHANED_TAG, POD_UID_TAG } from "./tags.js";
+import { CLUSTER_TAG, ORPHANED_TAG, POD_UID_TAG, STOP_GRACE_TAG } from "./tags.js";
 
 /**
  * The finalizer the caller (the virtual node's Pod controller) puts on a Pod before
@@ -270,8 +270,14 @@ export interface PodLifecycle {
 export interface InstanceReclaimer {
   /** The Pod's instance: by its recorded ID, else by the `nebula:pod-uid` tag (proven ownership). */
   findInstance(podUid: string): Promise<{ instanceId: string; state: string } | undefined>;
-  /** `StopInstances` (batched); a stop EC2 refuses for good becomes `TerminateInstances`. */
-  stopInstance(instanceId: string): Promise<void>;
+  /**
+   * `StopInstances` (batched), after tagging the stop's grace for the host; a stop EC2 refuses for
+   * good becomes `TerminateInstances`.
+   */
+  stopInstance(
+    instanceId: string,
+    options?: { readonly graceSeconds?: number | undefined },
+  ): Promise<void>;
   /** `TerminateInstances` (batched). */
   terminateInstance(instanceId: string): Promise<void>;
 }
@@ -1019,7 +1025,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
    * (`NotOwned` otherwise); NotFound is done, except for an instance this process launched within
    * the eventual-consistency window (then it throws, to be asked again).
    */
-  async stopInstance(instanceId: string): Promise<void> {
+  async stopInstance(
+    instanceId: string,
+    options: { readonly graceSeconds?: number | undefined } = {},
+  ): Promise<void> {
     const instance = await this.#describeById(instanceId);
     if (instance === undefined) {
       this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
@@ -1029,7 +1038,32 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     // proof (EC2 may drop its instance profile once it is terminated, which would fail the proof).
     if (instance.state === "terminated" || instance.state === "shutting-down") return;
     this.#prove(instance, undefined);
+    if (options.graceSeconds !== undefined && instance.state !== "stopped") {
+      await this.#tagStopGrace(instance, options.graceSeconds);
+    }
     await this.#act(instance, "stop");
+  }
+
+  /**
+   * Tells the host the stop's grace ({@link STOP_GRACE_TAG}) before the stop reaches it. A failure
+   * is logged, not thrown: the host then stops with the Pod's own grace, later but still whole.
+   */
+  async #tagStopGrace(instance: ObservedInstance, graceSeconds: number): Promise<void> {
+    const value = String(Math.max(0, Math.floor(graceSeconds)));
+    if (instance.tags.get(STOP_GRACE_TAG) === value) return;
+    try {
+      await this.client.send(
+        new CreateTagsCommand({
+          Resources: [instance.instanceId],
+          Tags: [{ Key: STOP_GRACE_TAG, Value: value }],
+        }),
+      );
+    } catch (error) {
+      this.#log(
+        "warn",
+        `${toProviderError(error, `CreateTags ${STOP_GRACE_TAG} on ${instance.instanceId}`).message}; the host stops with the Pod's own grace`,
+      );
+    }
   }
 
   /** {@inheritDoc InstanceReclaimer.terminateInstance} */

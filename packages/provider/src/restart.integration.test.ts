@@ -252,3 +252,34 @@ describe("a deleted Pod never gets an instance", () => {
     }
   });
 });
+
+describe("the deletion's grace reaches the host", () => {
+  it("stopInstance with a grace tags it on the instance (nebula:stop-grace-seconds) before StopInstances", async () => {
+    const ledger = new MemoryPodLedger();
+    const provider = new Ec2PodProvider({
+      config: { ...motoConfig(moto, network, "stop-grace"), endpoint: proxy.endpoint },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      ledger,
+      teardowns: "caller",
+    });
+    const calls: string[] = [];
+    provider.client.middlewareStack.add(
+      (next, context) => async (args) => {
+        calls.push(String(context.commandName));
+        return next(args);
+      },
+      { step: "initialize", name: "order" },
+    );
+    await provider.createPod(testPod("graceful", uid(20)));
+    const instanceId = (await ledger.get(uid(20)))?.launch.instanceId ?? "";
+    calls.length = 0;
+    await provider.stopInstance(instanceId, { graceSeconds: 5 });
+    const page = await ec2.send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }));
+    const tags = page.Reservations?.[0]?.Instances?.[0]?.Tags ?? [];
+    expect(tags.find((t) => t.Key === "nebula:stop-grace-seconds")?.Value).toBe("5");
+    expect(calls.indexOf("CreateTagsCommand")).toBeGreaterThanOrEqual(0);
+    expect(calls.indexOf("CreateTagsCommand")).toBeLessThan(calls.indexOf("StopInstancesCommand"));
+    await provider.stop();
+  });
+});

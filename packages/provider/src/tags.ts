@@ -13,15 +13,22 @@ export const POD_TAG = "nebula:pod";
  * its two phases. The instance is terminated on a later pass if it is still orphaned then.
  */
 export const ORPHANED_TAG = "nebula:orphaned-at";
+/**
+ * Tag key the controller writes (whole seconds) on an instance just before `StopInstances`: the
+ * grace of the stop (a deletion's `--grace-period` may be shorter than the Pod's
+ * `terminationGracePeriodSeconds`). The host supervisor reads it from the instance's metadata
+ * tags when the stop reaches it and stops the containers with it, never longer than the Pod's.
+ */
+export const STOP_GRACE_TAG = "nebula:stop-grace-seconds";
 
 /** EC2's limit of tags per resource. */
 export const EC2_MAX_TAGS = 50;
 
 /**
  * Tags the provider and the host may write on an instance besides the user's: the exit report
- * ({@link REPORT_TAG_BUDGET}), the four identity tags, `Name`, and the orphan mark.
+ * ({@link REPORT_TAG_BUDGET}), the four identity tags, `Name`, the orphan mark and the stop grace.
  */
-export const RESERVED_TAG_COUNT = REPORT_TAG_BUDGET + 4 + 1 + 1;
+export const RESERVED_TAG_COUNT = REPORT_TAG_BUDGET + 4 + 1 + 1 + 1;
 
 /** How many extra tags a configuration may add: {@link EC2_MAX_TAGS} − {@link RESERVED_TAG_COUNT}. */
 export const MAX_USER_TAGS = EC2_MAX_TAGS - RESERVED_TAG_COUNT;

@@ -504,6 +504,33 @@ describe("the generated user-data on a host", () => {
     expect(h.tagReports().filter((r) => "stopRequested" in r)).toEqual([final]);
   });
 
+  it("on SIGTERM stops the containers with the stop's grace the controller tagged (a deletion's --grace-period), never longer than the Pod's", async () => {
+    const stops: string[] = [];
+    for (const [tagged, expected] of [
+      ["2", 2],
+      ["99", 7],
+      ["soon", 7],
+    ] as const) {
+      const h = await run(
+        pod([{ name: "app", image: "fake/stubborn:1" }], {
+          restartPolicy: "Always",
+          terminationGracePeriodSeconds: 7,
+        }),
+        { "fake/stubborn:1": { script: "trap '' TERM; while :; do sleep 0.1; done" } },
+      );
+      await h.until(() => h.tagWrites.some((w) => w["nebula:report"]?.includes("seq=2") === true));
+      h.tagInstance("nebula:stop-grace-seconds", tagged);
+      h.terminate();
+      expect(await h.finished()).toBe(0);
+      expect(h.dockerCalls("stop")).toEqual([
+        expect.stringMatching(new RegExp(`^docker stop -t ${expected} [0-9a-f]{64}$`)),
+      ]);
+      stops.push(`${tagged}:${expected}`);
+      expect(last(h.tagReports())).toMatchObject({ final: true, stopRequested: true });
+    }
+    expect(stops).toEqual(["2:2", "99:7", "soon:7"]);
+  });
+
   it("on SIGTERM starts no CreateTags attempt that could outlast systemd's TimeoutStopSec", async () => {
     const h = await run(
       pod([{ name: "app", image: "fake/server:1" }], {

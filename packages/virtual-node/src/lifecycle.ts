@@ -102,8 +102,15 @@ export interface InstanceReclaimer {
    * `DescribeInstances`, an API failure). "Not listed once" is never an answer.
    */
   findInstance(podUid: string): Promise<FoundInstance | undefined>;
-  /** Stops the instance (the host supervisor stops the containers within the Pod's grace period). */
-  stopInstance(instanceId: string): Promise<void>;
+  /**
+   * Stops the instance: the host supervisor stops the containers within the grace period, which
+   * `options.graceSeconds` (the teardown's: the deletion's, else the Pod's) tells the host before
+   * the stop reaches it (it never exceeds the Pod's own).
+   */
+  stopInstance(
+    instanceId: string,
+    options?: { readonly graceSeconds?: number | undefined },
+  ): Promise<void>;
   /** Terminates the instance. */
   terminateInstance(instanceId: string): Promise<void>;
   /**

@@ -146,10 +146,15 @@ export class PodTeardown {
       handlers: {
         // An instance already where the action would take it needs no call: nothing is done to a
         // terminated instance (EC2 may even drop what proves whose it was).
-        StopInstance: async (effect) => {
+        StopInstance: async (effect, { record }) => {
           const id = effect.instanceId ?? (await this.#find(effect.podUid));
           if (id === undefined || this.#already(effect.podUid, id, STOPPED_OR_GONE)) return;
-          await options.reclaimer.stopInstance(id);
+          // The grace the teardown runs with reaches the host with the stop.
+          const grace = (record.params as { gracePeriodSeconds?: unknown }).gracePeriodSeconds;
+          await options.reclaimer.stopInstance(
+            id,
+            typeof grace === "number" ? { graceSeconds: grace } : {},
+          );
         },
         TerminateInstance: async (effect) => {
           const id = effect.instanceId ?? (await this.#find(effect.podUid));

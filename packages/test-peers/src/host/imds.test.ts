@@ -50,6 +50,29 @@ describe("startImdsServer", () => {
     expect(doc).toMatchObject({ instanceId: IDENTITY.instanceId, region: "eu-west-1" });
   });
 
+  it("serves the instance's tags as they are at each request when tags are in the metadata, and 404 when not", async () => {
+    const tags = new Map([["nebula:pod-uid", "uid-1"]]);
+    server = await startImdsServer({ ...IDENTITY, tags: async () => tags });
+    const t = await (await token(server.endpoint)).text();
+    const get = async (path: string) =>
+      fetch(`${server?.endpoint}${path.slice(1)}`, { headers: { "x-aws-ec2-metadata-token": t } });
+    expect(await (await get("/latest/meta-data/tags/instance")).text()).toBe("nebula:pod-uid");
+    expect((await get("/latest/meta-data/tags/instance/nebula:stop-grace-seconds")).status).toBe(
+      404,
+    );
+    tags.set("nebula:stop-grace-seconds", "5");
+    expect(
+      await (await get("/latest/meta-data/tags/instance/nebula:stop-grace-seconds")).text(),
+    ).toBe("5");
+    await server.close();
+    server = await startImdsServer(IDENTITY);
+    const t2 = await (await token(server.endpoint)).text();
+    const plain = await fetch(`${server.endpoint}latest/meta-data/tags/instance`, {
+      headers: { "x-aws-ec2-metadata-token": t2 },
+    });
+    expect(plain.status).toBe(404);
+  });
+
   it("enforces IMDSv2: no token, a bad token, an expired token or a bad TTL are refused", async () => {
     let clock = 1_000_000;
     server = await startImdsServer(IDENTITY, () => clock);

@@ -24,6 +24,11 @@ export interface ImdsIdentity {
   readonly accountId: string;
   /** `true` when `HttpTokens=required` (IMDSv2 only): GETs without a token get 401. */
   readonly tokensRequired: boolean;
+  /**
+   * The instance's tags as they are now, when `InstanceMetadataTags=enabled` (served under
+   * `tags/instance`, as EC2 does); `undefined`: tags are not in the metadata (404).
+   */
+  readonly tags?: (() => Promise<ReadonlyMap<string, string>>) | undefined;
 }
 
 /** A running instance-metadata server for one guest. */
@@ -170,6 +175,19 @@ export async function startImdsServer(
       if (expires === undefined || expires < now()) return respond(401, "Unauthorized");
     } else if (identity.tokensRequired) {
       return respond(401, "Unauthorized");
+    }
+    const tagPath = /^\/latest\/meta-data\/tags\/instance(?:\/(.*))?$/.exec(path);
+    if (tagPath !== null && identity.tags !== undefined) {
+      const key = tagPath[1] ?? "";
+      identity
+        .tags()
+        .then((tags) => {
+          if (key === "") respond(200, [...tags.keys()].join("\n"));
+          else if (tags.has(key)) respond(200, tags.get(key) ?? "");
+          else respond(404, "Not Found");
+        })
+        .catch(() => respond(500, "Internal Server Error"));
+      return true;
     }
     let body: string | undefined;
     let type = "text/plain";

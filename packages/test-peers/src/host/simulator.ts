@@ -408,6 +408,17 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
           privateIp: instance?.PrivateIpAddress ?? "10.0.0.10",
           accountId: reservation?.OwnerId ?? "123456789012",
           tokensRequired: instance?.MetadataOptions?.HttpTokens === "required",
+          // Read live, as EC2 serves them: a tag the controller writes later is seen at once.
+          tags:
+            instance?.MetadataOptions?.InstanceMetadataTags === "enabled"
+              ? async () => {
+                  const now = await ec2.send(
+                    new DescribeInstancesCommand({ InstanceIds: [instanceId] }),
+                  );
+                  const found = now.Reservations?.[0]?.Instances?.[0]?.Tags ?? [];
+                  return new Map(found.map((t) => [t.Key ?? "", t.Value ?? ""]));
+                }
+              : undefined,
         });
         if (guest.phase === "terminated") {
           await imds.close();

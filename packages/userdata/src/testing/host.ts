@@ -157,6 +157,7 @@ export class TestHost {
   private failTags: number;
   private rejected = 0;
   private spotNotice: string | undefined;
+  private readonly instanceTags = new Map<string, string>();
 
   constructor(private readonly options: HostOptions) {
     this.dir = mkdtempSync(join(tmpdir(), "nebula-userdata-"));
@@ -267,6 +268,14 @@ export class TestHost {
   failTagsFromNow(awsSeconds: number): void {
     this.failTags = Number.POSITIVE_INFINITY;
     writeFileSync(join(this.dir, "aws-slow"), String(awsSeconds));
+  }
+
+  /**
+   * From now on IMDS serves this instance tag under `tags/instance/<key>`, as EC2 does with
+   * `InstanceMetadataTags=enabled` (the controller writes `nebula:stop-grace-seconds` before a stop).
+   */
+  tagInstance(key: string, value: string): void {
+    this.instanceTags.set(key, value);
   }
 
   /**
@@ -471,6 +480,7 @@ export class TestHost {
         "placement/region": REGION,
         "local-ipv4": HOST_IP,
         ...(this.spotNotice === undefined ? {} : { "spot/instance-action": this.spotNotice }),
+        ...Object.fromEntries([...this.instanceTags].map(([k, v]) => [`tags/instance/${k}`, v])),
         "iam/security-credentials/": "nebula-host",
         "iam/security-credentials/nebula-host": JSON.stringify(
           { Code: "Success", ...CREDS, Expiration: "2099-01-01T00:00:00Z" },
