@@ -46,6 +46,8 @@ const names = Array.from({ length: PODS }, (_, i) => `long-${i}`);
 const kubeconfig = () => controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS);
 
 interface Snapshot {
+  /** Who wrote the Pod last and when (for the failure message; not compared). */
+  readonly writers?: string;
   readonly resourceVersion: string | undefined;
   readonly phase: string | undefined;
   readonly instanceId: string | undefined;
@@ -57,6 +59,14 @@ async function snapshot(): Promise<Map<string, Snapshot>> {
   for (const name of names) {
     const pod = (await readPod(core, NS, name)) as V1Pod;
     out.set(name, {
+      writers: JSON.stringify(
+        (pod.metadata?.managedFields ?? []).map((f) => [
+          f.manager,
+          f.operation,
+          f.subresource,
+          f.time,
+        ]),
+      ),
       resourceVersion: pod.metadata?.resourceVersion,
       phase: pod.status?.phase,
       instanceId: pod.metadata?.annotations?.["nebula.dev/instance-id"],
@@ -108,7 +118,9 @@ async function expectUntouched(
 ) {
   const after = await snapshot();
   for (const name of names) {
-    expect(after.get(name), `${name} after ${how}`).toEqual(before.get(name));
+    const { writers, ...now } = after.get(name) ?? ({} as Snapshot);
+    const { writers: _, ...then } = before.get(name) ?? ({} as Snapshot);
+    expect(now, `${name} after ${how} (written by ${writers})`).toEqual(then);
     expect(after.get(name)?.phase, `${name} after ${how}`).toBe("Running");
   }
   expect(mutations(), `EC2 mutations by the vnode during ${how}`).toEqual(calls);

@@ -358,3 +358,22 @@ describe("counts and delay", () => {
     expect(proxy.counts().calls).toEqual({ DescribeInstances: 4 });
   });
 });
+
+describe("capacity", () => {
+  it("refuses every launch with InsufficientInstanceCapacity while on, and starts nothing", async () => {
+    const tag = uniqueTag();
+    const { proxy, ec2 } = await proxyWith({ insufficientCapacity: true });
+    const failing = new EC2Client({
+      endpoint: proxy.endpoint,
+      region: proxy.region,
+      credentials: MOTO_CREDENTIALS,
+      maxAttempts: 1,
+    });
+    clients.push(failing);
+    expect(await errorName(failing.send(launch(tag)))).toBe("InsufficientInstanceCapacity");
+    expect(await listed(ec2, tag)).toEqual([]);
+    proxy.configure({ insufficientCapacity: false });
+    await ec2.send(launch(tag));
+    expect(await listed(ec2, tag)).toHaveLength(1);
+  });
+});

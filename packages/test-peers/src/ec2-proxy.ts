@@ -22,6 +22,7 @@ const BehaviourSchema = z.strictObject({
   terminatedVisibleMs: z.number().int().nonnegative().nullable().optional(),
   runInstancesDelayMs: z.number().int().nonnegative().optional(),
   delayMs: z.number().int().nonnegative().optional(),
+  insufficientCapacity: z.boolean().optional(),
   loseRunInstancesResponses: z.number().int().nonnegative().optional(),
   faultRate: z.number().min(0).max(1).optional(),
   faultSeed: z.number().int().optional(),
@@ -61,6 +62,11 @@ export interface Ec2Behaviour {
   runInstancesDelayMs?: number;
   /** Every request waits this long before it is handled (a slow EC2). Default 0. */
   delayMs?: number;
+  /**
+   * While on, every `RunInstances` is refused with `InsufficientInstanceCapacity` (HTTP 500, as
+   * EC2 answers it) and starts nothing. Default off.
+   */
+  insufficientCapacity?: boolean;
   /**
    * The next this many `RunInstances` calls create their instances, then the connection is cut
    * without an answer (the SDK sees a reset socket and retries). Counts down as it happens.
@@ -260,6 +266,7 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     terminatedVisibleMs: null,
     runInstancesDelayMs: 0,
     delayMs: 0,
+    insufficientCapacity: false,
     loseRunInstancesResponses: 0,
     faultRate: 0,
     faultSeed: 1,
@@ -482,7 +489,13 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
           : refuse("InternalError", "An internal error has occurred.", 500);
     } else if (missing.length > 0)
       answer = refuse("InvalidInstanceID.NotFound", notFoundMessage(missing));
-    else if (action === "RunInstances") answer = await runInstances(req, body, params);
+    else if (action === "RunInstances" && current.insufficientCapacity) {
+      answer = refuse(
+        "InsufficientInstanceCapacity",
+        "We currently do not have sufficient capacity in the Availability Zone you requested.",
+        500,
+      );
+    } else if (action === "RunInstances") answer = await runInstances(req, body, params);
     else if (action === "StopInstances") answer = await stopInstances(req, body, params);
     else if (action === "DescribeInstances") answer = await describeInstances(req, body, params);
     else {

@@ -49,7 +49,6 @@ IMDS=${AWS_EC2_METADATA_SERVICE_ENDPOINT:-http://169.254.169.254}
 IMDS=${IMDS%/}
 TERM_REQUESTED=
 TERM_AT=
-STOP_GRACE=
 STOP_REQUESTED=
 STOP_ISO=
 SPOT_ACTION=
@@ -1435,17 +1434,10 @@ stop_all() {
 # The grace of a stop the controller asked for: the deletion's (`kubectl delete --grace-period`),
 # which it tags on the instance as nebula:stop-grace-seconds before StopInstances, read from the
 # instance's metadata tags; never more than the Pod's own (systemd's TimeoutStopSec is built on
-# it). No tag, no metadata tags, or a value that is not a number: the Pod's. Sets STOP_GRACE.
+# it). No tag, no metadata tags, or a value that is not a number: the Pod's.
 stop_grace() {
-  local tagged
-  STOP_GRACE=$GRACE_SECONDS
-  TOKEN=$(imds_token) || return 0
-  tagged=$(imds_get tags/instance/nebula:stop-grace-seconds 2>/dev/null) || return 0
-  [[ $tagged =~ ^[0-9]{1,9}$ ]] || return 0
-  tagged=$((10#$tagged))
-  ((tagged < GRACE_SECONDS)) || return 0
-  STOP_GRACE=$tagged
-  log "stop requested with the deletion's grace: ${STOP_GRACE}s (the Pod's is ${GRACE_SECONDS}s)"
+  local t
+  TOKEN=$(imds_token) && t=$(imds_get tags/instance/nebula:stop-grace-seconds 2>/dev/null) && [[ $t =~ ^[0-9]{1,9}$ ]] && ((10#$t < GRACE_SECONDS)) && echo $((10#$t)) || echo "$GRACE_SECONDS"
 }
 
 # systemd kills the unit TimeoutStopSec (grace + 30 s) after its SIGTERM: the final report's tag
@@ -1469,8 +1461,7 @@ finish() {
   elif [ -n "$TERM_REQUESTED" ]; then
     STOP_REQUESTED=1
     why=StopRequested
-    stop_grace
-    grace=$STOP_GRACE
+    grace=$(stop_grace)
     deadline=$((TERM_AT + GRACE_SECONDS + 30 - STOP_MARGIN))
     left=$((deadline - $(now) - STOP_REPORT_SECONDS))
     ((left >= grace)) || grace=$((left > 0 ? left : 0))
