@@ -1676,7 +1676,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       record.mode = "terminal";
       if (pod.status) {
         record.status = structuredClone(pod.status);
-        record.deliveredKey = JSON.stringify(pod.status);
+        record.deliveredKey = this.#deliveryKey(record, pod.status);
       }
       return record;
     }
@@ -2297,7 +2297,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       record.status = status;
     }
     if (status === undefined) return;
-    const key = JSON.stringify(status);
+    const key = this.#deliveryKey(record, status);
     if (key === record.deliveredKey && record.events.length === 0) return;
     const terminal = isTerminalStatus(status);
     const events = record.events;
@@ -2321,6 +2321,15 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     // The terminal status is written: reclaim the instance (the report has been read).
     if (terminal && record.launchRequested && this.#drivesTeardowns)
       await this.#startReclaim(record);
+  }
+
+  /**
+   * What a delivery carries: the status and the instance facts. A fact first observed after the
+   * launch (its Availability Zone) is delivered when it is observed, not by the next process to
+   * start (which would then write a Pod a quiet world should leave alone).
+   */
+  #deliveryKey(record: PodRecord, status: V1PodStatus | undefined): string {
+    return JSON.stringify([status, this.#instanceInfo(record)]);
   }
 
   #instanceInfo(record: PodRecord): InstanceInfo | undefined {

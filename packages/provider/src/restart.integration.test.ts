@@ -76,6 +76,8 @@ async function firstLife(node: string, ledger: MemoryPodLedger, pods: V1Pod[]): 
     ledger,
     teardowns: "caller",
   });
+  const delivered: PodStatusChange[] = [];
+  provider.notifyPods((change) => void delivered.push(change));
   for (const pod of pods) {
     await provider.createPod(pod);
     // The host's supervisor reports its container running, on the instance's own tags.
@@ -90,6 +92,12 @@ async function firstLife(node: string, ledger: MemoryPodLedger, pods: V1Pod[]): 
   await provider.pollOnce();
   const stored = pods.map((pod) => withStatus(pod, provider.getPodStatus(pod.metadata?.uid ?? "")));
   for (const pod of stored) expect(pod.status?.phase).toBe("Running");
+  // What the first poll observed (the Availability Zone) is delivered by this life, not left for
+  // the next process to write.
+  for (const pod of pods) {
+    const last = delivered.filter((c) => c.uid === pod.metadata?.uid).at(-1);
+    expect(last?.instance?.availabilityZone).toMatch(/^[a-z]{2}-[a-z]+-\d[a-z]$/);
+  }
   await provider.stop();
   provider.client.destroy();
   return stored;
