@@ -230,7 +230,8 @@ export function createVnode(options: VnodeOptions): Vnode {
     namespace: options.namespace,
     prefix: `nebula-pod-`,
   });
-  const log = (level: "info" | "warn" | "error", message: string) => logger[level](message);
+  const log = (level: "debug" | "info" | "warn" | "error", message: string) =>
+    logger[level](message);
   const provider = new Ec2PodProvider({
     config: config.provider,
     ledger,

@@ -124,7 +124,7 @@ export interface PodControllerOptions {
   /** The clock in epoch ms (default `Date.now`). */
   readonly now?: () => number;
   /** One-line diagnostics. */
-  readonly log?: (level: "info" | "warn" | "error", message: string) => void;
+  readonly log?: (level: "debug" | "info" | "warn" | "error", message: string) => void;
   /** How long a provider notification waits for its status to be written (default 60 s). */
   readonly notifyTimeoutMs?: number;
   /**
@@ -384,6 +384,7 @@ export class PodController {
         if (result.status !== "complete") {
           if (result.status === "error")
             this.#log("warn", `teardown of pod ${key}: ${result.message}`);
+          else this.#log("debug", `teardown of pod ${key}: waiting for ${result.waitingFor}`);
           return { requeueAfter: result.requeueAfterMs };
         }
         if (!deleting) await api.removeFinalizer(ref, config.podFinalizer);
@@ -407,7 +408,13 @@ export class PodController {
       deleting: true,
       graceSeconds: known.graceSeconds,
     });
-    if (result.status !== "complete") return { requeueAfter: result.requeueAfterMs };
+    if (result.status !== "complete") {
+      this.#log(
+        result.status === "error" ? "warn" : "debug",
+        `teardown of gone pod ${key}: ${result.status === "error" ? result.message : `waiting for ${result.waitingFor}`}`,
+      );
+      return { requeueAfter: result.requeueAfterMs };
+    }
     this.#completed(key, known, undefined, true);
     return {};
   }
@@ -497,7 +504,7 @@ export class PodController {
       .catch(() => undefined);
   }
 
-  #log(level: "info" | "warn" | "error", message: string): void {
+  #log(level: "debug" | "info" | "warn" | "error", message: string): void {
     this.#o.log?.(level, message);
   }
 }
