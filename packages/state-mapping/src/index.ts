@@ -15,8 +15,10 @@ export {
 } from "./instance.js";
 export {
   CRASH_LOOP_WINDOW_MINUTES,
+  DEFAULT_STABILITY_WINDOW_SECONDS,
   EXACT_RESTART_COUNTS,
   InstanceObjectStatus,
+  type InstanceReasonOptions,
   type InstanceReasonResult,
   MAX_QUOTED_MESSAGE_CHARS,
   toInstanceReason,

@@ -33,7 +33,7 @@ describe("toInstanceReason on a Pod", () => {
       reason: "InstanceCrashing",
       ready: false,
       message:
-        'container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.',
+        'container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.',
     });
   });
 
@@ -55,7 +55,7 @@ describe("toInstanceReason on a Pod", () => {
         ]),
       ).message,
     ).toBe(
-      'container "app" has exited and restarted 1 time without staying up for 5 minutes. Its last exit was with code 1 and the message "config file \'/etc/app.yaml\' not found".',
+      'container "app" has exited and restarted 1 time without staying up for 10 minutes. Its last exit was with code 1 and the message "config file \'/etc/app.yaml\' not found".',
     );
     expect(
       toInstanceReason(
@@ -438,5 +438,215 @@ describe("toInstanceReason on an Instance object", () => {
     expect(
       toInstanceReason({ conditions: [{ type: "Ready", status: "True", reason: "Ready" }] }),
     ).toEqual({ reason: "Ready", ready: true, message: "the instance reports Ready." });
+  });
+});
+
+describe("toInstanceReason: availability survives a restart (the stability window)", () => {
+  const startedAt = "2026-11-30T05:59:58Z";
+  const at = (iso: string) => new Date(iso);
+  /** Restarted 3 times, running and ready (the kubelet's view) since `startedAt`. */
+  const runningAgain = (extra: Partial<V1ContainerStatus> = {}) =>
+    status([
+      {
+        restartCount: 3,
+        ready: true,
+        started: true,
+        state: { running: { startedAt: at(startedAt) } },
+        lastState: {
+          terminated: {
+            exitCode: 1,
+            reason: "Error",
+            startedAt: at("2026-11-30T05:59:20Z"),
+            finishedAt: at("2026-11-30T05:59:22Z"),
+          },
+        },
+        ...extra,
+      },
+    ]);
+  const backingOff = status([
+    {
+      restartCount: 3,
+      state: { waiting: { reason: "CrashLoopBackOff", message: "back-off 40s" } },
+      lastState: { terminated: { exitCode: 1, reason: "Error" } },
+    },
+  ]);
+  const crashing =
+    'container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.';
+
+  it("counts a ready container that restarted 2 s ago as crashing, with the back-off's own sentence", () => {
+    const result = toInstanceReason(runningAgain(), { now: NOW });
+    expect(result).toEqual({
+      reason: "InstanceCrashing",
+      ready: false,
+      message: crashing,
+      recheckAt: at("2026-11-30T06:09:58Z"),
+    });
+    // Between two restarts the crash loop reads exactly as during the back-off.
+    expect(toInstanceReason(backingOff, { now: NOW })).toEqual({
+      reason: "InstanceCrashing",
+      ready: false,
+      message: crashing,
+    });
+  });
+
+  it("holds it for the whole window, then gives it back: ready, with no recheck", () => {
+    const start = Date.parse(startedAt);
+    for (const seconds of [0, 1, 60, 300, 599, 599.999]) {
+      const r = toInstanceReason(runningAgain(), { now: new Date(start + seconds * 1000) });
+      expect([r.reason, r.ready, r.message]).toEqual(["InstanceCrashing", false, crashing]);
+    }
+    for (const seconds of [600, 601, 86_400 * 3]) {
+      expect(toInstanceReason(runningAgain(), { now: new Date(start + seconds * 1000) })).toEqual({
+        reason: "Ready",
+        ready: true,
+        message: 'container "app" is running and ready.',
+      });
+    }
+  });
+
+  it("takes the window from the options, and states it in the sentence", () => {
+    const r = toInstanceReason(runningAgain(), { now: NOW, stabilityWindowSeconds: 30 });
+    expect(r.recheckAt).toEqual(at("2026-11-30T06:00:28Z"));
+    expect(r.message).toContain("without staying up for 30 seconds.");
+    expect(
+      toInstanceReason(runningAgain(), {
+        now: at("2026-11-30T06:00:28Z"),
+        stabilityWindowSeconds: 30,
+      }).ready,
+    ).toBe(true);
+    // 0: no window; a bad value: the default.
+    expect(toInstanceReason(runningAgain(), { now: NOW, stabilityWindowSeconds: 0 }).ready).toBe(
+      true,
+    );
+    for (const bad of [Number.NaN, -1, Number.POSITIVE_INFINITY]) {
+      expect(
+        toInstanceReason(runningAgain(), { now: NOW, stabilityWindowSeconds: bad }).recheckAt,
+      ).toEqual(at("2026-11-30T06:09:58Z"));
+    }
+  });
+
+  it("without now (or with an invalid date) applies no window: the kubelet's ready stands", () => {
+    expect(toInstanceReason(runningAgain()).ready).toBe(true);
+    expect(toInstanceReason(runningAgain(), { now: new Date(Number.NaN) }).ready).toBe(true);
+  });
+
+  it("measures from the last exit when the current run's start is unknown; no time, no window", () => {
+    const noStart = runningAgain({ state: { running: {} } });
+    const r = toInstanceReason(noStart, { now: NOW });
+    expect(r).toMatchObject({ reason: "InstanceCrashing", ready: false });
+    expect(r.recheckAt).toEqual(at("2026-11-30T06:09:22Z"));
+    const noTime = runningAgain({
+      state: { running: {} },
+      lastState: { terminated: { exitCode: 1, reason: "Error" } },
+    });
+    expect(toInstanceReason(noTime, { now: NOW }).ready).toBe(true);
+    // Times as the API server sends them (strings) read the same as client-node's Dates.
+    const strings = JSON.parse(JSON.stringify(runningAgain()));
+    expect(toInstanceReason(strings, { now: NOW })).toEqual(
+      toInstanceReason(runningAgain(), { now: NOW }),
+    );
+  });
+
+  it("never holds a container that has not restarted", () => {
+    expect(toInstanceReason(runningAgain({ restartCount: 0 }), { now: NOW })).toMatchObject({
+      reason: "Ready",
+      ready: true,
+    });
+  });
+
+  it("says OutOfMemory for a container running again after an OOM kill, and not ready", () => {
+    const r = toInstanceReason(
+      runningAgain({
+        lastState: {
+          terminated: { exitCode: 137, reason: "OOMKilled", finishedAt: at(startedAt) },
+        },
+      }),
+      { now: NOW },
+    );
+    expect(r).toMatchObject({ reason: "OutOfMemory", ready: false });
+  });
+
+  it("says InstanceCrashing, not Starting, for a restarted container not ready yet", () => {
+    const r = toInstanceReason(runningAgain({ ready: false }), { now: NOW });
+    expect(r).toMatchObject({ reason: "InstanceCrashing", ready: false, message: crashing });
+  });
+
+  it("holds a restarted native sidecar too, and rechecks at the earliest window end", () => {
+    const pod = {
+      ...runningAgain(),
+      initContainerStatuses: [
+        {
+          name: "proxy",
+          image: "registry.example/proxy:1",
+          restartCount: 1,
+          ready: true,
+          state: { running: { startedAt: "2026-11-30T05:55:00Z" } },
+          lastState: { terminated: { exitCode: 2, reason: "Error" } },
+        },
+      ],
+    };
+    const r = toInstanceReason(pod, { now: NOW });
+    expect(r.ready).toBe(false);
+    expect(r.recheckAt).toEqual(at("2026-11-30T06:05:00Z"));
+    expect(r.message).toContain('init container "proxy" has exited and restarted 1 time');
+  });
+
+  it("reads our own Pod statuses (report → Pod status → reason) through the window", () => {
+    const p = pod("Always");
+    const rep = report(4, false, [
+      {
+        ...running("app", 2),
+        startedAt: "2026-11-30T05:59:50Z",
+        last: {
+          exitCode: 1,
+          reason: "Error",
+          startedAt: "2026-11-30T05:59:30Z",
+          finishedAt: "2026-11-30T05:59:32Z",
+        },
+      },
+    ]);
+    const podStatus = toPodStatus(
+      p,
+      toInstanceState(ec2("running", { report: rep }), { now: NOW }),
+      {
+        now: NOW,
+      },
+    );
+    // The Pod's own Ready is the kubelet's: the container runs and is ready.
+    expect(podStatus.containerStatuses?.[0]?.ready).toBe(true);
+    expect(podStatus.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
+    const reason = (now: Date) => toInstanceReason({ ...p, status: podStatus }, { now });
+    expect(reason(NOW)).toMatchObject({
+      reason: "InstanceCrashing",
+      ready: false,
+      message:
+        'container "app" has exited and restarted 2 times without staying up for 10 minutes. Its last exit was with code 1.',
+      recheckAt: at("2026-11-30T06:09:50Z"),
+    });
+    expect(reason(at("2026-11-30T06:09:50Z"))).toMatchObject({ reason: "Ready", ready: true });
+  });
+
+  it("gives a held container the sentence of its back-off, whatever its count and exit", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 10_000 }),
+        fc.integer({ min: 0, max: 255 }),
+        fc.integer({ min: 0, max: 599_999 }),
+        (restartCount, exitCode, ageMs) => {
+          const last = { terminated: { exitCode, reason: exitCode === 0 ? "Completed" : "Error" } };
+          const now = new Date(Date.parse(startedAt) + ageMs);
+          const held = toInstanceReason(runningAgain({ restartCount, lastState: last }), { now });
+          const waiting = toInstanceReason(
+            status([
+              { restartCount, state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: last },
+            ]),
+            { now },
+          );
+          expect(held.ready).toBe(false);
+          expect(held.reason).toBe("InstanceCrashing");
+          expect(held.message).toBe(waiting.message);
+        },
+      ),
+    );
   });
 });

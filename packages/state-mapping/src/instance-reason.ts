@@ -10,11 +10,29 @@ import { INSTANCE_REASONS, type InstanceReason, isInstanceReason } from "./reaso
 import { sanitize, statusText, truncate } from "./text.js";
 
 /**
- * The kubelet's back-off reset window, as users are told it: a container that stays up this
- * long is no longer crash-looping. (The kubelet resets after 10 minutes; the sentence uses the
- * 5-minute back-off cap, as the customer-facing message does.)
+ * The default stability window, in seconds: a container that restarted less than this long ago
+ * is not ready for availability (it counts as `InstanceCrashing`), whatever the kubelet's
+ * `ready` says.
+ *
+ * Ten minutes is the kubelet's own line between a crash loop and a healthy container: its
+ * restart back-off (10 s, doubling to a 300 s cap) is reset only after a container has run for
+ * 10 minutes. A container whose runs are shorter than that is still in the same crash loop for
+ * the kubelet (its next exit waits for a longer back-off), so it is never available here either;
+ * the window is measured from the current run's start, so the back-off waits in between (up to
+ * 300 s, while the container is not running and so not ready anyway) do not shorten it. A shorter
+ * window (say the 300 s cap) would show a container that crashes after 6 minutes of every run as
+ * available for a minute of each cycle.
  */
-export const CRASH_LOOP_WINDOW_MINUTES = 5;
+export const DEFAULT_STABILITY_WINDOW_SECONDS = 600;
+
+/**
+ * The default stability window in minutes, as the crash-loop sentence states it
+ * (`... without staying up for 10 minutes`).
+ *
+ * @deprecated Use {@link DEFAULT_STABILITY_WINDOW_SECONDS}; the sentence now states the window
+ * passed in {@link InstanceReasonOptions.stabilityWindowSeconds}.
+ */
+export const CRASH_LOOP_WINDOW_MINUTES = DEFAULT_STABILITY_WINDOW_SECONDS / 60;
 
 /**
  * Longest termination or waiting message quoted in a reason message, in code points (an
@@ -37,20 +55,61 @@ export const EXACT_RESTART_COUNTS = 5;
 export interface InstanceReasonResult {
   /** One of {@link INSTANCE_REASONS}. */
   readonly reason: InstanceReason;
-  /** True when every regular container is ready (the roll-up counts the instance as ready). */
+  /**
+   * True when every regular container is ready (the roll-up counts the instance as ready) and,
+   * when `now` was given, none restarted within the stability window.
+   */
   readonly ready: boolean;
   /** One human sentence about this one instance, free of volatile values (no ages or times). */
   readonly message: string;
+  /**
+   * When time alone changes this answer: the earliest end of a stability window that holds a
+   * running container (only with `now`). Map the Pod again at this moment, even if nothing else
+   * changes; absent when the answer waits for a new observation.
+   */
+  readonly recheckAt?: Date;
+}
+
+/** Options of {@link toInstanceReason}. */
+export interface InstanceReasonOptions {
+  /**
+   * The time of the evaluation. With it, a running container that restarted (restart count
+   * above 0) less than the stability window ago counts as crashing and not ready. Without it,
+   * no window is applied (the kubelet's `ready` alone decides): pass it wherever availability is
+   * judged.
+   */
+  readonly now?: Date | undefined;
+  /**
+   * The stability window in seconds (default {@link DEFAULT_STABILITY_WINDOW_SECONDS}). A value
+   * that is not a finite number of 0 or more reads as the default; 0 applies no window.
+   */
+  readonly stabilityWindowSeconds?: number | undefined;
 }
 
 // Anything that is not a string (or number) reads as absent: `null`, a wrong type, ...
 const text = z.string().optional().catch(undefined);
 const num = z.number().optional().catch(undefined);
+/** A time as the API server sends it (RFC 3339) or as `@kubernetes/client-node` holds it (a Date): ms, or absent. */
+const time = z
+  .union([z.string(), z.date()])
+  .optional()
+  .catch(undefined)
+  .transform((t) => {
+    if (t === undefined) return undefined;
+    const ms = typeof t === "string" ? Date.parse(t) : t.getTime();
+    return Number.isFinite(ms) ? ms : undefined;
+  });
 
-const Terminated = z.looseObject({ exitCode: num, signal: num, reason: text, message: text });
+const Terminated = z.looseObject({
+  exitCode: num,
+  signal: num,
+  reason: text,
+  message: text,
+  finishedAt: time,
+});
 const ContainerState = z
   .looseObject({
-    running: z.looseObject({}).optional().catch(undefined),
+    running: z.looseObject({ startedAt: time }).optional().catch(undefined),
     waiting: z.looseObject({ reason: text, message: text }).optional().catch(undefined),
     terminated: Terminated.optional().catch(undefined),
   })
@@ -198,6 +257,54 @@ interface Finding {
   readonly message: string;
 }
 
+/** The evaluation time and window, resolved once per call. */
+interface Clock {
+  /** ms since the epoch, or undefined: no window. */
+  readonly now: number | undefined;
+  readonly windowMs: number;
+  /** `10 minutes`, as the crash-loop sentence states the window. */
+  readonly windowText: string;
+}
+
+function clockOf(options: InstanceReasonOptions | undefined): Clock {
+  const raw = options?.stabilityWindowSeconds;
+  const seconds =
+    typeof raw === "number" && Number.isFinite(raw) && raw >= 0
+      ? raw
+      : DEFAULT_STABILITY_WINDOW_SECONDS;
+  const at = options?.now instanceof Date ? options.now.getTime() : Number.NaN;
+  return {
+    now: Number.isFinite(at) && seconds > 0 ? at : undefined,
+    windowMs: seconds * 1000,
+    windowText: windowText(seconds),
+  };
+}
+
+/** `10 minutes`, `1 minute`, `90 seconds`, `1 hour`. */
+function windowText(seconds: number): string {
+  const unit = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
+  if (seconds >= 3600 && seconds % 3600 === 0) return unit(seconds / 3600, "hour");
+  if (seconds >= 60 && seconds % 60 === 0) return unit(seconds / 60, "minute");
+  return unit(Math.round(seconds * 1000) / 1000, "second");
+}
+
+/**
+ * The end of the stability window that holds a running container (ms), or undefined when none
+ * does: it has restarted, and its current run started (or, when that is not known, its last run
+ * ended) less than the window before `now`.
+ */
+function heldUntil(c: ContainerStatus, clock: Clock): number | undefined {
+  if (clock.now === undefined || (c.restartCount ?? 0) <= 0) return undefined;
+  const running = c.state?.running ?? undefined;
+  if (running === undefined || c.state?.waiting != null || c.state?.terminated != null) {
+    return undefined;
+  }
+  const restartedAt = running.startedAt ?? c.lastState?.terminated?.finishedAt ?? undefined;
+  if (restartedAt === undefined) return undefined;
+  const end = restartedAt + clock.windowMs;
+  return clock.now < end ? end : undefined;
+}
+
 /**
  * Maps a Pod (or its `V1PodStatus`), or an Instance object (or its status), to the instance
  * failure reason the roll-up ranks, whether the instance is ready, and one sentence about it.
@@ -216,21 +323,35 @@ interface Finding {
  * `InsufficientCapacity`, ...) does not count the containers that the stop killed (SIGTERM or
  * SIGKILL, not an OOM kill) as crashes: it gives the Pod reason's instance reason.
  *
+ * Availability survives a restart: with `options.now`, a running container (a native sidecar
+ * too) that has restarted and whose current run started less than the stability window ago
+ * (`options.stabilityWindowSeconds`, default {@link DEFAULT_STABILITY_WINDOW_SECONDS}; its last
+ * exit's `finishedAt` when the start is not known) is not ready, whatever the kubelet's `ready`
+ * says, and gives `InstanceCrashing` (or `OutOfMemory` when its last run was OOM-killed) with the
+ * same sentence as while it waits in `CrashLoopBackOff`: restart count and last exit, never an
+ * age. So between two restarts a crash loop reads as it does during the back-off. `recheckAt`
+ * says when the window ends; after it, a container that stayed up is ready again. The Pod's own
+ * status is not touched: this is the roll-up's view.
+ *
  * Total: input it cannot read gives `Unknown` with a message saying so.
  *
  * @example
  * ```ts
- * toInstanceReason(pod);
+ * toInstanceReason(pod, { now: new Date() });
  * // { reason: "InstanceCrashing", ready: false, message: 'container "app" has exited and restarted
- * //   3 times without staying up for 5 minutes. Its last exit was with code 1.' }
+ * //   3 times without staying up for 10 minutes. Its last exit was with code 1.',
+ * //   recheckAt: <the current run's start + 10 minutes, while it runs> }
  * ```
  */
-export function toInstanceReason(podOrInstanceStatus: unknown): InstanceReasonResult {
-  const result = reasonOf(podOrInstanceStatus);
+export function toInstanceReason(
+  podOrInstanceStatus: unknown,
+  options?: InstanceReasonOptions,
+): InstanceReasonResult {
+  const result = reasonOf(podOrInstanceStatus, clockOf(options));
   return { ...result, message: statusText(result.message, MAX_REASON_MESSAGE_CHARS) };
 }
 
-function reasonOf(podOrInstanceStatus: unknown): InstanceReasonResult {
+function reasonOf(podOrInstanceStatus: unknown, clock: Clock): InstanceReasonResult {
   let statusInput: unknown = podOrInstanceStatus;
   let spec: PodSpec;
   const wrapped = Wrapped.safeParse(podOrInstanceStatus);
@@ -253,7 +374,7 @@ function reasonOf(podOrInstanceStatus: unknown): InstanceReasonResult {
     const fromInstance = fromInstanceConditions(pod.data.conditions ?? []);
     if (fromInstance !== undefined) return fromInstance;
   }
-  return fromPod(pod.data, spec);
+  return fromPod(pod.data, spec, clock);
 }
 
 function fromInstanceConditions(
@@ -275,19 +396,31 @@ function fromInstanceConditions(
   };
 }
 
-function fromPod(status: PodStatus, spec: PodSpec): InstanceReasonResult {
+function fromPod(status: PodStatus, spec: PodSpec, clock: Clock): InstanceReasonResult {
   const init = status.initContainerStatuses ?? [];
   const app = status.containerStatuses ?? [];
-  const ready = app.length > 0 && app.every((c) => c.ready === true);
+  // The stability window: a running container (a sidecar included) that restarted within it is
+  // crashing, not ready, whatever the kubelet's `ready` says; the earliest end is when to look again.
+  let recheckAt: number | undefined;
+  const held = new Set<ContainerStatus>();
+  for (const c of [...init, ...app]) {
+    const end = heldUntil(c, clock);
+    if (end === undefined) continue;
+    held.add(c);
+    if (recheckAt === undefined || end < recheckAt) recheckAt = end;
+  }
+  const ready = app.length > 0 && app.every((c) => c.ready === true) && held.size === 0;
   const findings: Finding[] = [];
   for (const c of init) {
-    const f = examine(c, status, spec, true);
+    const f = examine(c, status, spec, true, held.has(c), clock);
     if (f) findings.push(f);
   }
   for (const c of app) {
-    const f = examine(c, status, spec, false);
+    const f = examine(c, status, spec, false, held.has(c), clock);
     if (f) findings.push(f);
   }
+  const timed = (result: InstanceReasonResult): InstanceReasonResult =>
+    recheckAt === undefined ? result : { ...result, recheckAt: new Date(recheckAt) };
   const scheduled = status.conditions?.find((c) => c.type === "PodScheduled");
   if (scheduled?.status === "False" && scheduled.reason !== "SchedulingGated") {
     findings.push({
@@ -319,7 +452,7 @@ function fromPod(status: PodStatus, spec: PodSpec): InstanceReasonResult {
     });
   }
   const worst = rank(findings, (r) => rankOf(r) < rankOf("Provisioning"));
-  if (worst) return { ...worst, ready };
+  if (worst) return timed({ ...worst, ready });
   if (ready) {
     return {
       reason: "Ready",
@@ -352,7 +485,7 @@ function fromPod(status: PodStatus, spec: PodSpec): InstanceReasonResult {
     return { reason: "Provisioning", ready: false, message: "the instance is being provisioned." };
   }
   const working = rank(findings, () => true);
-  if (working) return { ...working, ready };
+  if (working) return timed({ ...working, ready });
   if (app.length === 0 && init.length === 0) {
     return { reason: "Provisioning", ready: false, message: "the instance is being provisioned." };
   }
@@ -381,6 +514,8 @@ function examine(
   pod: PodStatus,
   spec: PodSpec,
   init: boolean,
+  held: boolean,
+  clock: Clock,
 ): Finding | undefined {
   const who = `${init ? "init container" : "container"} "${c.name}"`;
   const waiting = c.state?.waiting ?? undefined;
@@ -442,11 +577,13 @@ function examine(
     return { reason: "ConfigurationError", message: `${who} could not be started${why}.` };
   }
   const restarting = waiting !== undefined && last !== undefined;
-  if (waiting?.reason === "CrashLoopBackOff" || (restarting && last?.exitCode !== 0)) {
+  // Running again, but restarted within the stability window: the same sentence as while it
+  // waits to restart, so a crash loop reads the same between two restarts as during the back-off.
+  if (waiting?.reason === "CrashLoopBackOff" || (restarting && last?.exitCode !== 0) || held) {
     const times =
       restarts === 0
         ? "has exited and is waiting to restart"
-        : `has exited and restarted ${restartCount(restarts)} without staying up for ${CRASH_LOOP_WINDOW_MINUTES} minutes`;
+        : `has exited and restarted ${restartCount(restarts)} without staying up for ${clock.windowText}`;
     return {
       reason: "InstanceCrashing",
       message: `${who} ${times}.${last ? ` ${lastExit(last)}` : ""}`,
@@ -456,7 +593,7 @@ function examine(
     if (restarts > 0) {
       return {
         reason: "InstanceCrashing",
-        message: `${who} has exited and restarted ${restartCount(restarts)} without staying up for ${CRASH_LOOP_WINDOW_MINUTES} minutes. ${lastExit(term)}`,
+        message: `${who} has exited and restarted ${restartCount(restarts)} without staying up for ${clock.windowText}. ${lastExit(term)}`,
       };
     }
     return { reason: "InstanceCrashing", message: `${who} ${exitClause(term)}.` };
