@@ -989,7 +989,20 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     let recorded = record?.instanceId;
     if (recorded === undefined) recorded = (await this.ledger.get(podUid))?.launch.instanceId;
     const found = await this.#provenInstance(podUid, recorded);
-    if (found) return { instanceId: found.instanceId, state: found.state };
+    if (found) {
+      if (
+        record?.mode === "launch" &&
+        (record.instanceId ?? found.instanceId) === found.instanceId
+      ) {
+        // What the teardown sees is an observation too: the final report a stopping host wrote is
+        // in the Pod's status before the teardown goes on to terminate (the next status write
+        // carries it), not left to a poll that may come after the instance is gone.
+        this.#observe(record, found);
+        this.#refreshState(record);
+        this.#computeStatus(record);
+      }
+      return { instanceId: found.instanceId, state: found.state };
+    }
     const entry = record ? undefined : await this.ledger.get(podUid);
     const since =
       record?.launchedAt?.getTime() ??
@@ -1266,16 +1279,19 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         .filter((r) => r.mode === "config" && !r.deleted)
         .map((r) => this.#readmit(r, byUid.get(r.facts.uid))),
     );
-    // Instances adopted from the ledger that this listing does not show, and that this process
-    // has never observed: described by ID (terminated ones included) before anything is concluded.
-    const unseen = [...this.#records.values()].filter(
+    // Recorded instances this listing does not show (it lists live states only): described by ID,
+    // terminated ones included, before anything is concluded. A terminated instance still carries
+    // its final report; "not listed" is not "lost" (an instance adopted from the ledger, or one the
+    // teardown stopped and terminated between two polls).
+    const unlisted = [...this.#records.values()].filter(
       (r) =>
         r.mode === "launch" &&
-        !r.seen &&
         r.instanceId !== undefined &&
+        !r.missing &&
+        r.observed?.state !== "terminated" &&
         byUid.get(r.facts.uid)?.instanceId !== r.instanceId,
     );
-    const lookedUp = unseen.length > 0 ? await this.#lookUpUnseen(unseen) : new Set<string>();
+    if (unlisted.length > 0) await this.#describeUnlisted(unlisted);
     let consoleCalls = 0;
     const work: Promise<void>[] = [];
     for (const record of this.#records.values()) {
@@ -1286,13 +1302,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       const instance = byUid.get(record.facts.uid);
       if (instance && this.#disprove(instance, record.facts.uid) === undefined) {
         this.#observe(record, instance);
-      } else if (lookedUp.has(record.facts.uid)) {
-        // Observed (or proven absent) by the lookup above.
-      } else if (record.instanceId !== undefined && record.seen) {
-        // Listed before (or launched by this process), not listed now.
-        record.missing = true;
-        record.observed = undefined;
       }
+      // Otherwise: observed or proven absent by the lookup above, or nothing concluded yet (the
+      // lookup failed, or a new instance is within EC2's consistency window): the last
+      // observation stands.
       if (record.ledgerDirty) work.push(this.#recordInstance(record));
       if (record.instanceId === undefined && !record.deleted && !record.launching) {
         work.push(
@@ -1340,15 +1353,13 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   }
 
   /**
-   * Describes the recorded instances of `records` (never observed by this process, not in the
-   * latest listing) with one filtered `DescribeInstances` sequence per 200 IDs, every state
-   * included. A found instance that proves it is the Pod's (a terminated or shutting-down one by
-   * its Pod UID tag alone) is observed; one not found is proven absent only outside the
-   * eventual-consistency window of its launch. A failed call concludes nothing. Returns the UIDs
-   * of the Pods concluded.
+   * Describes the recorded instances of `records` (not in the latest listing) with one filtered
+   * `DescribeInstances` sequence per 200 IDs, every state included. A found instance that proves
+   * it is the Pod's (a terminated or shutting-down one by its Pod UID tag alone) is observed; one
+   * not found is proven absent only outside the eventual-consistency window of its launch. A
+   * failed call concludes nothing.
    */
-  async #lookUpUnseen(records: readonly PodRecord[]): Promise<Set<string>> {
-    const concluded = new Set<string>();
+  async #describeUnlisted(records: readonly PodRecord[]): Promise<void> {
     for (let i = 0; i < records.length; i += 200) {
       const chunk = records.slice(i, i + 200);
       let found: readonly ObservedInstance[];
@@ -1362,7 +1373,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         });
         found = page.instances;
       } catch (error) {
-        this.#log("warn", `describing adopted instances: ${String(error)}`);
+        this.#log("warn", `describing unlisted instances: ${String(error)}`);
         continue;
       }
       for (const record of chunk) {
@@ -1371,7 +1382,6 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         if (instance !== undefined) {
           if (this.#disprove(instance, uid) !== undefined && !isGone(instance, uid)) continue;
           this.#observe(record, instance);
-          concluded.add(uid);
           continue;
         }
         const since = record.launchedAt?.getTime() ?? record.requestedAt;
@@ -1384,10 +1394,8 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         record.seen = true;
         record.missing = true;
         record.observed = undefined;
-        concluded.add(uid);
       }
     }
-    return concluded;
   }
 
   /**
@@ -2277,25 +2285,32 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     return next;
   }
 
-  async #publishNow(record: PodRecord): Promise<void> {
-    let status: V1PodStatus | undefined = record.status;
-    if (record.mode === "launch") {
-      if (record.state === undefined) this.#refreshState(record);
-      const state = record.state;
-      if (state === undefined) return;
-      // Stopped without a readable report: hold the last status until the console has been read
-      // (after the settle window), so the Pod is not failed, nor its instance reclaimed, on a guess.
-      if (record.observed?.state === "stopped" && !record.missing && needsConsoleOutput(state))
-        return;
-      status = podStatus({
-        pod: record.status === undefined ? record.pod : { ...record.pod, status: record.status },
-        state,
-        now: new Date(this.#now()),
-        launchError: record.launchError,
-        ec2Unavailable: this.#health.ready ? undefined : this.#health.message,
-      });
-      record.status = status;
+  /**
+   * Recomputes `record.status` of a launched Pod from its instance state; `false` when there is
+   * nothing to compute from yet (not observed), or the status is held (stopped without a readable
+   * report, until the console has been read after the settle window: the Pod is not failed, nor
+   * its instance reclaimed, on a guess).
+   */
+  #computeStatus(record: PodRecord): boolean {
+    if (record.state === undefined) this.#refreshState(record);
+    const state = record.state;
+    if (state === undefined) return false;
+    if (record.observed?.state === "stopped" && !record.missing && needsConsoleOutput(state)) {
+      return false;
     }
+    record.status = podStatus({
+      pod: record.status === undefined ? record.pod : { ...record.pod, status: record.status },
+      state,
+      now: new Date(this.#now()),
+      launchError: record.launchError,
+      ec2Unavailable: this.#health.ready ? undefined : this.#health.message,
+    });
+    return true;
+  }
+
+  async #publishNow(record: PodRecord): Promise<void> {
+    if (record.mode === "launch" && !this.#computeStatus(record)) return;
+    const status = record.status;
     if (status === undefined) return;
     const key = this.#deliveryKey(record, status);
     if (key === record.deliveredKey && record.events.length === 0) return;

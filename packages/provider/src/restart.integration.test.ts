@@ -7,6 +7,7 @@ import {
   CreateTagsCommand,
   DescribeInstancesCommand,
   type EC2Client,
+  StopInstancesCommand,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
@@ -288,6 +289,76 @@ describe("the deletion's grace reaches the host", () => {
     expect(tags.find((t) => t.Key === "nebula:stop-grace-seconds")?.Value).toBe("5");
     expect(calls.indexOf("CreateTagsCommand")).toBeGreaterThanOrEqual(0);
     expect(calls.indexOf("CreateTagsCommand")).toBeLessThan(calls.indexOf("StopInstancesCommand"));
+    await provider.stop();
+  });
+});
+
+describe("a graceful stop reports what really happened", () => {
+  const FINAL: ExitReport = {
+    v: 1,
+    seq: 2,
+    time: "2026-11-30T05:00:00Z",
+    final: true,
+    stopRequested: true,
+    containers: [
+      {
+        name: "app",
+        init: false,
+        state: "terminated",
+        restarts: 0,
+        exitCode: 143,
+        signal: 15,
+        reason: "Error",
+        startedAt: "2026-11-30T04:59:00Z",
+        finishedAt: "2026-11-30T05:00:00Z",
+      },
+    ],
+  };
+
+  async function stoppedByHost(instanceId: string, terminate: boolean): Promise<void> {
+    // The host's supervisor: the containers stopped, the final report on its own tags, then off.
+    await ec2.send(
+      new CreateTagsCommand({
+        Resources: [instanceId],
+        Tags: Object.entries(encodeReportTags(FINAL)).map(([Key, Value]) => ({ Key, Value })),
+      }),
+    );
+    await ec2.send(new StopInstancesCommand({ InstanceIds: [instanceId] }));
+    if (terminate) await ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
+  }
+
+  it("an instance stopped and terminated between two polls: the next poll reads the final report by ID (exit 143), not ContainerStatusUnknown", async () => {
+    const ledger = new MemoryPodLedger();
+    const [stored] = await firstLife("graceful-poll", ledger, [testPod("graceful-poll", uid(30))]);
+    const { provider } = secondLife("graceful-poll", ledger, stored ? [stored] : []);
+    await provider.createPod(stored as V1Pod);
+    await provider.pollOnce();
+    expect(provider.getPodStatus(uid(30))?.phase).toBe("Running");
+    await stoppedByHost((await ledger.get(uid(30)))?.launch.instanceId ?? "", true);
+    await provider.pollOnce();
+    const status = provider.getPodStatus(uid(30));
+    expect(status?.phase).toBe("Failed");
+    expect(status?.containerStatuses?.[0]?.state?.terminated).toMatchObject({
+      exitCode: 143,
+      reason: "Error",
+    });
+    await provider.stop();
+  });
+
+  it("a vnode restarted during a teardown: the teardown's own lookup (before any poll) reads the host's final report from the terminated instance", async () => {
+    const ledger = new MemoryPodLedger();
+    const [stored] = await firstLife("graceful-find", ledger, [testPod("graceful-find", uid(31))]);
+    const instanceId = (await ledger.get(uid(31)))?.launch.instanceId ?? "";
+    await stoppedByHost(instanceId, true);
+    const { provider } = secondLife("graceful-find", ledger, stored ? [stored] : []);
+    await provider.createPod(stored as V1Pod);
+    await expect(provider.findInstance(uid(31))).resolves.toMatchObject({
+      instanceId,
+      state: "terminated",
+    });
+    expect(provider.getPodStatus(uid(31))?.containerStatuses?.[0]?.state?.terminated).toMatchObject(
+      { exitCode: 143 },
+    );
     await provider.stop();
   });
 });
