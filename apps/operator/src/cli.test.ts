@@ -24,6 +24,17 @@ describe("parseCommandLine", () => {
     });
   });
 
+  it("reads the stability window in seconds", () => {
+    expect(parseCommandLine(["--stability-window-seconds", "30"])).toMatchObject({
+      ok: true,
+      flags: { "stability-window-seconds": 30 },
+    });
+    expect(parseCommandLine(["--stability-window-seconds", "ten"])).toMatchObject({
+      ok: false,
+      message: expect.stringContaining("--stability-window-seconds"),
+    });
+  });
+
   it("names the option that is wrong", () => {
     expect(parseCommandLine(["--namespace", "Bad_NS"])).toEqual({
       ok: false,

@@ -17,6 +17,18 @@ writes their status by rolling instance failure reasons up to the user-facing wo
       placeholder: "<name>",
       description: "watch only this namespace (default: all namespaces)",
     },
+    "stability-window-seconds": {
+      type: "string",
+      schema: z.coerce
+        .number()
+        .int("must be a whole number of seconds")
+        .min(0)
+        .max(86_400)
+        .optional(),
+      placeholder: "<seconds>",
+      description:
+        "an instance whose container restarted less than this long ago counts as crashing, not available (default 600: the kubelet resets its restart back-off after 10 minutes running)",
+    },
   },
 });
 

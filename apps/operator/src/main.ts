@@ -24,6 +24,7 @@ process.exitCode = await runCli(
     const operator = createOperator({
       kubeConfig: connection.kubeConfig,
       namespace: flags.namespace,
+      stabilityWindowSeconds: flags["stability-window-seconds"],
       logger,
       metricsBindAddress: flags["metrics-bind-address"],
       healthProbeBindAddress: flags["health-probe-bind-address"],

@@ -39,9 +39,9 @@ import {
 import { Counter } from "prom-client";
 import {
   availabilityEvent,
-  desiredInstanceConditions,
-  desiredWorkloadDeploymentStatus,
   desiredWorkloadStatus,
+  planInstance,
+  planWorkloadDeployment,
   REFERENCES_RESOLVED,
 } from "./reconcile.js";
 
@@ -92,6 +92,12 @@ export interface OperatorOptions {
    * 0: never). A repeat writes nothing when the world is unchanged.
    */
   readonly resyncPeriodMs?: number | undefined;
+  /**
+   * The stability window in seconds (default 600, `@nebula/state-mapping`'s): an instance whose
+   * container restarted less than this long ago counts as crashing, not ready. The object is
+   * reconciled again when the window ends, so `Available` turns True with no other event.
+   */
+  readonly stabilityWindowSeconds?: number | undefined;
 }
 
 /** The running parts of an operator, for its entry point and its tests. */
@@ -206,9 +212,17 @@ export function createOperator(options: OperatorOptions): Operator {
   const instanceWriter = writer(INSTANCE_KIND, OWNED_INSTANCE_CONDITIONS);
 
   const count = (kind: string, outcome: StatusWriteOutcome) => writes.inc({ kind, outcome });
-  /** A conflict means the cache is behind: its watch event enqueues the key again; retry soon anyway. */
-  const after = (outcome: StatusWriteOutcome) =>
-    outcome === "conflict" ? { requeueAfter: 1_000 } : undefined;
+  const judge = { stabilityWindowSeconds: options.stabilityWindowSeconds };
+  /**
+   * A conflict means the cache is behind: its watch event enqueues the key again; retry soon
+   * anyway. A stability window that holds an instance: again when it ends (the earlier wins).
+   */
+  const after = (outcome: StatusWriteOutcome, windowEndsInMs?: number) => {
+    const delays = [outcome === "conflict" ? 1_000 : undefined, windowEndsInMs].filter(
+      (d): d is number => d !== undefined,
+    );
+    return delays.length === 0 ? undefined : { requeueAfter: Math.min(...delays) };
+  };
   const split = (key: string) => {
     const slash = key.indexOf("/");
     return { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
@@ -235,13 +249,14 @@ export function createOperator(options: OperatorOptions): Operator {
         .list(ns)
         .map(asInstance)
         .filter((i): i is Instance => i !== undefined);
-      const status = desiredWorkloadDeploymentStatus(
+      const plan = planWorkloadDeployment(
         { deployment, workload, pods: pods.list(ns) as never[], instances: scopeInstances },
         now(),
+        judge,
       );
-      const result = await deploymentWriter.write(split(key), status, { current: stored });
+      const result = await deploymentWriter.write(split(key), plan.status, { current: stored });
       count("WorkloadDeployment", result.outcome);
-      return after(result.outcome);
+      return after(result.outcome, plan.requeueAfterMs);
     },
   });
 
@@ -342,10 +357,14 @@ export function createOperator(options: OperatorOptions): Operator {
       const stored = instances.get(key);
       const instance = asInstance(stored);
       if (stored === undefined || instance === undefined) return undefined;
-      const conditions = desiredInstanceConditions(instance, now());
-      const result = await instanceWriter.write(split(key), { conditions }, { current: stored });
+      const plan = planInstance(instance, now(), judge);
+      const result = await instanceWriter.write(
+        split(key),
+        { conditions: plan.status },
+        { current: stored },
+      );
       count("Instance", result.outcome);
-      return after(result.outcome);
+      return after(result.outcome, plan.requeueAfterMs);
     },
   });
   instanceController.watch(instances);

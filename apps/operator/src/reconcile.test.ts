@@ -7,6 +7,8 @@ import {
   desiredWorkloadDeploymentStatus,
   desiredWorkloadStatus,
   type PodLike,
+  planInstance,
+  planWorkloadDeployment,
 } from "./reconcile.js";
 import { FIXTURE_NOW as now, type PodScenario, podIn } from "./testing/pods.js";
 
@@ -444,5 +446,129 @@ describe("availabilityEvent", () => {
     expect(
       availabilityEvent(c("False", "Provisioning"), c("False", "InstanceCrashing")),
     ).toBeUndefined();
+  });
+});
+
+describe("availability survives a restart (the stability window)", () => {
+  const wl = workload([{ name: "eu", replicas: 1 }]);
+  const scope = (...scenarios: PodScenario[]) => ({
+    deployment: deployment("eu", scenarios.length),
+    workload: wl,
+    pods: pods("eu", ...scenarios),
+    instances: [],
+  });
+  const stored = (s: ReturnType<typeof scope>, status: unknown) => ({
+    ...s,
+    deployment: { ...s.deployment, status: JSON.parse(JSON.stringify(status)) },
+  });
+  const crashing =
+    '1 of 1 instances is repeatedly exiting and restarting: container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.';
+
+  it("a Pod running (and Ready) 2 s after a restart: Available=False InstanceCrashing, Stalled, again when the window ends", () => {
+    const plan = planWorkloadDeployment(scope("restarted"), now);
+    expect(condition(plan.status.conditions, "Available")).toEqual([
+      "False",
+      "InstanceCrashing",
+      crashing,
+    ]);
+    expect(plan.status.readyReplicas).toBe(0);
+    expect(condition(plan.status.conditions, "Stalled")?.slice(0, 2)).toEqual([
+      "True",
+      "InstanceCrashing",
+    ]);
+    // The Pod started at 05:59:58; the window (10 minutes) ends at 06:09:58.
+    expect(plan.requeueAfterMs).toBe(598_000);
+    // The back-off between two restarts reads the same: the crash loop writes nothing per phase.
+    const backingOff = planWorkloadDeployment(stored(scope("crashing"), plan.status), now);
+    expect(statusChanged(plan.status, backingOff.status)).toBe(false);
+    expect(backingOff.requeueAfterMs).toBeUndefined();
+  });
+
+  it("an unchanged world writes nothing until the window ends, then Available turns True once", () => {
+    const first = planWorkloadDeployment(scope("restarted"), now).status;
+    let current = first;
+    for (const seconds of [1, 10, 60, 300, 597, 597.999]) {
+      const at = new Date(now.getTime() + seconds * 1000);
+      const next = planWorkloadDeployment(stored(scope("restarted"), current), at);
+      expect(statusChanged(current, next.status)).toBe(false);
+      expect(next.requeueAfterMs).toBe(Math.ceil(598_000 - seconds * 1000));
+      current = next.status;
+    }
+    const end = new Date(now.getTime() + 598_000);
+    const after = planWorkloadDeployment(stored(scope("restarted"), current), end);
+    expect(statusChanged(current, after.status)).toBe(true);
+    expect(condition(after.status.conditions, "Available")?.slice(0, 2)).toEqual([
+      "True",
+      "ReadyInstanceFound",
+    ]);
+    expect(condition(after.status.conditions, "Stalled")?.[0]).toBe("False");
+    expect(condition(after.status.conditions, "ReplicasReady")?.[0]).toBe("True");
+    expect(after.requeueAfterMs).toBeUndefined();
+    const again = planWorkloadDeployment(
+      stored(scope("restarted"), after.status),
+      new Date(end.getTime() + 3_600_000),
+    );
+    expect(statusChanged(after.status, again.status)).toBe(false);
+  });
+
+  it("takes the window from the options", () => {
+    const plan = planWorkloadDeployment(scope("restarted"), now, { stabilityWindowSeconds: 30 });
+    expect(plan.requeueAfterMs).toBe(28_000);
+    expect(condition(plan.status.conditions, "Available")?.[2]).toContain(
+      "without staying up for 30 seconds.",
+    );
+    const none = planWorkloadDeployment(scope("restarted"), now, { stabilityWindowSeconds: 0 });
+    expect(condition(none.status.conditions, "Available")?.[0]).toBe("True");
+    expect(none.requeueAfterMs).toBeUndefined();
+  });
+
+  it("a partial failure: 1/2 ready, the restarted one counted as crashing", () => {
+    const plan = planWorkloadDeployment(scope("ready", "restarted"), now);
+    expect(condition(plan.status.conditions, "Available")).toEqual([
+      "True",
+      "ReadyInstanceFound",
+      "1/2 instances are ready; 1 is repeatedly exiting and restarting",
+    ]);
+    expect(condition(plan.status.conditions, "ReplicasReady")?.slice(0, 2)).toEqual([
+      "False",
+      "InstanceCrashing",
+    ]);
+    expect(plan.requeueAfterMs).toBe(598_000);
+  });
+
+  it("the Workload reads the held placement as crashing too", () => {
+    const wd = {
+      ...deployment("eu", 1),
+      status: desiredWorkloadDeploymentStatus(scope("restarted"), now),
+    };
+    const status = desiredWorkloadStatus({ workload: wl, deployments: [wd] }, now);
+    expect(condition(status.conditions, "Available")?.slice(0, 2)).toEqual([
+      "False",
+      "InstanceCrashing",
+    ]);
+    expect(condition(status.conditions, "Stalled")?.slice(0, 2)).toEqual([
+      "True",
+      "InstanceCrashing",
+    ]);
+  });
+
+  it("an Instance object without container statuses has no window to wait for", () => {
+    const instance: Instance = {
+      apiVersion: API_VERSION,
+      kind: "Instance",
+      metadata: { name: "i-0", namespace: "team-a", generation: 1 },
+      status: {
+        conditions: [
+          {
+            type: "Ready",
+            status: "True",
+            reason: "Ready",
+            message: "",
+            lastTransitionTime: "2026-11-30T05:00:00Z",
+          },
+        ],
+      },
+    };
+    expect(planInstance(instance, now).requeueAfterMs).toBeUndefined();
   });
 });

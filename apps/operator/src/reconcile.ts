@@ -28,6 +28,38 @@ import {
 } from "@nebula/rollup";
 import { toInstanceReason } from "@nebula/state-mapping";
 
+/** Options of the reconcilers that judge instances. */
+export interface JudgeOptions {
+  /**
+   * The stability window in seconds: an instance whose container restarted less than this long
+   * ago is crashing, not ready (`@nebula/state-mapping`'s default, 600 s, when omitted).
+   */
+  readonly stabilityWindowSeconds?: number | undefined;
+}
+
+/**
+ * A desired status and when to reconcile again although nothing else changes: the end of the
+ * stability window of an instance that it holds (`undefined`: only a change can alter it).
+ */
+export interface Plan<T> {
+  /** The desired status (or conditions). */
+  readonly status: T;
+  /** Reconcile again after this many ms, at least 1; `undefined`: no time-driven change. */
+  readonly requeueAfterMs: number | undefined;
+}
+
+/** Milliseconds from `now` until the earliest of `times`, at least 1, or undefined. */
+function untilEarliest(times: readonly (Date | undefined)[], now: Date): number | undefined {
+  let earliest: number | undefined;
+  for (const t of times) {
+    const ms = t?.getTime();
+    if (ms !== undefined && Number.isFinite(ms) && (earliest === undefined || ms < earliest)) {
+      earliest = ms;
+    }
+  }
+  return earliest === undefined ? undefined : Math.max(1, Math.ceil(earliest - now.getTime()));
+}
+
 /** The condition that reports references the API server cannot check at admission. */
 export const REFERENCES_RESOLVED = "ReferencesResolved";
 
@@ -106,10 +138,17 @@ export interface WorkloadDeploymentScope {
   instances: readonly Instance[];
 }
 
-/** One instance as the roll-up reads it, from a Pod or an Instance object. */
-function toRollupInstance(object: PodLike | Instance): InstanceInput {
-  const { reason, ready, message } = toInstanceReason(object);
-  return { name: object?.metadata?.name ?? "", ready, reason, message };
+/** One instance as the roll-up reads it, from a Pod or an Instance object, judged at `now`. */
+function toRollupInstance(
+  object: PodLike | Instance,
+  now: Date,
+  options: JudgeOptions,
+): { instance: InstanceInput; recheckAt: Date | undefined } {
+  const { reason, ready, message, recheckAt } = toInstanceReason(object, {
+    now,
+    stabilityWindowSeconds: options.stabilityWindowSeconds,
+  });
+  return { instance: { name: object?.metadata?.name ?? "", ready, reason, message }, recheckAt };
 }
 
 function referenceCondition(
@@ -160,11 +199,26 @@ export interface StoredWorkloadDeploymentStatus {
  * A WorkloadDeployment's desired status: its instances (Pods and Instance objects its selector
  * matches) rolled up with `@nebula/rollup`, plus `ReferencesResolved` and kstatus'
  * `Reconciling` / `Stalled`. Broken references become blockers and conditions, never errors.
+ * An instance whose container restarted within the stability window counts as crashing.
  */
 export function desiredWorkloadDeploymentStatus(
   scope: WorkloadDeploymentScope,
   now: Date,
+  options: JudgeOptions = {},
 ): StoredWorkloadDeploymentStatus {
+  return planWorkloadDeployment(scope, now, options).status;
+}
+
+/**
+ * {@link desiredWorkloadDeploymentStatus} and when to reconcile again with no other event: at
+ * the end of the earliest stability window that holds one of its instances, so that `Available`
+ * turns True again the moment a restarted container has stayed up long enough.
+ */
+export function planWorkloadDeployment(
+  scope: WorkloadDeploymentScope,
+  now: Date,
+  options: JudgeOptions = {},
+): Plan<StoredWorkloadDeploymentStatus> {
   const { deployment } = scope;
   const generation = deployment.metadata.generation ?? 0;
   const namespace = deployment.metadata.namespace;
@@ -185,7 +239,8 @@ export function desiredWorkloadDeploymentStatus(
           (i) => inNamespace(i) && matchesSelector(selector, i.metadata.labels),
         ),
       ];
-  const instances = matched.map(toRollupInstance);
+  const judged = matched.map((o) => toRollupInstance(o, now, options));
+  const instances = judged.map((j) => j.instance);
 
   let problem: { reason: string; message: string } | undefined;
   const workloadName = deployment.spec.workloadRef.name;
@@ -231,12 +286,18 @@ export function desiredWorkloadDeploymentStatus(
     now,
   );
   return {
-    observedGeneration: rolled.observedGeneration,
-    desiredReplicas: rolled.desiredReplicas,
-    replicas: rolled.replicas,
-    readyReplicas: rolled.readyReplicas,
-    reasons: rolled.reasons,
-    conditions,
+    status: {
+      observedGeneration: rolled.observedGeneration,
+      desiredReplicas: rolled.desiredReplicas,
+      replicas: rolled.replicas,
+      readyReplicas: rolled.readyReplicas,
+      reasons: rolled.reasons,
+      conditions,
+    },
+    requeueAfterMs: untilEarliest(
+      judged.map((j) => j.recheckAt),
+      now,
+    ),
   };
 }
 
@@ -322,17 +383,36 @@ export function desiredWorkloadStatus(scope: WorkloadScope, now: Date): StoredWo
 
 /**
  * The conditions the operator owns on an Instance object: kstatus' `Reconciling` / `Stalled`
- * from the instance's own reason (`toInstanceReason`). Every other condition is its provider's
- * and is kept as stored.
+ * from the instance's own reason (`toInstanceReason`, judged at `now` with the stability
+ * window). Every other condition is its provider's and is kept as stored.
  */
-export function desiredInstanceConditions(instance: Instance, now: Date): Condition[] {
+export function desiredInstanceConditions(
+  instance: Instance,
+  now: Date,
+  options: JudgeOptions = {},
+): Condition[] {
+  return planInstance(instance, now, options).status;
+}
+
+/** {@link desiredInstanceConditions} and when to reconcile again: the end of its stability window. */
+export function planInstance(
+  instance: Instance,
+  now: Date,
+  options: JudgeOptions = {},
+): Plan<Condition[]> {
   const generation = instance.metadata.generation ?? 0;
-  const { reason, ready, message } = toInstanceReason(instance);
+  const { reason, ready, message, recheckAt } = toInstanceReason(instance, {
+    now,
+    stabilityWindowSeconds: options.stabilityWindowSeconds,
+  });
   const updates = progressConditions(
     { generation, done: ready || reason === "Completed", reason, message },
     { catalog: OPERATOR_CATALOG },
   );
-  return setConditions(instance.status?.conditions ?? [], updates, now);
+  return {
+    status: setConditions(instance.status?.conditions ?? [], updates, now),
+    requeueAfterMs: untilEarliest([recheckAt], now),
+  };
 }
 
 /** An Event to record when a Workload's `Available` flips. */

@@ -17,7 +17,14 @@ import {
 export const FIXTURE_NOW = new Date("2026-11-30T06:00:00Z");
 
 /** The states of the truth table a Pod can be put in. */
-export type PodScenario = "ready" | "crashing" | "oom" | "image" | "provisioning" | "quota";
+export type PodScenario =
+  | "ready"
+  | "crashing"
+  | "restarted"
+  | "oom"
+  | "image"
+  | "provisioning"
+  | "quota";
 
 const b64 = (text: string) => Buffer.from(text, "utf8").toString("base64");
 
@@ -38,6 +45,20 @@ const CONTAINERS: Record<Exclude<PodScenario, "provisioning" | "quota">, Contain
     reason: "CrashLoopBackOff",
     restarts: 3,
     messageB64: b64("back-off 40s restarting failed container=app"),
+    last: {
+      exitCode: 1,
+      reason: "Error",
+      startedAt: "2026-11-30T05:57:00Z",
+      finishedAt: "2026-11-30T05:57:02Z",
+    },
+  },
+  // Between two restarts of the crash loop: running (ready, for the kubelet) since 2 s.
+  restarted: {
+    name: "app",
+    init: false,
+    state: "running",
+    restarts: 3,
+    startedAt: "2026-11-30T05:59:58Z",
     last: {
       exitCode: 1,
       reason: "Error",
@@ -128,6 +149,36 @@ export function podStatus(pod: V1Pod, scenario: PodScenario): V1PodStatus {
   };
   const state = toInstanceState(instance, { now: FIXTURE_NOW });
   return toPodStatus(pod, state, { now: FIXTURE_NOW });
+}
+
+/**
+ * The status the virtual node writes at `now` for one container in the state `container`
+ * reports (its times are the caller's: tests over time build the crash loop step by step).
+ */
+export function podStatusAt(pod: V1Pod, container: ContainerReport, now: Date): V1PodStatus {
+  const uid = pod.metadata?.uid ?? "uid-1";
+  const report: ExitReport = {
+    v: 1,
+    seq: Math.floor(now.getTime() / 1000),
+    time: now.toISOString(),
+    final: false,
+    containers: [container],
+  };
+  const tags: Record<string, string> = {
+    "nebula:cluster": "c1",
+    "nebula:pod-uid": uid,
+    ...encodeReportTags(report),
+  };
+  const instance = {
+    InstanceId: `i-${uid.replaceAll("-", "").slice(0, 12)}`,
+    InstanceType: "m7i.large",
+    State: { Name: "running", Code: 16 },
+    StateTransitionReason: "",
+    LaunchTime: new Date(now.getTime() - 3_600_000),
+    PrivateIpAddress: "10.0.1.23",
+    Tags: Object.entries(tags).map(([Key, Value]) => ({ Key, Value })),
+  };
+  return toPodStatus(pod, toInstanceState(instance, { now }), { now });
 }
 
 /** A Pod in `scenario`, status included (for pure tests). */
