@@ -12,7 +12,7 @@ const now = new Date("2026-11-30T05:00:00Z");
 
 /** The representative message of a crash-looping instance, as `@nebula/state-mapping` words it. */
 const CRASH_MESSAGE =
-  'container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.';
+  'container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.';
 
 const crashing = (name: string, message = CRASH_MESSAGE): InstanceInput => ({
   name,
@@ -47,7 +47,7 @@ describe("a crash-looping WorkloadDeployment, word for word", () => {
     expect(brief(status.conditions, "Available")).toEqual([
       "False",
       "InstanceCrashing",
-      '1 of 1 instances is repeatedly exiting and restarting: container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.',
+      '1 of 1 instances is repeatedly exiting and restarting: container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.',
     ]);
   });
 

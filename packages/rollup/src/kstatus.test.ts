@@ -15,7 +15,7 @@ import {
 
 const now = new Date("2026-11-30T05:00:00Z");
 const crash =
-  'container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.';
+  'container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.';
 
 /** What kstatus' generic rules read from the two conditions: InProgress, Failed or Current. */
 function kstatusOf(conditions: readonly Condition[]): string {

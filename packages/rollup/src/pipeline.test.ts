@@ -42,7 +42,7 @@ describe("Pod → WorkloadDeployment → Workload", () => {
     const expected = [
       "False",
       "InstanceCrashing",
-      '1 of 1 instances is repeatedly exiting and restarting: container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.',
+      '1 of 1 instances is repeatedly exiting and restarting: container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.',
     ];
     for (const conditions of [deployment.conditions, workload.conditions]) {
       const available = findCondition(conditions, "Available");

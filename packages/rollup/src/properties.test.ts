@@ -12,7 +12,7 @@ import {
 import { type PlacementInput, rollupWorkload, type WorkloadStatus } from "./workload.js";
 
 const CRASH_MESSAGE =
-  'container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.';
+  'container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.';
 const CUSTOMER_REASONS = [
   "InstanceCrashing",
   "OutOfMemory",

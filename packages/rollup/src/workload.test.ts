@@ -10,7 +10,7 @@ import {
 
 const now = new Date("2026-11-30T05:00:00Z");
 const CRASH_MESSAGE =
-  'container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.';
+  'container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.';
 
 const crashing = (name: string): InstanceInput => ({
   name,
@@ -49,7 +49,7 @@ describe("a crash-looping placement at the Workload", () => {
     expect(brief(status.conditions, "Available")).toEqual([
       "False",
       "InstanceCrashing",
-      '1 of 1 instances is repeatedly exiting and restarting: container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.',
+      '1 of 1 instances is repeatedly exiting and restarting: container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.',
     ]);
   });
 
