@@ -37,7 +37,62 @@ describe("podView", () => {
       exit: undefined,
       lastExit: { code: 0, reason: "Completed", finishedAt: "2026-11-30T16:00:08.000Z" },
       deleting: false,
+      deletionTimestamp: undefined,
+      deletionGracePeriodSeconds: undefined,
+      containers: [
+        {
+          name: "app",
+          init: false,
+          ready: false,
+          restarts: 2,
+          runningSince: undefined,
+          waiting: "CrashLoopBackOff",
+          terminated: undefined,
+          lastExit: { code: 0, reason: "Completed", finishedAt: "2026-11-30T16:00:08.000Z" },
+        },
+      ],
     });
+  });
+
+  it("reads every container (init containers last) and the deletion's time and grace", () => {
+    const view = podView({
+      metadata: {
+        name: "c",
+        deletionTimestamp: new Date("2026-11-30T16:01:00Z"),
+        deletionGracePeriodSeconds: 5,
+      },
+      status: {
+        phase: "Running",
+        initContainerStatuses: [
+          {
+            name: "sidecar",
+            image: "busybox",
+            imageID: "",
+            ready: true,
+            restartCount: 0,
+            state: { running: { startedAt: new Date("2026-11-30T16:00:00Z") } },
+          },
+        ],
+        containerStatuses: [
+          {
+            name: "app",
+            image: "busybox",
+            imageID: "",
+            ready: false,
+            restartCount: 0,
+            state: { terminated: { exitCode: 137, reason: "ContainerStatusUnknown" } },
+          },
+        ],
+      },
+    });
+    expect(view.deletionTimestamp).toBe("2026-11-30T16:01:00.000Z");
+    expect(view.deletionGracePeriodSeconds).toBe(5);
+    expect(
+      view.containers.map((c) => [c.name, c.init, c.ready, c.runningSince, c.terminated]),
+    ).toEqual([
+      ["app", false, false, undefined, "ContainerStatusUnknown"],
+      ["sidecar", true, true, "2026-11-30T16:00:00.000Z", undefined],
+    ]);
   });
 
   it("a Pod without status is Pending with no reason; a deleting one says so", () => {
@@ -73,6 +128,30 @@ describe("workloadView", () => {
       readyReplicas: 1,
       desiredReplicas: 2,
       reasons: ["InstanceCrashing"],
+      selector: undefined,
+      workloadRef: undefined,
+    });
+  });
+
+  it("reads a WorkloadDeployment's selector and workloadRef, leaving out what is not a string", () => {
+    const view = workloadView("WorkloadDeployment", {
+      metadata: { name: "shop-crashing" },
+      spec: {
+        workloadRef: { name: "shop" },
+        selector: {
+          matchLabels: { app: "shop", bad: 1 },
+          matchExpressions: [{ key: "tier", operator: "In", values: ["a", 2] }, "junk"],
+        },
+      },
+    });
+    expect(view.workloadRef).toBe("shop");
+    expect(view.selector).toEqual({
+      matchLabels: { app: "shop" },
+      matchExpressions: [{ key: "tier", operator: "In", values: ["a"] }],
+    });
+    expect(workloadView("WorkloadDeployment", {}).selector).toEqual({
+      matchLabels: {},
+      matchExpressions: [],
     });
   });
 

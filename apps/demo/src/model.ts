@@ -2,7 +2,7 @@
  * What the demo observes of the world, reduced to plain data: the table, the scenarios and the
  * summary are pure functions of it.
  */
-import type { V1Pod } from "@kubernetes/client-node";
+import type { V1ContainerStatus, V1Pod } from "@kubernetes/client-node";
 
 /** One container exit as the Pod's status reports it. */
 interface ExitView {
@@ -10,6 +10,24 @@ interface ExitView {
   readonly reason: string | undefined;
   /** RFC 3339 time of the exit, as stored (whole seconds). */
   readonly finishedAt: string | undefined;
+}
+
+/** One container's status, as the watch reads it (`status.containerStatuses[]` and init containers). */
+export interface ContainerView {
+  readonly name: string;
+  /** An init container (a native sidecar included). */
+  readonly init: boolean;
+  /** The kubelet's `ready`. */
+  readonly ready: boolean;
+  readonly restarts: number;
+  /** `state.running.startedAt` (RFC 3339) while it runs. */
+  readonly runningSince: string | undefined;
+  /** `state.waiting.reason`. */
+  readonly waiting: string | undefined;
+  /** `state.terminated.reason`. */
+  readonly terminated: string | undefined;
+  /** `lastState.terminated`: its previous run's end. */
+  readonly lastExit: ExitView | undefined;
 }
 
 /** One Pod of the demo namespace. */
@@ -28,6 +46,12 @@ export interface PodView {
   readonly lastExit: ExitView | undefined;
   /** `metadata.deletionTimestamp` is set. */
   readonly deleting: boolean;
+  /** `metadata.deletionTimestamp` (RFC 3339): the deletion's request time plus its grace. */
+  readonly deletionTimestamp: string | undefined;
+  /** `metadata.deletionGracePeriodSeconds`. */
+  readonly deletionGracePeriodSeconds: number | undefined;
+  /** Every container's status, the app containers first. */
+  readonly containers: readonly ContainerView[];
 }
 
 /** One EC2 instance of the demo's cluster. */
@@ -37,6 +61,18 @@ export interface InstanceView {
   readonly state: string;
   /** Its `nebula:pod-uid` tag. */
   readonly podUid: string | undefined;
+  /** Its tags (the host's exit report among them: `nebula:report`, `nebula:report:<n>`). */
+  readonly tags: Readonly<Record<string, string>>;
+}
+
+/** A label selector as a WorkloadDeployment's `spec.selector` holds it. */
+export interface SelectorView {
+  readonly matchLabels: Readonly<Record<string, string>>;
+  readonly matchExpressions: readonly {
+    readonly key: string;
+    readonly operator: string;
+    readonly values: readonly string[];
+  }[];
 }
 
 /** A Workload or WorkloadDeployment and its `Available` condition. */
@@ -51,6 +87,10 @@ export interface WorkloadView {
   readonly desiredReplicas: number;
   /** `status.reasons[].reason`. */
   readonly reasons: readonly string[];
+  /** A WorkloadDeployment's `spec.selector` (its instances); `undefined` for a Workload. */
+  readonly selector: SelectorView | undefined;
+  /** A WorkloadDeployment's `spec.workloadRef.name`; `undefined` for a Workload. */
+  readonly workloadRef: string | undefined;
 }
 
 /** Everything observed at one moment. */
@@ -90,9 +130,23 @@ function exitOf(
   };
 }
 
+function containerView(status: V1ContainerStatus, init: boolean): ContainerView {
+  return {
+    name: status.name ?? "",
+    init,
+    ready: status.ready === true,
+    restarts: typeof status.restartCount === "number" ? status.restartCount : 0,
+    runningSince: toIso(status.state?.running?.startedAt),
+    waiting: status.state?.waiting?.reason ?? undefined,
+    terminated: status.state?.terminated?.reason ?? undefined,
+    lastExit: exitOf(status.lastState?.terminated),
+  };
+}
+
 /** Reduces a Pod to what the demo shows and judges. Total: any object gives a view. */
 export function podView(pod: V1Pod): PodView {
   const container = pod.status?.containerStatuses?.[0];
+  const grace = pod.metadata?.deletionGracePeriodSeconds;
   const waiting = container?.state?.waiting?.reason;
   const terminated = container?.state?.terminated;
   return {
@@ -105,6 +159,12 @@ export function podView(pod: V1Pod): PodView {
     exit: exitOf(terminated),
     lastExit: exitOf(container?.lastState?.terminated),
     deleting: pod.metadata?.deletionTimestamp != null,
+    deletionTimestamp: toIso(pod.metadata?.deletionTimestamp),
+    deletionGracePeriodSeconds: typeof grace === "number" ? grace : undefined,
+    containers: [
+      ...(pod.status?.containerStatuses ?? []).map((c) => containerView(c, false)),
+      ...(pod.status?.initContainerStatuses ?? []).map((c) => containerView(c, true)),
+    ],
   };
 }
 
@@ -117,6 +177,13 @@ interface RawCondition {
 
 interface RawWorkload {
   readonly metadata?: { readonly name?: unknown };
+  readonly spec?: {
+    readonly selector?: {
+      readonly matchLabels?: unknown;
+      readonly matchExpressions?: unknown;
+    };
+    readonly workloadRef?: { readonly name?: unknown };
+  };
   readonly status?: {
     readonly conditions?: readonly RawCondition[];
     readonly readyReplicas?: unknown;
@@ -144,5 +211,34 @@ export function workloadView(kind: WorkloadView["kind"], object: unknown): Workl
     readyReplicas: num(raw.status?.readyReplicas),
     desiredReplicas: num(raw.status?.desiredReplicas),
     reasons: reasons.flatMap((r) => (typeof r?.reason === "string" ? [r.reason] : [])),
+    selector: kind === "WorkloadDeployment" ? selectorView(raw.spec?.selector) : undefined,
+    workloadRef:
+      kind === "WorkloadDeployment" && typeof raw.spec?.workloadRef?.name === "string"
+        ? raw.spec.workloadRef.name
+        : undefined,
+  };
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+/** A selector as stored (unvalidated); parts that are not strings are left out. Total. */
+function selectorView(raw: unknown): SelectorView {
+  const selector = isRecord(raw) ? raw : {};
+  const matchLabels: Record<string, string> = {};
+  if (isRecord(selector.matchLabels)) {
+    for (const [key, value] of Object.entries(selector.matchLabels))
+      if (typeof value === "string") matchLabels[key] = value;
+  }
+  const expressions = Array.isArray(selector.matchExpressions) ? selector.matchExpressions : [];
+  return {
+    matchLabels,
+    matchExpressions: expressions.filter(isRecord).map((e) => ({
+      key: str(e.key, ""),
+      operator: str(e.operator, ""),
+      values: Array.isArray(e.values)
+        ? e.values.filter((v): v is string => typeof v === "string")
+        : [],
+    })),
   };
 }

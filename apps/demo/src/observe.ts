@@ -39,6 +39,11 @@ function instanceView(instance: Instance): InstanceView {
     id: instance.InstanceId ?? "",
     state: instance.State?.Name ?? "unknown",
     podUid: instance.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value,
+    tags: Object.fromEntries(
+      (instance.Tags ?? []).flatMap((t) =>
+        t.Key === undefined || t.Value === undefined ? [] : [[t.Key, t.Value]],
+      ),
+    ),
   };
 }
 

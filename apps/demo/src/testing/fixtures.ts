@@ -13,13 +13,20 @@ export function pod(name: string, fields: Partial<PodView> = {}): PodView {
     exit: undefined,
     lastExit: undefined,
     deleting: false,
+    deletionTimestamp: undefined,
+    deletionGracePeriodSeconds: undefined,
+    containers: [],
     ...fields,
   };
 }
 
 /** An instance view for a Pod. */
-export function instance(podName: string, state: string): InstanceView {
-  return { id: `i-${podName}`, state, podUid: `uid-${podName}` };
+export function instance(
+  podName: string,
+  state: string,
+  tags: Readonly<Record<string, string>> = {},
+): InstanceView {
+  return { id: `i-${podName}`, state, podUid: `uid-${podName}`, tags };
 }
 
 /** A Workload or WorkloadDeployment view. */
@@ -37,6 +44,8 @@ export function workload(
     readyReplicas: 0,
     desiredReplicas: 1,
     reasons: [],
+    selector: undefined,
+    workloadRef: undefined,
     ...fields,
   };
 }
