@@ -31,7 +31,7 @@ import {
 } from "./testing/cluster.js";
 import { kstatus } from "./testing/kstatus.js";
 import { argoHealth } from "./testing/lua.js";
-import { type PodScenario, podStatus, podTemplate } from "./testing/pods.js";
+import { type PodScenario, podStatus, podStatusAt, podTemplate } from "./testing/pods.js";
 
 let kc: KubeConfig;
 let core: CoreV1Api;
@@ -150,7 +150,7 @@ describe("scenario 1: every instance of one placement crashes on start-up", () =
       (m) => m.startsWith("2 of 2"),
     );
     expect(wd.message).toBe(
-      '2 of 2 instances are repeatedly exiting and restarting: container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.',
+      '2 of 2 instances are repeatedly exiting and restarting: container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.',
     );
     const wl = await conditionOf("Workload", "web", "Available", "False", "InstanceCrashing", (m) =>
       m.includes("2 of 3 instances are repeatedly"),
@@ -295,7 +295,7 @@ describe("scenario 4: the same states through Instance objects", () => {
       await deployment("inst", placement, replicas, "instances");
     }
     const crash =
-      'container "app" has exited and restarted 3 times without staying up for 5 minutes. Its last exit was with code 1.';
+      'container "app" has exited and restarted 3 times without staying up for 10 minutes. Its last exit was with code 1.';
     await instance("inst-crash-0", "crash", false, "InstanceCrashing", crash);
     await instance("inst-image-0", "image", false, "ImageUnavailable", "could not pull its image");
     await instance("inst-oom-0", "oom", false, "OutOfMemory", "ran out of memory");
@@ -417,6 +417,166 @@ describe("kstatus itself on the objects as stored (the truth table)", () => {
         expect(verdict?.message).toBe(c?.message);
       }
     }
+  });
+});
+
+describe("scenario 6: a crash loop in time, judged by kstatus at every step (stability window)", () => {
+  // A second operator, in a namespace of its own, with a short window so that real time can
+  // pass it: the seed incident's Pod (exits 1 shortly after each start, restartPolicy Always)
+  // written step by step as the virtual node writes it, between and during its back-offs.
+  const WINDOW_S = 6;
+  let loopNs: string;
+  let loopOperator: Operator;
+  const loopStop = new AbortController();
+  let loopRunning: Promise<unknown>;
+
+  beforeAll(async () => {
+    loopNs = await createNamespace(kc, "crashloop");
+    loopOperator = createOperator({
+      kubeConfig: kc,
+      namespace: loopNs,
+      handleSignals: false,
+      workers: 2,
+      stabilityWindowSeconds: WINDOW_S,
+    });
+    loopRunning = loopOperator.manager.run(loopStop.signal);
+  });
+
+  afterAll(async () => {
+    loopStop.abort();
+    await loopRunning;
+    await loopOperator?.close();
+  });
+
+  const get = async (kind: keyof typeof PLURALS, name: string) => getObject(kc, loopNs, kind, name);
+  const available = async (kind: keyof typeof PLURALS, name: string) =>
+    condition(((await get(kind, name)).status ?? {}) as Status, "Available");
+  const idle = () =>
+    eventually("the crash-loop operator's queues idle", async () => {
+      const c = loopOperator.controllers;
+      const busy = [c.workloadDeployments, c.workloads].some(
+        (k) => k.queue.len() + k.queue.inFlight() > 0,
+      );
+      return busy ? undefined : true;
+    });
+  /** Writes the Pod's status for one container state at the current time. */
+  async function step(container: Parameters<typeof podStatusAt>[1]) {
+    const latest = await core.readNamespacedPod({ name: "loop-eu-0", namespace: loopNs });
+    await core.replaceNamespacedPodStatus({
+      name: "loop-eu-0",
+      namespace: loopNs,
+      body: { ...latest, status: podStatusAt(latest, container, new Date()) },
+    });
+  }
+  const second = () => new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
+  const exit = () => ({ exitCode: 1, reason: "Error", startedAt: second(), finishedAt: second() });
+  const running = (restarts: number, last?: ReturnType<typeof exit>) => ({
+    name: "app",
+    init: false as const,
+    state: "running" as const,
+    restarts,
+    startedAt: second(),
+    ...(last ? { last } : {}),
+  });
+  const backingOff = (restarts: number, last: ReturnType<typeof exit>) => ({
+    name: "app",
+    init: false as const,
+    state: "waiting" as const,
+    reason: "CrashLoopBackOff",
+    restarts,
+    last,
+  });
+  /** kstatus itself on the WorkloadDeployment and the Workload as stored now. */
+  const verdicts = async () =>
+    kstatus([await get("WorkloadDeployment", "loop-eu"), await get("Workload", "loop")]).map(
+      (v) => v.status,
+    );
+
+  it("never reads Available=True or Current while the container restarts, and turns available when the window ends with no other event", async () => {
+    await createObject(kc, loopNs, "Workload", "loop", {
+      spec: { placements: [{ name: "eu", replicas: 1 }] },
+    });
+    await createObject(kc, loopNs, "WorkloadDeployment", "loop-eu", {
+      spec: {
+        workloadRef: { name: "loop" },
+        placement: "eu",
+        replicas: 1,
+        selector: { matchLabels: { app: "loop" } },
+      },
+    });
+    await core.createNamespacedPod({
+      namespace: loopNs,
+      body: podTemplate("loop-eu-0", loopNs, { app: "loop" }),
+    });
+
+    // Its first start: up and ready, nothing has crashed yet.
+    await step(running(0));
+    await eventually("first start available", async () =>
+      (await available("Workload", "loop"))?.status === "True" ? true : undefined,
+    );
+    expect(await verdicts()).toEqual(["Current", "Current"]);
+
+    // Exit, back-off, run again (Ready for the kubelet), exit, back-off, run again.
+    const seen: string[][] = [];
+    const messages: string[] = [];
+    let last = exit();
+    const sequence = [
+      () => backingOff(1, last),
+      () => running(1, last),
+      () => {
+        last = exit();
+        return backingOff(2, last);
+      },
+      () => running(2, last),
+    ];
+    let lastStart = 0;
+    for (const next of sequence) {
+      const container = next();
+      await step(container);
+      if (container.state === "running") lastStart = Date.parse(container.startedAt);
+      await eventually("the crash reaches the Workload", async () =>
+        (await available("Workload", "loop"))?.reason === "InstanceCrashing" ? true : undefined,
+      );
+      // Give the watch event time to arrive, then let the queues drain.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      await idle();
+      const wd = await available("WorkloadDeployment", "loop-eu");
+      expect([wd?.status, wd?.reason]).toEqual(["False", "InstanceCrashing"]);
+      messages.push(wd?.message ?? "");
+      const v = await verdicts();
+      seen.push(v);
+      for (const verdict of v) expect(["InProgress", "Failed"]).toContain(verdict);
+    }
+    expect(Date.now()).toBeLessThan(lastStart + WINDOW_S * 1000);
+    // One sentence for the back-off and the run after it: restart count and last exit, no age.
+    for (const message of messages) {
+      expect(message).toMatch(
+        /^1 of 1 instances is repeatedly exiting and restarting: container "app" has exited and restarted [12] times? without staying up for 6 seconds\. Its last exit was with code 1\.$/,
+      );
+    }
+    expect(new Set(messages).size).toBe(2);
+
+    // No other event: the requeue at the window's end turns it available.
+    const wd = await eventually(
+      "Available=True after the window",
+      async () => {
+        const c = await available("WorkloadDeployment", "loop-eu");
+        return c?.status === "True" ? c : undefined;
+      },
+      WINDOW_S * 1000 + 30_000,
+    );
+    const lateMs = Date.now() - (lastStart + WINDOW_S * 1000);
+    const flippedAfterMs = Date.parse(wd.lastTransitionTime) - lastStart;
+    console.log(
+      `figure: kstatus over the crash loop ${JSON.stringify(seen)}; Available=True ${flippedAfterMs} ms after the last start by its lastTransitionTime (window ${WINDOW_S * 1000} ms), seen ${lateMs} ms after the window's end`,
+    );
+    expect(flippedAfterMs).toBeGreaterThanOrEqual(WINDOW_S * 1000);
+    expect(wd.reason).toBe("ReadyInstanceFound");
+    await eventually("the Workload available", async () =>
+      (await available("Workload", "loop"))?.status === "True" ? true : undefined,
+    );
+    await idle();
+    expect(await verdicts()).toEqual(["Current", "Current"]);
   });
 });
 
