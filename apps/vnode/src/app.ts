@@ -391,6 +391,15 @@ export function createVnode(options: VnodeOptions): Vnode {
             ...serving,
             clientCa: await clientCa(kubeConfig, kubeletApi),
             pods: () => informer.list(),
+            // /runningpods/ reads through to the API server: the informer may not have heard yet
+            // of a deletion that just completed.
+            readPods: async () =>
+              (
+                await kubeConfig
+                  .makeApiClient(CoreV1Api)
+                  .listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })
+              ).items,
+            instanceState: (uid) => provider.listedInstance(uid)?.state,
             logs: provider.containerLogs,
             usage: provider.containerUsage,
             ...apiServerAuth(kubeConfig),

@@ -82,12 +82,21 @@ async function start(overrides: Partial<KubeletServerOptions> = {}): Promise<Kub
 }
 
 function get(path: string, token?: string): Promise<{ status: number; body: string }> {
+  return call("GET", path, token).then(({ status, body }) => ({ status, body }));
+}
+
+function call(
+  method: string,
+  path: string,
+  token?: string,
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
         host: "127.0.0.1",
         port: server?.port,
         path,
+        method,
         rejectUnauthorized: false,
         headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
       },
@@ -97,7 +106,9 @@ function get(path: string, token?: string): Promise<{ status: number; body: stri
         res.on("data", (c: string) => {
           body += c;
         });
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, body, headers: { ...res.headers } }),
+        );
       },
     );
     req.on("error", reject);
@@ -111,7 +122,7 @@ describe("KubeletServer", () => {
     expect(await get("/healthz")).toEqual({ status: 401, body: "Unauthorized" });
     expect(await get("/metrics/resource", "tenant")).toEqual({
       status: 403,
-      body: "Forbidden (user=tenant, verb=get, resource=nodes, subresource=metrics)",
+      body: "Forbidden (user=tenant, verb=get, resource=nodes, subresource(s)=[metrics])\n",
     });
     expect(await get("/healthz", "admin")).toEqual({ status: 200, body: "ok" });
     expect((await get("/exec/shop/web/app", "admin")).status).toBe(404);
@@ -183,5 +194,115 @@ describe("KubeletServer", () => {
       status: 422,
       body: '{"message": "Invalid request."}',
     });
+  });
+  it("/pods is the kubelet's v1.PodList of every Pod bound to the Node, terminal ones included, whole", async () => {
+    const finished: V1Pod = {
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name: "job", namespace: "shop", uid: "u-2" },
+      spec: { nodeName: "vn", containers: [{ name: "app", image: "busybox" }] },
+      status: { phase: "Succeeded" },
+    };
+    await start({ pods: () => [running, finished] });
+    const answer = await call("GET", "/pods", "admin");
+    expect(answer.status).toBe(200);
+    expect(answer.headers["content-type"]).toBe("application/json");
+    expect(answer.body.endsWith("}\n")).toBe(true);
+    const list = JSON.parse(answer.body);
+    expect(list).toMatchObject({ kind: "PodList", apiVersion: "v1", metadata: {} });
+    expect(list.items).toHaveLength(2);
+    expect(list.items[0]).toMatchObject({
+      metadata: { name: "web", uid: "u-1" },
+      spec: { containers: [{ name: "app", image: "busybox" }] },
+      status: {
+        phase: "Running",
+        containerStatuses: [{ state: { running: { startedAt: "2026-12-01T04:00:00.000Z" } } }],
+      },
+    });
+    expect(list.items[1]).toEqual({
+      metadata: { name: "job", namespace: "shop", uid: "u-2" },
+      spec: { nodeName: "vn", containers: [{ name: "app", image: "busybox" }] },
+      status: { phase: "Succeeded" },
+    });
+    expect((await get("/pods/", "admin")).status).toBe(200);
+    // GET only, as the kubelet's GETOnlyRestfulFilter: 405 with Allow.
+    const post = await call("POST", "/pods", "admin");
+    expect(post).toMatchObject({ status: 405, body: "Method Not Allowed" });
+    expect(post.headers.allow).toBe("GET");
+  });
+
+  it("authorizes /pods as nodes/pods, then nodes/proxy, and refuses naming both", async () => {
+    const asked: string[] = [];
+    await start({
+      authorize: async (user, attributes) => {
+        asked.push(`${user.name}:${attributes.subresource}`);
+        return {
+          allowed:
+            `${user.name}:${attributes.subresource}` !== "tenant:pods" && user.name !== "nobody",
+        };
+      },
+    });
+    expect((await get("/pods", "tenant")).status).toBe(200);
+    expect(asked).toEqual(["tenant:pods", "tenant:proxy"]);
+    expect(await get("/runningpods/", "nobody")).toEqual({
+      status: 403,
+      body: "Forbidden (user=nobody, verb=get, resource=nodes, subresource(s)=[pods proxy])\n",
+    });
+  });
+
+  it("/runningpods/ judges the Pods read from the API at the moment of the request, not the cache", async () => {
+    const deleting: V1Pod = {
+      ...running,
+      metadata: {
+        name: "going",
+        namespace: "shop",
+        uid: "u-3",
+        deletionTimestamp: new Date("2026-12-01T05:00:00Z"),
+      },
+    };
+    const failed: V1Pod = {
+      ...running,
+      metadata: { name: "failed", namespace: "shop", uid: "u-4" },
+      status: { ...running.status, phase: "Failed" },
+    };
+    // The cache still has "web"; the API has let it go already.
+    let fresh: V1Pod[] = [deleting, failed];
+    await start({
+      pods: () => [running, deleting, failed],
+      readPods: async () => fresh,
+      instanceState: (uid) => (uid === "u-3" ? "stopped" : "running"),
+    });
+    const answer = await call("GET", "/runningpods/", "admin");
+    expect(answer.status).toBe(200);
+    expect(answer.headers["content-type"]).toBe("application/json");
+    expect(JSON.parse(answer.body)).toEqual({
+      kind: "PodList",
+      apiVersion: "v1",
+      metadata: {},
+      items: null,
+    });
+    fresh = [running];
+    expect(JSON.parse((await get("/runningpods/", "admin")).body).items).toEqual([
+      {
+        metadata: { name: "web", namespace: "shop", uid: "u-1" },
+        spec: { containers: [{ name: "app", image: "busybox", resources: {} }] },
+        status: {},
+      },
+    ]);
+  });
+
+  it("/runningpods/ answers 500 when the API cannot be read, and /runningpods 301 to the slash before authentication", async () => {
+    await start({
+      readPods: async () => {
+        throw new Error("connection refused");
+      },
+    });
+    expect(await get("/runningpods/", "admin")).toEqual({
+      status: 500,
+      body: "listing the Pods failed: connection refused",
+    });
+    const redirect = await call("GET", "/runningpods?x=1");
+    expect(redirect.status).toBe(301);
+    expect(redirect.headers.location).toBe("/runningpods/?x=1");
   });
 });

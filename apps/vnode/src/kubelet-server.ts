@@ -1,10 +1,11 @@
 /**
  * The kubelet API of the virtual node (brief C8), over HTTPS on the port the Node advertises in
- * `daemonEndpoints`: `/containerLogs`, `/runningpods/`, `/stats/summary`, `/metrics/resource`,
- * `/healthz`. Requests are authenticated as the kubelet authenticates them (a client
- * certificate from the cluster's client CA, or a bearer token through a `TokenReview`) and
- * authorized as it does (a `SubjectAccessReview` for `nodes/<subresource>`), so a request that
- * is not from the API server, or from a client RBAC lets in, is refused. The answers are built
+ * `daemonEndpoints`: `/pods`, `/runningpods/`, `/containerLogs`, `/stats/summary`,
+ * `/metrics/resource`, `/healthz`. Requests are authenticated as the kubelet authenticates them
+ * (a client certificate from the cluster's client CA, or a bearer token through a `TokenReview`)
+ * and authorized as it does (a `SubjectAccessReview` for each `nodes/<subresource>` it tries, in
+ * its order), so a request that is not from the API server, or from a client RBAC lets in, is
+ * refused. The answers are built
  * by `@nebula/virtual-node`'s pure functions; this file is the I/O around them.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -16,18 +17,22 @@ import {
   type KubeConfig,
   type V1Pod,
 } from "@kubernetes/client-node";
+import { ObjectSerializer } from "@kubernetes/client-node/dist/serializer.js";
 import type { Logger } from "@nebula/kube";
 import {
   type ContainerLogSource,
+  forbiddenMessage,
   hasContainer,
+  isGetOnlyRoute,
   type KubeletAuthorization,
-  kubeletAuthorization,
+  kubeletAuthorizations,
   kubeletRoute,
   LogEncoder,
   logRun,
   NodeCpuCounter,
   type PodUsage,
   parseLogQuery,
+  podList,
   podUsageQuery,
   resourceMetrics,
   runningPodList,
@@ -74,8 +79,22 @@ export interface KubeletServerOptions {
   readonly key: string;
   /** CA bundle (PEM) client certificates are verified against; absent: certificates are not accepted. */
   readonly clientCa: string | undefined;
-  /** The Pods bound to the Node (the app's informer). */
+  /** The Pods bound to the Node (the app's informer): `/pods`, logs, stats. */
   readonly pods: () => readonly V1Pod[];
+  /**
+   * The Pods bound to the Node, read from the API server at the moment of the request (a quorum
+   * list, not a cache): what `/runningpods/` judges, so that a Pod gone from the API, or turned
+   * terminal, a moment ago is not listed while the informer has yet to hear of it. Absent:
+   * {@link KubeletServerOptions.pods}. A failed read is a 500, as the kubelet answers a failed
+   * runtime listing.
+   */
+  readonly readPods?: () => Promise<readonly V1Pod[]>;
+  /**
+   * The state EC2 last listed for a Pod's instance (`running`, `stopping`...), `undefined` when
+   * none is listed: `/runningpods/` lists a Pod being deleted only while its instance runs (its
+   * teardown stops it). Absent: a deleting Pod is judged by its status alone.
+   */
+  readonly instanceState?: (podUid: string) => string | undefined;
   /** Where container output is read from; absent: `/containerLogs` explains how to turn it on. */
   readonly logs: ContainerLogSource | undefined;
   /** Where container usage is read from; absent: stats without usage. */
@@ -317,36 +336,71 @@ export class KubeletServer {
       status = s;
     };
     try {
+      if (route.kind === "redirect") {
+        // Go's ServeMux answers a subtree root asked for without its slash before any handler
+        // (and so before the kubelet's authentication filter) runs.
+        done(301);
+        res.writeHead(301, {
+          location: `${route.location}${url.search}`,
+          "content-type": "text/html; charset=utf-8",
+        });
+        return void res.end(
+          req.method === "GET" ? `<a href="${route.location}">Moved Permanently</a>.\n\n` : "",
+        );
+      }
       const user = await this.#user(req);
       if (user === undefined) {
         done(401);
         return this.#text(res, 401, "Unauthorized");
       }
-      const attributes = kubeletAuthorization(
+      // The kubelet tries each attribute in turn (nodes/pods, then nodes/proxy...): any allows.
+      const attempts = kubeletAuthorizations(
         req.method ?? "GET",
         url.pathname,
         this.#options.nodeName,
       );
-      const decision = await this.#options.authorize(user, attributes);
-      if (!decision.allowed) {
-        done(403);
-        return this.#text(
-          res,
-          403,
-          `Forbidden (user=${user.name}, verb=${attributes.verb}, resource=${attributes.resource}, subresource=${attributes.subresource})`,
-        );
+      let allowed = false;
+      for (const attributes of attempts) {
+        if ((await this.#options.authorize(user, attributes)).allowed) {
+          allowed = true;
+          break;
+        }
       }
-      if (req.method !== "GET" && req.method !== "HEAD") {
+      if (!allowed) {
+        done(403);
+        return this.#text(res, 403, forbiddenMessage(user.name, attempts));
+      }
+      if (isGetOnlyRoute(route) && req.method !== "GET") {
         done(405);
-        return this.#text(res, 405, "Method Not Allowed");
+        res.writeHead(405, { "content-type": "text/plain; charset=utf-8", allow: "GET" });
+        return void res.end("Method Not Allowed");
       }
       switch (route.kind) {
         case "healthz":
           done(200);
           return this.#text(res, 200, "ok");
-        case "runningPods":
+        case "pods":
           done(200);
-          return this.#json(res, runningPodList(this.#options.pods()));
+          return this.#json(
+            res,
+            podList(
+              this.#options
+                .pods()
+                .map((p) => ObjectSerializer.serialize(p, "V1Pod") as Record<string, unknown>),
+            ),
+          );
+        case "runningPods": {
+          let pods: readonly V1Pod[];
+          try {
+            pods = await (this.#options.readPods?.() ?? this.#options.pods());
+          } catch (error) {
+            this.#options.logger.warn({ err: error }, "reading the Pods for /runningpods/ failed");
+            done(500);
+            return this.#text(res, 500, `listing the Pods failed: ${(error as Error).message}`);
+          }
+          done(200);
+          return this.#json(res, runningPodList(pods, this.#options.instanceState));
+        }
         case "statsSummary": {
           const { view } = await this.#usage();
           done(200);
@@ -371,7 +425,8 @@ export class KubeletServer {
 
   #json(res: ServerResponse, body: object): void {
     res.writeHead(200, { "content-type": "application/json" });
-    res.end(JSON.stringify(body));
+    // Go's json.Encoder ends what it writes with a newline.
+    res.end(`${JSON.stringify(body)}\n`);
   }
 
   async #usage() {

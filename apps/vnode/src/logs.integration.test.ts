@@ -518,7 +518,7 @@ describe("the kubelet API (kubectl → kube-apiserver → nebula-vnode → Cloud
     const stranger = identityOf(controlPlane.kubeconfigFor("stranger", ["tenants"]));
     expect(await kubeletGet("/containerLogs/vnode-logs/x/app", stranger)).toEqual({
       status: 403,
-      body: "Forbidden (user=stranger, verb=get, resource=nodes, subresource=proxy)",
+      body: "Forbidden (user=stranger, verb=get, resource=nodes, subresource(s)=[proxy])\n",
     });
     const root = identityOf(controlPlane.kubeconfig);
     expect(await kubeletGet("/healthz", root)).toEqual({ status: 200, body: "ok" });

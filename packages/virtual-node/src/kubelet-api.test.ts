@@ -3,12 +3,17 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   type ContainerUsageSample,
+  forbiddenMessage,
+  isGetOnlyRoute,
+  isRunningPod,
   kubeletAuthorization,
+  kubeletAuthorizations,
   kubeletRoute,
   LogEncoder,
   logRun,
   logTimestamp,
   parseLogQuery,
+  podList,
   podUsageQuery,
   resourceMetrics,
   runningPodList,
@@ -61,6 +66,25 @@ describe("kubeletRoute", () => {
     expect(kubeletRoute("/exec/shop/web/app")).toEqual({ kind: "notFound" });
     expect(kubeletRoute("/stats")).toEqual({ kind: "notFound" });
   });
+
+  it("serves /pods, and /runningpods/ with its slash (without: Go's ServeMux 301), as the kubelet registers them", () => {
+    expect(kubeletRoute("/pods")).toEqual({ kind: "pods" });
+    expect(kubeletRoute("/pods/")).toEqual({ kind: "pods" });
+    expect(kubeletRoute("/podsx")).toEqual({ kind: "notFound" });
+    expect(kubeletRoute("/runningpods")).toEqual({ kind: "redirect", location: "/runningpods/" });
+    expect(kubeletRoute("/runningpods/x")).toEqual({ kind: "notFound" });
+    expect(kubeletRoute("/healthz/ping")).toEqual({ kind: "healthz" });
+    expect(kubeletRoute("/healthz/syncloop")).toEqual({ kind: "healthz" });
+    expect(kubeletRoute("/healthz/nope")).toEqual({ kind: "notFound" });
+  });
+
+  it("answers GET only where the kubelet filters to GET; /healthz and /metrics/resource take any method", () => {
+    const getOnly = ["/pods", "/runningpods/", "/stats/summary", "/containerLogs/a/b/c"];
+    for (const path of getOnly) expect(isGetOnlyRoute(kubeletRoute(path))).toBe(true);
+    for (const path of ["/healthz", "/metrics/resource", "/exec/a/b/c", "/runningpods"]) {
+      expect(isGetOnlyRoute(kubeletRoute(path))).toBe(false);
+    }
+  });
 });
 
 describe("kubeletAuthorization", () => {
@@ -70,10 +94,12 @@ describe("kubeletAuthorization", () => {
       ["GET", "/metrics/resource", "get", "metrics"],
       ["GET", "/metrics", "get", "metrics"],
       ["GET", "/logs/", "get", "log"],
-      ["GET", "/healthz", "get", "healthz"],
+      ["GET", "/healthz", "get", "proxy"],
+      ["GET", "/pods", "get", "proxy"],
       ["GET", "/containerLogs/a/b/c", "get", "proxy"],
       ["GET", "/runningpods/", "get", "proxy"],
       ["POST", "/exec/a/b/c", "create", "proxy"],
+      ["HEAD", "/stats/summary", "", "stats"],
       ["GET", "/statsx", "get", "proxy"],
     ];
     for (const [method, path, verb, subresource] of cases) {
@@ -84,6 +110,36 @@ describe("kubeletAuthorization", () => {
         name: "vn",
       });
     }
+  });
+});
+
+describe("kubeletAuthorizations", () => {
+  it("tries the fine-grained subresource first, then proxy, as the kubelet's GetRequestAttributes does", () => {
+    const subresources = (path: string) =>
+      kubeletAuthorizations("GET", path, "vn").map((a) => a.subresource);
+    expect(subresources("/pods")).toEqual(["pods", "proxy"]);
+    expect(subresources("/pods/")).toEqual(["pods", "proxy"]);
+    expect(subresources("/runningpods/")).toEqual(["pods", "proxy"]);
+    expect(subresources("/runningpods")).toEqual(["pods", "proxy"]);
+    expect(subresources("/healthz")).toEqual(["healthz", "proxy"]);
+    expect(subresources("/healthz/ping")).toEqual(["healthz", "proxy"]);
+    expect(subresources("/configz")).toEqual(["configz", "proxy"]);
+    expect(subresources("/stats/summary")).toEqual(["stats"]);
+    expect(subresources("/metrics/resource")).toEqual(["metrics"]);
+    expect(subresources("/containerLogs/a/b/c")).toEqual(["proxy"]);
+    expect(subresources("/podsx")).toEqual(["proxy"]);
+    expect(kubeletAuthorizations("GET", "/pods", "vn")[0]).toEqual({
+      verb: "get",
+      resource: "nodes",
+      subresource: "pods",
+      name: "vn",
+    });
+  });
+
+  it("refuses in the kubelet's words, with every subresource it tried", () => {
+    expect(forbiddenMessage("tenant", kubeletAuthorizations("GET", "/pods", "vn"))).toBe(
+      "Forbidden (user=tenant, verb=get, resource=nodes, subresource(s)=[pods proxy])\n",
+    );
   });
 });
 
@@ -372,15 +428,67 @@ describe("usage views", () => {
     );
   });
 
-  it("/runningpods/ is a PodList of Pods with a running container", () => {
-    expect(runningPodList([three, done])).toMatchObject({
+  it("/runningpods/ is a PodList of Pods with a running container, each as the runtime's ToAPIPod builds it", () => {
+    expect(runningPodList([three, done])).toEqual({
       kind: "PodList",
+      apiVersion: "v1",
+      metadata: {},
       items: [
         {
-          metadata: { name: "web", uid: "u-1" },
-          spec: { containers: [{ name: "a" }, { name: "b" }, { name: "c" }] },
+          metadata: { name: "web", namespace: "shop", uid: "u-1" },
+          spec: {
+            containers: ["a", "b", "c"].map((name) => ({ name, image: "busybox", resources: {} })),
+          },
+          status: {},
         },
       ],
     });
+    // Go writes an empty list's nil items as null.
+    expect(runningPodList([done])).toEqual({
+      kind: "PodList",
+      apiVersion: "v1",
+      metadata: {},
+      items: null,
+    });
+  });
+
+  it("/runningpods/ leaves out a terminal Pod, and a deleting one whose instance no longer runs", () => {
+    const failedButStale = { ...three, status: { ...three.status, phase: "Failed" } };
+    expect(isRunningPod(failedButStale)).toBe(false);
+    expect(isRunningPod({ ...three, status: { ...three.status, phase: "Succeeded" } })).toBe(false);
+    const deleting: V1Pod = {
+      ...three,
+      metadata: { ...three.metadata, deletionTimestamp: new Date("2026-12-01T05:00:00Z") },
+    };
+    // Being deleted: running while its instance is listed running, not once the teardown stopped
+    // it or it is listed no more.
+    expect(isRunningPod(deleting, () => "running")).toBe(true);
+    expect(isRunningPod(deleting, () => "stopping")).toBe(false);
+    expect(isRunningPod(deleting, () => undefined)).toBe(false);
+    // Without instance knowledge, by its status alone; a Pod not being deleted by its status.
+    expect(isRunningPod(deleting)).toBe(true);
+    expect(isRunningPod(three, () => undefined)).toBe(true);
+    expect(isRunningPod({ ...three, metadata: { name: "x" } })).toBe(false);
+    expect(
+      (runningPodList([three, failedButStale, deleting], () => "stopped") as { items: unknown[] })
+        .items,
+    ).toHaveLength(1);
+  });
+
+  it("/pods is the kubelet's PodList of every Pod given, terminal ones included, whole, without each item's kind", () => {
+    const items = [
+      { kind: "Pod", apiVersion: "v1", metadata: { name: "a" }, status: { phase: "Running" } },
+      { metadata: { name: "b" }, spec: { nodeName: "vn" }, status: { phase: "Succeeded" } },
+    ];
+    expect(podList(items)).toEqual({
+      kind: "PodList",
+      apiVersion: "v1",
+      metadata: {},
+      items: [
+        { metadata: { name: "a" }, status: { phase: "Running" } },
+        { metadata: { name: "b" }, spec: { nodeName: "vn" }, status: { phase: "Succeeded" } },
+      ],
+    });
+    expect(podList([])).toEqual({ kind: "PodList", apiVersion: "v1", metadata: {}, items: null });
   });
 });

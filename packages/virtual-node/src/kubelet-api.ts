@@ -1,7 +1,7 @@
 /**
  * The kubelet API the virtual node serves (brief C8): routing, the kubelet's authorization
  * attributes, `PodLogOptions` parsing and validation, which container run a log request reads,
- * and the `/stats/summary`, `/metrics/resource` and `/runningpods/` bodies. Pure: no I/O; the
+ * and the `/pods`, `/runningpods/`, `/stats/summary` and `/metrics/resource` bodies. Pure: no I/O; the
  * HTTPS server (`nebula-vnode`) and the log and usage sources (`@nebula/provider`, CloudWatch)
  * are outside.
  *
@@ -88,6 +88,7 @@ export interface UsageSource {
 /** What a kubelet API path asks for. */
 export type KubeletRoute =
   | { readonly kind: "healthz" }
+  | { readonly kind: "pods" }
   | { readonly kind: "runningPods" }
   | { readonly kind: "statsSummary" }
   | { readonly kind: "metricsResource" }
@@ -97,6 +98,11 @@ export type KubeletRoute =
       readonly namespace: string;
       readonly pod: string;
       readonly container: string;
+    }
+  | {
+      readonly kind: "redirect";
+      /** Where to: a subtree root asked for without its slash (Go's `ServeMux` answers 301). */
+      readonly location: string;
     }
   | { readonly kind: "notFound" };
 
@@ -109,15 +115,27 @@ function decodeSegment(segment: string | undefined): string {
   }
 }
 
+/** The checks the kubelet's `/healthz` runs, each also served at `/healthz/<name>`. */
+const HEALTHZ_CHECKS = ["ping", "log", "syncloop"];
+
 /**
- * Routes a request path (without its query) as the kubelet's server does. Paths the virtual
- * node does not serve (`/exec`, `/attach`, `/portForward`, `/pods`, `/spec`, `/configz`...) are
- * `notFound`.
+ * Routes a request path (without its query) as the kubelet's server does
+ * (`pkg/kubelet/server/server.go`, `InstallAuthNotRequiredHandlers` and
+ * `InstallAuthRequiredHandlers`): `/pods` (also `/pods/`), `/runningpods/` (registered with its
+ * trailing slash, so `/runningpods` is a 301 to it), `/stats/summary`, `/metrics/resource`,
+ * `/healthz` and `/healthz/{ping,log,syncloop}`, `/containerLogs/{namespace}/{pod}/{container}`.
+ * Paths the virtual node does not serve (`/exec`, `/attach`, `/portForward`, `/run`, `/spec`,
+ * `/configz`, `/metrics`, `/metrics/cadvisor`...) are `notFound`.
  */
 export function kubeletRoute(path: string): KubeletRoute {
+  if (path === "/runningpods") return { kind: "redirect", location: "/runningpods/" };
+  if (path === "/runningpods/") return { kind: "runningPods" };
+  if (path === "/pods" || path === "/pods/") return { kind: "pods" };
+  if (path === "/healthz") return { kind: "healthz" };
+  if (path.startsWith("/healthz/") && HEALTHZ_CHECKS.includes(path.slice("/healthz/".length))) {
+    return { kind: "healthz" };
+  }
   const clean = path.replace(/\/+$/, "") || "/";
-  if (clean === "/healthz") return { kind: "healthz" };
-  if (clean === "/runningpods") return { kind: "runningPods" };
   if (clean === "/stats/summary") return { kind: "statsSummary" };
   if (clean === "/metrics/resource") return { kind: "metricsResource" };
   if (clean === "/containerLogs" || clean.startsWith("/containerLogs/")) {
@@ -132,56 +150,114 @@ export function kubeletRoute(path: string): KubeletRoute {
   return { kind: "notFound" };
 }
 
+/**
+ * Whether a route answers GET only (the kubelet's `GETOnlyRestfulFilter` or a go-restful GET
+ * route: any other method is `405 Method Not Allowed` with `Allow: GET`). `/healthz` and
+ * `/metrics/resource` are plain handlers that answer any method; a redirect or an unknown path is
+ * not a route.
+ */
+export function isGetOnlyRoute(route: KubeletRoute): boolean {
+  return (
+    route.kind === "pods" ||
+    route.kind === "runningPods" ||
+    route.kind === "statsSummary" ||
+    route.kind === "containerLogs"
+  );
+}
+
 /** The attributes a request is authorized with (a `SubjectAccessReview`'s `resourceAttributes`). */
 export interface KubeletAuthorization {
-  /** The API verb from the HTTP method (`get`, `create`, `update`, `patch`, `delete`). */
+  /** The API verb from the HTTP method (`get`, `create`, `update`, `patch`, `delete`; else empty). */
   readonly verb: string;
   /** Always `nodes`. */
   readonly resource: "nodes";
-  /** `stats`, `metrics`, `log`, `healthz`, `configz`, `checkpoint` or `proxy`. */
+  /** `stats`, `metrics`, `log`, `checkpoint`, `pods`, `healthz`, `configz`, `statusz` or `proxy`. */
   readonly subresource: string;
   /** The Node's name. */
   readonly name: string;
 }
 
+/** The kubelet's `isSubpath`: the path itself, or below it (a trailing slash of `prefix` ignored). */
 function isSubpath(path: string, prefix: string): boolean {
-  return path === prefix || path.startsWith(`${prefix}/`);
+  const base = prefix.replace(/\/$/, "");
+  return path === base || path.startsWith(`${base}/`);
 }
 
 /**
- * The kubelet's authorization attributes for a request (its `GetRequestAttributes`): resource
- * `nodes`, name the Node, subresource by path prefix (`/stats` → `stats`, `/metrics` →
- * `metrics`, `/logs` → `log`, `/healthz` → `healthz`, anything else, including
- * `/containerLogs` and `/runningpods`, → `proxy`).
+ * The attributes the kubelet authorizes a request with, in the order it tries them (its
+ * `GetRequestAttributes` in `pkg/kubelet/server/auth.go`, with `KubeletFineGrainedAuthz`, on by
+ * default since Kubernetes 1.33): resource `nodes`, name the Node, verb from the HTTP method
+ * (`GET` → `get`, `POST` → `create`, `PUT` → `update`, `PATCH` → `patch`, `DELETE` → `delete`,
+ * anything else, `HEAD` included, empty). `/stats` → `stats`, `/metrics` → `metrics`, `/logs` →
+ * `log`, `/checkpoint` → `checkpoint`; `/pods` and `/runningpods` → `pods` then `proxy`;
+ * `/healthz` → `healthz` then `proxy`; `/configz` → `configz` then `proxy`; `/statusz` →
+ * `statusz` then `proxy`; anything else (`/containerLogs` included) → `proxy`. The request is
+ * allowed when any of them is.
+ */
+export function kubeletAuthorizations(
+  method: string,
+  path: string,
+  nodeName: string,
+): readonly KubeletAuthorization[] {
+  const verbs: Record<string, string> = {
+    GET: "get",
+    POST: "create",
+    PUT: "update",
+    PATCH: "patch",
+    DELETE: "delete",
+  };
+  const verb = verbs[method] ?? "";
+  const subresources: string[] = [];
+  if (isSubpath(path, "/pods")) subresources.push("pods");
+  else if (isSubpath(path, "/healthz")) subresources.push("healthz");
+  else if (isSubpath(path, "/configz")) subresources.push("configz");
+  else if (isSubpath(path, "/statusz")) subresources.push("statusz");
+  else if (isSubpath(path, "/runningpods/")) subresources.push("pods");
+  subresources.push(
+    isSubpath(path, "/stats/")
+      ? "stats"
+      : isSubpath(path, "/metrics")
+        ? "metrics"
+        : isSubpath(path, "/logs/")
+          ? "log"
+          : isSubpath(path, "/checkpoint/")
+            ? "checkpoint"
+            : "proxy",
+  );
+  return subresources.map((subresource) => ({
+    verb,
+    resource: "nodes",
+    subresource,
+    name: nodeName,
+  }));
+}
+
+/**
+ * The one attribute a kubelet without `KubeletFineGrainedAuthz` authorizes a request with: the
+ * last of {@link kubeletAuthorizations} (`stats`, `metrics`, `log`, `checkpoint` or `proxy`).
  */
 export function kubeletAuthorization(
   method: string,
   path: string,
   nodeName: string,
 ): KubeletAuthorization {
-  const verbs: Record<string, string> = {
-    GET: "get",
-    HEAD: "get",
-    POST: "create",
-    PUT: "update",
-    PATCH: "patch",
-    DELETE: "delete",
-  };
-  const verb = verbs[method.toUpperCase()] ?? "";
-  const subresource = isSubpath(path, "/stats")
-    ? "stats"
-    : isSubpath(path, "/metrics")
-      ? "metrics"
-      : isSubpath(path, "/logs")
-        ? "log"
-        : isSubpath(path, "/checkpoint")
-          ? "checkpoint"
-          : isSubpath(path, "/healthz")
-            ? "healthz"
-            : isSubpath(path, "/configz")
-              ? "configz"
-              : "proxy";
-  return { verb, resource: "nodes", subresource, name: nodeName };
+  const all = kubeletAuthorizations(method, path, nodeName);
+  return (
+    all[all.length - 1] ?? { verb: "", resource: "nodes", subresource: "proxy", name: nodeName }
+  );
+}
+
+/**
+ * The kubelet's words for a request none of whose attributes is allowed: `Forbidden (user=…,
+ * verb=…, resource=nodes, subresource(s)=[pods proxy])` and a newline.
+ */
+export function forbiddenMessage(
+  user: string,
+  attributes: readonly KubeletAuthorization[],
+): string {
+  const first = attributes[0];
+  const subresources = attributes.map((a) => a.subresource).join(" ");
+  return `Forbidden (user=${user}, verb=${first?.verb ?? ""}, resource=${first?.resource ?? "nodes"}, subresource(s)=[${subresources}])\n`;
 }
 
 /** A parsed and validated `PodLogOptions`. */
@@ -448,29 +524,83 @@ export function podUsageQuery(
   }));
 }
 
-/** `/runningpods/`: a `PodList` of the Pods with a running container, with those containers' names and images. */
-export function runningPodList(pods: readonly V1Pod[]): object {
+/**
+ * A `v1.PodList` as the kubelet encodes one (its `encodePods`): `kind` and `apiVersion` set,
+ * empty list metadata, `items` `null` when there are none (Go's nil slice, which the kubelet's
+ * `PodList` does not omit). Items are given as they are to be written.
+ */
+function encodePodList(items: readonly object[]): object {
   return {
     kind: "PodList",
     apiVersion: "v1",
     metadata: {},
-    items: activePods(pods).map((p) => ({
-      metadata: {
-        name: p.metadata?.name,
-        namespace: p.metadata?.namespace,
-        uid: p.metadata?.uid,
-        creationTimestamp: null,
-      },
-      spec: {
-        containers: runningContainers(p).map((c) => ({
-          name: c.name,
-          image: c.image,
-          resources: {},
-        })),
-      },
-      status: {},
-    })),
+    items: items.length === 0 ? null : items,
   };
+}
+
+/**
+ * `/pods` (the kubelet's `getPods`): every Pod bound to the Node, as its Pod manager holds them
+ * (the Pods whose `spec.nodeName` is the Node, terminal ones included, until they are gone from
+ * the API), whole: spec and status. Each Pod is passed in already as JSON (an API object);
+ * `kind` and `apiVersion` are dropped from the items, as a typed Go list writes them.
+ */
+export function podList(pods: readonly Record<string, unknown>[]): object {
+  return encodePodList(pods.map(({ kind: _kind, apiVersion: _apiVersion, ...rest }) => rest));
+}
+
+/** The phases after which a Pod's containers never run again. */
+const TERMINAL_PHASES = new Set(["Succeeded", "Failed"]);
+
+/**
+ * Whether a Pod is running now, as far as what was observed says: it is not terminal (`phase`
+ * `Succeeded` or `Failed`), a container of it runs (its status), and, once it is being deleted,
+ * the virtual node's latest look at its instance still saw it running (`instanceState`: the
+ * state EC2 last listed for the Pod's instance, `undefined` when none is listed: its teardown
+ * stopped or terminated it). A Pod not being deleted is judged by its status alone.
+ */
+export function isRunningPod(
+  pod: V1Pod,
+  instanceState?: (podUid: string) => string | undefined,
+): boolean {
+  const uid = pod.metadata?.uid;
+  if (uid === undefined || uid === "") return false;
+  if (TERMINAL_PHASES.has(pod.status?.phase ?? "")) return false;
+  if (runningContainers(pod).length === 0) return false;
+  if (pod.metadata?.deletionTimestamp != null && instanceState !== undefined) {
+    return instanceState(uid) === "running";
+  }
+  return true;
+}
+
+/**
+ * `/runningpods/` (the kubelet's `getRunningPods`): the Pods running now ({@link isRunningPod}),
+ * each as the kubelet's `Pod.ToAPIPod` builds it from the runtime: metadata `name`, `namespace`,
+ * `uid` only; `spec.containers` the running containers with `name` and `image` only (and the
+ * empty `resources` Go writes); empty `status`. A `PodList`, `items` `null` when none runs.
+ */
+export function runningPodList(
+  pods: readonly V1Pod[],
+  instanceState?: (podUid: string) => string | undefined,
+): object {
+  return encodePodList(
+    pods
+      .filter((p) => isRunningPod(p, instanceState))
+      .map((p) => ({
+        metadata: {
+          name: p.metadata?.name,
+          namespace: p.metadata?.namespace,
+          uid: p.metadata?.uid,
+        },
+        spec: {
+          containers: runningContainers(p).map((c) => ({
+            name: c.name,
+            image: c.image,
+            resources: {},
+          })),
+        },
+        status: {},
+      })),
+  );
 }
 
 interface CpuStats {
