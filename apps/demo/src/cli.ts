@@ -64,6 +64,9 @@ Scenarios (samples/):
   oom-killed         a Pod that runs out of memory: Failed/OOMKilled, instance terminated
                      (locally with the simulator's image nebula-sim/oomkill: it cannot OOM-kill)
   kubectl-delete     kubectl delete of a running Pod: instance terminated, then the Pod is gone
+From the first scenario to the end a watch checks each second's sample: no Workload or
+WorkloadDeployment Available=True while none of its Pods is available (a crash loop included),
+no ContainerStatusUnknown for an instance that reported, no deleted Pod past its deadline.
 At the end every sample is deleted and the instances left running are counted (must be 0).
 
 Flags:
@@ -71,7 +74,8 @@ Flags:
   --keep           leave everything running at the end; prints how to point kubectl and the
                    AWS CLI at it; Ctrl-C stops it
   --ci             no redrawing: one progress line per change, then SUMMARY <json> as the last line;
-                   exit 0 only when every scenario is ok and no instance is left
+                   exit 0 only when every scenario is ok, no instance is left and the
+                   watch saw no contradiction
   --timeout <s>    deadline of the whole run in seconds (default ${DEFAULT_TIMEOUT_SECONDS})
   -h, --help       this text
 

@@ -130,11 +130,16 @@ describe("npm run demo -- --ci", () => {
       ok: boolean;
       instancesLeft: number | null;
       scenarios: Record<string, { expected: string; observed: string; ok: boolean }>;
+      violations: unknown[];
+      watchedSamples: number;
     };
     expect(Object.keys(summary.scenarios)).toEqual([...SCENARIO_IDS]);
     for (const [id, verdict] of Object.entries(summary.scenarios))
       expect(verdict.ok, `${id}: ${verdict.observed}\n${context}`).toBe(true);
     expect(summary.instancesLeft).toBe(0);
+    // The watch sampled each second from the first scenario to the end and saw no contradiction.
+    expect(summary.watchedSamples).toBeGreaterThan(30);
+    expect(summary.violations, JSON.stringify(summary.violations, null, 2)).toEqual([]);
     expect(summary.ok, last).toBe(true);
     expect(code, context).toBe(0);
     // The progress was one line per change, never a redraw.

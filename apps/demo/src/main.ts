@@ -4,6 +4,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { DEFAULT_STABILITY_WINDOW_SECONDS } from "@nebula/state-mapping";
 import { type DemoOptions, parseDemoArgs, USAGE } from "./cli.js";
 import { vnodeLatencies } from "./metrics.js";
 import { EMPTY_SNAPSHOT, type Snapshot } from "./model.js";
@@ -18,9 +19,31 @@ import {
   type VnodeLatencies,
 } from "./summary.js";
 import { progressKey, progressLine, redraw, renderTable, type TableView } from "./table.js";
-import { DEMO_NAMESPACE, REPO_ROOT, startWorld, type World } from "./world.js";
+import { violationLine, Watch, type WatchOptions } from "./watch.js";
+import {
+  DEMO_NAMESPACE,
+  REPO_ROOT,
+  startWorld,
+  VNODE_API_HEADROOM_SECONDS,
+  VNODE_POLL_INTERVAL_SECONDS,
+  type World,
+} from "./world.js";
 
 const POLL_MS = 1_000;
+
+/**
+ * What the watch allows: the roll-up's own stability window (`@nebula/state-mapping`'s default,
+ * which the operator uses: the demo passes it no other), the operator's reaction to a Pod's
+ * change, and the vnode's poll interval and API headroom as `world.ts` configures them.
+ */
+const WATCH: WatchOptions = {
+  stabilityWindowSeconds: DEFAULT_STABILITY_WINDOW_SECONDS,
+  reactionSeconds: 5,
+  pollIntervalSeconds: VNODE_POLL_INTERVAL_SECONDS,
+  apiHeadroomSeconds: VNODE_API_HEADROOM_SECONDS,
+  sampleSeconds: POLL_MS / 1000,
+  slackSeconds: 10,
+};
 /** Time kept back from the deadline for deleting the samples and reclaiming their instances. */
 const RECLAIM_RESERVE_MS = 120_000;
 /** How long, once every instance is terminated, the deleted Pods' removal is waited for. */
@@ -93,6 +116,8 @@ class Ui {
 interface RunState {
   world: World | undefined;
   readonly tracker: Tracker;
+  /** Checks every sample from the first scenario to the end. */
+  readonly watch: Watch;
   snapshot: Snapshot;
   aborted: string | undefined;
   instancesLeft: number | undefined;
@@ -165,6 +190,7 @@ function appTrouble(world: World): string | undefined {
 async function tick(world: World, state: RunState, startedAt: number, ui: Ui, stage: string) {
   state.snapshot = await observe(world, startedAt, state.snapshot);
   state.tracker.observe(state.snapshot);
+  for (const violation of state.watch.observe(state.snapshot)) ui.note(violationLine(violation));
   ui.update({ snapshot: state.snapshot, verdicts: state.tracker.verdicts(), stage });
 }
 
@@ -177,6 +203,7 @@ async function runScenarios(
   signal: AbortSignal,
 ): Promise<void> {
   while (!signal.aborted) {
+    const sampled = Date.now();
     await tick(world, state, startedAt, ui, "running the scenarios");
     await maybeDelete(world, state, ui);
     await maybeReadLogs(world, state, ui);
@@ -191,7 +218,8 @@ async function runScenarios(
       state.scenarioDeadlinePassedAt = Math.round((Date.now() - startedAt) / 1000);
       return;
     }
-    await sleep(POLL_MS, signal);
+    // One sample a second: the rest of the second after the tick and its actions.
+    await sleep(Math.max(0, POLL_MS - (Date.now() - sampled)), signal);
   }
 }
 
@@ -220,6 +248,7 @@ async function reclaim(
   }
   let allTerminatedAt: number | undefined;
   while (!signal.aborted) {
+    const sampled = Date.now();
     await tick(world, state, startedAt, ui, "reclaiming: every sample deleted");
     const left = state.snapshot.instances.filter((i) => i.state !== "terminated").length;
     state.instancesLeft = left;
@@ -233,7 +262,7 @@ async function reclaim(
       state.aborted ??= `timeout: ${left} instances were not terminated when the deadline passed (--timeout)`;
       return;
     }
-    await sleep(POLL_MS, signal);
+    await sleep(Math.max(0, POLL_MS - (Date.now() - sampled)), signal);
   }
 }
 
@@ -262,6 +291,7 @@ async function main(argv: readonly string[]): Promise<number> {
   const state: RunState = {
     world: undefined,
     tracker: new Tracker(options.replicas),
+    watch: new Watch(WATCH),
     snapshot: EMPTY_SNAPSHOT,
     aborted: undefined,
     instancesLeft: undefined,
@@ -392,6 +422,8 @@ function summaryInput(
     podsLeft: state.podsLeft,
     elapsedMs: Date.now() - startedAt,
     aborted: state.aborted,
+    violations: state.watch.violations(),
+    watchedSamples: state.watch.samples,
   };
 }
 

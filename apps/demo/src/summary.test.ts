@@ -9,6 +9,7 @@ import {
   summaryLine,
   summaryLines,
 } from "./summary.js";
+import type { Violation } from "./watch.js";
 
 const OK: Verdict = {
   id: "prints-and-exits",
@@ -27,8 +28,21 @@ const input = (fields: Partial<SummaryInput> = {}): SummaryInput => ({
   keep: false,
   elapsedMs: 123_456,
   aborted: undefined,
+  violations: [],
+  watchedSamples: 240,
   ...fields,
 });
+
+const VIOLATION: Violation = {
+  kind: "available-crash-loop",
+  object: "WorkloadDeployment shop-crashing",
+  elapsedSeconds: 61.2,
+  at: "2026-11-30T16:01:01.200Z",
+  sinceSeconds: 55,
+  lastSeconds: 90,
+  samples: 29,
+  seen: 'Available=True (Ready), 1/1 ready, while none of its 1 Pod is available: shop-crashing-x: container "app" restarted 3 s before',
+};
 
 describe("stats", () => {
   it("median and max; null without samples", () => {
@@ -60,7 +74,8 @@ describe("the summary", () => {
     expect(succeeded(input({ instancesLeft: undefined }))).toBe(false);
     expect(succeeded(input({ aborted: "timeout: ..." }))).toBe(false);
     expect(succeeded(input({ verdicts: [] }))).toBe(false);
-    // Pods whose removal lags are reported, not judged.
+    expect(succeeded(input({ violations: [VIOLATION] }))).toBe(false);
+    // Pods whose removal lags are reported, not judged (the watch judges them by their deadline).
     expect(succeeded(input({ podsLeft: ["job (Succeeded)"] }))).toBe(true);
   });
 
@@ -80,6 +95,22 @@ describe("the summary", () => {
       aborted: null,
     });
     expect(summaryJson(input({ instancesLeft: undefined })).instancesLeft).toBeNull();
+  });
+
+  it("lists the watch's violations: object, kind, moment (elapsed and wall time), what was seen", () => {
+    const json = JSON.parse(
+      summaryLine(input({ violations: [VIOLATION] })).slice("SUMMARY ".length),
+    );
+    expect(json.ok).toBe(false);
+    expect(json.violations).toEqual([VIOLATION]);
+    expect(json.watchedSamples).toBe(240);
+    const text = summaryLines(input({ violations: [VIOLATION] })).join("\n");
+    expect(text).toContain("SUMMARY  NOT OK");
+    expect(text).toContain("watch: 240 samples, 1 violation:");
+    expect(text).toContain(
+      "VIOLATION available-crash-loop: WorkloadDeployment shop-crashing at 61.2 s (2026-11-30T16:01:01.200Z; since 55 s, last 90 s, 29 samples): Available=True",
+    );
+    expect(summaryLines(input()).join("\n")).toContain("watch: 240 samples, no contradiction");
   });
 
   it("the human summary shows each scenario, the latencies and the instances left", () => {

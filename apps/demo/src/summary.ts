@@ -3,6 +3,7 @@
  * latencies, and the instances left running. Pure.
  */
 import type { Latencies, Verdict } from "./scenarios.js";
+import { type Violation, violationLine } from "./watch.js";
 
 /** Order statistics of a list of samples (milliseconds). */
 export interface Stats {
@@ -46,6 +47,10 @@ export interface SummaryInput {
   readonly elapsedMs: number;
   /** Why the run ended early, if it did (timeout, Ctrl-C, an error). */
   readonly aborted: string | undefined;
+  /** What the watch found: samples that contradicted the truth for longer than allowed. */
+  readonly violations: readonly Violation[];
+  /** The samples the watch checked (one a second from the first scenario to the end). */
+  readonly watchedSamples: number;
 }
 
 /** The machine-readable summary (the `SUMMARY <json>` line). */
@@ -61,12 +66,16 @@ export interface SummaryJson {
   };
   readonly elapsedSeconds: number;
   readonly aborted: string | null;
+  /** Every violation the watch found (none in a good run). */
+  readonly violations: readonly Violation[];
+  readonly watchedSamples: number;
 }
 
-/** The run is a success: every scenario ok, no instance left, not aborted. */
+/** The run is a success: every scenario ok, no instance left, no violation, not aborted. */
 export function succeeded(input: SummaryInput): boolean {
   return (
     input.aborted === undefined &&
+    input.violations.length === 0 &&
     input.verdicts.length > 0 &&
     input.verdicts.every((v) => v.ok) &&
     input.instancesLeft === 0
@@ -90,6 +99,8 @@ export function summaryJson(input: SummaryInput): SummaryJson {
     },
     elapsedSeconds: Math.round(input.elapsedMs / 100) / 10,
     aborted: input.aborted ?? null,
+    violations: input.violations.map((v) => ({ ...v })),
+    watchedSamples: input.watchedSamples,
   };
 }
 
@@ -116,6 +127,12 @@ export function summaryLines(input: SummaryInput): string[] {
     lines.push(`       expected: ${v.expected}`);
     lines.push(`       observed: ${v.observed}`);
   }
+  lines.push(
+    input.violations.length === 0
+      ? `  watch: ${input.watchedSamples} samples, no contradiction`
+      : `  watch: ${input.watchedSamples} samples, ${input.violations.length} violation${input.violations.length === 1 ? "" : "s"}:`,
+  );
+  for (const v of input.violations) lines.push(`    ${violationLine(v)}`);
   lines.push(
     "  latencies (observed by the demo, polling every second; exits carry whole seconds):",
   );

@@ -44,6 +44,10 @@ export const DEMO_NAMESPACE = "nebula-demo";
 const SYSTEM_NAMESPACE = "nebula-system";
 /** The CloudWatch Logs group (in moto) the demo's containers log to. */
 const LOG_GROUP = "/nebula/nebula-demo/containers";
+/** The vnode's EC2 poll interval in the demo (`provider.pollIntervalSeconds`). */
+export const VNODE_POLL_INTERVAL_SECONDS = 2;
+/** The vnode's API headroom on a stop's wait in the demo (`provider.apiHeadroomSeconds`). */
+export const VNODE_API_HEADROOM_SECONDS = 5;
 
 /** This machine's first non-loopback IPv4 address: the demo Node's InternalIP. */
 function hostAddress(): string {
@@ -290,8 +294,8 @@ export async function startWorld(options: {
             instanceProfile: NEBULA_INSTANCE_PROFILE,
             instanceTypes: { default: "t3.micro" },
             endpoint: proxy.endpoint,
-            pollIntervalSeconds: 2,
-            apiHeadroomSeconds: 5,
+            pollIntervalSeconds: VNODE_POLL_INTERVAL_SECONDS,
+            apiHeadroomSeconds: VNODE_API_HEADROOM_SECONDS,
             batchWindowMs: 50,
             logs: { group: LOG_GROUP },
             metrics: { sampleSeconds: 5, publishSeconds: 15 },
