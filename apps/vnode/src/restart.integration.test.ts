@@ -59,14 +59,15 @@ async function snapshot(): Promise<Map<string, Snapshot>> {
   for (const name of names) {
     const pod = (await readPod(core, NS, name)) as V1Pod;
     out.set(name, {
-      writers: JSON.stringify(
-        (pod.metadata?.managedFields ?? []).map((f) => [
+      writers: JSON.stringify({
+        managedFields: (pod.metadata?.managedFields ?? []).map((f) => [
           f.manager,
           f.operation,
           f.subresource,
           f.time,
         ]),
-      ),
+        status: pod.status,
+      }),
       resourceVersion: pod.metadata?.resourceVersion,
       phase: pod.status?.phase,
       instanceId: pod.metadata?.annotations?.["nebula.dev/instance-id"],
@@ -111,6 +112,13 @@ async function polls(process: VnodeProcess, n: number): Promise<void> {
 }
 
 /** Every Pod as it was: the same object version (nothing written), Running, the same instance. */
+/** The Node's Ready condition: kube-controller-manager turns it Unknown when the vnode is away too long. */
+async function nodeReady(): Promise<string> {
+  const node = await core.readNode({ name: NODE });
+  const ready = node.status?.conditions?.find((c) => c.type === "Ready");
+  return `${ready?.status}/${ready?.reason} since ${String(ready?.lastTransitionTime)}`;
+}
+
 async function expectUntouched(
   before: Map<string, Snapshot>,
   calls: Record<string, number>,
@@ -119,8 +127,11 @@ async function expectUntouched(
   const after = await snapshot();
   for (const name of names) {
     const { writers, ...now } = after.get(name) ?? ({} as Snapshot);
-    const { writers: _, ...then } = before.get(name) ?? ({} as Snapshot);
-    expect(now, `${name} after ${how} (written by ${writers})`).toEqual(then);
+    const { writers: was, ...then } = before.get(name) ?? ({} as Snapshot);
+    expect(
+      now,
+      `${name} after ${how} (Node Ready ${await nodeReady()}): now ${writers}; before ${was}`,
+    ).toEqual(then);
     expect(after.get(name)?.phase, `${name} after ${how}`).toBe("Running");
   }
   expect(mutations(), `EC2 mutations by the vnode during ${how}`).toEqual(calls);
