@@ -33,7 +33,7 @@ const instances = Array.from({ length: INSTANCES }, (_, i) => {
     name: `web-${i}`,
     ready: false,
     reason: REASONS[i % REASONS.length],
-    message: `container "app" has exited and restarted ${i % 7} times without staying up for 5 minutes. Its last exit was with code ${i % 3}.`,
+    message: `container "app" has exited and restarted ${i % 7} times without staying up for 10 minutes. Its last exit was with code ${i % 3}.`,
   };
 });
 const input = { desiredReplicas: INSTANCES, generation: 3, instances };
