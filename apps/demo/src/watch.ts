@@ -32,7 +32,7 @@ import { decodeReportTags } from "@nebula/state-mapping";
 import type { ContainerView, PodView, SelectorView, Snapshot, WorkloadView } from "./model.js";
 
 /** The kinds of violation, one per rule (rule 1 has two: with or without a crash loop seen). */
-export const VIOLATION_KINDS = [
+const VIOLATION_KINDS = [
   "available-crash-loop",
   "available-none-ready",
   "unknown-despite-report",
@@ -40,7 +40,7 @@ export const VIOLATION_KINDS = [
 ] as const;
 
 /** A kind of violation. */
-export type ViolationKind = (typeof VIOLATION_KINDS)[number];
+type ViolationKind = (typeof VIOLATION_KINDS)[number];
 
 /** The times the rules allow, in seconds. */
 export interface WatchOptions {
@@ -78,7 +78,7 @@ export interface Violation {
 }
 
 /** One contradiction a single sample shows, before the allowance is applied. */
-export interface Finding {
+interface Finding {
   readonly kind: ViolationKind;
   readonly object: string;
   /** Identifies the contradiction across samples (kind and object identity). */
@@ -106,7 +106,7 @@ const parseTime = (iso: string | undefined): number | undefined => {
 const ago = (ms: number): string => `${Math.max(0, Math.round(ms / 1000))} s`;
 
 /** The memory after `snapshot`: restart counts that rose are stamped with the sample's time. */
-export function remember(memory: WatchMemory, snapshot: Snapshot): WatchMemory {
+function remember(memory: WatchMemory, snapshot: Snapshot): WatchMemory {
   const restarts = new Map(memory.restarts);
   for (const pod of snapshot.pods) {
     for (const c of pod.containers) {
@@ -122,7 +122,7 @@ export function remember(memory: WatchMemory, snapshot: Snapshot): WatchMemory {
 }
 
 /** Why a container is crash-looping at `at`, or `undefined` when it is not. */
-export function crashLoop(
+function crashLoop(
   pod: PodView,
   c: ContainerView,
   at: number,
@@ -206,7 +206,7 @@ export function selects(
 }
 
 /** The Pods of a WorkloadDeployment (its selector) or of a Workload (its WorkloadDeployments'). */
-export function podsOf(view: WorkloadView, snapshot: Snapshot): PodView[] {
+function podsOf(view: WorkloadView, snapshot: Snapshot): PodView[] {
   const deployments =
     view.kind === "WorkloadDeployment"
       ? [view]
@@ -313,11 +313,7 @@ function deletionFindings(snapshot: Snapshot, options: WatchOptions): Finding[] 
 }
 
 /** Every contradiction one sample shows (before any allowance), given what came before. */
-export function findings(
-  snapshot: Snapshot,
-  memory: WatchMemory,
-  options: WatchOptions,
-): Finding[] {
+function findings(snapshot: Snapshot, memory: WatchMemory, options: WatchOptions): Finding[] {
   return [
     ...availabilityFindings(snapshot, memory, options),
     ...unknownFindings(snapshot, options),
