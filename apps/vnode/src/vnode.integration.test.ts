@@ -189,7 +189,7 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
     },
   );
 
-  it("an instance terminated behind the vnode's back: Failed / ContainerStatusUnknown / 137", async () => {
+  it("an instance terminated behind the vnode's back: Failed with the end its host reported as it shut down, not ContainerStatusUnknown", async () => {
     const created = await core.createNamespacedPod({
       namespace: NS,
       body: barePod("lost", NODE, { command: ["sh", "-c", "sleep 3600"] }),
@@ -214,10 +214,12 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
       240_000,
       500,
     );
-    expect(pod.status?.containerStatuses?.[0]?.state?.terminated).toMatchObject({
-      reason: "ContainerStatusUnknown",
-      exitCode: 137,
-    });
+    // The host's supervisor stopped the container as the instance shut down (PID 1 `sleep`
+    // ignores SIGTERM: SIGKILL after the grace) and wrote its final report; the terminated
+    // instance, described by ID, still carries it. ContainerStatusUnknown is for a missing report.
+    const terminated = pod.status?.containerStatuses?.[0]?.state?.terminated;
+    expect(terminated?.reason).not.toBe("ContainerStatusUnknown");
+    expect([137, 143]).toContain(terminated?.exitCode);
   });
 
   it("the deletion's grace reaches the host: `--grace-period=5` on a Pod whose spec says 120 s stops its containers after 5 s, not 120 s", async () => {
