@@ -942,7 +942,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
           return;
         }
       }
-      await this.ledger.remove(uid);
+      await this.ledger.remove(uid, { ifVersion: entry.version });
     } catch (error) {
       this.#log("warn", `ledger entry of pod ${uid} not removed: ${String(error)}`);
     }
@@ -1609,8 +1609,10 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
         if (live.has(uid) || this.#records.has(uid)) continue;
         const launched =
           entry.launch.requestedAt !== undefined || entry.launch.instanceId !== undefined;
-        if (!launched || isCompleteRecord(entry.record)) await this.ledger.remove(uid);
-        else if (this.#drivesTeardowns && !this.#resuming.has(uid)) {
+        // Only the entry as listed: one written since (a launch, a teardown) is not deleted.
+        if (!launched || isCompleteRecord(entry.record)) {
+          await this.ledger.remove(uid, { ifVersion: entry.version });
+        } else if (this.#drivesTeardowns && !this.#resuming.has(uid)) {
           // A Pod gone with its teardown unfinished (or never started): reclaim its instance.
           this.#resuming.add(uid);
           if (entry.record === undefined) {

@@ -44,6 +44,19 @@ describe("MemoryPodLedger", () => {
     expect(entry?.record).toContain('"phase":"complete"');
   });
 
+  it("remove with ifVersion deletes only the entry as it was listed", async () => {
+    const ledger = new MemoryPodLedger();
+    const base = { podUid: "uid-v", namespace: "default", name: "web-0" };
+    await ledger.ensure(base);
+    const [listed] = await ledger.list();
+    await ledger.recordLaunch(base, { requestedAt: 5 });
+    expect(await ledger.remove("uid-v", { ifVersion: listed?.version })).toBe(false);
+    expect((await ledger.get("uid-v"))?.launch.requestedAt).toBe(5);
+    const now = await ledger.get("uid-v");
+    expect(await ledger.remove("uid-v", { ifVersion: now?.version })).toBe(true);
+    expect(await ledger.get("uid-v")).toBeUndefined();
+  });
+
   it("decodeLaunch is total", () => {
     expect(decodeLaunch(undefined)).toBeUndefined();
     expect(decodeLaunch("{")).toBeUndefined();

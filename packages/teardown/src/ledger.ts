@@ -47,6 +47,11 @@ export interface LedgerEntry {
   readonly launch: LaunchEntry;
   /** The stored teardown record (`@nebula/teardown`'s encoded record), if any. */
   readonly record: string | undefined;
+  /**
+   * The entry's version as read (a Kubernetes `resourceVersion`), when the store has one: hand it
+   * to {@link PodLedger.remove} so that an entry changed since it was read is not deleted.
+   */
+  readonly version?: string | undefined;
 }
 
 /**
@@ -71,8 +76,12 @@ export interface PodLedger extends TeardownStore {
   get(podUid: string): Promise<LedgerEntry | undefined>;
   /** Every entry. */
   list(): Promise<LedgerEntry[]>;
-  /** Deletes the Pod's entry (absent counts as done). */
-  remove(podUid: string): Promise<void>;
+  /**
+   * Deletes the Pod's entry (absent counts as done). With `ifVersion` (an entry's
+   * {@link LedgerEntry.version} as listed), only if it is still at that version: resolves
+   * `false` and deletes nothing when it changed since.
+   */
+  remove(podUid: string, options?: { readonly ifVersion?: string | undefined }): Promise<boolean>;
 }
 
 /**
@@ -126,15 +135,30 @@ export class MemoryPodLedger implements PodLedger {
 
   async get(podUid: string): Promise<LedgerEntry | undefined> {
     const entry = this.#entries.get(podUid);
-    return entry ? { launch: entry.launch, record: entry.record } : undefined;
+    return entry
+      ? { launch: entry.launch, record: entry.record, version: entry.version }
+      : undefined;
   }
 
   async list(): Promise<LedgerEntry[]> {
-    return [...this.#entries.values()].map((e) => ({ launch: e.launch, record: e.record }));
+    return [...this.#entries.values()].map((e) => ({
+      launch: e.launch,
+      record: e.record,
+      version: e.version,
+    }));
   }
 
-  async remove(podUid: string): Promise<void> {
+  async remove(podUid: string, options: { readonly ifVersion?: string | undefined } = {}) {
+    const entry = this.#entries.get(podUid);
+    if (
+      entry !== undefined &&
+      options.ifVersion !== undefined &&
+      entry.version !== options.ifVersion
+    ) {
+      return false;
+    }
     this.#entries.delete(podUid);
+    return true;
   }
 
   async read(key: string): Promise<StoreSnapshot> {

@@ -110,6 +110,23 @@ describe("ConfigMapPodLedger", () => {
     });
   });
 
+  it("a delete conditioned on the listed version deletes nothing once the entry changed since", async () => {
+    const ledger = new ConfigMapPodLedger(kc, { namespace: controllerNs });
+    const podUid = randomUUID();
+    await ledger.ensure({ podUid, namespace: tenantNs, name: "web-2" });
+    const listed = (await ledger.list()).find((e) => e.launch.podUid === podUid);
+    expect(listed?.version).toMatch(/^\d+$/);
+    // Written after it was listed (a launch recorded by another process).
+    await ledger.recordLaunch({ podUid, namespace: tenantNs, name: "web-2" }, { requestedAt: 1 });
+    expect(await ledger.remove(podUid, { ifVersion: listed?.version })).toBe(false);
+    expect((await ledger.get(podUid))?.launch.requestedAt).toBe(1);
+    const now = await ledger.get(podUid);
+    expect(await ledger.remove(podUid, { ifVersion: now?.version })).toBe(true);
+    expect(await ledger.get(podUid)).toBeUndefined();
+    // Already gone counts as done.
+    expect(await ledger.remove(podUid, { ifVersion: now?.version })).toBe(true);
+  });
+
   it("a tenant who can edit Pods in its namespace can neither read nor forge the ledger", async () => {
     const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
     await rbac.createNamespacedRole({

@@ -155,14 +155,24 @@ export class ConfigMapPodLedger implements PodLedger {
     return out;
   }
 
-  async remove(podUid: string): Promise<void> {
+  async remove(
+    podUid: string,
+    options: { readonly ifVersion?: string | undefined } = {},
+  ): Promise<boolean> {
     try {
       await this.#api.deleteNamespacedConfigMap({
         name: this.nameOf(podUid),
         namespace: this.#options.namespace,
+        // Only the entry as it was read: another writer's newer entry is not deleted.
+        ...(options.ifVersion === undefined
+          ? {}
+          : { body: { preconditions: { resourceVersion: options.ifVersion } } }),
       });
+      return true;
     } catch (error) {
-      if (statusOf(error) === 404) return;
+      const status = statusOf(error);
+      if (status === 404) return true;
+      if (status === 409) return false;
       throw failed(`DELETE ConfigMap ${this.nameOf(podUid)}`, error);
     }
   }
@@ -264,7 +274,11 @@ function toEntry(map: V1ConfigMap): LedgerEntry {
     namespace: "unknown",
     name: "unknown",
   };
-  return { launch, record: map.data?.[LEDGER_RECORD_KEY] };
+  return {
+    launch,
+    record: map.data?.[LEDGER_RECORD_KEY],
+    version: map.metadata?.resourceVersion,
+  };
 }
 
 function failed(what: string, error: unknown): KubeError {
