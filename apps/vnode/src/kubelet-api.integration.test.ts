@@ -7,11 +7,9 @@
  * `/metrics/resource`, `/healthz` and `kubectl logs` answer through the same proxy.
  */
 import { execFile } from "node:child_process";
-import { networkInterfaces } from "node:os";
 import { promisify } from "node:util";
-import { CloudWatchLogsClient, CreateLogGroupCommand } from "@aws-sdk/client-cloudwatch-logs";
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
-import { type InstanceHosts, kubectlPath, MOTO_CREDENTIALS } from "@nebula/test-peers";
+import { type InstanceHosts, kubectlPath } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -19,13 +17,11 @@ import {
   deleteNode,
   nodeInstances,
   readPod,
-  startVnode,
-  startWorld,
+  startKubeletApiWorld,
   until,
   VNODE_GROUPS,
   VNODE_USER,
   type VnodeProcess,
-  vnodeConfig,
 } from "./testing/e2e.js";
 
 const run = promisify(execFile);
@@ -64,48 +60,16 @@ interface PodListBody {
   items: V1Pod[] | null;
 }
 
-/** This machine's first non-loopback IPv4 address. */
-function hostAddress(): string {
-  const address = Object.values(networkInterfaces())
-    .flat()
-    .find((a) => a !== undefined && a.family === "IPv4" && !a.internal)?.address;
-  if (address === undefined) throw new Error("no non-loopback IPv4 address on this machine");
-  return address;
-}
-
 beforeAll(async () => {
-  const logs = new CloudWatchLogsClient({
-    endpoint: moto.endpoint,
-    region: moto.region,
-    credentials: MOTO_CREDENTIALS,
-  });
-  await logs.send(new CreateLogGroupCommand({ logGroupName: GROUP }));
-  logs.destroy();
-  const world = await startWorld({ admin, ec2, moto, cluster: NODE, namespace: NS });
-  hosts = world.hosts;
-  const config = vnodeConfig({
-    cluster: NODE,
-    region: moto.region,
-    world,
-    endpoint: hosts.ec2Endpoint,
-    capacity: { cpu: "100", memory: "400Gi", pods: "20" },
-    pollIntervalSeconds: 2,
-    batchWindowMs: 50,
-  }) as { node: Record<string, unknown>; provider: Record<string, unknown> };
-  // kube-apiserver proxies to the Node's address only when it is not loopback.
-  config.node.internalIP = hostAddress();
-  config.provider.logs = { group: GROUP };
-  config.provider.metrics = { sampleSeconds: 5, publishSeconds: 10 };
-  (config as Record<string, unknown>).kubeletApi = { usageCacheSeconds: 5 };
-  vnode = await startVnode({
-    nodeName: NODE,
-    kubeconfig: controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS),
+  ({ hosts, vnode } = await startKubeletApiWorld({
+    admin,
+    ec2,
     moto,
-    config,
-  });
-  await until("the kubelet API", () =>
-    vnode.lines.some((l) => l.msg === "kubelet API listening") ? true : undefined,
-  );
+    kubeconfig: controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS),
+    node: NODE,
+    namespace: NS,
+    group: GROUP,
+  }));
 }, 300_000);
 
 afterAll(async () => {

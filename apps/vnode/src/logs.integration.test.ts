@@ -10,30 +10,22 @@
  */
 import { execFile, spawn } from "node:child_process";
 import { request } from "node:https";
-import { networkInterfaces } from "node:os";
 import { promisify } from "node:util";
-import { CloudWatchLogsClient, CreateLogGroupCommand } from "@aws-sdk/client-cloudwatch-logs";
 import { CoreV1Api, type V1Pod } from "@kubernetes/client-node";
-import {
-  type InstanceHosts,
-  kubectlPath,
-  MOTO_CREDENTIALS,
-  startMetricsServer,
-} from "@nebula/test-peers";
+import { type InstanceHosts, kubectlPath, startMetricsServer } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   barePod,
   deleteNode,
+  hostAddress,
   nodeInstances,
   readPod,
-  startVnode,
-  startWorld,
+  startKubeletApiWorld,
   until,
   VNODE_GROUPS,
   VNODE_USER,
   type VnodeProcess,
-  vnodeConfig,
 } from "./testing/e2e.js";
 
 const run = promisify(execFile);
@@ -68,52 +60,16 @@ async function kubectlError(...args: string[]): Promise<string> {
   throw new Error(`kubectl ${args.join(" ")} succeeded`);
 }
 
-/** This machine's first non-loopback IPv4 address. */
-function hostAddress(): string {
-  const address = Object.values(networkInterfaces())
-    .flat()
-    .find((a) => a !== undefined && a.family === "IPv4" && !a.internal)?.address;
-  if (address === undefined) throw new Error("no non-loopback IPv4 address on this machine");
-  return address;
-}
-
 beforeAll(async () => {
-  const logs = new CloudWatchLogsClient({
-    endpoint: moto.endpoint,
-    region: moto.region,
-    credentials: MOTO_CREDENTIALS,
-  });
-  // The operator creates the group (the hosts may not): what deploy/vnode/iam describes.
-  await logs.send(new CreateLogGroupCommand({ logGroupName: GROUP }));
-  logs.destroy();
-  const world = await startWorld({ admin, ec2, moto, cluster: NODE, namespace: NS });
-  hosts = world.hosts;
-  const config = vnodeConfig({
-    cluster: NODE,
-    region: moto.region,
-    world,
-    endpoint: hosts.ec2Endpoint,
-    capacity: { cpu: "100", memory: "400Gi", pods: "20" },
-    pollIntervalSeconds: 2,
-    batchWindowMs: 50,
-  }) as { node: Record<string, unknown>; provider: Record<string, unknown> };
-  // kube-apiserver refuses to proxy to loopback addresses (nodes/proxy: "address not allowed"), as
-  // it should: the Node advertises this machine's own address, as a vnode Pod advertises its IP.
-  config.node.internalIP = hostAddress();
-  config.provider.logs = { group: GROUP };
-  config.provider.metrics = { sampleSeconds: 5, publishSeconds: 10 };
-  (config as Record<string, unknown>).kubeletApi = { usageCacheSeconds: 5 };
-  vnode = await startVnode({
-    nodeName: NODE,
-    // As its ServiceAccount: TokenReview, SubjectAccessReview and the client CA are what
-    // deploy/vnode/rbac.yaml grants.
-    kubeconfig: controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS),
+  ({ hosts, vnode } = await startKubeletApiWorld({
+    admin,
+    ec2,
     moto,
-    config,
-  });
-  await until("the kubelet API", () =>
-    vnode.lines.some((l) => l.msg === "kubelet API listening") ? true : undefined,
-  );
+    kubeconfig: controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS),
+    node: NODE,
+    namespace: NS,
+    group: GROUP,
+  }));
 }, 300_000);
 
 afterAll(async () => {

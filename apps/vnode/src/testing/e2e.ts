@@ -14,10 +14,11 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { CloudWatchLogsClient, CreateLogGroupCommand } from "@aws-sdk/client-cloudwatch-logs";
 import {
   CreateSecurityGroupCommand,
   CreateSubnetCommand,
@@ -378,4 +379,72 @@ export async function readPod(
     if ((error as { code?: number }).code === 404) return undefined;
     throw error;
   }
+}
+
+/** This machine's first non-loopback IPv4 address. */
+export function hostAddress(): string {
+  const address = Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a !== undefined && a.family === "IPv4" && !a.internal)?.address;
+  if (address === undefined) throw new Error("no non-loopback IPv4 address on this machine");
+  return address;
+}
+
+/**
+ * One file's world for the kubelet API through kube-apiserver: the log group (the operator
+ * creates it; the hosts may not), the world of {@link startWorld}, and the vnode as its
+ * ServiceAccount (TokenReview, SubjectAccessReview and the client CA are what
+ * deploy/vnode/rbac.yaml grants) with logs, metrics and a 5 s usage cache, advertising this
+ * machine's own address: kube-apiserver refuses to proxy to loopback (nodes/proxy: "address not
+ * allowed"), as it should. Resolves once the kubelet API listens.
+ */
+export async function startKubeletApiWorld(options: {
+  readonly admin: KubeConfig;
+  readonly ec2: EC2Client;
+  readonly moto: MotoConnection;
+  /** The vnode's ServiceAccount kubeconfig (`controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS)`). */
+  readonly kubeconfig: string;
+  /** The Node, the cluster and the file's namespace. */
+  readonly node: string;
+  readonly namespace: string;
+  /** The CloudWatch Logs group the hosts write. */
+  readonly group: string;
+}): Promise<{ readonly hosts: InstanceHosts; readonly vnode: VnodeProcess }> {
+  const logs = new CloudWatchLogsClient({
+    endpoint: options.moto.endpoint,
+    region: options.moto.region,
+    credentials: MOTO_CREDENTIALS,
+  });
+  await logs.send(new CreateLogGroupCommand({ logGroupName: options.group }));
+  logs.destroy();
+  const world = await startWorld({
+    admin: options.admin,
+    ec2: options.ec2,
+    moto: options.moto,
+    cluster: options.node,
+    namespace: options.namespace,
+  });
+  const config = vnodeConfig({
+    cluster: options.node,
+    region: options.moto.region,
+    world,
+    endpoint: world.hosts.ec2Endpoint,
+    capacity: { cpu: "100", memory: "400Gi", pods: "20" },
+    pollIntervalSeconds: 2,
+    batchWindowMs: 50,
+  }) as { node: Record<string, unknown>; provider: Record<string, unknown> };
+  config.node.internalIP = hostAddress();
+  config.provider.logs = { group: options.group };
+  config.provider.metrics = { sampleSeconds: 5, publishSeconds: 10 };
+  (config as Record<string, unknown>).kubeletApi = { usageCacheSeconds: 5 };
+  const vnode = await startVnode({
+    nodeName: options.node,
+    kubeconfig: options.kubeconfig,
+    moto: options.moto,
+    config,
+  });
+  await until("the kubelet API", () =>
+    vnode.lines.some((l) => l.msg === "kubelet API listening") ? true : undefined,
+  );
+  return { hosts: world.hosts, vnode };
 }
