@@ -6,15 +6,14 @@
  * and no longer a Pod the moment its deletion has completed in the API; `/stats/summary`,
  * `/metrics/resource`, `/healthz` and `kubectl logs` answer through the same proxy.
  */
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from "@kubernetes/client-node";
-import { type InstanceHosts, kubectlPath } from "@nebula/test-peers";
+import type { InstanceHosts } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   barePod,
   deleteNode,
+  kubectlWith,
   nodeInstances,
   readPod,
   startKubeletApiWorld,
@@ -24,7 +23,6 @@ import {
   type VnodeProcess,
 } from "./testing/e2e.js";
 
-const run = promisify(execFile);
 const { controlPlane, moto } = useTestPeers();
 const admin = controlPlane.kubeConfig();
 const core = admin.makeApiClient(CoreV1Api);
@@ -39,14 +37,7 @@ let hosts: InstanceHosts;
 let vnode: VnodeProcess;
 
 /** The real kubectl as the cluster admin; resolves with stdout, rejects with stderr. */
-async function kubectl(...args: string[]): Promise<string> {
-  const { stdout } = await run(
-    kubectlPath(),
-    ["--kubeconfig", controlPlane.kubeconfigPath ?? "", ...args],
-    { maxBuffer: 64 * 1024 * 1024 },
-  );
-  return stdout;
-}
+const kubectl = kubectlWith(controlPlane.kubeconfigPath ?? "");
 
 /** `kubectl get --raw` through the API server's node proxy. */
 function proxy(path: string): Promise<string> {

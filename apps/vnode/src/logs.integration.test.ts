@@ -8,9 +8,8 @@
  * three-container Pod, and `kubectl top` on it through the real metrics-server; requests not from
  * the API server refused.
  */
-import { execFile, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { request } from "node:https";
-import { promisify } from "node:util";
 import { CoreV1Api, type V1Pod } from "@kubernetes/client-node";
 import { type InstanceHosts, kubectlPath, startMetricsServer } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
@@ -19,6 +18,7 @@ import {
   barePod,
   deleteNode,
   hostAddress,
+  kubectlWith,
   nodeInstances,
   readPod,
   startKubeletApiWorld,
@@ -28,7 +28,6 @@ import {
   type VnodeProcess,
 } from "./testing/e2e.js";
 
-const run = promisify(execFile);
 const { controlPlane, moto } = useTestPeers();
 const admin = controlPlane.kubeConfig();
 const core = admin.makeApiClient(CoreV1Api);
@@ -41,14 +40,7 @@ let hosts: InstanceHosts;
 let vnode: VnodeProcess;
 
 /** The real kubectl as the cluster admin; resolves with stdout, rejects with stderr. */
-async function kubectl(...args: string[]): Promise<string> {
-  const { stdout } = await run(
-    kubectlPath(),
-    ["--kubeconfig", controlPlane.kubeconfigPath ?? "", ...args],
-    { maxBuffer: 64 * 1024 * 1024 },
-  );
-  return stdout;
-}
+const kubectl = kubectlWith(controlPlane.kubeconfigPath ?? "");
 
 /** kubectl's error text for a command that must fail. */
 async function kubectlError(...args: string[]): Promise<string> {

@@ -5,7 +5,7 @@
  *
  * @packageDocumentation
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import {
   appendFileSync,
   mkdirSync,
@@ -18,6 +18,7 @@ import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 import { CloudWatchLogsClient, CreateLogGroupCommand } from "@aws-sdk/client-cloudwatch-logs";
 import {
   CreateSecurityGroupCommand,
@@ -38,6 +39,7 @@ import {
 import {
   freePort,
   type InstanceHosts,
+  kubectlPath,
   MOTO_CREDENTIALS,
   type MotoConnection,
   NEBULA_INSTANCE_PROFILE,
@@ -447,4 +449,18 @@ export async function startKubeletApiWorld(options: {
     vnode.lines.some((l) => l.msg === "kubelet API listening") ? true : undefined,
   );
   return { hosts: world.hosts, vnode };
+}
+
+/**
+ * The real kubectl with the kubeconfig at `kubeconfigPath` (the cluster admin's:
+ * `controlPlane.kubeconfigPath`): resolves with stdout, rejects with stderr.
+ */
+export function kubectlWith(kubeconfigPath: string): (...args: string[]) => Promise<string> {
+  const run = promisify(execFile);
+  return async (...args) => {
+    const { stdout } = await run(kubectlPath(), ["--kubeconfig", kubeconfigPath, ...args], {
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    return stdout;
+  };
 }
