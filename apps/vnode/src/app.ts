@@ -371,6 +371,7 @@ export function createVnode(options: VnodeOptions): Vnode {
     registers: [registry],
   });
   const kubeletApi = config.kubeletApi;
+  const podReader = kubeConfig.makeApiClient(CoreV1Api);
   if (kubeletApi.enabled) {
     const startTime = new Date();
     manager.addRunnable(
@@ -395,9 +396,9 @@ export function createVnode(options: VnodeOptions): Vnode {
             // of a deletion that just completed.
             readPods: async () =>
               (
-                await kubeConfig
-                  .makeApiClient(CoreV1Api)
-                  .listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })
+                await podReader.listPodForAllNamespaces({
+                  fieldSelector: `spec.nodeName=${nodeName}`,
+                })
               ).items,
             instanceState: (uid) => provider.listedInstance(uid)?.state,
             logs: provider.containerLogs,
