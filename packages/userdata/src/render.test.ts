@@ -1,5 +1,4 @@
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import type { V1Pod } from "@kubernetes/client-node";
 import {
@@ -12,18 +11,15 @@ import {
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
-  bashQuote,
-  DEFAULT_METRICS_NAMESPACE,
-  expandKubernetesReferences,
   MAX_USER_DATA_BYTES,
   RenderOptions,
   renderUserData,
-  shQuote,
   supervisorScript,
   UserDataError,
 } from "./index.js";
-import { stripShell } from "./strip-shell.js";
-import { SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
+import { DEFAULT_METRICS_NAMESPACE } from "./options.js";
+import { expand as expandKubernetesReferences } from "./pod.js";
+import { bashQuote, shQuote } from "./quote.js";
 import { typicalPod } from "./testing/pods.js";
 
 const asPod = (value: unknown) => value as V1Pod;
@@ -64,14 +60,6 @@ describe("renderUserData", () => {
     expect(script).not.toMatch(/@@[A-Z_]+@@/);
     expect(script).toContain(`REPORT_TAG_KEY='${REPORT_TAG_KEY}'`);
     expect(script).toContain(`REPORT_CHUNK_SIZE=${REPORT_CHUNK_SIZE}\n`);
-  });
-
-  it("ships the supervisor as src/supervisor.sh without its comments (run `npm run embed` after editing it)", () => {
-    const source = readFileSync(new URL("./supervisor.sh", import.meta.url), "utf8");
-    expect(SUPERVISOR_TEMPLATE).toBe(stripShell(source));
-    expect(SUPERVISOR_TEMPLATE.length).toBeLessThan(source.length * 0.85);
-    expect(SUPERVISOR_TEMPLATE).not.toMatch(/^\s*#(?!!|\s*shellcheck)/m);
-    expect(SUPERVISOR_TEMPLATE).not.toMatch(/^\s*$\n/m);
   });
 
   it("embeds the shared message budget and the log-fallback limits of @nebula/state-mapping", () => {

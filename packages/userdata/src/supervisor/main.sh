@@ -1,0 +1,82 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # sets globals that other fragments read
+# shellcheck disable=SC2154 # S is associative (common.sh); alone, shellcheck reads S[st.$i] as $st
+# Supervisor fragment: the main loop. This header (up to the first blank line) is for shellcheck
+# of this file alone: `npm run embed` drops it and joins the fragments in the order of
+# fragments.ts into the installed supervisor.sh.
+
+pod_done() {
+  local i
+  [ -z "$GIVE_UP" ] && [ -z "$POD_FAILED" ] || return 0
+  [ "$PHASE" = app ] || return 1
+  for ((i = 0; i < N; i++)); do
+    [ "${INIT[i]}" = 1 ] || [ "${S[st.$i]}" = exited ] || [ "${S[st.$i]}" = stuck ] || return 1
+  done
+}
+
+main() {
+  local i changed t
+  mkdir -p "$RUN" "$STATE/containers"
+  if [ -e "$STATE/final" ]; then
+    log "the final report was already written; nothing to run"
+    exit 0
+  fi
+  # The stop time is recorded first, in the trap itself.
+  trap '[ -n "$TERM_REQUESTED" ] || printf -v TERM_AT "%(%s)T" -1; TERM_REQUESTED=1' TERM INT
+  SUPERVISOR_AT=$(iso_now)
+  load_pod
+  log "supervising pod $POD_NAMESPACE/$POD_NAME ($N containers)"
+  [ -n "$INSTANCE_ID" ] || identify 30 || log "no instance identity from IMDS; reporting on the console only"
+  # The aws CLI only when it really runs (a broken install or a file hiding it must not stop the reports).
+  if command -v aws >/dev/null 2>&1 && aws --version >/dev/null 2>&1; then AWS_CLI=1; fi
+  if [ -n "$AWS_CLI" ]; then log "reports: CreateTags through the aws CLI"; else log "reports: CreateTags through curl + SigV4"; fi
+  utf8_locale
+  usage_start
+  for ((i = 0; i < N; i++)); do
+    S[restarts.$i]=0
+    S[quick.$i]=0
+    S[delay.$i]=0
+    S[pulls.$i]=0
+    set_waiting "$i" PodInitializing ""
+    S[st.$i]=pending
+  done
+  next_init -1
+  if ! sandbox_up; then
+    log "$SANDBOX_ERR"
+    GIVE_UP=$SANDBOX_ERR
+    for ((i = 0; i < N; i++)); do S[wmsg.$i]=$(b64 "$SANDBOX_ERR"); done
+  fi
+  report
+  while :; do
+    [ -z "$TERM_REQUESTED" ] || finish
+    changed=
+    for ((i = 0; i < N; i++)); do
+      if [ "${S[st.$i]}" = running ] && [ -e "$RUN/$i.done" ]; then
+        t=$(docker inspect --format '{{.State.Running}}' "${S[cid.$i]}" 2>/dev/null)
+        if [ "$t" = true ]; then
+          watch "$i"
+          continue
+        fi
+        probes_stop "$i"
+        capture "$i" "" "" "$(probe_verdict "$i")"
+        decide "$i"
+        changed=1
+      fi
+    done
+    for ((i = 0; i < N; i++)); do
+      if [ "${S[st.$i]}" = wait ] && (($(now) >= ${S[next.$i]:-0})) && [ -z "$GIVE_UP" ] && [ -z "$POD_FAILED" ]; then
+        attempt "$i"
+        changed=1
+      fi
+    done
+    [ -z "$TERM_REQUESTED" ] || finish
+    ! pod_done || finish
+    ! spot_check || finish
+    probes_read
+    sidecars_advance
+    if [ -n "$PROBE_DIRTY" ] && (($(now) >= LAST_REPORT + PROBE_REPORT_SECONDS)); then changed=1; fi
+    if [ -n "$changed" ]; then report; else pause 1; fi
+  done
+}
+
+main "$@"

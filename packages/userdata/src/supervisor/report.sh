@@ -1,0 +1,407 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # sets globals that other fragments read
+# shellcheck disable=SC2153 # names from common.sh or pod.sh, not misspellings
+# Supervisor fragment: the exit report: its JSON, the message budget, the tag channel, CreateTags
+# (aws CLI or SigV4). This header (up to the first blank line) is for shellcheck of this file
+# alone: `npm run embed` drops it and joins the fragments in the order of fragments.ts into the
+# installed supervisor.sh.
+
+# ---- exit report -------------------------------------------------------------------------------
+
+# Decoded length of the base64 text $1.
+b64_bytes() {
+  local v=$1 pad=0
+  case $v in *==) pad=2 ;; *=) pad=1 ;; esac
+  printf '%s' $((${#v} * 3 / 4 - pad))
+}
+
+# Prints the first ($3 = head) or last ($3 = tail) at most $2 bytes of file $1, cut on a UTF-8
+# character boundary: the cut moves at most 3 bytes inwards, off continuation bytes (10xxxxxx).
+utf8_cut() {
+  local file=$1 max=$2 n k b size
+  size=$(stat -c %s "$file" 2>/dev/null) || return 0
+  if ((size <= max)); then
+    cat "$file"
+  elif [ "$3" = head ]; then
+    n=$max
+    for ((k = 0; k < 3 && n > 0; k++)); do
+      b=$(od -An -tu1 -j "$n" -N1 "$file")
+      ((b < 128 || b >= 192)) && break
+      n=$((n - 1))
+    done
+    head -c "$n" "$file"
+  else
+    n=$((size - max))
+    for ((k = 0; k < 3 && n < size; k++)); do
+      b=$(od -An -tu1 -j "$n" -N1 "$file")
+      ((b < 128 || b >= 192)) && break
+      n=$((n + 1))
+    done
+    tail -c "+$((n + 1))" "$file"
+  fi
+}
+
+# The base64 message $1 cut to $2 bytes from the $3 end (head or tail), base64.
+cut_b64() {
+  printf '%s' "$1" | base64 -d >"$RUN/cut" 2>/dev/null
+  utf8_cut "$RUN/cut" "$2" "$3" | base64 -w0
+}
+
+# Appends ,"<key>":"<b64>" to J, keeping $3 bytes (-1: all) from the $4 end; sets TRUNC on a cut.
+json_msg() {
+  local key=$1 value=$2 keep=$3
+  [ -n "$value" ] || return 0
+  if ((keep >= 0 && keep < $(b64_bytes "$value"))); then
+    TRUNC=1
+    ((keep > 0)) || return 0
+    value=$(cut_b64 "$value" "$keep" "$4")
+    [ -n "$value" ] || return 0
+  fi
+  J+=",\"$key\":\"$value\""
+}
+
+# Appends a termination object's fields (without braces) for prefix $1 (t: current, l: last).
+json_termination() {
+  local p=$1 i=$2 keep=$3
+  J+="\"exitCode\":${S[$p.code.$i]},\"reason\":\"${S[$p.reason.$i]}\""
+  [ -z "${S[$p.signal.$i]}" ] || J+=",\"signal\":${S[$p.signal.$i]}"
+  [ -z "${S[$p.start.$i]}" ] || J+=",\"startedAt\":\"${S[$p.start.$i]}\""
+  [ -z "${S[$p.finish.$i]}" ] || J+=",\"finishedAt\":\"${S[$p.finish.$i]}\""
+  json_msg messageB64 "${S[$p.msg.$i]}" "$keep" tail
+}
+
+# The message of container $2 for slot $1 (cur or last), as the report carries it.
+slot_msg() {
+  if [ "$1" = last ]; then
+    [ -z "${S[l.code.$2]}" ] || printf '%s' "${S[l.msg.$2]}"
+  else
+    case ${S[st.$2]} in
+      running) ;;
+      exited) printf '%s' "${S[t.msg.$2]}" ;;
+      *) printf '%s' "${S[wmsg.$2]}" ;;
+    esac
+  fi
+}
+
+# True when container $1 is failing: a non-zero exit, a waiting reason other than starting up,
+# or a restart after a non-zero exit.
+failing() {
+  case ${S[st.$1]} in
+    running) ;;
+    exited) ((${S[t.code.$1]} == 0)) || return 0 ;;
+    *) case ${S[wreason.$1]} in ContainerCreating | PodInitializing) ;; *) return 0 ;; esac ;;
+  esac
+  [ -n "${S[l.code.$1]}" ] && ((${S[l.code.$1]} != 0))
+}
+
+# Spends the shared message budget $1 on the messages, most useful first (a failing container's
+# current message, then its previous exit's, then the healthy containers'): whole while they fit,
+# the first that does not is cut to what is left, the rest dropped. Result in ALLOC[cur|last.i].
+plan_budget() {
+  local left=$1 rank i slot bytes bad
+  ALLOC=()
+  for rank in 0 1 2 3; do
+    for ((i = 0; i < N; i++)); do
+      bad=1
+      failing "$i" && bad=0
+      ((rank < 2 ? bad == 0 : bad == 1)) || continue
+      if ((rank % 2 == 0)); then slot=cur; else slot=last; fi
+      bytes=$(b64_bytes "$(slot_msg "$slot" "$i")")
+      ((bytes > 0)) || continue
+      if ((bytes <= left)); then
+        ALLOC[$slot.$i]=$bytes
+        left=$((left - bytes))
+      else
+        ALLOC[$slot.$i]=$left
+        left=0
+      fi
+    done
+  done
+}
+
+# Appends container $1 to J. $2: whole (console), budget (ALLOC), lean (no messages, no last,
+# no boot timings).
+json_container() {
+  local i=$1 mode=$2 init=false cur=-1 lst=-1
+  TRUNC=
+  if [ "$mode" = budget ]; then
+    cur=${ALLOC[cur.$i]:-0}
+    lst=${ALLOC[last.$i]:-0}
+  elif [ "$mode" = lean ]; then
+    cur=0
+    lst=0
+    [ -z "$(slot_msg last "$i")" ] || TRUNC=1
+  fi
+  [ "${INIT[i]}" = 1 ] && init=true
+  J+="{\"name\":\"${NAMES[i]}\",\"init\":$init,\"restarts\":${S[restarts.$i]}"
+  case ${S[st.$i]} in
+    running)
+      J+=",\"state\":\"running\""
+      [ -z "${S[started.$i]}" ] || J+=",\"startedAt\":\"${S[started.$i]}\""
+      [ "${PROBED[i]}" != 1 ] || J+=",\"started\":${S[startedp.$i]:-false},\"ready\":${S[ready.$i]:-false}"
+      ;;
+    exited)
+      J+=",\"state\":\"terminated\","
+      json_termination t "$i" "$cur"
+      ;;
+    *)
+      J+=",\"state\":\"waiting\",\"reason\":\"${S[wreason.$i]}\""
+      json_msg messageB64 "${S[wmsg.$i]}" "$cur" head
+      ;;
+  esac
+  [ -z "${S[cid.$i]}" ] || J+=",\"containerID\":\"docker://${S[cid.$i]}\""
+  [ -z "${S[imageid.$i]}" ] || J+=",\"imageID\":\"${S[imageid.$i]}\""
+  if [ "$mode" != lean ]; then
+    if [ -n "${S[l.code.$i]}" ]; then
+      J+=",\"last\":{"
+      json_termination l "$i" "$lst"
+      J+="}"
+    fi
+    [ -z "${S[pullat.$i]}" ] || J+=",\"pullStartedAt\":\"${S[pullat.$i]}\""
+    [ -z "${S[pulledat.$i]}" ] || J+=",\"pullFinishedAt\":\"${S[pulledat.$i]}\""
+    [ -z "${S[firstat.$i]}" ] || J+=",\"firstStartedAt\":\"${S[firstat.$i]}\""
+  fi
+  [ -z "${S[limit.$i]}" ] || J+=",\"restartLimitReached\":true"
+  [ -z "${S[because.$i]}" ] || J+=",\"stoppedBecause\":\"${S[because.$i]}\""
+  if [ -n "$TRUNC" ]; then
+    J+=",\"truncated\":true"
+    CUT=1
+  fi
+  J+="}"
+}
+
+# Builds the report JSON into J: $1 mode (see json_container), $2 containers.
+json_report() {
+  local mode=$1 count=$2 i
+  CUT=
+  [ "$mode" != lean ] || CUT=1
+  J="{\"v\":$REPORT_VERSION,\"seq\":$SEQ,\"time\":\"$REPORT_TIME\",\"final\":$FINAL"
+  # A stop this supervisor did not start (Spot interruption, a stop by the user or the controller).
+  [ -z "$STOP_REQUESTED" ] || J+=",\"stopRequested\":true,\"stopRequestedAt\":\"$STOP_ISO\""
+  [ -z "$SPOT_ACTION" ] || J+=",\"interruption\":{\"kind\":\"spot\",\"action\":\"$SPOT_ACTION\"${SPOT_TIME:+,\"time\":\"$SPOT_TIME\"}}"
+  [ -z "$LIMIT_HIT" ] || J+=",\"restartLimit\":{\"container\":\"${NAMES[LIMIT_HIT]}\",\"limit\":$RESTART_LIMIT}"
+  J+=",\"supervisorStartedAt\":\"$SUPERVISOR_AT\",\"containers\":["
+  for ((i = 0; i < count; i++)); do
+    ((i == 0)) || J+=","
+    json_container "$i" "$mode"
+  done
+  J+="]"
+  ((count == N)) || J+=",\"containersOmitted\":$((N - count))"
+  [ -z "$CUT" ] || J+=",\"cut\":true"
+  J+="}"
+}
+
+# The tag channel's body: the shared message budget, then smaller ones, then no last and no
+# timings, then fewer containers, so the report always fits (the rules of the report format).
+tag_body() {
+  local limit=$((REPORT_CHUNK_SIZE * REPORT_MAX_CHUNKS)) budget count
+  for budget in $REPORT_BUDGET_STEPS; do
+    plan_budget "$budget"
+    json_report budget "$N"
+    BODY=$(b64url "$J")
+    ((${#BODY} <= limit)) && return 0
+  done
+  for ((count = N; count >= 0; count--)); do
+    json_report lean "$count"
+    BODY=$(b64url "$J")
+    ((${#BODY} <= limit)) && return 0
+  done
+}
+
+urlencode() {
+  local s=$1 out='' c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c=${s:i:1}
+    case $c in
+      [A-Za-z0-9._~-]) out+=$c ;;
+      *) out+=$(printf '%%%02X' "'$c") ;;
+    esac
+  done
+  printf '%s' "$out"
+}
+
+hmac_hex() { printf '%s' "$2" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" | awk '{print $NF}'; }
+sha256_hex() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+
+ec2_endpoint() {
+  local ep=${AWS_ENDPOINT_URL_EC2:-${AWS_ENDPOINT_URL:-https://ec2.$REGION.amazonaws.com}}
+  printf '%s' "${ep%/}"
+}
+
+# One CreateTags call with the tags in KEYS/VALUES: through the aws CLI when it runs here, and
+# through curl + SigV4 when it does not or when the CLI call fails (a broken CLI must not cost reports).
+# Each way is one attempt of at most ATTEMPT_SECONDS; $1: no attempt starts unless that much is left
+# before this epoch second (0: no deadline).
+create_tags() {
+  local deadline=$1 rc=1
+  if [ -n "$AWS_CLI" ] && attempt_start "$deadline"; then
+    create_tags_cli && rc=0
+  fi
+  if ((rc != 0)) && { [ "$FINAL" = true ] || [ -z "$TERM_REQUESTED" ]; } && attempt_start "$deadline"; then
+    create_tags_sigv4 && rc=0
+  fi
+  ATTEMPT_END=
+  return "$rc"
+}
+
+ATTEMPT_SECONDS=15
+# Starts an attempt (sets ATTEMPT_END) unless it could end after the deadline $1 (0: none).
+attempt_start() {
+  local t
+  printf -v t '%(%s)T' -1
+  if (($1 > 0 && t + ATTEMPT_SECONDS >= $1)); then
+    ATTEMPT_END=
+    return 1
+  fi
+  ATTEMPT_END=$((t + ATTEMPT_SECONDS))
+}
+
+create_tags_cli() {
+  local j tags=''
+  for j in "${!KEYS[@]}"; do tags+="${tags:+,}{\"Key\":\"${KEYS[j]}\",\"Value\":\"${VALUES[j]}\"}"; done
+  local args=(ec2 create-tags --region "$REGION" --resources "$INSTANCE_ID" --tags "[$tags]")
+  [ -z "${AWS_ENDPOINT_URL_EC2:-${AWS_ENDPOINT_URL:-}}" ] || args=(--endpoint-url "$(ec2_endpoint)" "${args[@]}")
+  # botocore joins its IMDS endpoint and path without a separator: give it the trailing slash.
+  # The CLI's own timeouts (default 60 s each) bound the call, and timeout(1) the whole attempt.
+  args=(--cli-connect-timeout 5 --cli-read-timeout 10 "${args[@]}")
+  AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS/" AWS_MAX_ATTEMPTS=1 timeout -k 1 "$(call_time "$ATTEMPT_SECONDS")" aws "${args[@]}" >/dev/null 2>"$RUN/create-tags-cli.err"
+}
+
+# CreateTags over the EC2 Query API, signed with SigV4 (openssl) and the role's IMDS credentials.
+create_tags_sigv4() {
+  local j body status
+  body="Action=CreateTags&Version=2016-11-15&ResourceId.1=$(urlencode "$INSTANCE_ID")"
+  for j in "${!KEYS[@]}"; do
+    body+="&Tag.$((j + 1)).Key=$(urlencode "${KEYS[j]}")&Tag.$((j + 1)).Value=$(urlencode "${VALUES[j]}")"
+  done
+  status=$(sigv4_post ec2 "$(ec2_endpoint)" "application/x-www-form-urlencoded; charset=utf-8" "" "$body" \
+    "$RUN/create-tags.out" "$RUN/create-tags.err") || return 1
+  [ "$status" = 200 ] && return 0
+  { printf 'HTTP %s: ' "$status"; head -c 300 "$RUN/create-tags.out"; } >>"$RUN/create-tags.err" 2>/dev/null
+  return 1
+}
+
+# One AWS API call over HTTPS POST, signed with SigV4 (openssl) and the role's IMDS credentials.
+# $1 service, $2 endpoint URL, $3 content type, $4 X-Amz-Target ("" for none), $5 body, $6 the
+# response body's file, $7 the error file. Prints the HTTP status.
+sigv4_post() {
+  local service=$1 endpoint=$2 ctype=$3 target=$4 body=$5 out=$6 err=$7
+  local creds role key secret token host path amz day scope canonical signed sts k sig
+  TOKEN=$(imds_token) || return 1
+  role=$(imds_get iam/security-credentials/) || return 1
+  role=${role%%$'\n'*}
+  creds=$(imds_get "iam/security-credentials/$role") || return 1
+  [[ $creds =~ \"AccessKeyId\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && key=${BASH_REMATCH[1]}
+  [[ $creds =~ \"SecretAccessKey\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && secret=${BASH_REMATCH[1]}
+  [[ $creds =~ \"Token\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && token=${BASH_REMATCH[1]}
+  [ -n "$key" ] && [ -n "$secret" ] || return 1
+  host=${endpoint#*://}
+  path=/
+  case $host in */*) path=/${host#*/} ;; esac
+  host=${host%%/*}
+  amz=$(date -u +%Y%m%dT%H%M%SZ)
+  day=${amz:0:8}
+  scope="$day/$REGION/$service/aws4_request"
+  canonical="POST"$'\n'"$path"$'\n\n'"content-type:$ctype"$'\n'"host:$host"$'\n'"x-amz-date:$amz"$'\n'
+  signed="content-type;host;x-amz-date"
+  if [ -n "$token" ]; then
+    canonical+="x-amz-security-token:$token"$'\n'
+    signed+=";x-amz-security-token"
+  fi
+  if [ -n "$target" ]; then
+    canonical+="x-amz-target:$target"$'\n'
+    signed+=";x-amz-target"
+  fi
+  canonical+=$'\n'"$signed"$'\n'"$(sha256_hex "$body")"
+  sts="AWS4-HMAC-SHA256"$'\n'"$amz"$'\n'"$scope"$'\n'"$(sha256_hex "$canonical")"
+  k=$(printf '%s' "$day" | openssl dgst -sha256 -mac HMAC -macopt "key:AWS4$secret" | awk '{print $NF}')
+  k=$(hmac_hex "$k" "$REGION")
+  k=$(hmac_hex "$k" "$service")
+  k=$(hmac_hex "$k" aws4_request)
+  sig=$(hmac_hex "$k" "$sts")
+  local curl_args=(-sS --max-time "$(call_time 10)" -o "$out" -w '%{http_code}' -X POST
+    -H "Content-Type: $ctype"
+    -H "X-Amz-Date: $amz"
+    -H "Authorization: AWS4-HMAC-SHA256 Credential=$key/$scope, SignedHeaders=$signed, Signature=$sig"
+    --data-binary @-)
+  [ -z "$token" ] || curl_args+=(-H "X-Amz-Security-Token: $token")
+  [ -z "$target" ] || curl_args+=(-H "X-Amz-Target: $target")
+  [ -z "${AWS_CA_BUNDLE:-}" ] || curl_args+=(--cacert "$AWS_CA_BUNDLE")
+  printf '%s' "$body" | curl "${curl_args[@]}" "$endpoint/" 2>"$err"
+}
+
+# Fills KEYS/VALUES with the tag channel of BODY: the header and the chunks.
+tag_pairs() {
+  local k j
+  k=$(((${#BODY} + REPORT_CHUNK_SIZE - 1) / REPORT_CHUNK_SIZE))
+  KEYS=("$REPORT_TAG_KEY")
+  VALUES=("v$REPORT_VERSION seq=$SEQ chunks=$k sha256=$(sha256_hex "$BODY" | cut -c1-16)")
+  for ((j = 1; j <= k; j++)); do
+    KEYS+=("$REPORT_CHUNK_TAG_PREFIX$j")
+    VALUES+=("${BODY:(j - 1) * REPORT_CHUNK_SIZE:REPORT_CHUNK_SIZE}")
+  done
+}
+
+# Writes the tag channel with jittered exponential back-off. $1: give up at this epoch second
+# (0: none; after a SIGTERM, systemd's TimeoutStopSec less STOP_MARGIN). $2: the attempt to start
+# at (1 when the first attempt was already made). Every wait is interruptible.
+write_tags() {
+  local deadline=$1 attempt=${2:-0} delay
+  for (( ; attempt < REPORT_ATTEMPTS; attempt++)); do
+    if ((attempt > 0)); then
+      [ "$FINAL" = true ] || [ -z "$TERM_REQUESTED" ] || return 1
+      ((deadline > 0)) || [ -z "$TERM_REQUESTED" ] || deadline=$((TERM_AT + GRACE_SECONDS + 30 - STOP_MARGIN))
+      if ((deadline > 0 && $(now) + ATTEMPT_SECONDS >= deadline)); then
+        echo "no time left for another attempt before the stop deadline" >>"$RUN/create-tags.err"
+        break
+      fi
+      delay=$((REPORT_BASE_MS << (attempt - 1)))
+      ((delay <= 20000)) || delay=20000
+      delay=$((delay / 2 + RANDOM % (delay / 2 + 1)))
+      if ((deadline > 0 && $(now) + delay / 1000 + 1 >= deadline)); then break; fi
+      interruptible sleep "$((delay / 1000)).$(printf '%03d' $((delay % 1000)))" || return 1
+    fi
+    interruptible create_tags "$deadline" && return 0
+  done
+  log "report seq=$SEQ: CreateTags failed: $(tail -c 300 "$RUN/create-tags.err" 2>/dev/null)${AWS_CLI:+ (aws CLI: $(tail -c 300 "$RUN/create-tags-cli.err" 2>/dev/null))}"
+  return 1
+}
+
+# Ends the background retries of an older report (a newer one replaces it).
+stop_writer() {
+  [ -n "$WRITER" ] || return 0
+  kill_tree "$WRITER"
+  wait "$WRITER" 2>/dev/null
+  WRITER=
+}
+
+# Writes one report: the console line first, then the tags. $1: deadline for the tag retries (0:
+# none). A non-final report makes one attempt here and leaves its retries to the background, so a
+# throttled CreateTags never holds up the containers nor a stop.
+report() {
+  local stored
+  stored=$(cat "$STATE/seq" 2>/dev/null)
+  [[ $stored =~ ^[0-9]+$ ]] || stored=0
+  SEQ=$((stored + 1))
+  printf '%s\n' "$SEQ" >"$STATE/seq"
+  REPORT_TIME=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  LAST_REPORT=$(now)
+  PROBE_DIRTY=
+  json_report whole "$N"
+  printf '%s v%s %s\n' "$CONSOLE_MARKER" "$REPORT_VERSION" "$(b64url "$J")" >>"$CONSOLE" 2>/dev/null
+  tag_body
+  stop_writer
+  [ -n "$INSTANCE_ID" ] || identify 1 || return 1
+  tag_pairs
+  if [ "$FINAL" = true ]; then
+    write_tags "${1:-0}" && log "report seq=$SEQ final=true written"
+    return 0
+  fi
+  if interruptible create_tags 0; then
+    log "report seq=$SEQ final=false written"
+    return 0
+  fi
+  [ -z "$TERM_REQUESTED" ] || return 0
+  { write_tags 0 1 && log "report seq=$SEQ final=false written"; } &
+  WRITER=$!
+}
