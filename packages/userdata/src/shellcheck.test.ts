@@ -2,10 +2,12 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
 import { type RenderOptionsInput, renderUserData } from "./index.js";
+import { SUPERVISOR_FRAGMENTS } from "./supervisor/fragments.js";
 import { typicalPod } from "./testing/pods.js";
 
 /** The files a user-data script writes: the script itself, and each heredoc it installs. */
@@ -116,6 +118,19 @@ describe("shellcheck (Debian's package) passes on every generated script", () =>
         expect(`${path}: ${check.stdout}`).toBe(`${path}: `);
         expect(check.status).toBe(0);
       }
+    });
+  }
+});
+
+// The supervisor's source, src/supervisor/*.sh: each fragment passes as a file of its own, with
+// only the directives of its header (its shell, and the disables its cross-fragment names need).
+describe("shellcheck passes on every supervisor fragment on its own", () => {
+  for (const name of SUPERVISOR_FRAGMENTS) {
+    it(name, () => {
+      const file = fileURLToPath(new URL(`./supervisor/${name}`, import.meta.url));
+      const check = spawnSync("shellcheck", ["--severity", "style", file], { encoding: "utf8" });
+      expect(`${name}: ${check.stdout}${check.stderr}`).toBe(`${name}: `);
+      expect(check.status).toBe(0);
     });
   }
 });
