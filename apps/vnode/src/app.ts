@@ -3,9 +3,18 @@
  * Node and Pod controllers of `@nebula/virtual-node`, under `@nebula/kube`'s manager (health,
  * metrics, leader election, ordered shutdown). Nothing here is for a user to import.
  */
+import { once } from "node:events";
 import { readFile } from "node:fs/promises";
-import { setTimeout as sleep } from "node:timers/promises";
-import { CoreV1Api, type KubeConfig, type V1Pod, type V1PodStatus } from "@kubernetes/client-node";
+import { createServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import {
+  AuthenticationV1Api,
+  AuthorizationV1Api,
+  CoreV1Api,
+  type KubeConfig,
+  type V1Pod,
+  type V1PodStatus,
+} from "@kubernetes/client-node";
 import {
   ConfigMapPodLedger,
   Controller,
@@ -24,6 +33,8 @@ import {
   type SourceObject,
 } from "@nebula/provider";
 import {
+  apiServerClientCa,
+  createKubeletHandler,
   type InstanceReclaimer,
   KubernetesPodApi,
   NodeController,
@@ -33,10 +44,9 @@ import {
   PodTeardown,
   type Runnable,
 } from "@nebula/virtual-node";
-import { Counter, Gauge, Histogram } from "prom-client";
 import { z } from "zod";
-import type { AppConfig, KubeletApiConfig } from "./config.js";
-import { apiServerAuth, KubeletServer } from "./kubelet-server.js";
+import type { AppConfig } from "./config.js";
+import { vnodeMetrics } from "./metrics.js";
 import { selfSignedServingCert } from "./serving-cert.js";
 
 /** What {@link createVnode} needs. */
@@ -146,37 +156,6 @@ async function readConfigured(setting: string, path: string): Promise<string> {
   }
 }
 
-/**
- * The CA bundle that client certificates are verified against: the configured file, else what
- * kube-apiserver publishes from its `--client-ca-file` in `kube-system/extension-apiserver-authentication`
- * (readable through the bootstrap Role `extension-apiserver-authentication-reader`).
- */
-async function clientCa(kubeConfig: KubeConfig, settings: KubeletApiConfig): Promise<string> {
-  if (settings.clientCaFile !== undefined) {
-    return readConfigured("clientCaFile", settings.clientCaFile);
-  }
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  let map: unknown;
-  try {
-    map = await core.readNamespacedConfigMap({
-      name: "extension-apiserver-authentication",
-      namespace: "kube-system",
-    });
-  } catch (error) {
-    throw new Error(
-      `kubelet API: reading ConfigMap kube-system/extension-apiserver-authentication for the client CA failed (${(error as Error).message}); grant the Role extension-apiserver-authentication-reader (deploy/vnode/rbac.yaml) or set kubeletApi.clientCaFile`,
-      { cause: error },
-    );
-  }
-  const ca = z.object({ data: z.object({ "client-ca-file": z.string().min(1) }) }).safeParse(map);
-  if (!ca.success) {
-    throw new Error(
-      "kubelet API: kube-system/extension-apiserver-authentication has no client-ca-file (kube-apiserver runs without --client-ca-file); set kubeletApi.clientCaFile",
-    );
-  }
-  return ca.data.data["client-ca-file"];
-}
-
 /** Builds the virtual node; start it with `manager.run()`. */
 export function createVnode(options: VnodeOptions): Vnode {
   const { kubeConfig, config, logger } = options;
@@ -193,32 +172,6 @@ export function createVnode(options: VnodeOptions): Vnode {
       : { healthProbeBindAddress: options.healthProbeBindAddress }),
     ...(options.leaderElection === undefined ? {} : { leaderElection: options.leaderElection }),
   });
-  const registry = manager.registry;
-  const ec2Calls = new Counter({
-    name: "nebula_vnode_ec2_calls_total",
-    help: "EC2 API calls by action and outcome",
-    labelNames: ["action", "outcome"],
-    registers: [registry],
-  });
-  const exitToStatus = new Histogram({
-    name: "nebula_vnode_exit_to_status_seconds",
-    help: "From a container's exit to the Pod status that says so being written",
-    buckets: [0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300],
-    registers: [registry],
-  });
-  const terminalToTerminated = new Histogram({
-    name: "nebula_vnode_terminal_to_terminated_seconds",
-    help: "From a Pod turning terminal to its instance confirmed terminated",
-    buckets: [1, 5, 10, 20, 30, 60, 120, 300, 600],
-    registers: [registry],
-  });
-  const statusWrites = new Counter({
-    name: "nebula_vnode_pod_status_writes_total",
-    help: "Pod status writes by outcome",
-    labelNames: ["outcome"],
-    registers: [registry],
-  });
-
   const informer = podInformer(kubeConfig, {
     name: "pods",
     fieldSelector: `spec.nodeName=${nodeName}`,
@@ -235,10 +188,6 @@ export function createVnode(options: VnodeOptions): Vnode {
   const provider = new Ec2PodProvider({
     config: config.provider,
     ledger,
-    // The Pod controller drives every teardown (PodTeardown on the same ledger).
-    teardowns: "caller",
-    // The finalizer the Pod controller holds (node.podFinalizer), whatever it is configured to.
-    finalizer: config.node.podFinalizer,
     livePodUids: () =>
       informer.list().flatMap((p) => (p.metadata?.uid === undefined ? [] : [p.metadata.uid])),
     readSources: sourceReader(kubeConfig),
@@ -246,24 +195,14 @@ export function createVnode(options: VnodeOptions): Vnode {
   });
   // The app checks, at compile time, that the provider satisfies the interfaces the package owns.
   provider satisfies PodLifecycle & InstanceReclaimer & NodeHealthSource & Runnable;
-  provider.client.middlewareStack.add(
-    (next, context) => async (args) => {
-      const action = String(context.commandName ?? "unknown").replace(/Command$/, "");
-      try {
-        const result = await next(args);
-        ec2Calls.inc({ action, outcome: "ok" });
-        return result;
-      } catch (error) {
-        ec2Calls.inc({ action, outcome: (error as { name?: string }).name ?? "Error" });
-        throw error;
-      }
-    },
-    { step: "initialize", name: "nebulaCallCounter" },
-  );
+  const metrics = vnodeMetrics(manager.registry, informer, provider);
 
   const api = new KubernetesPodApi(kubeConfig);
-  const finalizer = config.node.podFinalizer;
-  let pods: PodController | undefined;
+  const events = new EventRecorder(kubeConfig, {
+    reportingController: "nebula.dev/vnode",
+    reportingInstance: options.identity.slice(0, 128),
+    logger,
+  });
   const teardown = new PodTeardown({
     store: ledger,
     // A missing entry (deleted by hand, a restore, a prune) is made again before a teardown starts.
@@ -273,28 +212,23 @@ export function createVnode(options: VnodeOptions): Vnode {
     reclaimer: provider,
     removePod: async (ref) => {
       await api.deleteNow(ref);
-      await api.removeFinalizer(ref, finalizer);
+      await api.removeFinalizer(ref, config.node.podFinalizer);
     },
     podPresent: (ref) => api.exists(ref),
     headroomSeconds: provider.config.apiHeadroomSeconds,
-    onPodEvent: (ref, event) => pods?.recordPodEvent(ref, event),
+    events,
     onTeardownEvent: (event) => {
       if (event.type === "error") logger.warn({ key: event.key, err: event.error }, "teardown");
     },
-  });
-  const events = new EventRecorder(kubeConfig, {
-    reportingController: "nebula.dev/vnode",
-    reportingInstance: options.identity.slice(0, 128),
-    logger,
   });
   const controller = new Controller({
     name: "pods",
     workers: config.node.podWorkers,
     metrics: manager.metrics,
     logger,
-    reconcile: (key) => (pods as PodController).reconcile(key),
+    reconcile: (key) => pods.reconcile(key),
   }).watch(informer);
-  pods = new PodController({
+  const pods = new PodController({
     config: config.node,
     pods: informer,
     provider,
@@ -316,146 +250,83 @@ export function createVnode(options: VnodeOptions): Vnode {
           reclaimable: provider.listedInstance(entry.launch.podUid) !== undefined,
         })),
     },
-    metrics: {
-      statusWrite: (outcome) => statusWrites.inc({ outcome }),
-      exitToStatus: (s) => exitToStatus.observe(s),
-      terminalToTerminated: (s) => terminalToTerminated.observe(s),
-    },
+    metrics: metrics.pods,
     log,
   });
-  const podController = pods;
-  new Gauge({
-    name: "nebula_vnode_pods",
-    help: "Pods bound to this virtual node, by phase",
-    labelNames: ["phase"],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const pod of informer.list()) this.inc({ phase: pod.status?.phase ?? "Unknown" });
-    },
-  });
-  new Gauge({
-    name: "nebula_vnode_instances",
-    help: "This node's EC2 instances by state, from the latest poll",
-    labelNames: ["state"],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const [state, count] of Object.entries(provider.instanceCounts())) {
-        this.set({ state }, count);
-      }
-    },
-  });
-  const leaksCollected = new Counter({
-    name: "nebula_vnode_leaks_collected_total",
-    help: "Instances the leak collector terminated (running with no live Pod)",
-    registers: [registry],
-  });
-  provider.onLeakCollected(() => leaksCollected.inc());
-  const pollDuration = new Histogram({
-    name: "nebula_vnode_poll_duration_seconds",
-    help: "One poll cycle: DescribeInstances, statuses published, reclaims advanced",
-    labelNames: ["outcome"],
-    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
-    registers: [registry],
-  });
-  provider.onPoll((result, seconds) =>
-    pollDuration.observe({ outcome: result.ok ? "ok" : "error" }, seconds),
-  );
   const nodes = new NodeController({ kubeConfig, config: config.node, health: provider, log });
-
-  const kubeletRequests = new Counter({
-    name: "nebula_vnode_kubelet_api_requests_total",
-    help: "Kubelet API requests by route and HTTP status",
-    labelNames: ["route", "status"],
-    registers: [registry],
-  });
   const kubeletApi = config.kubeletApi;
-  const podReader = kubeConfig.makeApiClient(CoreV1Api);
   if (kubeletApi.enabled) {
-    const startTime = new Date();
-    manager.addRunnable(
-      {
-        name: "kubelet-api",
-        run: async (signal) => {
-          const serving =
-            kubeletApi.tlsCertFile !== undefined && kubeletApi.tlsPrivateKeyFile !== undefined
-              ? {
-                  cert: await readConfigured("tlsCertFile", kubeletApi.tlsCertFile),
-                  key: await readConfigured("tlsPrivateKeyFile", kubeletApi.tlsPrivateKeyFile),
-                }
-              : await selfSignedServingCert([nodeName, config.node.internalIP]);
-          const server = new KubeletServer({
-            nodeName,
-            port: config.node.kubeletPort,
-            bindAddress: kubeletApi.bindAddress,
-            ...serving,
-            clientCa: await clientCa(kubeConfig, kubeletApi),
-            pods: () => informer.list(),
-            // /runningpods/ reads through to the API server: the informer may not have heard yet
-            // of a deletion that just completed.
-            readPods: async () =>
-              (
-                await podReader.listPodForAllNamespaces({
-                  fieldSelector: `spec.nodeName=${nodeName}`,
-                })
-              ).items,
-            instanceState: (uid) => provider.listedInstance(uid)?.state,
-            logs: provider.containerLogs,
-            usage: provider.containerUsage,
-            ...apiServerAuth(kubeConfig),
-            startTime,
-            usageCacheMs: kubeletApi.usageCacheSeconds * 1000,
-            logger,
-            onRequest: (route, status) => kubeletRequests.inc({ route, status: String(status) }),
-          });
-          try {
-            await server.run(signal);
-          } catch (error) {
-            throw new Error(
-              `kubelet API: cannot listen on ${kubeletApi.bindAddress}:${config.node.kubeletPort} (${(error as Error).message}); set node.kubeletPort, or kubeletApi.enabled: false`,
-              { cause: error },
-            );
-          }
-        },
-      },
-      // Every replica serves it: reading logs and usage changes nothing.
-      { leaderOnly: false },
-    );
-  }
-
-  /**
-   * While leading: the ledger's launches whose Pod is gone get their teardown (after the first
-   * poll, so that the listing proves which instances are this node's), then every leak-collection
-   * interval.
-   */
-  const sweepLedger = async (signal: AbortSignal): Promise<void> => {
-    const every = provider.config.leakCollection.intervalSeconds * 1000;
-    let wait = provider.pollIntervalMs;
-    while (!signal.aborted) {
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const kubelet = createKubeletHandler({
+      nodeName,
+      pods: informer,
+      core,
+      authentication: kubeConfig.makeApiClient(AuthenticationV1Api),
+      authorization: kubeConfig.makeApiClient(AuthorizationV1Api),
+      instanceState: (uid) => provider.listedInstance(uid)?.state,
+      logs: provider.containerLogs,
+      usage: provider.containerUsage,
+      startTime: new Date(),
+      usageCacheMs: kubeletApi.usageCacheSeconds * 1000,
+      logger,
+      onRequest: metrics.kubeletRequest,
+    });
+    const { tlsCertFile, tlsPrivateKeyFile, clientCaFile, bindAddress } = kubeletApi;
+    const port = config.node.kubeletPort;
+    // The listener: every replica serves it (reading logs and usage changes nothing).
+    const listen = async (signal: AbortSignal) => {
+      const serving =
+        tlsCertFile !== undefined && tlsPrivateKeyFile !== undefined
+          ? {
+              cert: await readConfigured("tlsCertFile", tlsCertFile),
+              key: await readConfigured("tlsPrivateKeyFile", tlsPrivateKeyFile),
+            }
+          : await selfSignedServingCert([nodeName, config.node.internalIP]);
+      const ca =
+        clientCaFile !== undefined
+          ? await readConfigured("clientCaFile", clientCaFile)
+          : await apiServerClientCa(core).catch((error: Error) => {
+              throw new Error(`kubelet API: ${error.message}; or set kubeletApi.clientCaFile`, {
+                cause: error,
+              });
+            });
+      // Client certificates are verified against the CA per request: a client without one may
+      // still present a bearer token.
+      const tls = { ...serving, ca, requestCert: true, rejectUnauthorized: false };
+      const server = createServer(tls, kubelet.handle).listen(port, bindAddress);
       try {
-        await sleep(wait, undefined, { signal });
-      } catch {
-        return;
-      }
-      wait = every;
-      try {
-        const queued = await podController.sweepLedger();
-        if (queued > 0) logger.info({ queued }, "ledger sweep: teardowns of gone Pods queued");
+        await once(server, "listening");
       } catch (error) {
-        logger.warn({ err: error }, "ledger sweep failed; trying again later");
+        throw new Error(
+          `kubelet API: cannot listen on ${bindAddress}:${port} (${(error as Error).message}); set node.kubeletPort, or kubeletApi.enabled: false`,
+          { cause: error },
+        );
       }
-    }
-  };
+      const bound = (server.address() as AddressInfo).port;
+      logger.info({ port: bound, address: bindAddress }, "kubelet API listening");
+      if (!signal.aborted) await once(signal, "abort");
+      kubelet.close();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    };
+    manager.addRunnable({ name: "kubelet-api", run: listen }, { leaderOnly: false });
+  }
 
   manager.addController(controller);
   manager.addRunnable({ name: "node", run: (signal) => nodes.run(signal) });
   manager.addRunnable({
     name: "provider",
     run: async (signal) => {
-      const stop = podController.start();
+      const stop = pods.start();
       try {
-        await Promise.all([provider.run(signal), sweepLedger(signal)]);
+        // While leading, the ledger's launches whose Pod is gone get their teardown: after the
+        // first poll (its listing proves which instances are this node's), then every
+        // leak-collection interval.
+        const every = provider.config.leakCollection.intervalSeconds * 1000;
+        const sweep = { firstAfterMs: provider.pollIntervalMs, everyMs: every };
+        await Promise.all([provider.run(signal), pods.sweepLedgerEvery(signal, sweep)]);
       } finally {
         stop();
       }
@@ -465,7 +336,7 @@ export function createVnode(options: VnodeOptions): Vnode {
     manager,
     provider,
     nodes,
-    pods: podController,
+    pods,
     async close() {
       await events.close();
       provider.client.destroy();

@@ -41,17 +41,14 @@ const AppConfigFile = z.strictObject({
     .default({ enabled: true, bindAddress: "0.0.0.0", usageCacheSeconds: 60 }),
 });
 
-/** The kubelet API's settings (see the configuration file's `kubeletApi`). */
-export type KubeletApiConfig = z.infer<typeof AppConfigFile>["kubeletApi"];
-
 /** The parsed configuration of the app. */
 export interface AppConfig {
   /** The virtual node's configuration. */
   readonly node: VirtualNodeConfig;
   /** The provider's configuration (validated by the provider). */
   readonly provider: Record<string, unknown>;
-  /** The kubelet API. */
-  readonly kubeletApi: KubeletApiConfig;
+  /** The kubelet API's settings (see the configuration file's `kubeletApi`). */
+  readonly kubeletApi: z.infer<typeof AppConfigFile>["kubeletApi"];
 }
 
 /** Builds the configuration from the file's JSON text and the flags. Throws with every problem listed. */

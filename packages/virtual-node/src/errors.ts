@@ -5,7 +5,9 @@ export type VirtualNodeErrorCode =
   /** A request to the API server failed (transport, authorization, unexpected status). */
   | "RequestFailed"
   /** The provider failed a call the controller could not absorb. */
-  | "ProviderFailed";
+  | "ProviderFailed"
+  /** The API server publishes no client CA to verify the kubelet API's client certificates against. */
+  | "ClientCaMissing";
 
 /** An error of `@nebula/virtual-node`, with a machine-readable `code` and the original `cause`. */
 export class VirtualNodeError extends Error {

@@ -9,38 +9,21 @@ export {
   VirtualNodeConfigSchema,
 } from "./config.js";
 export { VirtualNodeError, type VirtualNodeErrorCode } from "./errors.js";
-export {
-  activePods,
-  type ContainerLogSource,
-  type ContainerRunRef,
-  type ContainerUsageSample,
-  forbiddenMessage,
-  hasContainer,
-  isGetOnlyRoute,
-  isRunningPod,
-  type KubeletAuthorization,
-  type KubeletLogOptions,
-  type KubeletRefusal,
-  type KubeletRoute,
-  kubeletAuthorization,
-  kubeletAuthorizations,
-  kubeletRoute,
-  LogEncoder,
-  type LogLine,
-  type LogReadOptions,
-  type LogRun,
-  logRun,
-  logTimestamp,
-  type PodUsage,
-  parseLogQuery,
-  podList,
-  podUsageQuery,
-  resourceMetrics,
-  runningPodList,
-  statsSummary,
-  type UsageSource,
-  type UsageView,
+export type {
+  ContainerLogSource,
+  ContainerRunRef,
+  ContainerUsageSample,
+  LogLine,
+  LogReadOptions,
+  PodUsage,
+  UsageSource,
 } from "./kubelet-api.js";
+export {
+  apiServerClientCa,
+  createKubeletHandler,
+  type KubeletHandler,
+  type KubeletHandlerOptions,
+} from "./kubelet-handler.js";
 export type {
   FoundInstance,
   InstanceReclaimer,
@@ -72,10 +55,8 @@ export {
   type NodeControllerStats,
   staticHealth,
 } from "./node-controller.js";
-export { NodeCpuCounter } from "./node-cpu.js";
 export { KubernetesPodApi, type PodApi } from "./pod-api.js";
 export {
-  type EventSink,
   PodController,
   type PodControllerMetrics,
   type PodControllerOptions,
@@ -83,6 +64,7 @@ export {
   type PodStore,
   type StatusWriteOutcome,
 } from "./pod-controller.js";
+export type { EventSink } from "./pod-events.js";
 export {
   DEFAULT_GRACE_SECONDS,
   graceSeconds,

@@ -1,9 +1,9 @@
 /**
  * The kubelet API the virtual node serves (brief C8): routing, the kubelet's authorization
  * attributes, `PodLogOptions` parsing and validation, which container run a log request reads,
- * and the `/pods`, `/runningpods/`, `/stats/summary` and `/metrics/resource` bodies. Pure: no I/O; the
- * HTTPS server (`nebula-vnode`) and the log and usage sources (`@nebula/provider`, CloudWatch)
- * are outside.
+ * and the `/pods`, `/runningpods/`, `/stats/summary` and `/metrics/resource` bodies. Pure: no I/O;
+ * `kubelet-handler.ts` answers requests with them, and the log and usage sources
+ * (`@nebula/provider`, CloudWatch) are outside.
  *
  * @packageDocumentation
  */
@@ -510,7 +510,7 @@ function runningContainers(pod: V1Pod): V1ContainerStatus[] {
 }
 
 /** The Pods a `/stats/summary` or `/metrics/resource` covers: those with a running container. */
-export function activePods(pods: readonly V1Pod[]): V1Pod[] {
+function activePods(pods: readonly V1Pod[]): V1Pod[] {
   return pods.filter((p) => p.metadata?.uid !== undefined && runningContainers(p).length > 0);
 }
 

@@ -56,7 +56,11 @@ class World implements PodLifecycle, InstanceReclaimer {
   }
 }
 
-function setup(launches: readonly RecordedLaunch[] = []) {
+function setup(
+  launches: readonly RecordedLaunch[] = [],
+  ledgerOverride?: LaunchLedger,
+  log?: (level: string, message: string) => void,
+) {
   const world = new World();
   const ledger = new MemoryPodLedger();
   const api: PodApi = {
@@ -80,7 +84,7 @@ function setup(launches: readonly RecordedLaunch[] = []) {
     headroomSeconds: 1,
   });
   const queued: string[] = [];
-  const launchLedger: LaunchLedger = { launches: async () => launches };
+  const launchLedger: LaunchLedger = ledgerOverride ?? { launches: async () => launches };
   const controller = new PodController({
     config: parseVirtualNodeConfig({ nodeName: "vnode-test" }),
     pods: {
@@ -93,6 +97,7 @@ function setup(launches: readonly RecordedLaunch[] = []) {
     status: { write: async () => ({ outcome: "unchanged" as const }) },
     enqueue: (key) => void queued.push(key),
     ledger: launchLedger,
+    ...(log === undefined ? {} : { log }),
   });
   return { world, ledger, controller, queued };
 }
@@ -165,5 +170,33 @@ describe("PodController", () => {
     expect(terminate).toBeGreaterThan(stop);
     expect(world.log.indexOf("forgetPod uid-gone")).toBeGreaterThan(terminate);
     expect(world.log.some((l) => l.includes("uid-live") || l.includes("uid-foreign"))).toBe(false);
+  });
+
+  it("sweepLedgerEvery: sweeps after the first wait, then every interval, until aborted; a failed sweep is tried again", async () => {
+    let reads = 0;
+    const logs: string[] = [];
+    const { world, controller, queued } = setup(
+      [],
+      {
+        launches: async () => {
+          reads++;
+          if (reads === 1) throw new Error("ledger unreadable");
+          return [{ podUid: "uid-gone", namespace: "a", name: "gone", reclaimable: true }];
+        },
+      },
+      (level, message) => logs.push(`${level}: ${message}`),
+    );
+    world.states.set("uid-gone", "running");
+    const stop = new AbortController();
+    const running = controller.sweepLedgerEvery(stop.signal, { firstAfterMs: 1, everyMs: 5 });
+    while (reads < 3) await new Promise((resolve) => setTimeout(resolve, 2));
+    stop.abort();
+    await running;
+    expect(queued).toEqual(["ledger:uid-gone"]);
+    expect(logs).toEqual([
+      "warn: ledger sweep failed; trying again later: Error: ledger unreadable",
+      "info: pod a/gone (UID uid-gone) is gone but its instance was not reclaimed: tearing it down",
+      "info: ledger sweep: 1 teardown(s) of gone Pods queued",
+    ]);
   });
 });

@@ -7,6 +7,7 @@
  *
  * @packageDocumentation
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import { INSTANCE_ANNOTATIONS, type VirtualNodeConfig } from "./config.js";
 import type {
@@ -17,6 +18,7 @@ import type {
   PodStatusChange,
 } from "./lifecycle.js";
 import type { PodApi } from "./pod-api.js";
+import { type EventSink, recordPodEvent } from "./pod-events.js";
 import { DEFAULT_GRACE_SECONDS, planPod } from "./pod-plan.js";
 import {
   composePodStatus,
@@ -46,24 +48,6 @@ export interface PodStatusSink {
     desired: V1PodStatus,
     options: { readonly current?: V1Pod; readonly uid?: string },
   ): Promise<{ readonly outcome: StatusWriteOutcome }>;
-}
-
-/** Records Kubernetes Events (`@nebula/kube`'s `EventRecorder` fits). */
-export interface EventSink {
-  /** Records one occurrence; never rejects for an Event that could not be written. */
-  record(occurrence: {
-    readonly regarding: {
-      readonly apiVersion: string;
-      readonly kind: string;
-      readonly namespace?: string;
-      readonly name: string;
-      readonly uid?: string;
-    };
-    readonly type: "Normal" | "Warning";
-    readonly reason: string;
-    readonly action: string;
-    readonly note?: string;
-  }): Promise<unknown>;
 }
 
 /** Figures the Pod controller reports (the app binds them to Prometheus metrics). */
@@ -330,6 +314,33 @@ export class PodController {
     return queued;
   }
 
+  /**
+   * Runs {@link PodController.sweepLedger} after `firstAfterMs` (give the provider's first poll
+   * time to prove which instances are this node's), then every `everyMs`, until `signal` aborts. A
+   * failed sweep is logged and tried again at the next interval. Run it while leading.
+   */
+  async sweepLedgerEvery(
+    signal: AbortSignal,
+    timing: { readonly firstAfterMs: number; readonly everyMs: number },
+  ): Promise<void> {
+    let wait = timing.firstAfterMs;
+    while (!signal.aborted) {
+      try {
+        await sleep(wait, undefined, { signal });
+      } catch {
+        return;
+      }
+      wait = timing.everyMs;
+      try {
+        const queued = await this.sweepLedger();
+        if (queued > 0)
+          this.#log("info", `ledger sweep: ${queued} teardown(s) of gone Pods queued`);
+      } catch (error) {
+        this.#log("warn", `ledger sweep failed; trying again later: ${String(error)}`);
+      }
+    }
+  }
+
   async #reconcile(key: string): Promise<{ requeueAfter?: number }> {
     const { config, provider, api } = this.#o;
     if (key.startsWith(LEDGER_KEY_PREFIX)) return this.#orphan(key);
@@ -481,51 +492,11 @@ export class PodController {
       .catch(() => undefined);
   }
 
-  /** Records an Event about a Pod (the teardown's Events arrive here too). */
-  recordPodEvent(ref: PodRef, event: PodEventSpec): void {
-    this.#event(ref, event);
-  }
-
   #event(ref: PodRef, event: PodEventSpec): void {
-    void this.#o.events
-      ?.record({
-        regarding: {
-          apiVersion: "v1",
-          kind: "Pod",
-          namespace: ref.namespace,
-          name: ref.name,
-          uid: ref.uid,
-        },
-        type: event.type,
-        reason: event.reason,
-        action: actionOf(event.reason),
-        note: event.note,
-      })
-      .catch(() => undefined);
+    recordPodEvent(this.#o.events, ref, event);
   }
 
   #log(level: "debug" | "info" | "warn" | "error", message: string): void {
     this.#o.log?.(level, message);
-  }
-}
-
-function actionOf(reason: string): string {
-  switch (reason) {
-    case "Launched":
-    case "LaunchFailed":
-    case "InsufficientCapacity":
-    case "QuotaExceeded":
-      return "Launch";
-    case "Stopping":
-    case "StopDeadlineExceeded":
-      return "Stop";
-    case "Terminating":
-    case "InstanceTerminated":
-    case "LeakCollected":
-      return "Terminate";
-    case "TeardownFailed":
-      return "Teardown";
-    default:
-      return "Observe";
   }
 }

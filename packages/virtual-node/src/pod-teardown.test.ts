@@ -36,6 +36,7 @@ function setup(now: { t: number }, ledger = new MemoryPodLedger(), account = new
   const removed: PodRef[] = [];
   let present = true;
   const events: string[] = [];
+  const recorded: { regarding: { kind: string; uid?: string }; action: string }[] = [];
   const teardown = new PodTeardown({
     store: ledger,
     prepare: async (ref) => {
@@ -49,9 +50,15 @@ function setup(now: { t: number }, ledger = new MemoryPodLedger(), account = new
     podPresent: () => present,
     headroomSeconds: 5,
     now: () => now.t,
-    onPodEvent: (_ref, e) => events.push(e.reason),
+    // The Pod controller's Event sink: the teardown records its Events itself.
+    events: {
+      record: async (occurrence) => {
+        events.push(occurrence.reason);
+        recorded.push(occurrence);
+      },
+    },
   });
-  return { teardown, ledger, account, removed, events, present: () => present };
+  return { teardown, ledger, account, removed, events, recorded, present: () => present };
 }
 
 async function drive(
@@ -82,6 +89,8 @@ describe("PodTeardown", () => {
     expect(s.account.calls).toEqual(["stop i-0123456789abcdef0", "terminate i-0123456789abcdef0"]);
     expect(s.removed).toEqual([{ namespace: "default", name: "web-0", uid: "uid-1" }]);
     expect(s.events).toEqual(["Stopping", "Terminating", "InstanceTerminated"]);
+    expect(s.recorded.map((e) => e.action)).toEqual(["Stop", "Terminate", "Terminate"]);
+    expect(s.recorded[0]?.regarding).toMatchObject({ kind: "Pod", uid: "uid-1" });
   });
 
   it("releases what the provider says the Pod holds (its parameters) after the instance is terminated, before the Pod goes", async () => {

@@ -19,6 +19,7 @@ import {
   type TickResult,
 } from "@nebula/teardown";
 import type { FoundInstance, InstanceReclaimer } from "./lifecycle.js";
+import { type EventSink, recordPodEvent } from "./pod-events.js";
 import type { PodEventSpec } from "./pod-status.js";
 
 /** Identifies one incarnation of a Pod. */
@@ -56,8 +57,11 @@ export interface PodTeardownOptions {
   readonly podPresent: (pod: PodRef) => Promise<boolean> | boolean;
   /** Allowance for API calls and observation added to the grace period (default 30 s). */
   readonly headroomSeconds?: number;
-  /** Receives the Events a user wants (stopping, terminated, failures). Must not throw. */
-  readonly onPodEvent?: (pod: PodRef, event: PodEventSpec) => void;
+  /**
+   * Records the Events a user wants about the Pod (stopping, terminated, failures): the same sink
+   * as the Pod controller's (`@nebula/kube`'s `EventRecorder` fits).
+   */
+  readonly events?: EventSink;
   /** Receives every raw teardown event (logs, metrics). Must not throw. */
   readonly onTeardownEvent?: (event: TeardownEvent) => void;
   /** The clock in epoch ms (default `Date.now`). */
@@ -107,7 +111,7 @@ function observationOf(
  *
  * @example
  * ```ts
- * const teardown = new PodTeardown({ store: ledger, reclaimer: provider, removePod, podPresent });
+ * const teardown = new PodTeardown({ store: ledger, reclaimer: provider, removePod, podPresent, events });
  * const result = await teardown.reconcile(pod, { deleting: true, graceSeconds: 30 });
  * if (result.status !== "complete") return { requeueAfter: result.requeueAfterMs };
  * ```
@@ -298,8 +302,9 @@ export class PodTeardown {
 
   #report(event: TeardownEvent): void {
     const ref = this.#refs.get(event.key);
-    const emit = this.#options.onPodEvent;
-    if (ref === undefined || emit === undefined) return;
+    const events = this.#options.events;
+    if (ref === undefined || events === undefined) return;
+    const emit = (pod: PodRef, spec: PodEventSpec) => recordPodEvent(events, pod, spec);
     if (event.type === "transition") {
       const params = event.record.params as { instanceId?: unknown; gracePeriodSeconds?: unknown };
       const id = typeof params.instanceId === "string" ? params.instanceId : "(none)";

@@ -1,10 +1,15 @@
-import { request } from "node:https";
-import type { V1Pod } from "@kubernetes/client-node";
-import { silentLogger } from "@nebula/kube";
-import type { PodUsage, UsageSource } from "@nebula/virtual-node";
+import { createServer, request, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { V1Pod, V1SubjectAccessReview, V1TokenReview } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
-import { KubeletServer, type KubeletServerOptions } from "./kubelet-server.js";
-import { selfSignedServingCert } from "./serving-cert.js";
+import { VirtualNodeError } from "./errors.js";
+import type { PodUsage, UsageSource } from "./kubelet-api.js";
+import {
+  apiServerClientCa,
+  createKubeletHandler,
+  type KubeletHandler,
+  type KubeletHandlerOptions,
+} from "./kubelet-handler.js";
 
 const running: V1Pod = {
   metadata: { name: "web", namespace: "shop", uid: "u-1" },
@@ -53,34 +58,62 @@ class CountingUsage implements UsageSource {
   }
 }
 
-let server: KubeletServer | undefined;
+let server: Server | undefined;
+let kubelet: KubeletHandler | undefined;
 afterEach(async () => {
-  await server?.close();
+  kubelet?.close();
+  await new Promise<void>((resolve) => {
+    if (server === undefined) return resolve();
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
   server = undefined;
 });
 
-async function start(overrides: Partial<KubeletServerOptions> = {}): Promise<KubeletServer> {
-  const serving = await selfSignedServingCert(["127.0.0.1"]);
-  server = new KubeletServer({
+/** The API server as the handler sees it: every token names its user; "admin" may do anything. */
+const apis = {
+  core: {
+    listPodForAllNamespaces: async () => ({ items: [running] }),
+  },
+  authentication: {
+    createTokenReview: async ({ body }: { body: V1TokenReview }): Promise<V1TokenReview> => ({
+      ...body,
+      status: { authenticated: true, user: { username: body.spec.token ?? "", groups: [] } },
+    }),
+  },
+  authorization: {
+    createSubjectAccessReview: async ({
+      body,
+    }: {
+      body: V1SubjectAccessReview;
+    }): Promise<V1SubjectAccessReview> => ({
+      ...body,
+      status: { allowed: body.spec.user === "admin" },
+    }),
+  },
+} satisfies Pick<KubeletHandlerOptions, "core" | "authentication" | "authorization">;
+
+/** Serves the handler over plain HTTP (the listener, its TLS included, is the caller's). */
+async function start(overrides: Partial<KubeletHandlerOptions> = {}): Promise<void> {
+  await new Promise<void>((resolve) => {
+    if (server === undefined) return resolve();
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+  kubelet = createKubeletHandler({
     nodeName: "vn",
-    port: 0,
-    bindAddress: "127.0.0.1",
-    ...serving,
-    clientCa: undefined,
-    pods: () => [running],
+    pods: { list: () => [running] },
     logs: undefined,
     usage: undefined,
-    // Tokens name their user; "admin" may do anything, anyone else nothing.
-    authenticateToken: async (token) => ({ name: token, groups: [] }),
-    authorize: async (user) => ({ allowed: user.name === "admin" }),
+    ...apis,
     startTime: new Date("2026-12-01T03:00:00Z"),
-    logger: silentLogger(),
+    logger: { warn: () => undefined },
     ...overrides,
   });
-  await server.listen();
-  return server;
+  const listening = createServer(kubelet.handle);
+  server = listening;
+  await new Promise<void>((resolve) => listening.listen(0, "127.0.0.1", resolve));
 }
-
 function get(path: string, token?: string): Promise<{ status: number; body: string }> {
   return call("GET", path, token).then(({ status, body }) => ({ status, body }));
 }
@@ -94,10 +127,9 @@ function call(
     const req = request(
       {
         host: "127.0.0.1",
-        port: server?.port,
+        port: (server?.address() as AddressInfo | undefined)?.port,
         path,
         method,
-        rejectUnauthorized: false,
         headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
       },
       (res) => {
@@ -116,7 +148,7 @@ function call(
   });
 }
 
-describe("KubeletServer", () => {
+describe("createKubeletHandler", () => {
   it("refuses a request without credentials, and one its authorizer denies, in the kubelet's words", async () => {
     await start();
     expect(await get("/healthz")).toEqual({ status: 401, body: "Unauthorized" });
@@ -142,7 +174,6 @@ describe("KubeletServer", () => {
     });
     expect(usage.calls).toBe(1);
 
-    await server?.close();
     const failing = new CountingUsage();
     failing.failNext = true;
     await start({ usage: failing, usageCacheMs: 60_000 });
@@ -167,7 +198,7 @@ describe("KubeletServer", () => {
       podUsage: async (query) =>
         new Map(query.map((q) => [q.uid, new Map([["app", sample(q.uid === "u-1" ? 2 : 30)]])])),
     };
-    await start({ usage, usageCacheMs: 0, pods: () => pods });
+    await start({ usage, usageCacheMs: 0, pods: { list: () => pods } });
     const nodeCounter = async () =>
       /^node_cpu_usage_seconds_total (\S+) /m.exec(
         (await get("/metrics/resource", "admin")).body,
@@ -203,7 +234,7 @@ describe("KubeletServer", () => {
       spec: { nodeName: "vn", containers: [{ name: "app", image: "busybox" }] },
       status: { phase: "Succeeded" },
     };
-    await start({ pods: () => [running, finished] });
+    await start({ pods: { list: () => [running, finished] } });
     const answer = await call("GET", "/pods", "admin");
     expect(answer.status).toBe(200);
     expect(answer.headers["content-type"]).toBe("application/json");
@@ -234,12 +265,15 @@ describe("KubeletServer", () => {
   it("authorizes /pods as nodes/pods, then nodes/proxy, and refuses naming both", async () => {
     const asked: string[] = [];
     await start({
-      authorize: async (user, attributes) => {
-        asked.push(`${user.name}:${attributes.subresource}`);
-        return {
-          allowed:
-            `${user.name}:${attributes.subresource}` !== "tenant:pods" && user.name !== "nobody",
-        };
+      authorization: {
+        createSubjectAccessReview: async ({ body }) => {
+          const asking = `${body.spec.user}:${body.spec.resourceAttributes?.subresource}`;
+          asked.push(asking);
+          return {
+            ...body,
+            status: { allowed: asking !== "tenant:pods" && body.spec.user !== "nobody" },
+          };
+        },
       },
     });
     expect((await get("/pods", "tenant")).status).toBe(200);
@@ -267,9 +301,15 @@ describe("KubeletServer", () => {
     };
     // The cache still has "web"; the API has let it go already.
     let fresh: V1Pod[] = [deleting, failed];
+    const selectors: (string | undefined)[] = [];
     await start({
-      pods: () => [running, deleting, failed],
-      readPods: async () => fresh,
+      pods: { list: () => [running, deleting, failed] },
+      core: {
+        listPodForAllNamespaces: async (request) => {
+          selectors.push(request?.fieldSelector);
+          return { items: fresh };
+        },
+      },
       instanceState: (uid) => (uid === "u-3" ? "stopped" : "running"),
     });
     const answer = await call("GET", "/runningpods/", "admin");
@@ -281,6 +321,7 @@ describe("KubeletServer", () => {
       metadata: {},
       items: null,
     });
+    expect(selectors).toEqual(["spec.nodeName=vn"]);
     fresh = [running];
     expect(JSON.parse((await get("/runningpods/", "admin")).body).items).toEqual([
       {
@@ -293,8 +334,10 @@ describe("KubeletServer", () => {
 
   it("/runningpods/ answers 500 when the API cannot be read, and /runningpods 301 to the slash before authentication", async () => {
     await start({
-      readPods: async () => {
-        throw new Error("connection refused");
+      core: {
+        listPodForAllNamespaces: async () => {
+          throw new Error("connection refused");
+        },
       },
     });
     expect(await get("/runningpods/", "admin")).toEqual({
@@ -304,5 +347,68 @@ describe("KubeletServer", () => {
     const redirect = await call("GET", "/runningpods?x=1");
     expect(redirect.status).toBe(301);
     expect(redirect.headers.location).toBe("/runningpods/?x=1");
+  });
+
+  it("reviews a token once, refuses one the API server does not authenticate, and honours a SubjectAccessReview's denied", async () => {
+    const reviews: string[] = [];
+    await start({
+      authentication: {
+        createTokenReview: async ({ body }) => {
+          reviews.push(body.spec.token ?? "");
+          return {
+            ...body,
+            status:
+              body.spec.token === "forged"
+                ? { authenticated: false }
+                : { authenticated: true, user: { username: body.spec.token ?? "", groups: ["g"] } },
+          };
+        },
+      },
+      authorization: {
+        createSubjectAccessReview: async ({ body }) => ({
+          ...body,
+          status: { allowed: true, denied: body.spec.user === "denied" },
+        }),
+      },
+    });
+    expect(await get("/healthz", "forged")).toEqual({ status: 401, body: "Unauthorized" });
+    expect(await get("/healthz", "admin")).toEqual({ status: 200, body: "ok" });
+    expect(await get("/healthz", "admin")).toEqual({ status: 200, body: "ok" });
+    expect((await get("/healthz", "denied")).status).toBe(403);
+    expect(reviews).toEqual(["forged", "admin", "denied"]);
+  });
+
+  it("answers 500 when a request fails before its answer", async () => {
+    await start({
+      authentication: {
+        createTokenReview: async () => {
+          throw new Error("API server unavailable");
+        },
+      },
+    });
+    expect(await get("/healthz", "admin")).toEqual({ status: 500, body: "Internal Server Error" });
+  });
+});
+
+describe("apiServerClientCa", () => {
+  it("reads the client CA kube-apiserver publishes, and says what is missing when it cannot", async () => {
+    const published = {
+      readNamespacedConfigMap: async () => ({ data: { "client-ca-file": "PEM" } }),
+    };
+    expect(await apiServerClientCa(published)).toBe("PEM");
+    const none = { readNamespacedConfigMap: async () => ({ data: {} }) };
+    await expect(apiServerClientCa(none)).rejects.toMatchObject({
+      name: "VirtualNodeError",
+      code: "ClientCaMissing",
+    });
+    const forbidden = {
+      readNamespacedConfigMap: async () => {
+        throw Object.assign(new Error("forbidden"), { code: 403 });
+      },
+    };
+    const error = await apiServerClientCa(forbidden).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(VirtualNodeError);
+    expect(error).toMatchObject({ code: "RequestFailed", cause: { code: 403 } });
+    expect((error as Error).message).toContain("extension-apiserver-authentication-reader");
   });
 });

@@ -1,0 +1,575 @@
+/**
+ * The kubelet API's request handling (brief C8), in virtual-kubelet's `node/api` shape: the
+ * library owns the routes and the kubelet's authentication and authorization; the caller owns the
+ * listener (an `https.Server` with the serving certificate, on the port the Node advertises in
+ * `daemonEndpoints`). Requests are authenticated as the kubelet authenticates them (a client
+ * certificate the listener verified against the cluster's client CA, or a bearer token through a
+ * `TokenReview`) and authorized as it does (a `SubjectAccessReview` for each
+ * `nodes/<subresource>` it tries, in its order), so a request that is not from the API server, or
+ * from a client RBAC lets in, is refused. The answers are built by `kubelet-api.ts`'s pure
+ * functions; this file is the I/O around them.
+ *
+ * @packageDocumentation
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { TLSSocket } from "node:tls";
+import type {
+  AuthenticationV1Api,
+  AuthorizationV1Api,
+  CoreV1Api,
+  V1Pod,
+} from "@kubernetes/client-node";
+import { ObjectSerializer } from "@kubernetes/client-node/dist/serializer.js";
+import { z } from "zod";
+import { VirtualNodeError } from "./errors.js";
+import {
+  type ContainerLogSource,
+  forbiddenMessage,
+  hasContainer,
+  isGetOnlyRoute,
+  type KubeletAuthorization,
+  kubeletAuthorizations,
+  kubeletRoute,
+  LogEncoder,
+  logRun,
+  type PodUsage,
+  parseLogQuery,
+  podList,
+  podUsageQuery,
+  resourceMetrics,
+  runningPodList,
+  statsSummary,
+  type UsageSource,
+} from "./kubelet-api.js";
+import { NodeCpuCounter } from "./node-cpu.js";
+
+/** How long `follow` keeps reading after the run is over: Docker's awslogs batch interval. */
+const FOLLOW_TAIL_MS = 5_000;
+
+/** What {@link createKubeletHandler} needs. */
+export interface KubeletHandlerOptions {
+  /** The Node's name (the name in authorization attributes, `/stats/summary`, `/runningpods/`). */
+  readonly nodeName: string;
+  /** The Pods bound to the Node (the Pod informer's store): `/pods`, logs, stats. */
+  readonly pods: { list(): readonly V1Pod[] };
+  /**
+   * Reads the Pods bound to the Node (`spec.nodeName=<node>`) from the API server at the moment of
+   * a `/runningpods/` request (a quorum list, not a cache), so that a Pod gone from the API, or
+   * turned terminal, a moment ago is not listed while the informer has yet to hear of it. A failed
+   * read is a 500, as the kubelet answers a failed runtime listing. Needs `list` on `pods`.
+   */
+  readonly core: Pick<CoreV1Api, "listPodForAllNamespaces">;
+  /** Authenticates bearer tokens (`TokenReview`s, cached 2 minutes). Needs `create` on `tokenreviews`. */
+  readonly authentication: Pick<AuthenticationV1Api, "createTokenReview">;
+  /**
+   * Authorizes requests (`SubjectAccessReview`s, cached 5 minutes when allowed, 30 seconds when
+   * not: the kubelet's defaults). Needs `create` on `subjectaccessreviews` (`system:auth-delegator`).
+   */
+  readonly authorization: Pick<AuthorizationV1Api, "createSubjectAccessReview">;
+  /**
+   * The state the provider last listed for a Pod's instance (`running`, `stopping`...), `undefined`
+   * when none is listed: `/runningpods/` lists a Pod being deleted only while its instance runs (its
+   * teardown stops it). Absent: a deleting Pod is judged by its status alone.
+   */
+  readonly instanceState?: (podUid: string) => string | undefined;
+  /** Where container output is read from; absent: `/containerLogs` explains how to turn it on. */
+  readonly logs: ContainerLogSource | undefined;
+  /** Where container usage is read from; absent: stats without usage. */
+  readonly usage: UsageSource | undefined;
+  /** When the virtual node started. */
+  readonly startTime: Date;
+  /** Where failed requests and reads are reported (a pino logger fits). */
+  readonly logger: { warn(fields: Record<string, unknown>, message: string): void };
+  /**
+   * How long a usage read is reused, in ms (default 60,000). The hosts publish once a minute, so
+   * metrics-server's scrape every 15 s would otherwise pay for the same figures four times.
+   */
+  readonly usageCacheMs?: number;
+  /** How often `follow` polls for new lines (ms, default 1000). */
+  readonly followPollMs?: number;
+  /** Called once per request with its route and HTTP status (metrics). */
+  readonly onRequest?: (route: string, status: number) => void;
+}
+
+/** The kubelet API's request handling, for the caller's listener. */
+export interface KubeletHandler {
+  /**
+   * Answers one request: give it to an `https.Server` created with the serving certificate and,
+   * for client certificates, `ca` (the client CA), `requestCert: true` and
+   * `rejectUnauthorized: false` (a client without a certificate may still present a bearer token).
+   */
+  readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
+  /** Ends the open `follow` log streams (call it before closing the listener). */
+  close(): void;
+}
+
+/** Who made a request. */
+interface KubeletUser {
+  readonly name: string;
+  readonly groups: readonly string[];
+  readonly extra?: Record<string, string[]>;
+  readonly uid?: string;
+}
+
+/** Time-limited answers, at most `max` entries (oldest dropped). */
+class TtlCache<T> {
+  readonly #entries = new Map<string, { value: T; expires: number }>();
+  constructor(private readonly max = 1024) {}
+  get(key: string, now: number): T | undefined {
+    const hit = this.#entries.get(key);
+    if (hit === undefined) return undefined;
+    if (hit.expires <= now) {
+      this.#entries.delete(key);
+      return undefined;
+    }
+    return hit.value;
+  }
+  set(key: string, value: T, ttlMs: number, now: number): void {
+    this.#entries.delete(key);
+    this.#entries.set(key, { value, expires: now + ttlMs });
+    if (this.#entries.size > this.max) {
+      const oldest = this.#entries.keys().next().value;
+      if (oldest !== undefined) this.#entries.delete(oldest);
+    }
+  }
+}
+
+const TokenReviewStatus = z.object({
+  authenticated: z.boolean().nullish(),
+  user: z
+    .object({
+      username: z.string().nullish(),
+      uid: z.string().nullish(),
+      groups: z.array(z.string()).nullish(),
+      extra: z.record(z.string(), z.array(z.string())).nullish(),
+    })
+    .nullish(),
+});
+const SubjectAccessReviewStatus = z.object({
+  allowed: z.boolean(),
+  denied: z.boolean().nullish(),
+  reason: z.string().nullish(),
+});
+
+/**
+ * Authentication and authorization through the API server, as the kubelet's webhook modes do:
+ * a `TokenReview` per new token and a `SubjectAccessReview` per new (user, attributes) pair.
+ */
+function webhookAuth(options: KubeletHandlerOptions) {
+  const tokens = new TtlCache<KubeletUser | null>();
+  const decisions = new TtlCache<{ allowed: boolean; reason?: string }>();
+  return {
+    async authenticateToken(token: string): Promise<KubeletUser | undefined> {
+      const now = Date.now();
+      const cached = tokens.get(token, now);
+      if (cached !== undefined) return cached ?? undefined;
+      const review = await options.authentication.createTokenReview({
+        body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } },
+      });
+      const status = TokenReviewStatus.safeParse(review.status ?? {});
+      const user =
+        status.success && status.data.authenticated === true && status.data.user?.username
+          ? {
+              name: status.data.user.username,
+              groups: status.data.user.groups ?? [],
+              ...(status.data.user.extra ? { extra: status.data.user.extra } : {}),
+              ...(status.data.user.uid ? { uid: status.data.user.uid } : {}),
+            }
+          : null;
+      tokens.set(token, user, 120_000, now);
+      return user ?? undefined;
+    },
+    async authorize(user: KubeletUser, attributes: KubeletAuthorization) {
+      const now = Date.now();
+      const key = JSON.stringify([user.name, [...user.groups].sort(), user.uid, attributes]);
+      const cached = decisions.get(key, now);
+      if (cached !== undefined) return cached;
+      const review = await options.authorization.createSubjectAccessReview({
+        body: {
+          apiVersion: "authorization.k8s.io/v1",
+          kind: "SubjectAccessReview",
+          spec: {
+            user: user.name,
+            groups: [...user.groups],
+            ...(user.uid === undefined ? {} : { uid: user.uid }),
+            ...(user.extra === undefined ? {} : { extra: user.extra }),
+            resourceAttributes: {
+              verb: attributes.verb,
+              resource: attributes.resource,
+              subresource: attributes.subresource,
+              name: attributes.name,
+              version: "v1",
+            },
+          },
+        },
+      });
+      const parsed = SubjectAccessReviewStatus.safeParse(review.status ?? {});
+      const decision = parsed.success
+        ? {
+            allowed: parsed.data.allowed && parsed.data.denied !== true,
+            ...(parsed.data.reason ? { reason: parsed.data.reason } : {}),
+          }
+        : { allowed: false, reason: "malformed SubjectAccessReview status" };
+      decisions.set(key, decision, decision.allowed ? 300_000 : 30_000, now);
+      return decision;
+    },
+  };
+}
+
+/**
+ * The client CA bundle kube-apiserver publishes from its `--client-ca-file` in the ConfigMap
+ * `kube-system/extension-apiserver-authentication` (readable through the bootstrap Role
+ * `extension-apiserver-authentication-reader`): what the listener verifies client certificates
+ * (kube-apiserver's kubelet client certificate among them) against.
+ *
+ * @throws {@link VirtualNodeError} `RequestFailed` when the ConfigMap cannot be read,
+ *   `ClientCaMissing` when it names no CA (kube-apiserver runs without `--client-ca-file`).
+ *
+ * @example
+ * ```ts
+ * const ca = await apiServerClientCa(kubeConfig.makeApiClient(CoreV1Api));
+ * const server = createServer({ cert, key, ca, requestCert: true, rejectUnauthorized: false }, kubelet.handle);
+ * ```
+ */
+export async function apiServerClientCa(
+  core: Pick<CoreV1Api, "readNamespacedConfigMap">,
+): Promise<string> {
+  let map: unknown;
+  try {
+    map = await core.readNamespacedConfigMap({
+      name: "extension-apiserver-authentication",
+      namespace: "kube-system",
+    });
+  } catch (error) {
+    throw new VirtualNodeError(
+      "RequestFailed",
+      `reading ConfigMap kube-system/extension-apiserver-authentication for the client CA failed (${(error as Error).message}); grant the Role extension-apiserver-authentication-reader`,
+      { cause: error },
+    );
+  }
+  const ca = z.object({ data: z.object({ "client-ca-file": z.string().min(1) }) }).safeParse(map);
+  if (!ca.success) {
+    throw new VirtualNodeError(
+      "ClientCaMissing",
+      "kube-system/extension-apiserver-authentication has no client-ca-file (kube-apiserver runs without --client-ca-file)",
+      { cause: ca.error },
+    );
+  }
+  return ca.data.data["client-ca-file"];
+}
+
+function subjectValues(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  return Array.isArray(value) ? value : [value];
+}
+
+function text(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { "content-type": "text/plain; charset=utf-8" });
+  res.end(body);
+}
+
+function json(res: ServerResponse, body: object): void {
+  res.writeHead(200, { "content-type": "application/json" });
+  // Go's json.Encoder ends what it writes with a newline.
+  res.end(`${JSON.stringify(body)}\n`);
+}
+
+/**
+ * The kubelet API a virtual node serves, with the kubelet's paths and semantics: `/pods`,
+ * `/runningpods/`, `/containerLogs/{namespace}/{pod}/{container}`, `/stats/summary`,
+ * `/metrics/resource`, `/healthz`; the kubelet's 401, 403 (in its words), 405 (GET-only routes,
+ * with `Allow: GET`), 404 and 301 (`/runningpods` to the slash, before authentication) answers.
+ *
+ * @example
+ * ```ts
+ * const kubelet = createKubeletHandler({
+ *   nodeName, pods: informer, startTime: new Date(), logger, logs: undefined, usage: undefined,
+ *   core: kubeConfig.makeApiClient(CoreV1Api),
+ *   authentication: kubeConfig.makeApiClient(AuthenticationV1Api),
+ *   authorization: kubeConfig.makeApiClient(AuthorizationV1Api),
+ * });
+ * const server = createServer({ cert, key, ca, requestCert: true, rejectUnauthorized: false }, kubelet.handle);
+ * server.listen(10250);
+ * ```
+ */
+export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHandler {
+  const auth = webhookAuth(options);
+  const streams = new Set<AbortController>();
+  let usageCache: { key: string; at: number; usage: Promise<PodUsage> } | undefined;
+  /** The Node's CPU counter: keeps ended runs, so metrics-server never sees it drop. */
+  const nodeCpu = new NodeCpuCounter();
+
+  const user = async (req: IncomingMessage): Promise<KubeletUser | undefined> => {
+    // Verified by the listener against its client CA (`authorized` is false without one).
+    const socket = req.socket as Partial<TLSSocket>;
+    if (socket.authorized === true && socket.getPeerCertificate !== undefined) {
+      const cert = socket.getPeerCertificate();
+      const name = subjectValues(cert.subject?.CN)[0];
+      if (name !== undefined && name !== "") {
+        return { name, groups: subjectValues(cert.subject?.O) };
+      }
+    }
+    const header = req.headers.authorization;
+    const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (match?.[1] !== undefined) return auth.authenticateToken(match[1]);
+    return undefined;
+  };
+
+  const usage = async () => {
+    const pods = options.pods.list();
+    let read: PodUsage = new Map();
+    let failed = false;
+    if (options.usage !== undefined) {
+      const query = podUsageQuery(pods);
+      if (query.length > 0) {
+        const key = JSON.stringify(query);
+        const now = Date.now();
+        const cached = usageCache;
+        const fresh =
+          cached !== undefined &&
+          cached.key === key &&
+          now - cached.at < (options.usageCacheMs ?? 60_000);
+        if (!fresh) usageCache = { key, at: now, usage: options.usage.podUsage(query) };
+        const entry = usageCache as { usage: Promise<PodUsage> };
+        try {
+          read = await entry.usage;
+        } catch (error) {
+          failed = true;
+          // A failed read is not reused: the next scrape asks again.
+          if (usageCache === entry) usageCache = undefined;
+          options.logger.warn({ err: error }, "reading container usage failed");
+        }
+      }
+    }
+    // A failed read says nothing about which runs ended: the counter skips it.
+    const nodeCpuCoreSeconds = failed ? undefined : nodeCpu.observe(read);
+    return {
+      view: {
+        nodeName: options.nodeName,
+        startTime: options.startTime,
+        pods,
+        usage: read,
+        ...(nodeCpuCoreSeconds === undefined ? {} : { nodeCpuCoreSeconds }),
+      },
+      failed,
+    };
+  };
+
+  const findPod = (namespace: string, name: string): V1Pod | undefined =>
+    options.pods
+      .list()
+      .find((p) => p.metadata?.namespace === namespace && p.metadata?.name === name);
+
+  const refuse = (res: ServerResponse, status: number, message: string): number => {
+    text(res, status, message);
+    return status;
+  };
+
+  const logs = async (
+    route: { namespace: string; pod: string; container: string },
+    url: URL,
+    req: IncomingMessage,
+    res: ServerResponse,
+  ): Promise<number> => {
+    // The kubelet's checks, in its order and words.
+    if (route.pod === "") return refuse(res, 400, '{"message": "Missing podID."}');
+    if (route.container === "") {
+      return refuse(res, 400, '{"message": "Missing container name."}');
+    }
+    if (route.namespace === "") {
+      return refuse(res, 400, '{"message": "Missing podNamespace."}');
+    }
+    const query = parseLogQuery(url.searchParams, new Date());
+    if (!query.ok) return refuse(res, query.status, query.message);
+    const pod = findPod(route.namespace, route.pod);
+    if (pod === undefined) return refuse(res, 404, `pod "${route.pod}" does not exist`);
+    if (!hasContainer(pod, route.container)) {
+      return refuse(res, 404, `container "${route.container}" not found in pod "${route.pod}"`);
+    }
+    const run = logRun(pod, route.container, query.options.previous);
+    if (!run.ok) return refuse(res, run.status, run.message);
+    const source = options.logs;
+    if (source === undefined) {
+      return refuse(
+        res,
+        400,
+        "container logs are not kept on this virtual node: set provider.logs.group in its configuration (docs/operating.md, Logs and metrics)",
+      );
+    }
+    const logOptions = query.options;
+    const encoder = new LogEncoder(logOptions);
+    const read = {
+      ...(logOptions.tailLines === undefined ? {} : { tailLines: logOptions.tailLines }),
+      ...(logOptions.since === undefined ? {} : { since: logOptions.since }),
+    };
+    if (!logOptions.follow || !run.running) {
+      const lines = await source.read(run.ref, read);
+      res.writeHead(200, { "content-type": "text/plain" });
+      const chunks: Buffer[] = [];
+      for (const line of lines ?? []) {
+        chunks.push(encoder.encode(line));
+        if (encoder.done) break;
+      }
+      res.end(Buffer.concat(chunks));
+      return 200;
+    }
+    const stream = new AbortController();
+    streams.add(stream);
+    const abort = () => stream.abort();
+    req.on("close", abort);
+    res.on("close", abort);
+    res.writeHead(200, { "content-type": "text/plain", "transfer-encoding": "chunked" });
+    res.flushHeaders();
+    const ref = run.ref;
+    // The run is over once the Pod no longer shows it running (its container exited, the Pod
+    // went away). Its last lines may still be in Docker's batch (flushed at most every 5 s), so
+    // follow ends only after FOLLOW_TAIL_MS more of finding nothing new.
+    const runOver = () => {
+      const now = findPod(route.namespace, route.pod);
+      if (now === undefined || now.metadata?.uid !== ref.podUid) return true;
+      const current = logRun(now, route.container, false);
+      return !current.ok || !current.running || current.ref.restart !== ref.restart;
+    };
+    let overSince: number | undefined;
+    const over = () => {
+      if (!runOver()) {
+        overSince = undefined;
+        return false;
+      }
+      overSince ??= Date.now();
+      return Date.now() - overSince >= FOLLOW_TAIL_MS;
+    };
+    try {
+      for await (const line of source.follow(ref, {
+        ...read,
+        signal: stream.signal,
+        pollMs: options.followPollMs ?? 1000,
+        done: over,
+      })) {
+        const bytes = encoder.encode(line);
+        if (bytes.length > 0 && !res.write(bytes)) {
+          await new Promise<void>((resolve) => {
+            res.once("drain", resolve);
+            res.once("close", resolve);
+          });
+        }
+        if (encoder.done || stream.signal.aborted) break;
+      }
+    } catch (error) {
+      if (!stream.signal.aborted) throw error;
+    } finally {
+      streams.delete(stream);
+      req.off("close", abort);
+    }
+    res.end();
+    return 200;
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? "/", "https://kubelet");
+    const route = kubeletRoute(url.pathname);
+    let status = 0;
+    const done = (s: number) => {
+      status = s;
+    };
+    try {
+      if (route.kind === "redirect") {
+        // Go's ServeMux answers a subtree root asked for without its slash before any handler
+        // (and so before the kubelet's authentication filter) runs.
+        done(301);
+        res.writeHead(301, {
+          location: `${route.location}${url.search}`,
+          "content-type": "text/html; charset=utf-8",
+        });
+        return void res.end(
+          req.method === "GET" ? `<a href="${route.location}">Moved Permanently</a>.\n\n` : "",
+        );
+      }
+      const who = await user(req);
+      if (who === undefined) {
+        done(401);
+        return text(res, 401, "Unauthorized");
+      }
+      // The kubelet tries each attribute in turn (nodes/pods, then nodes/proxy...): any allows.
+      const attempts = kubeletAuthorizations(req.method ?? "GET", url.pathname, options.nodeName);
+      let allowed = false;
+      for (const attributes of attempts) {
+        if ((await auth.authorize(who, attributes)).allowed) {
+          allowed = true;
+          break;
+        }
+      }
+      if (!allowed) {
+        done(403);
+        return text(res, 403, forbiddenMessage(who.name, attempts));
+      }
+      if (isGetOnlyRoute(route) && req.method !== "GET") {
+        done(405);
+        res.writeHead(405, { "content-type": "text/plain; charset=utf-8", allow: "GET" });
+        return void res.end("Method Not Allowed");
+      }
+      switch (route.kind) {
+        case "healthz":
+          done(200);
+          return text(res, 200, "ok");
+        case "pods":
+          done(200);
+          return json(
+            res,
+            podList(
+              options.pods
+                .list()
+                .map((p) => ObjectSerializer.serialize(p, "V1Pod") as Record<string, unknown>),
+            ),
+          );
+        case "runningPods": {
+          let pods: readonly V1Pod[];
+          try {
+            pods = (
+              await options.core.listPodForAllNamespaces({
+                fieldSelector: `spec.nodeName=${options.nodeName}`,
+              })
+            ).items;
+          } catch (error) {
+            options.logger.warn({ err: error }, "reading the Pods for /runningpods/ failed");
+            done(500);
+            return text(res, 500, `listing the Pods failed: ${(error as Error).message}`);
+          }
+          done(200);
+          return json(res, runningPodList(pods, options.instanceState));
+        }
+        case "statsSummary": {
+          const { view } = await usage();
+          done(200);
+          return json(res, statsSummary(view));
+        }
+        case "metricsResource": {
+          const { view, failed } = await usage();
+          done(200);
+          res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+          return void res.end(resourceMetrics(view, failed));
+        }
+        case "containerLogs":
+          return done(await logs(route, url, req, res));
+        case "notFound":
+          done(404);
+          return text(res, 404, "404 page not found");
+      }
+    } finally {
+      options.onRequest?.(route.kind, status);
+    }
+  };
+
+  return {
+    handle: (req, res) => {
+      void handle(req, res).catch((error: unknown) => {
+        options.logger.warn({ err: error, path: req.url }, "kubelet API request failed");
+        if (!res.headersSent) text(res, 500, "Internal Server Error");
+        else res.destroy();
+      });
+    },
+    close() {
+      for (const stream of streams) stream.abort();
+    },
+  };
+}
