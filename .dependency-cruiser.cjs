@@ -66,6 +66,17 @@ module.exports = {
       },
     },
     {
+      name: "provider-imports-virtual-node",
+      comment:
+        "@nebula/provider satisfies the virtual node's contracts (PodLifecycle, InstanceReclaimer, ...) structurally: it names them with `import type` only, and its build inlines them, so its install stays lean (no @nebula/kube, no @kubernetes/client-node at run time). Its tests run the real PodTeardown and are exempt.",
+      severity: "error",
+      from: { path: "^packages/provider/src/", pathNot: testCode },
+      to: {
+        path: ["^packages/virtual-node/", "(^|/)node_modules/@nebula/virtual-node/"],
+        dependencyTypesNot: ["type-only"],
+      },
+    },
+    {
       name: "package-imports-app",
       comment: "Packages never import an app: apps depend on packages, not the other way round.",
       severity: "error",

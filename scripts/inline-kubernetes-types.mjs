@@ -6,7 +6,11 @@
 // copies are structural (the models are classes without private members): a `V1Pod` from
 // `@kubernetes/client-node` is assignable to them and back.
 //
-//   cd packages/<name> && tsup && node ../../scripts/inline-kubernetes-types.mjs
+// Further packages named as arguments are inlined the same way: `@nebula/provider` names the
+// virtual node's contracts (`PodLifecycle`, `PodStatusChange`, ...) with `import type` only, and
+// its consumers get them without installing `@nebula/virtual-node`.
+//
+//   cd packages/<name> && tsup && node ../../scripts/inline-kubernetes-types.mjs [package...]
 import { renameSync } from "node:fs";
 import { rollup } from "rollup";
 import { dts } from "rollup-plugin-dts";
@@ -14,7 +18,7 @@ import { dts } from "rollup-plugin-dts";
 const input = "dist/index.d.ts";
 const bundle = await rollup({
   input,
-  plugins: [dts({ includeExternal: ["@kubernetes/client-node"] })],
+  plugins: [dts({ includeExternal: ["@kubernetes/client-node", ...process.argv.slice(2)] })],
   onwarn(warning, warn) {
     // Node's own modules stay imports (a consumer's @types/node has them); cycles are in the models.
     if (warning.code === "CIRCULAR_DEPENDENCY" || warning.code === "UNRESOLVED_IMPORT") return;

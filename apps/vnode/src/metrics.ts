@@ -4,11 +4,11 @@ import type { Ec2PodProvider } from "@nebula/provider";
 import type { PodControllerMetrics } from "@nebula/virtual-node";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
-type Observed = Pick<Ec2PodProvider, "client" | "instanceCounts" | "onLeakCollected" | "onPoll">;
+type Observed = Pick<Ec2PodProvider, "gateway" | "instanceCounts" | "onLeakCollected" | "onPoll">;
 
 /**
- * Registers the virtual node's metrics on `registry` and binds them: the provider's EC2 calls (in
- * the SDK's middleware), polls and collected leaks, the Pods by phase and instances by state (read
+ * Registers the virtual node's metrics on `registry` and binds them: the provider's EC2 calls (counted
+ * by its gateway), polls and collected leaks, the Pods by phase and instances by state (read
  * at scrape time). Returns what the Pod controller and the kubelet API report into.
  */
 export function vnodeMetrics(
@@ -37,20 +37,9 @@ export function vnodeMetrics(
     "action",
     "outcome",
   ]);
-  provider.client.middlewareStack.add(
-    (next, context) => async (args) => {
-      const action = String(context.commandName ?? "unknown").replace(/Command$/, "");
-      try {
-        const result = await next(args);
-        ec2Calls.inc({ action, outcome: "ok" });
-        return result;
-      } catch (error) {
-        ec2Calls.inc({ action, outcome: (error as { name?: string }).name ?? "Error" });
-        throw error;
-      }
-    },
-    { step: "initialize", name: "nebulaCallCounter" },
-  );
+  provider.gateway.onCall(({ service, action, outcome }) => {
+    if (service === "ec2") ec2Calls.inc({ action, outcome });
+  });
   const exitToStatus = histogram(
     "exit_to_status_seconds",
     "From a container's exit to the Pod status that says so being written",

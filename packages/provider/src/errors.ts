@@ -7,6 +7,9 @@
  * What went wrong, machine-readable.
  *
  * - `NotFound` — the instance (or other resource) does not exist (any more).
+ * - `NotVisibleYet` — not found, but not proof of absence: a launch of it is under way, or younger
+ *   than EC2's eventual-consistency window (`eventualConsistencySeconds`). Ask again: retryable,
+ *   and never to be read as "gone" (do not ignore it the way a `NotFound` may be ignored).
  * - `Throttled` — EC2 refused the call for rate (`RequestLimitExceeded` and friends). Retry later.
  * - `InsufficientCapacity` — EC2 has no capacity for this instance type in this zone right now.
  * - `QuotaExceeded` — an account limit (instances, vCPUs, addresses) stops the launch.
@@ -15,7 +18,6 @@
  * - `InvalidPodSpec` — the Pod asks for something this provider cannot give (conflicting instance
  *   types, requests no mapped instance type fits).
  * - `InstanceTypeNotAllowed` — the Pod asks for an instance type outside the allow-list.
- * - `MissingFinalizer` — `createPod` was called for a Pod without the reclaim finalizer.
  * - `NotOwned` — an instance does not prove that Nebula launched it for this Pod (tags, instance
  *   profile, client token), so the provider will not act on it.
  * - `Unauthorized` — credentials or IAM policy refuse the call.
@@ -28,13 +30,13 @@
  */
 export type ProviderErrorCode =
   | "NotFound"
+  | "NotVisibleYet"
   | "Throttled"
   | "InsufficientCapacity"
   | "QuotaExceeded"
   | "InvalidConfiguration"
   | "InvalidPodSpec"
   | "InstanceTypeNotAllowed"
-  | "MissingFinalizer"
   | "NotOwned"
   | "Unauthorized"
   | "IdempotencyMismatch"
@@ -44,6 +46,7 @@ export type ProviderErrorCode =
 
 /** Codes for which trying the same thing again later can succeed. */
 const RETRYABLE: ReadonlySet<ProviderErrorCode> = new Set([
+  "NotVisibleYet",
   "Throttled",
   "InsufficientCapacity",
   "Unavailable",

@@ -8,8 +8,8 @@ import {
 } from "@aws-sdk/client-ec2";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import { MOTO_CREDENTIALS, type Moto } from "@nebula/test-peers";
+import type { PodStatusChange } from "@nebula/virtual-node";
 import type { ProviderConfigInput } from "../config.js";
-import type { PodStatusChange } from "../provider.js";
 
 /** Network objects every test launches into. */
 export interface MotoNetwork {

@@ -1,0 +1,380 @@
+import type { V1Pod, V1PodCondition, V1PodStatus } from "@kubernetes/client-node";
+import {
+  type PodParameter,
+  type PodSourceRefs,
+  type PodSources,
+  podSourceRefs,
+  type RenderNotice,
+  type RenderOptionsInput,
+  type RenderResult,
+  renderUserData,
+} from "@nebula/userdata";
+import { type Admission, admitPod } from "./admission.js";
+import { NO_BACKOFF } from "./capacity.js";
+import type { ProviderConfig } from "./config.js";
+import { ProviderError, toProviderError } from "./errors.js";
+import { buildRunInstancesInput, type LaunchInput } from "./launch.js";
+import { type PodFacts, podFacts } from "./pod.js";
+import type { ObservedInstance } from "./poll.js";
+import { deliveryKey, disprove, observe, type PodRecord, type ProviderContext } from "./record.js";
+import { CREATE_CONTAINER_CONFIG_ERROR, configErrorStatus, LAUNCHED_CONDITION } from "./status.js";
+
+/**
+ * A rendered Pod as a `renderUserData` override may return it: `@nebula/userdata`'s
+ * `RenderedUserData` or any object with its `userData` and `bytes`, and the parameters and notices
+ * when there are any.
+ */
+export interface RenderedPod {
+  /** Base64 of the user-data. */
+  readonly userData: string;
+  /** Its size in bytes before base64. */
+  readonly bytes: number;
+  /** Pod parameters to write before `RunInstances` (`podDelivery: "parameters"`). */
+  readonly parameters?: readonly PodParameter[];
+  /** The supervisor's parameters, shared by every Pod: written once per process (create-only). */
+  readonly sharedParameters?: readonly PodParameter[];
+  /** Event-worthy facts (`OptionalSecretNotFound`, ...), published as Warning Events. */
+  readonly notices?: readonly RenderNotice[];
+}
+
+/** How Pods are rendered and their sources read (the provider's options of the same names). */
+export interface AdmitterOptions {
+  readonly userData?: RenderOptionsInput | undefined;
+  readonly renderUserData?:
+    | ((
+        pod: V1Pod,
+        sources: PodSources | undefined,
+      ) => LaunchInput["userData"] | RenderedPod | RenderResult)
+    | undefined;
+  readonly readSources?: ((pod: V1Pod, refs: PodSourceRefs) => Promise<PodSources>) | undefined;
+}
+
+/** A rendered Pod, or why it is held. */
+type Rendered =
+  | {
+      readonly userData: LaunchInput["userData"];
+      readonly parameters: readonly PodParameter[];
+      readonly sharedParameters: readonly PodParameter[];
+      readonly notices: readonly RenderNotice[];
+    }
+  | { readonly held: { readonly reason: string; readonly message: string } };
+
+/** The Pod's sources, or why they could not be read. */
+type SourcesRead =
+  | { readonly ok: true; readonly sources: PodSources | undefined }
+  | { readonly ok: false; readonly message: string };
+
+const NO_READ: SourcesRead = { ok: true, sources: undefined };
+const NO_SOURCES: PodSources = { configMaps: {}, secrets: {} };
+
+/**
+ * Decides what the provider does with a Pod before any launch: builds its record from the Pod and
+ * its ledger entry, admits it (launch, hold a DaemonSet Pod, refuse), renders its user-data and
+ * parameters (reading its ConfigMaps and Secrets with `podDelivery: "parameters"`), and holds it
+ * with `CreateContainerConfigError` while a mandatory source is missing.
+ */
+export class Admitter {
+  readonly #ctx: ProviderContext;
+  readonly #options: AdmitterOptions;
+
+  constructor(ctx: ProviderContext, options: AdmitterOptions) {
+    this.#ctx = ctx;
+    this.#options = options;
+  }
+
+  /** Builds (and registers) the record of a Pod from the Pod and its ledger entry. */
+  async load(pod: V1Pod, facts: PodFacts): Promise<PodRecord> {
+    const { config, ledger, now } = this.#ctx;
+    const parametersDelivery = config.podDelivery === "parameters";
+    const entry = await ledger.get(facts.uid);
+    const launch = entry?.launch;
+    const record: PodRecord = {
+      pod: structuredClone(pod),
+      facts,
+      mode: "launch",
+      launchRequested: launch?.requestedAt !== undefined || launch?.instanceId !== undefined,
+      unknownOutcome: launch?.requestedAt !== undefined && launch.instanceId === undefined,
+      backoff: NO_BACKOFF,
+      launching: false,
+      // After a restart, an instance launched within the parameter grace may still wait for the
+      // instance-ARN tag on its parameters (the process may have died before writing it).
+      parametersUntagged:
+        parametersDelivery &&
+        (launch?.launchedAt === undefined
+          ? launch?.instanceId === undefined
+          : now() - launch.launchedAt < config.leakCollection.parameterGraceSeconds * 1000),
+      ledgerDirty: false,
+      seen: false,
+      missing: false,
+      events: [],
+      deleted: facts.deleting,
+    };
+    if (launch?.instanceId !== undefined) record.instanceId = launch.instanceId;
+    if (launch?.requestedAt !== undefined) record.requestedAt = launch.requestedAt;
+    if (launch?.clientToken !== undefined) record.clientToken = launch.clientToken;
+    if (launch?.launchedAt !== undefined) record.launchedAt = new Date(launch.launchedAt);
+    this.#ctx.records.set(facts.uid, record);
+    if (facts.apiPhase === "Succeeded" || facts.apiPhase === "Failed") {
+      // Terminal in the API: the stored status is the truth; never launched again.
+      record.mode = "terminal";
+      if (pod.status) {
+        record.status = structuredClone(pod.status);
+        record.deliveredKey = deliveryKey(record, pod.status);
+      }
+      return record;
+    }
+    if (record.deleted || record.instanceId !== undefined) return record;
+    // Not launched yet, or a launch whose outcome is unknown (repeated with the same token if no
+    // instance turns up). The parameters delivery reads the Pod's ConfigMaps and Secrets first.
+    const admission = admitPod(facts, config);
+    const sources = admission.kind === "launch" ? await this.#readSources(record) : NO_READ;
+    this.#admit(record, admission, sources);
+    return record;
+  }
+
+  /** Takes a newer Pod object (its deletion grace, labels, annotations). */
+  refresh(record: PodRecord, pod: V1Pod): void {
+    record.pod = structuredClone(pod);
+    const facts = podFacts(pod);
+    record.facts = facts;
+    if (facts.deleting) record.deleted = true;
+  }
+
+  /**
+   * A Pod held for a missing ConfigMap or Secret, on a poll: its instance when a lost launch left
+   * one, else its sources read and the Pod rendered again (it launches once it renders).
+   */
+  async readmit(record: PodRecord, listed: ObservedInstance | undefined): Promise<void> {
+    if (record.readmitting) return;
+    record.readmitting = true;
+    try {
+      if (
+        record.launchRequested &&
+        listed &&
+        disprove(this.#ctx, listed, record.facts.uid) === undefined
+      ) {
+        observe(this.#ctx, record, listed);
+        record.ledgerDirty = true;
+        this.leaveConfigHold(record);
+        return;
+      }
+      const sources = await this.#readSources(record);
+      if (record.mode !== "config" || record.deleted) return;
+      this.#admit(record, admitPod(record.facts, this.#ctx.config), sources);
+    } finally {
+      record.readmitting = false;
+    }
+  }
+
+  /** The Pod renders (or has an instance) now: it is launched, or observed, from here on. */
+  leaveConfigHold(record: PodRecord): void {
+    if (record.mode !== "config") return;
+    record.mode = "launch";
+    record.configError = undefined;
+    if (record.status) {
+      // The hold's condition is not carried into the launched Pod's status.
+      record.status = {
+        ...record.status,
+        conditions: (record.status.conditions ?? []).filter((c) => c.type !== LAUNCHED_CONDITION),
+      };
+    }
+  }
+
+  /** The Pod's ConfigMaps and Secrets (`podDelivery: "parameters"` only; never throws). */
+  async #readSources(record: PodRecord): Promise<SourcesRead> {
+    if (this.#ctx.config.podDelivery !== "parameters") return NO_READ;
+    const refs = podSourceRefs(record.pod);
+    const read = this.#options.readSources;
+    if (read === undefined || refs.configMaps.length + refs.secrets.length === 0) {
+      return { ok: true, sources: NO_SOURCES };
+    }
+    try {
+      return { ok: true, sources: await read(record.pod, refs) };
+    } catch (error) {
+      return {
+        ok: false,
+        message: `the ConfigMaps and Secrets of pod ${record.facts.key} could not be read: ${error instanceof Error ? error.message : String(error)}`,
+      };
+    }
+  }
+
+  /** Holds the Pod `Pending` with `CreateContainerConfigError` (one Warning per distinct message). */
+  #holdForConfig(record: PodRecord, reason: string, message: string): void {
+    record.mode = "config";
+    const previous =
+      record.status === undefined ? record.pod : { ...record.pod, status: record.status };
+    record.status = configErrorStatus(previous, message, new Date(this.#ctx.now()));
+    if (record.configError !== message) {
+      record.events.push({ type: "Warning", reason, message });
+      record.configError = message;
+    }
+  }
+
+  /**
+   * Applies the admission decision; renders the user-data of a Pod to launch (may refuse it, or
+   * hold it for a missing ConfigMap or Secret).
+   */
+  #admit(record: PodRecord, admission: Admission, sources: SourcesRead): void {
+    const { config } = this.#ctx;
+    const now = new Date(this.#ctx.now());
+    if (admission.kind === "launch") {
+      if (!sources.ok) {
+        this.#holdForConfig(record, "FailedToReadSources", sources.message);
+        return;
+      }
+      try {
+        const rendered = this.#render(record, sources.sources);
+        if ("held" in rendered) {
+          this.#holdForConfig(record, rendered.held.reason, rendered.held.message);
+          return;
+        }
+        // Measures it (16 KiB) before anything is recorded or launched.
+        buildRunInstancesInput({
+          pod: record.facts,
+          config,
+          instanceType: admission.instanceType,
+          userData: rendered.userData,
+        });
+        record.instanceType = admission.instanceType;
+        record.userData = rendered.userData;
+        const delivery = config.podDelivery === "parameters";
+        const parameters = delivery ? rendered.parameters : [];
+        record.sharedParameters = delivery ? rendered.sharedParameters : [];
+        if (JSON.stringify(parameters) !== JSON.stringify(record.parameters)) {
+          record.parameters = parameters;
+          record.parametersWrittenAt = undefined;
+        }
+        record.notices ??= new Set();
+        for (const notice of rendered.notices) {
+          const key = `${notice.reason}\n${notice.message}`;
+          if (record.notices.has(key)) continue;
+          record.notices.add(key);
+          record.events.push({ type: "Warning", reason: notice.reason, message: notice.message });
+        }
+        this.leaveConfigHold(record);
+        return;
+      } catch (error) {
+        const wrapped = error instanceof ProviderError ? error : toProviderError(error, "render");
+        const reason = /user-data is \d+ bytes/.test(wrapped.message)
+          ? "UserDataTooLarge"
+          : (wrapped.reason ?? wrapped.code);
+        admission = { kind: "refuse", reason, message: wrapped.message };
+      }
+    }
+    if (admission.kind === "hold") {
+      record.mode = "hold";
+      record.status = heldStatus(record.pod, admission.reason, admission.message, now);
+      record.events.push({ type: "Normal", reason: admission.reason, message: admission.message });
+      return;
+    }
+    record.mode = "refused";
+    record.status = refusedStatus(record.pod, admission.reason, admission.message, now);
+    record.events.push({ type: "Warning", reason: admission.reason, message: admission.message });
+  }
+
+  /**
+   * Renders the Pod (`@nebula/userdata`, or the `renderUserData` override): its user-data, its
+   * parameters and notices, or `held` for a missing mandatory ConfigMap or Secret. Throws a
+   * `ProviderError` (`InvalidPodSpec`, with the renderer's code as `reason`) for a Pod to refuse.
+   */
+  #render(record: PodRecord, sources: PodSources | undefined): Rendered {
+    const override = this.#options.renderUserData;
+    const out = override
+      ? override(record.pod, sources)
+      : renderUserData(
+          record.pod,
+          renderOptionsOf(this.#ctx.config, this.#options.userData),
+          sources,
+        );
+    if (typeof out === "string" || out instanceof Uint8Array) {
+      return { userData: out, parameters: [], sharedParameters: [], notices: [] };
+    }
+    if (!("ok" in out)) return renderedOf(out);
+    if (out.ok) return renderedOf(out.value);
+    if (out.error.code === CREATE_CONTAINER_CONFIG_ERROR) {
+      return { held: { reason: out.error.reason ?? out.error.code, message: out.error.message } };
+    }
+    const error = new ProviderError(
+      "InvalidPodSpec",
+      `pod ${record.facts.key}: ${out.error.path}: ${out.error.message}`,
+      { cause: out.error },
+    );
+    error.reason = out.error.code;
+    throw error;
+  }
+}
+
+/**
+ * The options the provider gives `@nebula/userdata`'s `renderUserData`: `cluster` defaults to the
+ * configured `clusterName` (the `userData` option may set it); `delivery` is always the configured
+ * `podDelivery`; `logs` and `metrics` are the configured ones when set (so that the hosts write
+ * where the virtual node reads), else whatever the `userData` option says.
+ */
+export function renderOptionsOf(
+  config: ProviderConfig,
+  userData: RenderOptionsInput | undefined,
+): RenderOptionsInput {
+  return {
+    cluster: config.clusterName,
+    ...userData,
+    ...(config.logs === undefined ? {} : { logs: config.logs }),
+    ...(config.metrics === undefined ? {} : { metrics: config.metrics }),
+    delivery: config.podDelivery,
+  };
+}
+
+function renderedOf(value: RenderedPod): Rendered {
+  return {
+    userData: { userData: value.userData, bytes: value.bytes },
+    parameters: value.parameters ?? [],
+    sharedParameters: value.sharedParameters ?? [],
+    notices: value.notices ?? [],
+  };
+}
+
+function launchCondition(
+  reason: string,
+  message: string,
+  now: Date,
+  previous: V1PodStatus | undefined,
+): V1PodCondition {
+  const before = previous?.conditions?.find((c) => c.type === LAUNCHED_CONDITION);
+  return {
+    type: LAUNCHED_CONDITION,
+    status: "False",
+    reason,
+    message,
+    lastTransitionTime:
+      before?.status === "False" && before.lastTransitionTime ? before.lastTransitionTime : now,
+  };
+}
+
+/** A Pod left `Pending`, not launched, with a reason (a DaemonSet Pod). */
+function heldStatus(pod: V1Pod, reason: string, message: string, now: Date): V1PodStatus {
+  return {
+    ...(pod.status ?? {}),
+    phase: "Pending",
+    reason,
+    message,
+    conditions: [launchCondition(reason, message, now, pod.status)],
+  };
+}
+
+/** A Pod refused at once: `Failed`, with the reason and a message naming the field. */
+function refusedStatus(pod: V1Pod, reason: string, message: string, now: Date): V1PodStatus {
+  return {
+    phase: "Failed",
+    reason,
+    message,
+    conditions: [launchCondition(reason, message, now, pod.status)],
+    containerStatuses: (pod.spec?.containers ?? []).map((c) => ({
+      name: c.name,
+      image: c.image ?? "",
+      imageID: "",
+      ready: false,
+      restartCount: 0,
+      started: false,
+      state: { waiting: { reason, message } },
+    })),
+  };
+}

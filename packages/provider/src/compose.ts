@@ -1,0 +1,94 @@
+import type { EC2Client } from "@aws-sdk/client-ec2";
+import type { SSMClient } from "@aws-sdk/client-ssm";
+import { MemoryPodLedger } from "@nebula/teardown";
+import { Admitter } from "./admitter.js";
+import { createAwsClients } from "./clients.js";
+import { CloudWatchContainerLogs } from "./cloudwatch-logs.js";
+import { CloudWatchUsage } from "./cloudwatch-usage.js";
+import { type ProviderConfig, parseProviderConfig } from "./config.js";
+import { AwsGateway } from "./gateway.js";
+import { HealthTracker } from "./health.js";
+import { Launcher } from "./launcher.js";
+import { LeakCollector } from "./leak-collector.js";
+import type { Ec2PodProviderOptions } from "./options.js";
+import { ParameterDelivery } from "./parameter-delivery.js";
+import { Poller } from "./poller.js";
+import { StatusPublisher } from "./publisher.js";
+import { Reclaimer } from "./reclaimer.js";
+import type { ProviderContext } from "./record.js";
+
+/** The provider's parts, wired: what `Ec2PodProvider` is a façade over. */
+export interface ProviderParts {
+  readonly config: ProviderConfig;
+  readonly client: EC2Client;
+  readonly ssm: SSMClient;
+  readonly containerLogs: CloudWatchContainerLogs | undefined;
+  readonly containerUsage: CloudWatchUsage | undefined;
+  readonly ctx: ProviderContext;
+  readonly admitter: Admitter;
+  readonly launcher: Launcher;
+  readonly parameters: ParameterDelivery;
+  readonly publisher: StatusPublisher;
+  readonly reclaimer: Reclaimer;
+  readonly leaks: LeakCollector;
+  readonly poller: Poller;
+}
+
+/**
+ * Builds the provider's parts from its options: the configuration parsed, the AWS clients (given
+ * or built), the gateway, the shared context, and each collaborator over it.
+ */
+export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
+  const config = parseProviderConfig(options.config);
+  const clients = createAwsClients(config, {
+    ...(options.client ? { ec2: options.client } : {}),
+    ...(options.ssmClient ? { ssm: options.ssmClient } : {}),
+    ...(options.logsClient ? { logs: options.logsClient } : {}),
+    ...(options.metricsClient ? { metrics: options.metricsClient } : {}),
+  });
+  const ctx: ProviderContext = {
+    config,
+    gateway: options.gateway ?? new AwsGateway(clients, config),
+    ledger: options.ledger ?? new MemoryPodLedger(),
+    records: new Map(),
+    health: new HealthTracker(config),
+    now: options.now ?? Date.now,
+    log: (level, message) => options.log?.(level, message),
+    ownership: {
+      clusterName: config.clusterName,
+      nodeName: config.nodeName,
+      instanceProfile: config.instanceProfile,
+      clientToken: config.ownership.clientToken,
+    },
+    listing: undefined,
+  };
+  const admitter = new Admitter(ctx, options);
+  const parameters = new ParameterDelivery(ctx);
+  const publisher = new StatusPublisher(ctx);
+  const reclaimer = new Reclaimer(ctx);
+  // What the teardown's lookup finds is an observation of the Pod too.
+  reclaimer.onFound = (record) => publisher.computeStatus(record);
+  const launcher = new Launcher(ctx, parameters, reclaimer);
+  const { logs, metrics } = config;
+  return {
+    config,
+    client: clients.ec2,
+    ssm: clients.ssm,
+    containerLogs:
+      logs && clients.logs
+        ? new CloudWatchContainerLogs({ client: clients.logs, group: logs.group })
+        : undefined,
+    containerUsage:
+      metrics && clients.metrics
+        ? new CloudWatchUsage({ client: clients.metrics, namespace: metrics.namespace })
+        : undefined,
+    ctx,
+    admitter,
+    launcher,
+    parameters,
+    publisher,
+    reclaimer,
+    leaks: new LeakCollector(ctx, options.livePodUids),
+    poller: new Poller(ctx, { admitter, launcher, parameters, publisher }),
+  };
+}

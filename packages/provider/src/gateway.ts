@@ -1,0 +1,359 @@
+/**
+ * The provider's one door to AWS: every EC2 and SSM call the provider makes goes through a
+ * {@link Gateway}, which classifies errors at the call site ({@link ProviderError}) and counts
+ * calls. Collaborators depend on the interface; {@link AwsGateway} is the SDK implementation and a
+ * fake (`src/testing/fake-gateway.ts`) stands in for it in unit tests, as Karpenter's
+ * `cloudprovider/fake` does.
+ */
+import { Buffer } from "node:buffer";
+import {
+  CreateTagsCommand,
+  DeleteTagsCommand,
+  DescribeInstancesCommand,
+  type EC2Client,
+  GetConsoleOutputCommand,
+  RunInstancesCommand,
+  type RunInstancesCommandInput,
+  StopInstancesCommand,
+  TerminateInstancesCommand,
+} from "@aws-sdk/client-ec2";
+import type { SSMClient } from "@aws-sdk/client-ssm";
+import type { PodParameter } from "@nebula/userdata";
+import { type BatchOutcome, chunk, InstanceBatcher } from "./batch.js";
+import type { ProviderConfig } from "./config.js";
+import { toProviderError } from "./errors.js";
+import {
+  deleteParameters,
+  deletePodParameters,
+  type ListedParameter,
+  listClusterPodParameters,
+  listPodParameterNames,
+  tagParametersWithInstance,
+  writePodParameters,
+  writeSharedParameters,
+} from "./parameters.js";
+import {
+  describeNodeInstances,
+  type ObservedInstance,
+  observeInstance,
+  type PollPage,
+} from "./poll.js";
+import { CLUSTER_TAG, POD_TAG, POD_UID_TAG } from "./tags.js";
+
+/** Every EC2 state, terminated included: what a lookup by ID or by Pod UID asks for. */
+export const ALL_STATES = [
+  "pending",
+  "running",
+  "stopping",
+  "stopped",
+  "shutting-down",
+  "terminated",
+] as const;
+
+/** One AWS call the gateway made, for a metric. */
+export interface GatewayCall {
+  /** `ec2` or `ssm`. */
+  readonly service: "ec2" | "ssm";
+  /** The API action, e.g. `DescribeInstances`. */
+  readonly action: string;
+  /** `ok`, or the SDK error's name (`RequestLimitExceeded`, ...). */
+  readonly outcome: string;
+}
+
+/**
+ * Every EC2 and SSM call of the provider. Each method throws a classified {@link ProviderError};
+ * instance lookups are scoped to this cluster and node (tags), except where said.
+ */
+export interface Gateway {
+  /** This node's instances in the polled (live) states: one paginated, tag-filtered sequence. */
+  listNodeInstances(): Promise<PollPage>;
+  /** This node's instances among `ids`, in every state (one filtered sequence per 200 IDs). */
+  describeInstances(ids: readonly string[]): Promise<readonly ObservedInstance[]>;
+  /** This node's instances tagged with Pod UID `podUid`, in every state. */
+  instancesOfPod(podUid: string): Promise<readonly ObservedInstance[]>;
+  /** One instance by ID, unfiltered, or `undefined` when EC2 does not know it. */
+  describeInstance(instanceId: string): Promise<ObservedInstance | undefined>;
+  /** The Pod UIDs among `podUids` with a live instance anywhere in this cluster. */
+  podsWithLiveInstances(podUids: readonly string[]): Promise<Set<string>>;
+  /** `RunInstances`: the instance ID and the account that owns it, as EC2 answered. */
+  runInstances(
+    input: RunInstancesCommandInput,
+  ): Promise<{ instanceId: string | undefined; ownerId: string | undefined }>;
+  /** `StopInstances`, batched with other stops; `notFound` when EC2 does not know the ID. */
+  stopInstance(instanceId: string): Promise<BatchOutcome>;
+  /** `TerminateInstances`, batched with other terminates; `notFound` when EC2 does not know the ID. */
+  terminateInstance(instanceId: string): Promise<BatchOutcome>;
+  /** Sends the queued stops and terminates now. */
+  flush(): Promise<void>;
+  /** `CreateTags` of one tag on instances (batched by the configured batch size). */
+  tagInstances(instanceIds: readonly string[], key: string, value: string): Promise<void>;
+  /** `DeleteTags` of one tag key on instances. */
+  untagInstances(instanceIds: readonly string[], key: string): Promise<void>;
+  /** `GetConsoleOutput`, decoded. */
+  consoleOutput(instanceId: string): Promise<string>;
+  /** Writes the supervisor's shared parameters (create-only). */
+  writeSharedParameters(parameters: readonly PodParameter[]): Promise<void>;
+  /** Writes a Pod's parameters (overwrite). */
+  writePodParameters(podUid: string, parameters: readonly PodParameter[]): Promise<void>;
+  /** Tags parameters with the ARN of the instance allowed to read them. */
+  tagParameters(names: readonly string[], instanceArn: string): Promise<void>;
+  /** The names of the parameters that exist for a Pod. */
+  podParameterNames(podUid: string): Promise<string[]>;
+  /** Every Pod parameter of this cluster. */
+  clusterPodParameters(): Promise<ListedParameter[]>;
+  /** Deletes parameters by name (missing ones are not an error); returns the names deleted. */
+  deleteParameters(names: readonly string[]): Promise<string[]>;
+  /** Deletes every parameter a Pod can have; returns the names deleted. */
+  deletePodParameters(podUid: string): Promise<string[]>;
+  /** Subscribes to every call made; returns the unsubscribe. */
+  onCall(listener: (call: GatewayCall) => void): () => void;
+}
+
+/** The {@link Gateway} over the AWS SDK (adaptive retry as configured on the clients). */
+export class AwsGateway implements Gateway {
+  readonly #ec2: EC2Client;
+  readonly #ssm: SSMClient;
+  readonly #config: ProviderConfig;
+  readonly #stop: InstanceBatcher;
+  readonly #terminate: InstanceBatcher;
+  readonly #listeners = new Set<(call: GatewayCall) => void>();
+
+  /**
+   * @param clients - the EC2 and SSM clients (see `createAwsClients`).
+   * @param config - the provider's configuration (cluster, node, page and batch sizes, KMS key).
+   */
+  constructor(clients: { ec2: EC2Client; ssm: SSMClient }, config: ProviderConfig) {
+    this.#ec2 = clients.ec2;
+    this.#ssm = clients.ssm;
+    this.#config = config;
+    this.#countCalls();
+    const batch = { batchSize: config.batchSize, windowMs: config.batchWindowMs };
+    this.#stop = new InstanceBatcher(
+      (ids) => this.#ec2.send(new StopInstancesCommand({ InstanceIds: ids })),
+      "StopInstances",
+      batch,
+    );
+    this.#terminate = new InstanceBatcher(
+      (ids) => this.#ec2.send(new TerminateInstancesCommand({ InstanceIds: ids })),
+      "TerminateInstances",
+      batch,
+    );
+  }
+
+  listNodeInstances(): Promise<PollPage> {
+    return describeNodeInstances(this.#ec2, this.#scope());
+  }
+
+  async describeInstances(ids: readonly string[]): Promise<readonly ObservedInstance[]> {
+    const out: ObservedInstance[] = [];
+    for (const values of chunk(ids, 200)) {
+      const page = await describeNodeInstances(this.#ec2, {
+        ...this.#scope(),
+        filters: [{ Name: "instance-id", Values: values }],
+        states: ALL_STATES,
+      });
+      out.push(...page.instances);
+    }
+    return out;
+  }
+
+  async instancesOfPod(podUid: string): Promise<readonly ObservedInstance[]> {
+    const page = await describeNodeInstances(this.#ec2, {
+      ...this.#scope(),
+      filters: [{ Name: `tag:${POD_UID_TAG}`, Values: [podUid] }],
+      states: ALL_STATES,
+    });
+    return page.instances;
+  }
+
+  async describeInstance(instanceId: string): Promise<ObservedInstance | undefined> {
+    try {
+      const page = await this.#ec2.send(
+        new DescribeInstancesCommand({ InstanceIds: [instanceId] }),
+      );
+      for (const reservation of page.Reservations ?? []) {
+        for (const raw of reservation.Instances ?? []) {
+          const observed = observeInstance(raw);
+          if (observed?.instanceId === instanceId) return observed;
+        }
+      }
+      return undefined;
+    } catch (error) {
+      const wrapped = toProviderError(error, `DescribeInstances ${instanceId}`);
+      if (wrapped.code === "NotFound") return undefined;
+      throw wrapped;
+    }
+  }
+
+  async podsWithLiveInstances(podUids: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    for (const values of chunk(podUids, 200)) {
+      let token: string | undefined;
+      const seen = new Set<string>();
+      do {
+        const page = await this.#call("DescribeInstances (instances of Pod UIDs)", () =>
+          this.#ec2.send(
+            new DescribeInstancesCommand({
+              Filters: [
+                { Name: `tag:${CLUSTER_TAG}`, Values: [this.#config.clusterName] },
+                { Name: `tag:${POD_UID_TAG}`, Values: values },
+                {
+                  Name: "instance-state-name",
+                  Values: ["pending", "running", "stopping", "stopped"],
+                },
+              ],
+              MaxResults: 1000,
+              ...(token === undefined ? {} : { NextToken: token }),
+            }),
+          ),
+        );
+        for (const reservation of page.Reservations ?? []) {
+          for (const raw of reservation.Instances ?? []) {
+            const uid = observeInstance(raw)?.podUid;
+            if (uid !== undefined) found.add(uid);
+          }
+        }
+        token = page.NextToken || undefined;
+        if (token !== undefined && seen.has(token)) break;
+        if (token !== undefined) seen.add(token);
+      } while (token !== undefined);
+    }
+    return found;
+  }
+
+  async runInstances(
+    input: RunInstancesCommandInput,
+  ): Promise<{ instanceId: string | undefined; ownerId: string | undefined }> {
+    const pod = input.TagSpecifications?.[0]?.Tags?.find((t) => t.Key === POD_TAG)?.Value;
+    const output = await this.#call(`RunInstances for pod ${pod ?? "(unknown)"}`, () =>
+      this.#ec2.send(new RunInstancesCommand(input)),
+    );
+    return { instanceId: output.Instances?.[0]?.InstanceId, ownerId: output.OwnerId };
+  }
+
+  stopInstance(instanceId: string): Promise<BatchOutcome> {
+    return this.#stop.add(instanceId);
+  }
+
+  terminateInstance(instanceId: string): Promise<BatchOutcome> {
+    return this.#terminate.add(instanceId);
+  }
+
+  async flush(): Promise<void> {
+    await Promise.all([this.#stop.flush(), this.#terminate.flush()]);
+  }
+
+  async tagInstances(instanceIds: readonly string[], key: string, value: string): Promise<void> {
+    for (const ids of chunk(instanceIds, this.#config.batchSize)) {
+      await this.#call(`CreateTags ${key}`, () =>
+        this.#ec2.send(
+          new CreateTagsCommand({ Resources: ids, Tags: [{ Key: key, Value: value }] }),
+        ),
+      );
+    }
+  }
+
+  async untagInstances(instanceIds: readonly string[], key: string): Promise<void> {
+    for (const ids of chunk(instanceIds, this.#config.batchSize)) {
+      await this.#call(`DeleteTags ${key}`, () =>
+        this.#ec2.send(new DeleteTagsCommand({ Resources: ids, Tags: [{ Key: key }] })),
+      );
+    }
+  }
+
+  async consoleOutput(instanceId: string): Promise<string> {
+    const output = await this.#call(`GetConsoleOutput ${instanceId}`, () =>
+      this.#ec2.send(new GetConsoleOutputCommand({ InstanceId: instanceId })),
+    );
+    return Buffer.from(output.Output ?? "", "base64").toString("utf8");
+  }
+
+  writeSharedParameters(parameters: readonly PodParameter[]): Promise<void> {
+    return writeSharedParameters(this.#ssm, { cluster: this.#config.clusterName, parameters });
+  }
+
+  writePodParameters(podUid: string, parameters: readonly PodParameter[]): Promise<void> {
+    return writePodParameters(this.#ssm, {
+      cluster: this.#config.clusterName,
+      podUid,
+      parameters,
+      keyId: this.#config.parameterKeyId,
+    });
+  }
+
+  tagParameters(names: readonly string[], instanceArn: string): Promise<void> {
+    return tagParametersWithInstance(this.#ssm, names, instanceArn);
+  }
+
+  podParameterNames(podUid: string): Promise<string[]> {
+    return listPodParameterNames(this.#ssm, this.#config.clusterName, podUid);
+  }
+
+  clusterPodParameters(): Promise<ListedParameter[]> {
+    return listClusterPodParameters(this.#ssm, this.#config.clusterName);
+  }
+
+  deleteParameters(names: readonly string[]): Promise<string[]> {
+    return deleteParameters(this.#ssm, names);
+  }
+
+  deletePodParameters(podUid: string): Promise<string[]> {
+    return deletePodParameters(this.#ssm, this.#config.clusterName, podUid);
+  }
+
+  onCall(listener: (call: GatewayCall) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #scope() {
+    return {
+      clusterName: this.#config.clusterName,
+      nodeName: this.#config.nodeName,
+      pageSize: this.#config.pageSize,
+    };
+  }
+
+  async #call<T>(action: string, send: () => Promise<T>): Promise<T> {
+    try {
+      return await send();
+    } catch (error) {
+      throw toProviderError(error, action);
+    }
+  }
+
+  /** Counts every request a client sends (one per call, after the SDK's retries). */
+  #countCalls(): void {
+    const at = { step: "initialize", name: "nebulaGatewayCalls" } as const;
+    this.#ec2.middlewareStack.add((next, context) => this.#counted("ec2", context, next), at);
+    this.#ssm.middlewareStack.add((next, context) => this.#counted("ssm", context, next), at);
+  }
+
+  #counted<A, R>(
+    service: "ec2" | "ssm",
+    context: { readonly commandName?: string },
+    next: (args: A) => Promise<R>,
+  ): (args: A) => Promise<R> {
+    const action = String(context.commandName ?? "unknown").replace(/Command$/, "");
+    return async (args) => {
+      try {
+        const result = await next(args);
+        this.#emit({ service, action, outcome: "ok" });
+        return result;
+      } catch (error) {
+        this.#emit({ service, action, outcome: (error as { name?: string }).name ?? "Error" });
+        throw error;
+      }
+    };
+  }
+
+  #emit(call: GatewayCall): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(call);
+      } catch {
+        // A listener's failure is its own.
+      }
+    }
+  }
+}

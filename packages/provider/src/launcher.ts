@@ -1,0 +1,311 @@
+import {
+  ACCOUNT_POOL,
+  afterCapacityError,
+  choosePlacement,
+  NO_BACKOFF,
+  type Placement,
+  placementsFor,
+  poolOf,
+} from "./capacity.js";
+import { ProviderError, toProviderError } from "./errors.js";
+import { buildRunInstancesInput } from "./launch.js";
+import type { ParameterDelivery } from "./parameter-delivery.js";
+import type { Reclaimer } from "./reclaimer.js";
+import { disprove, launchBase, observe, type PodRecord, type ProviderContext } from "./record.js";
+
+/**
+ * Launches a Pod's instance, once: the intent recorded in the ledger before `RunInstances` (the
+ * Pod UID's client token), the Pod's parameters written before the instance that reads them, the
+ * instance ID recorded as soon as EC2 answers. An instance a lost answer or a crash left is
+ * adopted, not launched again. Capacity and quota errors cool the pool down and move to the other
+ * subnets and instance types with back-off; an answer that is not definite repeats the same
+ * request.
+ */
+export class Launcher {
+  readonly #ctx: ProviderContext;
+  readonly #parameters: ParameterDelivery;
+  readonly #reclaimer: Reclaimer;
+  /** Capacity pools cooling down after a capacity or quota error: pool → until (ms). */
+  readonly #pools = new Map<string, number>();
+  /** The error that cooled each pool down, for the Pods that wait on it. */
+  readonly #poolErrors = new Map<string, ProviderError>();
+
+  constructor(ctx: ProviderContext, parameters: ParameterDelivery, reclaimer: Reclaimer) {
+    this.#ctx = ctx;
+    this.#parameters = parameters;
+    this.#reclaimer = reclaimer;
+    parameters.onNotWritten = (record) => this.noInstanceCanExist(record);
+  }
+
+  /**
+   * Adopts the Pod's instance when the ledger recorded a launch, or a poll or a lookup by the
+   * Pod UID tag finds a proven one (after a restart, or a launch whose outcome was unknown).
+   */
+  async adopt(record: PodRecord): Promise<boolean> {
+    const uid = record.facts.uid;
+    const listed = this.#ctx.listing?.find(
+      (i) => i.podUid === uid && disprove(this.#ctx, i, uid) === undefined,
+    );
+    if (listed) {
+      observe(this.#ctx, record, listed);
+      if (record.ledgerDirty || !record.launchRequested) await this.recordInstance(record);
+      return true;
+    }
+    if (record.instanceId !== undefined) return true;
+    if (!record.launchRequested) return false;
+    try {
+      const found = await this.#reclaimer.provenInstance(uid, undefined);
+      if (found) {
+        observe(this.#ctx, record, found);
+        await this.recordInstance(record);
+        return true;
+      }
+    } catch (error) {
+      this.#ctx.log("warn", `looking up the instance of pod ${record.facts.key}: ${String(error)}`);
+    }
+    return false;
+  }
+
+  /**
+   * A new Pod's instance: the one a recorded launch, the latest listing or its Pod UID tag proves
+   * (its parameters then tagged), else a launch. Throws what {@link launch} throws.
+   */
+  async start(record: PodRecord): Promise<void> {
+    const adopted = await this.adopt(record);
+    if (adopted) await this.#parameters.tag(record);
+    else if (!record.instanceId) await this.launch(record);
+  }
+
+  /**
+   * One launch attempt. Throws only for an error no retry can fix (configuration, permissions);
+   * everything else is left on the record (`launchError`) for the next poll.
+   */
+  async launch(record: PodRecord): Promise<void> {
+    const ctx = this.#ctx;
+    const { facts } = record;
+    const instanceType = record.instanceType;
+    const userData = record.userData;
+    if (instanceType === undefined || userData === undefined) return;
+    const placements = placementsFor(facts, instanceType, ctx.config);
+    // After an unknown outcome, repeat the same request (same token: EC2 returns that instance).
+    const repeat = record.placement ?? placements.find((p) => p.clientToken === record.clientToken);
+    const choice =
+      record.unknownOutcome && repeat
+        ? ({ kind: "launch", placement: repeat } as const)
+        : choosePlacement(placements, record.backoff, this.#pools, ctx.now());
+    if (choice.kind === "wait") {
+      if (ctx.now() >= record.backoff.notBefore) this.#waitOnPools(record, placements);
+      return;
+    }
+    const placement = choice.placement;
+    record.launching = true;
+    try {
+      const requestedAt = ctx.now();
+      try {
+        // The intent, durably, before the call: a crash from here on leaves a launch to look for.
+        await ctx.ledger.recordLaunch(launchBase(facts), {
+          requestedAt,
+          clientToken: placement.clientToken,
+        });
+      } catch (error) {
+        record.launchError = new ProviderError(
+          "Unavailable",
+          `pod ${facts.key}: the launch could not be recorded in the ledger (${String(error)}); not launched`,
+          { cause: error },
+        );
+        return;
+      }
+      record.launchRequested = true;
+      record.requestedAt ??= requestedAt;
+      record.placement = placement;
+      record.clientToken = placement.clientToken;
+      // The Pod's parameters before the instance that reads them can exist: a crash from here on
+      // leaves parameters that the teardown (or the leak collector) deletes.
+      if (!(await this.#parameters.write(record))) return;
+      // Deleted while the intent and parameters were written: nothing is launched for it.
+      if (record.deleted) {
+        this.noInstanceCanExist(record);
+        return;
+      }
+      const input = buildRunInstancesInput({
+        pod: facts,
+        config: ctx.config,
+        instanceType: placement.instanceType,
+        userData,
+        subnetId: placement.subnetId,
+        clientToken: placement.clientToken,
+      });
+      let instanceId: string | undefined;
+      try {
+        const output = await ctx.gateway.runInstances(input);
+        instanceId = output.instanceId;
+        if (output.ownerId) record.accountId = output.ownerId;
+      } catch (error) {
+        this.#failed(
+          record,
+          placement,
+          placements.length,
+          toProviderError(error, `RunInstances for pod ${facts.key}`),
+        );
+        return;
+      }
+      if (instanceId === undefined) {
+        record.unknownOutcome = true;
+        record.launchError = new ProviderError(
+          "Unavailable",
+          `RunInstances for pod ${facts.key} returned no instance`,
+        );
+        return;
+      }
+      if (ctx.records.get(facts.uid) !== record) {
+        // The Pod was forgotten (its teardown completed) while RunInstances was under way: no one
+        // else knows this instance, so it goes at once rather than to the leak collector.
+        ctx.log(
+          "warn",
+          `pod ${facts.key} is gone: terminating ${instanceId}, launched after it went`,
+        );
+        await ctx.gateway
+          .terminateInstance(instanceId)
+          .catch((error: unknown) =>
+            ctx.log("warn", `terminating ${instanceId}: ${String(error)}`),
+          );
+        return;
+      }
+      record.instanceId = instanceId;
+      record.launchedAt = new Date(ctx.now());
+      record.launchError = undefined;
+      record.unknownOutcome = false;
+      record.backoff = NO_BACKOFF;
+      // RunInstances' answer is an observation: the instance exists and is pending.
+      record.seen = true;
+      record.missing = false;
+      record.events.push({
+        type: "Normal",
+        reason: "Launched",
+        message: `launched instance ${instanceId} (${placement.instanceType}) in ${placement.subnetId}`,
+      });
+      // Recorded as soon as RunInstances returned; the parameters are tagged with the instance's
+      // ARN at the same time (a failure is retried by the next poll).
+      await Promise.all([this.recordInstance(record), this.#parameters.tag(record)]);
+    } finally {
+      record.launching = false;
+    }
+  }
+
+  /**
+   * A launch attempt that provably started no instance (a definite refusal, or no `RunInstances`
+   * sent) clears the launch intent, unless an earlier attempt's outcome is unknown or an instance
+   * is known: a later teardown need not look for one.
+   */
+  noInstanceCanExist(record: PodRecord): void {
+    if (record.unknownOutcome || record.instanceId !== undefined) return;
+    record.launchRequested = false;
+    // No launch to wait for: a lookup need not wait out EC2's consistency window either.
+    record.requestedAt = undefined;
+    void this.#ctx.ledger
+      .recordLaunch(launchBase(record.facts), { requestedAt: undefined, clientToken: undefined })
+      .catch(() => undefined);
+  }
+
+  /** Writes the instance ID to the ledger (retried by the poll when it fails). */
+  async recordInstance(record: PodRecord): Promise<void> {
+    const instanceId = record.instanceId;
+    if (instanceId === undefined) return;
+    try {
+      await this.#ctx.ledger.recordLaunch(launchBase(record.facts), {
+        instanceId,
+        launchedAt: record.launchedAt?.getTime() ?? this.#ctx.now(),
+        ...(record.requestedAt === undefined ? { requestedAt: this.#ctx.now() } : {}),
+      });
+      record.launchRequested = true;
+      record.ledgerDirty = false;
+    } catch (error) {
+      record.ledgerDirty = true;
+      this.#ctx.log(
+        "warn",
+        `instance ${instanceId} of pod ${record.facts.key} not yet in the ledger: ${String(error)}`,
+      );
+    }
+  }
+
+  /** A Pod that makes no call because every pool it could use is cooling down: say why. */
+  #waitOnPools(record: PodRecord, placements: readonly Placement[]): void {
+    const cause =
+      this.#poolErrors.get(ACCOUNT_POOL) ??
+      placements.map((p) => this.#poolErrors.get(poolOf(p))).find((e) => e !== undefined);
+    if (
+      cause === undefined ||
+      (cause.code !== "InsufficientCapacity" && cause.code !== "QuotaExceeded")
+    ) {
+      return;
+    }
+    const previous = record.launchError?.code;
+    const what =
+      cause.code === "QuotaExceeded"
+        ? `an account quota stops launches (${cause.awsCode ?? cause.code})`
+        : `EC2 has no capacity in any configured subnet and instance type (${cause.awsCode ?? cause.code})`;
+    record.launchError = new ProviderError(
+      cause.code,
+      `pod ${record.facts.key}: ${what}; waiting to retry`,
+      { cause, ...(cause.awsCode ? { awsCode: cause.awsCode } : {}) },
+    );
+    if (previous !== cause.code) {
+      record.events.push({
+        type: "Warning",
+        reason: cause.code,
+        message: record.launchError.message,
+      });
+    }
+  }
+
+  #failed(record: PodRecord, placement: Placement, placements: number, error: ProviderError): void {
+    const ctx = this.#ctx;
+    const { facts } = record;
+    const previous = record.launchError?.code;
+    if (error.code === "InsufficientCapacity" || error.code === "QuotaExceeded") {
+      // A definite answer: no instance was started by this request.
+      const next = afterCapacityError(
+        record.backoff,
+        placement,
+        error.code,
+        placements,
+        ctx.now(),
+        ctx.config.capacityBackoff,
+      );
+      record.backoff = next.backoff;
+      this.#pools.set(next.pool, Math.max(this.#pools.get(next.pool) ?? 0, next.poolUntil));
+      this.#poolErrors.set(next.pool, error);
+      const what =
+        error.code === "QuotaExceeded"
+          ? `an account quota stops the launch (${error.awsCode ?? error.code})`
+          : `EC2 has no ${placement.instanceType} capacity in ${placement.subnetId} (${error.awsCode ?? error.code})`;
+      record.launchError = new ProviderError(
+        error.code,
+        `pod ${facts.key}: ${what}; retrying with back-off${placements > 1 ? " in the other configured subnets and instance types" : ""}`,
+        { cause: error, ...(error.awsCode ? { awsCode: error.awsCode } : {}) },
+      );
+      // A definite "no": nothing can exist, a later teardown need not look for an instance.
+      this.noInstanceCanExist(record);
+      if (previous !== error.code) {
+        record.events.push({
+          type: "Warning",
+          reason: error.code,
+          message: record.launchError.message,
+        });
+      }
+      ctx.log("warn", record.launchError.message);
+      return;
+    }
+    record.launchError = error;
+    if (error.retryable || error.code === "Unknown") {
+      // No definite answer: an instance may exist; the next attempt repeats the same request.
+      record.unknownOutcome = true;
+      ctx.log("warn", `${error.message} (will retry on the next poll)`);
+      return;
+    }
+    if (previous !== error.code) {
+      record.events.push({ type: "Warning", reason: "LaunchFailed", message: error.message });
+    }
+    throw error;
+  }
+}

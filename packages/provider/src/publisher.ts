@@ -1,0 +1,118 @@
+import { needsConsoleOutput } from "@nebula/state-mapping";
+import type { PodStatusChange, PodStatusListener } from "@nebula/virtual-node";
+import { toProviderError } from "./errors.js";
+import {
+  deliveryKey,
+  instanceInfo,
+  type PodRecord,
+  type ProviderContext,
+  refreshState,
+  withStatus,
+} from "./record.js";
+import { isTerminalStatus, podStatus } from "./status.js";
+
+const CONSOLE_RETRY_MS = 5 * 60 * 1000;
+
+/**
+ * Turns what was observed of a Pod's instance into its status and delivers it: one publication
+ * per Pod at a time, each change (status, instance facts, Events) delivered once, and again until
+ * every listener resolved. A stopped instance without a readable exit report holds its status
+ * until the console has been read after the settle window: no Pod is failed on a guess.
+ */
+export class StatusPublisher {
+  readonly #ctx: ProviderContext;
+  readonly #listeners = new Set<PodStatusListener>();
+
+  constructor(ctx: ProviderContext) {
+    this.#ctx = ctx;
+  }
+
+  /** Subscribes to status changes; returns the unsubscribe. */
+  subscribe(listener: PodStatusListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** True when the stopped instance's console should be read now (no readable report tags). */
+  needsConsole(record: PodRecord): boolean {
+    if (record.observed?.state !== "stopped" || record.stoppedSince === undefined) return false;
+    if (record.state === undefined || !needsConsoleOutput(record.state)) return false;
+    const now = this.#ctx.now();
+    if (now - record.stoppedSince < this.#ctx.config.consoleSettleSeconds * 1000) return false;
+    return record.consoleReadAt === undefined || now - record.consoleReadAt >= CONSOLE_RETRY_MS;
+  }
+
+  /** Reads the console of the Pod's instance (`GetConsoleOutput`); a failure is logged. */
+  async readConsole(record: PodRecord): Promise<void> {
+    const instanceId = record.instanceId;
+    if (instanceId === undefined) return;
+    record.consoleReadAt = this.#ctx.now();
+    try {
+      record.consoleOutput = await this.#ctx.gateway.consoleOutput(instanceId);
+    } catch (error) {
+      this.#ctx.log("warn", toProviderError(error, `GetConsoleOutput ${instanceId}`).message);
+    }
+  }
+
+  /**
+   * Recomputes `record.status` of a launched Pod from its instance state; `false` when there is
+   * nothing to compute from yet (not observed), or the status is held (stopped without a readable
+   * report, until the console has been read after the settle window).
+   */
+  computeStatus(record: PodRecord): boolean {
+    if (record.state === undefined) refreshState(this.#ctx, record);
+    const state = record.state;
+    if (state === undefined) return false;
+    if (record.observed?.state === "stopped" && !record.missing && needsConsoleOutput(state)) {
+      return false;
+    }
+    const health = this.#ctx.health.current;
+    record.status = podStatus({
+      pod: record.status === undefined ? record.pod : { ...record.pod, status: record.status },
+      state,
+      now: new Date(this.#ctx.now()),
+      launchError: record.launchError,
+      ec2Unavailable: health.ready ? undefined : health.message,
+    });
+    return true;
+  }
+
+  /** Publishes the Pod's status and Events to the listeners, one publication per Pod at a time. */
+  publish(record: PodRecord): Promise<void> {
+    const next = (record.publishing ?? Promise.resolve()).then(() => this.#publishNow(record));
+    const settled = next.catch(() => undefined);
+    record.publishing = settled;
+    void settled.then(() => {
+      if (record.publishing === settled) record.publishing = undefined;
+    });
+    return next;
+  }
+
+  async #publishNow(record: PodRecord): Promise<void> {
+    if (record.mode === "launch" && !this.computeStatus(record)) return;
+    const status = record.status;
+    if (status === undefined) return;
+    const key = deliveryKey(record, status);
+    if (key === record.deliveredKey && record.events.length === 0) return;
+    const events = record.events;
+    const instance = instanceInfo(record);
+    const change: PodStatusChange = {
+      pod: withStatus(record),
+      status: structuredClone(status),
+      terminal: isTerminalStatus(status),
+      events: [...events],
+      ...(instance ? { instance } : {}),
+    };
+    const results = await Promise.allSettled([...this.#listeners].map(async (l) => l(change)));
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed) {
+      this.#ctx.log(
+        "warn",
+        `status of pod ${record.facts.key} not written: ${String(failed.reason)}`,
+      );
+      return;
+    }
+    record.deliveredKey = key;
+    record.events = record.events.slice(events.length);
+  }
+}

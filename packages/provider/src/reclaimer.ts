@@ -1,0 +1,204 @@
+import type { FoundInstance } from "@nebula/virtual-node";
+import { ProviderError, toProviderError } from "./errors.js";
+import type { ObservedInstance } from "./poll.js";
+import {
+  disprove,
+  isGone,
+  launchTimeOf,
+  observe,
+  type PodRecord,
+  type ProviderContext,
+  pickKeeper,
+  refreshState,
+  withinConsistencyWindow,
+} from "./record.js";
+import { STOP_GRACE_TAG } from "./tags.js";
+
+/**
+ * Acts on instances for the virtual node's teardown (its `InstanceReclaimer`), and only on those
+ * that prove Nebula launched them (tags, instance profile, client token): finds a Pod's instance
+ * by its recorded ID, else by its Pod UID tag; stops it (after tagging the stop's grace for the
+ * host) and terminates it. "Not found" within EC2's eventual-consistency window of a launch is
+ * never an answer: it rejects with the retryable `NotVisibleYet`.
+ */
+export class Reclaimer {
+  readonly #ctx: ProviderContext;
+  /** Set by the provider: a found instance is an observation of its Pod (status, then publish). */
+  onFound: (record: PodRecord) => void = () => undefined;
+
+  constructor(ctx: ProviderContext) {
+    this.#ctx = ctx;
+  }
+
+  /**
+   * The Pod's instance: by its recorded ID, else by the `nebula:pod-uid` tag (proven ownership).
+   * Rejects with `NotVisibleYet` while a launch is under way or younger than the consistency
+   * window.
+   */
+  async findInstance(podUid: string): Promise<FoundInstance | undefined> {
+    const record = this.#ctx.records.get(podUid);
+    if (record?.launching) {
+      // A RunInstances may be under way: its answer, not this lookup, says whether one exists.
+      throw new ProviderError(
+        "NotVisibleYet",
+        `a launch for pod ${podUid} is under way: ask again once it has answered`,
+      );
+    }
+    const entry = record?.instanceId === undefined ? await this.#ctx.ledger.get(podUid) : undefined;
+    const recorded = record?.instanceId ?? entry?.launch.instanceId;
+    const found = await this.provenInstance(podUid, recorded);
+    if (found) {
+      if (
+        record?.mode === "launch" &&
+        (record.instanceId ?? found.instanceId) === found.instanceId
+      ) {
+        // What the teardown sees is an observation too: the final report a stopping host wrote is
+        // in the Pod's status before the teardown goes on to terminate (the next status write
+        // carries it), not left to a poll that may come after the instance is gone.
+        observe(this.#ctx, record, found);
+        refreshState(this.#ctx, record);
+        this.onFound(record);
+      }
+      return { instanceId: found.instanceId, state: found.state };
+    }
+    const since = record
+      ? launchTimeOf(record)
+      : (entry?.launch.launchedAt ?? entry?.launch.requestedAt);
+    this.#throwIfRecent(since, `the instance of pod ${podUid}`);
+    return undefined;
+  }
+
+  /**
+   * `StopInstances` (batched); a stop EC2 refuses for good becomes `TerminateInstances`. Only an
+   * instance that proves Nebula launched it (`NotOwned` otherwise); NotFound is done, except for an
+   * instance launched within the eventual-consistency window (`NotVisibleYet`).
+   */
+  async stopInstance(
+    instanceId: string,
+    options: { readonly graceSeconds?: number | undefined } = {},
+  ): Promise<void> {
+    const instance = await this.#actionable(instanceId);
+    if (instance === undefined) return;
+    if (options.graceSeconds !== undefined && instance.state !== "stopped") {
+      await this.#tagStopGrace(instance, options.graceSeconds);
+    }
+    await this.#act(instance, "stop");
+  }
+
+  /** `TerminateInstances` (batched), on the same terms as {@link stopInstance}. */
+  async terminateInstance(instanceId: string): Promise<void> {
+    const instance = await this.#actionable(instanceId);
+    if (instance === undefined) return;
+    await this.#act(instance, "terminate");
+  }
+
+  /**
+   * The Pod's instance, proven to belong to it: the recorded one when it proves it (from the latest
+   * poll, else described by ID, terminated included), else one found by its `nebula:pod-uid` tag.
+   */
+  async provenInstance(
+    podUid: string,
+    recorded: string | undefined,
+  ): Promise<ObservedInstance | undefined> {
+    const ctx = this.#ctx;
+    if (recorded !== undefined) {
+      const fresh = ctx.health.current.ready
+        ? ctx.listing?.find((i) => i.instanceId === recorded)
+        : undefined;
+      const instance = fresh ?? (await ctx.gateway.describeInstance(recorded));
+      if (instance !== undefined) {
+        // Nothing is ever done to a terminated or shutting-down instance, so it needs no proof to
+        // be observed (EC2 may drop its instance profile once it is shutting down).
+        if (isGone(instance, podUid)) return instance;
+        const why = disprove(ctx, instance, podUid);
+        if (why === undefined) return instance;
+        ctx.log("warn", `not acting on ${recorded} for pod ${podUid}: ${why}`);
+      }
+    }
+    const found = await ctx.gateway.instancesOfPod(podUid);
+    const proven = found.filter((i) => disprove(ctx, i, podUid) === undefined || isGone(i, podUid));
+    if (proven.length === 0) return undefined;
+    const live = proven.filter((i) => !isGone(i, podUid));
+    return pickKeeper(live.length > 0 ? live : proven, recorded);
+  }
+
+  /** The instance to act on, proven Nebula's; `undefined` when it is gone (or terminated). */
+  async #actionable(instanceId: string): Promise<ObservedInstance | undefined> {
+    const instance = await this.#ctx.gateway.describeInstance(instanceId);
+    if (instance === undefined) {
+      this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
+      return undefined;
+    }
+    // A terminated (or terminating) instance is done: nothing more is sent to it, so it needs no
+    // proof (EC2 may drop its instance profile once it is terminated, which would fail the proof).
+    if (instance.state === "terminated" || instance.state === "shutting-down") return undefined;
+    const why = disprove(this.#ctx, instance, undefined);
+    if (why !== undefined) {
+      throw new ProviderError(
+        "NotOwned",
+        `instance ${instance.instanceId} does not prove that Nebula launched it: ${why}`,
+      );
+    }
+    return instance;
+  }
+
+  /**
+   * Tells the host the stop's grace ({@link STOP_GRACE_TAG}) before the stop reaches it. A failure
+   * is logged, not thrown: the host then stops with the Pod's own grace, later but still whole.
+   */
+  async #tagStopGrace(instance: ObservedInstance, graceSeconds: number): Promise<void> {
+    const value = String(Math.max(0, Math.floor(graceSeconds)));
+    if (instance.tags.get(STOP_GRACE_TAG) === value) return;
+    try {
+      await this.#ctx.gateway.tagInstances([instance.instanceId], STOP_GRACE_TAG, value);
+    } catch (error) {
+      this.#ctx.log(
+        "warn",
+        `${toProviderError(error, `CreateTags ${STOP_GRACE_TAG} on ${instance.instanceId}`).message}; the host stops with the Pod's own grace`,
+      );
+    }
+  }
+
+  async #act(instance: ObservedInstance, action: "stop" | "terminate"): Promise<void> {
+    const { gateway, log } = this.#ctx;
+    const state = instance.state;
+    if (state === "shutting-down" || state === "terminated") return;
+    const since = this.#recentLaunchOf(instance.instanceId) ?? instance.launchTime;
+    if (action === "stop") {
+      if (state === "stopped" || state === "stopping") return;
+      try {
+        const outcome = await gateway.stopInstance(instance.instanceId);
+        // EC2 may still deny knowing a new instance: that is not "already gone".
+        if (outcome === "notFound") this.#throwIfRecent(since, `instance ${instance.instanceId}`);
+      } catch (error) {
+        const wrapped = toProviderError(error, `StopInstances ${instance.instanceId}`);
+        if (wrapped.awsCode === "UnsupportedOperation" || wrapped.code === "Unauthorized") {
+          // Refused for good (Spot, instance-store root, permissions): terminate instead.
+          log("warn", `${wrapped.message}; terminating instead`);
+          await gateway.terminateInstance(instance.instanceId);
+          return;
+        }
+        throw wrapped;
+      }
+      return;
+    }
+    const outcome = await gateway.terminateInstance(instance.instanceId);
+    if (outcome === "notFound") this.#throwIfRecent(since, `instance ${instance.instanceId}`);
+  }
+
+  /** Within the eventual-consistency window of a launch, "not found" is not an answer: throw. */
+  #throwIfRecent(since: number | undefined, what: string): void {
+    if (!withinConsistencyWindow(this.#ctx, since)) return;
+    throw new ProviderError(
+      "NotVisibleYet",
+      `${what} is not listed yet: EC2 is eventually consistent for ${this.#ctx.config.eventualConsistencySeconds} s after a launch; ask again`,
+    );
+  }
+
+  #recentLaunchOf(instanceId: string): number | undefined {
+    for (const record of this.#ctx.records.values()) {
+      if (record.instanceId === instanceId) return launchTimeOf(record);
+    }
+    return undefined;
+  }
+}
