@@ -1,5 +1,6 @@
 import { MemoryPodLedger } from "@nebula/teardown";
 import { podParameterPrefix, UserDataError } from "@nebula/userdata";
+import type { PodStatusChange } from "@nebula/virtual-node";
 import { describe, expect, it } from "vitest";
 import {
   accountOfArn,
@@ -9,7 +10,7 @@ import {
   partitionOf,
   podParametersAuxiliary,
 } from "./parameters.js";
-import { Ec2PodProvider, type PodStatusChange } from "./provider.js";
+import { Ec2PodProvider } from "./provider.js";
 import { countCalls } from "./testing/calls.js";
 import { testConfig, testPod } from "./testing/fixtures.js";
 

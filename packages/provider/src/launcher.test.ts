@@ -1,0 +1,362 @@
+import type { RunInstancesCommandInput } from "@aws-sdk/client-ec2";
+import { describe, expect, it, vi } from "vitest";
+import { ProviderError } from "./errors.js";
+import { pickSubnet } from "./launch.js";
+import { Launcher } from "./launcher.js";
+import { ParameterDelivery } from "./parameter-delivery.js";
+import { Reclaimer } from "./reclaimer.js";
+import { addOwnedInstance, T0, testContext, testRecord } from "./testing/context.js";
+import { testPod } from "./testing/fixtures.js";
+
+const SUBNETS = ["subnet-0a1b2c3d", "subnet-0b1b2c3d"];
+
+function setup(overrides: Parameters<typeof testContext>[0] = {}) {
+  const t = testContext(overrides);
+  const parameters = new ParameterDelivery(t.ctx);
+  const reclaimer = new Reclaimer(t.ctx);
+  const launcher = new Launcher(t.ctx, parameters, reclaimer);
+  return { ...t, parameters, reclaimer, launcher };
+}
+
+/** The `RunInstances` inputs the fake received, in order. */
+function runs(gateway: ReturnType<typeof testContext>["gateway"]): RunInstancesCommandInput[] {
+  return gateway.calls
+    .filter((c) => c.action === "runInstances")
+    .map((c) => c.arg as RunInstancesCommandInput);
+}
+
+const capacityError = () =>
+  new ProviderError("InsufficientCapacity", "no m7i.large capacity", {
+    awsCode: "InsufficientInstanceCapacity",
+  });
+
+describe("Launcher.launch", () => {
+  it("records the intent in the ledger before RunInstances, and the instance ID after", async () => {
+    const { ctx, gateway, ledger, launcher } = setup();
+    const writes: { fields: Record<string, unknown>; runsBefore: number }[] = [];
+    const recordLaunch = ledger.recordLaunch.bind(ledger);
+    vi.spyOn(ledger, "recordLaunch").mockImplementation(async (base, fields) => {
+      writes.push({ fields: { ...fields }, runsBefore: gateway.count("runInstances") });
+      return recordLaunch(base, fields);
+    });
+    const record = testRecord(ctx, testPod("web", "uid-1"));
+    await launcher.launch(record);
+
+    expect(writes).toHaveLength(2);
+    expect(writes[0]).toEqual({
+      fields: { requestedAt: T0, clientToken: "uid-1" },
+      runsBefore: 0,
+    });
+    expect(writes[1]?.runsBefore).toBe(1);
+    expect(writes[1]?.fields).toMatchObject({ instanceId: record.instanceId, launchedAt: T0 });
+    const entry = await ledger.get("uid-1");
+    expect(entry?.launch).toMatchObject({
+      podUid: "uid-1",
+      requestedAt: T0,
+      clientToken: "uid-1",
+      instanceId: record.instanceId,
+      launchedAt: T0,
+    });
+    expect(runs(gateway)[0]).toMatchObject({ ClientToken: "uid-1", InstanceType: "m7i.large" });
+    expect(record).toMatchObject({
+      launchRequested: true,
+      seen: true,
+      missing: false,
+      launching: false,
+      unknownOutcome: false,
+      ledgerDirty: false,
+    });
+    expect(record.events.map((e) => e.reason)).toEqual(["Launched"]);
+  });
+
+  it("sends no RunInstances when the intent cannot be recorded", async () => {
+    const { ctx, gateway, ledger, launcher } = setup();
+    vi.spyOn(ledger, "recordLaunch").mockRejectedValueOnce(new Error("apiserver down"));
+    const record = testRecord(ctx, testPod("web", "uid-2"));
+    await launcher.launch(record);
+    expect(gateway.count("runInstances")).toBe(0);
+    expect(record.launchError?.code).toBe("Unavailable");
+    expect(record.launchRequested).toBe(false);
+    expect(record.launching).toBe(false);
+  });
+
+  it("keeps the instance when the ledger write after RunInstances fails (ledgerDirty, retried)", async () => {
+    const { ctx, gateway, ledger, launcher } = setup();
+    const record = testRecord(ctx, testPod("web", "uid-3"));
+    const recordLaunch = ledger.recordLaunch.bind(ledger);
+    let n = 0;
+    vi.spyOn(ledger, "recordLaunch").mockImplementation(async (base, fields) => {
+      if (++n === 2) throw new Error("conflict");
+      return recordLaunch(base, fields);
+    });
+    await launcher.launch(record);
+    expect(record.instanceId).toBeDefined();
+    expect(record.ledgerDirty).toBe(true);
+    expect((await ledger.get("uid-3"))?.launch.instanceId).toBeUndefined();
+    await launcher.recordInstance(record);
+    expect(record.ledgerDirty).toBe(false);
+    expect((await ledger.get("uid-3"))?.launch.instanceId).toBe(record.instanceId);
+    expect(gateway.count("runInstances")).toBe(1);
+  });
+
+  it("a capacity error backs off to the other subnet, never calling the cooled pool again until it cools", async () => {
+    const { ctx, gateway, ledger, launcher, clock } = setup({ subnetIds: SUBNETS });
+    const record = testRecord(ctx, testPod("web", "uid-cap"));
+    gateway.fail("runInstances", capacityError());
+    await launcher.launch(record);
+    const first = runs(gateway)[0];
+    expect(first?.ClientToken).toBe("uid-cap");
+    expect(record.launchError?.code).toBe("InsufficientCapacity");
+    expect(record.events.map((e) => e.reason)).toEqual(["InsufficientCapacity"]);
+    // A definite "no": the intent is cleared (no teardown waits for an instance).
+    expect(record.launchRequested).toBe(false);
+    expect((await ledger.get("uid-cap"))?.launch.requestedAt).toBeUndefined();
+
+    // The next attempt, at once, goes to the other subnet with its own token.
+    await launcher.launch(record);
+    const second = runs(gateway)[1];
+    expect(second?.SubnetId).not.toBe(first?.SubnetId);
+    expect(second?.ClientToken).toBe("uid-cap.1");
+    expect(record.instanceId).toBeDefined();
+    expect(record.launchError).toBeUndefined();
+
+    // Other Pods, some of which prefer the cooled pool, do not call it.
+    const others = Array.from({ length: 6 }, (_, i) => `uid-other-${i}`);
+    expect(others.some((uid) => pickSubnet(uid, SUBNETS) === first?.SubnetId)).toBe(true);
+    for (let i = 0; i < 6; i++) {
+      await launcher.launch(testRecord(ctx, testPod(`other-${i}`, `uid-other-${i}`)));
+    }
+    const cooled = (r: RunInstancesCommandInput) =>
+      r.SubnetId === first?.SubnetId && r.InstanceType === first?.InstanceType;
+    expect(runs(gateway).slice(1).filter(cooled)).toEqual([]);
+    // Once the pool has cooled down (poolSeconds, 60 by default), it is used again.
+    clock.advance(60_000);
+    expect(Array.from({ length: 6 }, (_, i) => pickSubnet(`uid-later-${i}`, SUBNETS))).toContain(
+      first?.SubnetId,
+    );
+    for (let i = 0; i < 6; i++) {
+      await launcher.launch(testRecord(ctx, testPod(`later-${i}`, `uid-later-${i}`)));
+    }
+    expect(runs(gateway).slice(8).filter(cooled).length).toBeGreaterThan(0);
+  });
+
+  it("with every pool cooling, waits without a call and says why, with one Warning", async () => {
+    const { ctx, gateway, launcher, clock } = setup();
+    const record = testRecord(ctx, testPod("web", "uid-wait"));
+    gateway.fail("runInstances", capacityError());
+    await launcher.launch(record);
+    expect(gateway.count("runInstances")).toBe(1);
+    await launcher.launch(record); // within the Pod's back-off (10 s)
+    clock.advance(10_000);
+    await launcher.launch(record); // back-off over, pool still cooling (60 s)
+    expect(gateway.count("runInstances")).toBe(1);
+    expect(record.launchError?.message).toMatch(/no capacity in any configured subnet/);
+    expect(record.events.filter((e) => e.type === "Warning")).toHaveLength(1);
+    clock.advance(50_000);
+    await launcher.launch(record);
+    expect(gateway.count("runInstances")).toBe(2);
+    expect(record.instanceId).toBeDefined();
+  });
+
+  it("a quota error cools the whole account down for every Pod", async () => {
+    const { ctx, gateway, launcher } = setup({ subnetIds: SUBNETS });
+    gateway.fail(
+      "runInstances",
+      new ProviderError("QuotaExceeded", "vCPU limit", { awsCode: "VcpuLimitExceeded" }),
+    );
+    const a = testRecord(ctx, testPod("a", "uid-qa"));
+    await launcher.launch(a);
+    const b = testRecord(ctx, testPod("b", "uid-qb"));
+    await launcher.launch(b);
+    expect(gateway.count("runInstances")).toBe(1);
+    expect(a.launchError?.code).toBe("QuotaExceeded");
+    expect(b.launchError?.code).toBe("QuotaExceeded");
+    expect(b.events.map((e) => e.reason)).toEqual(["QuotaExceeded"]);
+  });
+
+  it("an unknown outcome repeats the same request (same client token and subnet): one instance", async () => {
+    const { ctx, gateway, ledger, launcher } = setup({ subnetIds: SUBNETS });
+    const record = testRecord(ctx, testPod("web", "uid-unk"));
+    // The first RunInstances starts an instance, but its answer is lost (a timeout).
+    const run = gateway.runInstances.bind(gateway);
+    vi.spyOn(gateway, "runInstances")
+      .mockImplementationOnce(async (input) => {
+        await run(input);
+        throw new ProviderError("Unavailable", "socket timeout");
+      })
+      .mockImplementation(run);
+    await launcher.launch(record);
+    expect(record.unknownOutcome).toBe(true);
+    expect(record.instanceId).toBeUndefined();
+    // The intent stays: an instance may exist.
+    expect((await ledger.get("uid-unk"))?.launch).toMatchObject({ clientToken: "uid-unk" });
+    expect(record.launchRequested).toBe(true);
+
+    await launcher.launch(record);
+    const [first, second] = gateway.calls
+      .filter((c) => c.action === "runInstances")
+      .map((c) => c.arg as RunInstancesCommandInput);
+    expect(second?.ClientToken).toBe(first?.ClientToken);
+    expect(second?.SubnetId).toBe(first?.SubnetId);
+    expect(second?.InstanceType).toBe(first?.InstanceType);
+    expect(gateway.instances.size).toBe(1);
+    expect(record.instanceId).toBe([...gateway.instances.keys()][0]);
+    expect(record.unknownOutcome).toBe(false);
+  });
+
+  // DEFECT (reported, not fixed): a capacity error answering the repeat of an unknown outcome is
+  // a definite "no" for that client token, but `#failed` leaves `unknownOutcome` set, so every
+  // later `launch` takes the "repeat the same request" branch and calls the same pool again at
+  // once, bypassing the Pod's back-off, the pool's cool-down and the other subnets. `it.fails`
+  // keeps the suite green while the defect stands; it turns red once it is fixed.
+  it.fails("after an unknown outcome, a capacity error backs off like any other (no call to the cooled pool)", async () => {
+    const { ctx, gateway, launcher } = setup({ subnetIds: SUBNETS });
+    const record = testRecord(ctx, testPod("web", "uid-unk-cap"));
+    gateway.fail("runInstances", new ProviderError("Unavailable", "socket timeout"));
+    await launcher.launch(record);
+    expect(record.unknownOutcome).toBe(true);
+    gateway.fail("runInstances", capacityError());
+    await launcher.launch(record); // the repeat: EC2 says no capacity, so no instance has that token
+    const cooled = runs(gateway)[1];
+    expect(record.launchError?.code).toBe("InsufficientCapacity");
+    await launcher.launch(record);
+    await launcher.launch(record);
+    const again = runs(gateway)
+      .slice(2)
+      .filter((r) => r.SubnetId === cooled?.SubnetId && r.InstanceType === cooled?.InstanceType);
+    expect(again).toEqual([]);
+  });
+
+  it("an answer without an instance ID is an unknown outcome", async () => {
+    const { ctx, gateway, launcher } = setup();
+    vi.spyOn(gateway, "runInstances").mockResolvedValueOnce({
+      instanceId: undefined,
+      ownerId: undefined,
+    });
+    const record = testRecord(ctx, testPod("web", "uid-none"));
+    await launcher.launch(record);
+    expect(record.unknownOutcome).toBe(true);
+    expect(record.launchError?.code).toBe("Unavailable");
+  });
+
+  it("throws an error no retry fixes, with one LaunchFailed Warning", async () => {
+    const { ctx, gateway, launcher } = setup();
+    const record = testRecord(ctx, testPod("web", "uid-auth"));
+    gateway.fail("runInstances", new ProviderError("Unauthorized", "not allowed"), 2);
+    await expect(launcher.launch(record)).rejects.toMatchObject({ code: "Unauthorized" });
+    await expect(launcher.launch(record)).rejects.toMatchObject({ code: "Unauthorized" });
+    expect(record.events.map((e) => e.reason)).toEqual(["LaunchFailed"]);
+    expect(record.launching).toBe(false);
+  });
+
+  it("launches nothing for a Pod deleted while its intent was written, and clears the intent", async () => {
+    const { ctx, gateway, ledger, launcher } = setup();
+    const record = testRecord(ctx, testPod("web", "uid-del"));
+    const recordLaunch = ledger.recordLaunch.bind(ledger);
+    vi.spyOn(ledger, "recordLaunch").mockImplementation(async (base, fields) => {
+      record.deleted = true;
+      return recordLaunch(base, fields);
+    });
+    await launcher.launch(record);
+    expect(gateway.count("runInstances")).toBe(0);
+    expect(record.launchRequested).toBe(false);
+    await vi.waitFor(async () =>
+      expect((await ledger.get("uid-del"))?.launch.requestedAt).toBeUndefined(),
+    );
+  });
+
+  it("terminates at once an instance launched for a Pod forgotten during RunInstances", async () => {
+    const { ctx, gateway, launcher } = setup();
+    const record = testRecord(ctx, testPod("web", "uid-forgot"));
+    const run = gateway.runInstances.bind(gateway);
+    vi.spyOn(gateway, "runInstances").mockImplementation(async (input) => {
+      ctx.records.delete("uid-forgot");
+      return run(input);
+    });
+    await launcher.launch(record);
+    expect(gateway.count("terminateInstance")).toBe(1);
+    expect([...gateway.instances.values()][0]?.State.Name).toBe("terminated");
+    expect(record.instanceId).toBeUndefined();
+  });
+
+  it("does nothing for a record that was never rendered", async () => {
+    const { ctx, gateway, launcher } = setup();
+    const record = testRecord(ctx, testPod("web", "uid-raw"));
+    delete record.userData;
+    await launcher.launch(record);
+    expect(gateway.calls).toEqual([]);
+  });
+});
+
+describe("Launcher.adopt", () => {
+  it("adopts a proven listed instance instead of launching, and records it", async () => {
+    const { ctx, gateway, ledger, launcher } = setup();
+    const instance = addOwnedInstance(gateway, "uid-a");
+    ctx.listing = (await gateway.listNodeInstances()).instances;
+    const record = testRecord(ctx, testPod("web", "uid-a"));
+    expect(await launcher.adopt(record)).toBe(true);
+    expect(record.instanceId).toBe(instance.InstanceId);
+    expect(record.seen).toBe(true);
+    expect((await ledger.get("uid-a"))?.launch.instanceId).toBe(instance.InstanceId);
+    expect(gateway.count("runInstances")).toBe(0);
+  });
+
+  it("does not adopt a listed instance that does not prove it is the Pod's", async () => {
+    const { ctx, gateway, launcher } = setup();
+    gateway.addInstance("uid-b", {
+      ClientToken: "uid-b",
+      IamInstanceProfile: { Arn: "arn:aws:iam::123456789012:instance-profile/intruder" },
+    });
+    ctx.listing = (await gateway.listNodeInstances()).instances;
+    const record = testRecord(ctx, testPod("web", "uid-b"));
+    expect(await launcher.adopt(record)).toBe(false);
+    expect(record.instanceId).toBeUndefined();
+  });
+
+  it("looks a requested launch up by its Pod UID tag (a lost answer, a restart)", async () => {
+    const { ctx, gateway, ledger, launcher } = setup();
+    const instance = addOwnedInstance(gateway, "uid-c");
+    const record = testRecord(ctx, testPod("web", "uid-c"), {
+      launchRequested: true,
+      unknownOutcome: true,
+      requestedAt: T0 - 1_000,
+    });
+    expect(await launcher.adopt(record)).toBe(true);
+    expect(gateway.calls.map((c) => c.action)).toEqual(["instancesOfPod"]);
+    expect(record.instanceId).toBe(instance.InstanceId);
+    expect((await ledger.get("uid-c"))?.launch.instanceId).toBe(instance.InstanceId);
+  });
+
+  it("makes no call for a Pod never launched, and launches nothing on a failed lookup", async () => {
+    const { ctx, gateway, launcher, logs } = setup();
+    expect(await launcher.adopt(testRecord(ctx, testPod("web", "uid-d")))).toBe(false);
+    expect(gateway.calls).toEqual([]);
+    gateway.fail("instancesOfPod", new ProviderError("Unavailable", "503"));
+    const requested = testRecord(ctx, testPod("web", "uid-e"), { launchRequested: true });
+    expect(await launcher.adopt(requested)).toBe(false);
+    expect(logs.some((l) => l.message.includes("looking up the instance of pod default/web"))).toBe(
+      true,
+    );
+  });
+});
+
+describe("Launcher.noInstanceCanExist", () => {
+  it("keeps the intent while an earlier outcome is unknown or an instance is known", async () => {
+    const { ctx, launcher } = setup();
+    const unknown = testRecord(ctx, testPod("a", "uid-u"), {
+      launchRequested: true,
+      unknownOutcome: true,
+      requestedAt: T0,
+    });
+    launcher.noInstanceCanExist(unknown);
+    expect(unknown.launchRequested).toBe(true);
+    expect(unknown.requestedAt).toBe(T0);
+    const clean = testRecord(ctx, testPod("b", "uid-c2"), {
+      launchRequested: true,
+      requestedAt: T0,
+    });
+    launcher.noInstanceCanExist(clean);
+    expect(clean.launchRequested).toBe(false);
+    expect(clean.requestedAt).toBeUndefined();
+  });
+});

@@ -1,0 +1,195 @@
+import type { PodStatusChange } from "@nebula/virtual-node";
+import { describe, expect, it } from "vitest";
+import { ProviderError } from "./errors.js";
+import { StatusPublisher } from "./publisher.js";
+import { observe, refreshState } from "./record.js";
+import { addOwnedInstance, observed, T0, testContext, testRecord } from "./testing/context.js";
+import { testPod } from "./testing/fixtures.js";
+
+function setup(overrides: Parameters<typeof testContext>[0] = {}) {
+  const t = testContext(overrides);
+  const publisher = new StatusPublisher(t.ctx);
+  const changes: PodStatusChange[] = [];
+  publisher.subscribe(async (change) => void changes.push(change));
+  return { ...t, publisher, changes };
+}
+
+/** A launched record whose instance was observed in `state`. */
+function launched(t: ReturnType<typeof setup>, uid: string, state = "running") {
+  const instance = addOwnedInstance(t.gateway, uid, {
+    State: { Name: state },
+    InstanceType: "m7i.large",
+    Placement: { AvailabilityZone: "us-east-1a" },
+  });
+  const record = testRecord(t.ctx, testPod(`pod-${uid}`, uid), {
+    instanceId: instance.InstanceId,
+    launchRequested: true,
+    launchedAt: new Date(T0),
+  });
+  observe(t.ctx, record, observed(instance));
+  return { record, instance };
+}
+
+describe("StatusPublisher.publish", () => {
+  it("delivers a status change once, with the instance, and again only when something changed", async () => {
+    const t = setup();
+    const { record, instance } = launched(t, "uid-1", "pending");
+    await t.publisher.publish(record);
+    await t.publisher.publish(record);
+    expect(t.changes).toHaveLength(1);
+    const [first] = t.changes;
+    expect(first?.pod.metadata?.uid).toBe("uid-1");
+    expect(first?.terminal).toBe(false);
+    expect(first?.instance).toMatchObject({
+      instanceId: instance.InstanceId,
+      availabilityZone: "us-east-1a",
+      instanceType: "m7i.large",
+    });
+    expect(first?.pod.status).toEqual(first?.status);
+
+    // The instance now runs: a new observation, a new status.
+    t.gateway.setState(instance.InstanceId, "running");
+    observe(t.ctx, record, observed(instance));
+    refreshState(t.ctx, record);
+    await t.publisher.publish(record);
+    expect(t.changes).toHaveLength(2);
+    expect(t.changes[1]?.status).not.toEqual(first?.status);
+    await t.publisher.publish(record);
+    expect(t.changes).toHaveLength(2);
+  });
+
+  it("re-delivers after a listener rejection, and Events once after it succeeded", async () => {
+    const t = setup();
+    let fail = true;
+    const attempts: PodStatusChange[] = [];
+    t.publisher.subscribe(async (change) => {
+      attempts.push(change);
+      if (fail) throw new Error("apiserver conflict");
+    });
+    const { record } = launched(t, "uid-2");
+    record.events.push({ type: "Normal", reason: "Launched", message: "launched" });
+    await t.publisher.publish(record);
+    expect(attempts).toHaveLength(1);
+    expect(t.logs.some((l) => /status of pod default\/pod-uid-2 not written/.test(l.message))).toBe(
+      true,
+    );
+    // Not delivered: kept, Events included, for the next publication.
+    expect(record.events).toHaveLength(1);
+    fail = false;
+    await t.publisher.publish(record);
+    expect(attempts).toHaveLength(2);
+    expect(attempts[1]?.events).toEqual([
+      { type: "Normal", reason: "Launched", message: "launched" },
+    ]);
+    expect(record.events).toEqual([]);
+    await t.publisher.publish(record);
+    expect(attempts).toHaveLength(2);
+    // The other listener saw both attempts: "delivered" means every listener resolved.
+    expect(t.changes).toHaveLength(2);
+  });
+
+  it("delivers new Events even when the status did not change, each once", async () => {
+    const t = setup();
+    const { record } = launched(t, "uid-3");
+    await t.publisher.publish(record);
+    record.events.push({ type: "Warning", reason: "Noted", message: "once" });
+    await t.publisher.publish(record);
+    await t.publisher.publish(record);
+    expect(t.changes.map((c) => c.events?.map((e) => e.reason))).toEqual([[], ["Noted"]]);
+  });
+
+  it("publishes one at a time per Pod: concurrent calls never deliver an Event twice", async () => {
+    const t = setup();
+    const { record } = launched(t, "uid-4");
+    record.events.push({ type: "Normal", reason: "Launched", message: "launched" });
+    await Promise.all([
+      t.publisher.publish(record),
+      t.publisher.publish(record),
+      t.publisher.publish(record),
+    ]);
+    expect(t.changes).toHaveLength(1);
+    expect(t.changes.flatMap((c) => c.events ?? [])).toHaveLength(1);
+    expect(record.publishing).toBeUndefined();
+  });
+
+  it("publishes nothing for a launched Pod whose instance this process has not observed", async () => {
+    const t = setup();
+    const record = testRecord(t.ctx, testPod("adopted", "uid-5"), {
+      instanceId: "i-0123456789abcdef0",
+      launchRequested: true,
+    });
+    await t.publisher.publish(record);
+    expect(t.changes).toEqual([]);
+    expect(record.status).toBeUndefined();
+  });
+
+  it("publishes a held or refused Pod's status as the admitter set it", async () => {
+    const t = setup();
+    const record = testRecord(t.ctx, testPod("held", "uid-6"), {
+      mode: "hold",
+      status: { phase: "Pending", reason: "DaemonSetPodNotLaunched" },
+      events: [{ type: "Normal", reason: "DaemonSetPodNotLaunched", message: "held" }],
+    });
+    await t.publisher.publish(record);
+    expect(t.changes).toHaveLength(1);
+    expect(t.changes[0]?.status).toEqual({ phase: "Pending", reason: "DaemonSetPodNotLaunched" });
+    expect(t.changes[0]?.instance).toBeUndefined();
+  });
+
+  it("the status carries a launch being retried, and an EC2 outage on Ready", async () => {
+    const t = setup({ outageAfterFailures: 1 });
+    const pending = testRecord(t.ctx, testPod("waiting", "uid-7"), {
+      launchError: new ProviderError("InsufficientCapacity", "no capacity anywhere"),
+    });
+    expect(t.publisher.computeStatus(pending)).toBe(true);
+    expect(pending.status).toMatchObject({ phase: "Pending", reason: "InsufficientCapacity" });
+    const { record } = launched(t, "uid-8");
+    t.ctx.health.record(new ProviderError("Unavailable", "503"));
+    expect(t.publisher.computeStatus(record)).toBe(true);
+    const ready = record.status?.conditions?.find((c) => c.type === "Ready");
+    expect(ready).toMatchObject({ status: "False", reason: "EC2Unavailable" });
+  });
+});
+
+describe("StatusPublisher console", () => {
+  it("holds a stopped instance without a report, and reads its console after the settle window", async () => {
+    const t = setup({ consoleSettleSeconds: 30 });
+    const { record } = launched(t, "uid-9", "stopped");
+    refreshState(t.ctx, record);
+    expect(record.stoppedSince).toBe(T0);
+    // No exit report: no status from a guess.
+    expect(t.publisher.computeStatus(record)).toBe(false);
+    expect(t.publisher.needsConsole(record)).toBe(false);
+    t.clock.advance(30_000);
+    expect(t.publisher.needsConsole(record)).toBe(true);
+    await t.publisher.readConsole(record);
+    expect(t.gateway.count("consoleOutput")).toBe(1);
+    expect(record.consoleReadAt).toBe(T0 + 30_000);
+    expect(record.consoleOutput).toBe("");
+    // Read once: not again within five minutes.
+    refreshState(t.ctx, record);
+    expect(t.publisher.needsConsole(record)).toBe(false);
+    expect(t.publisher.computeStatus(record)).toBe(true);
+  });
+
+  it("a running instance never needs its console", () => {
+    const t = setup({ consoleSettleSeconds: 0 });
+    const { record } = launched(t, "uid-10");
+    refreshState(t.ctx, record);
+    expect(t.publisher.needsConsole(record)).toBe(false);
+  });
+
+  it("a failed console read is logged, and retried only after five minutes", async () => {
+    const t = setup({ consoleSettleSeconds: 0 });
+    const { record } = launched(t, "uid-11", "stopped");
+    refreshState(t.ctx, record);
+    t.gateway.fail("consoleOutput", new ProviderError("Throttled", "slow down"));
+    expect(t.publisher.needsConsole(record)).toBe(true);
+    await t.publisher.readConsole(record);
+    expect(record.consoleOutput).toBeUndefined();
+    expect(t.logs.some((l) => l.level === "warn")).toBe(true);
+    expect(t.publisher.needsConsole(record)).toBe(false);
+    t.clock.advance(5 * 60_000);
+    expect(t.publisher.needsConsole(record)).toBe(true);
+  });
+});
