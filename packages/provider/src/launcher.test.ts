@@ -204,12 +204,9 @@ describe("Launcher.launch", () => {
     expect(record.unknownOutcome).toBe(false);
   });
 
-  // DEFECT (reported, not fixed): a capacity error answering the repeat of an unknown outcome is
-  // a definite "no" for that client token, but `#failed` leaves `unknownOutcome` set, so every
-  // later `launch` takes the "repeat the same request" branch and calls the same pool again at
-  // once, bypassing the Pod's back-off, the pool's cool-down and the other subnets. `it.fails`
-  // keeps the suite green while the defect stands; it turns red once it is fixed.
-  it.fails("after an unknown outcome, a capacity error backs off like any other (no call to the cooled pool)", async () => {
+  // A capacity error answering the repeat of an unknown outcome is a definite "no" for that
+  // client token: the next attempt backs off and moves on (this failed before the fix).
+  it("after an unknown outcome, a capacity error backs off like any other (no call to the cooled pool)", async () => {
     const { ctx, gateway, launcher } = setup({ subnetIds: SUBNETS });
     const record = testRecord(ctx, testPod("web", "uid-unk-cap"));
     gateway.fail("runInstances", new ProviderError("Unavailable", "socket timeout"));

@@ -284,7 +284,10 @@ export class Launcher {
         `pod ${facts.key}: ${what}; retrying with back-off${placements > 1 ? " in the other configured subnets and instance types" : ""}`,
         { cause: error, ...(error.awsCode ? { awsCode: error.awsCode } : {}) },
       );
-      // A definite "no": nothing can exist, a later teardown need not look for an instance.
+      // A definite "no": nothing can exist, a later teardown need not look for an instance. A
+      // repeat of a request whose outcome was unknown proves it too (same client token: EC2 would
+      // have answered with the instance), so the next attempt backs off like any other.
+      record.unknownOutcome = false;
       this.noInstanceCanExist(record);
       if (previous !== error.code) {
         record.events.push({
@@ -306,6 +309,8 @@ export class Launcher {
     if (previous !== error.code) {
       record.events.push({ type: "Warning", reason: "LaunchFailed", message: error.message });
     }
+    // A definite refusal (configuration, permissions) started no instance either.
+    if (!record.unknownOutcome) this.noInstanceCanExist(record);
     throw error;
   }
 }

@@ -152,12 +152,9 @@ describe("Poller.pollOnce", () => {
     expect(t.gateway.count("runInstances")).toBe(0);
   });
 
-  // DEFECT (reported, not fixed): `Poller.#step` observes a listed instance of a Pod whose launch
-  // outcome was unknown (so `record.instanceId` is set from the listing) but never marks the
-  // record `ledgerDirty`, so the instance ID is never written to the ledger by this process
-  // (`Admitter.readmit` and `Launcher.adopt` do record it). `it.fails` keeps the suite green while
-  // the defect stands; it turns red once it is fixed.
-  it.fails("records in the ledger the instance a lost RunInstances answer left, once a poll lists it", async () => {
+  // An instance a lost RunInstances answer left, listed by a poll, is written to the ledger
+  // like one the launcher adopts (this failed before the fix).
+  it("records in the ledger the instance a lost RunInstances answer left, once a poll lists it", async () => {
     const t = setup();
     await t.ledger.recordLaunch(
       { podUid: "uid-lost2", namespace: "default", name: "lost2" },

@@ -164,6 +164,8 @@ export class Poller {
   ): "publish" | "launch" | "console" {
     if (record.mode !== "launch") return "publish";
     if (listed && disprove(this.#ctx, listed, record.facts.uid) === undefined) {
+      // An instance a lost RunInstances answer left, found by the poll: recorded like any other.
+      if (record.instanceId === undefined) record.ledgerDirty = true;
       observe(this.#ctx, record, listed);
     }
     // Otherwise: observed or proven absent by the lookup above, or nothing concluded yet (the

@@ -77,6 +77,7 @@ export class FakeGateway implements Gateway {
         { Key: POD_TAG, Value: `default/${podUid}` },
       ],
       LaunchTime: new Date(0),
+      ClientToken: podUid,
       ...(this.scope.instanceProfileArn
         ? { IamInstanceProfile: { Arn: this.scope.instanceProfileArn } }
         : {}),
