@@ -36,9 +36,9 @@ export const DESCRIBE_PARAMETERS_PAGE = 50;
 
 /**
  * How a Pod's parameters appear among its teardown's auxiliary objects (`releasing` phase): this
- * API version and kind, named by the Pod UID. The provider deletes all of the Pod's parameter
- * names for it; a caller that drives its own teardown can route such an object to
- * `Ec2PodProvider.deletePodParameters`.
+ * API version and kind, named by the Pod UID (`Ec2PodProvider.auxiliariesOf`). The teardown's
+ * `releasing` phase hands it back to `Ec2PodProvider.releaseAuxiliary`, which deletes all of the
+ * Pod's parameter names.
  */
 export const POD_PARAMETERS_AUXILIARY = {
   apiVersion: "ssm.nebula.dev/v1",
