@@ -1,4 +1,4 @@
-import { defineCli } from "@nebula/kube";
+import { defineCli } from "@nebula/kube/cli";
 import { z } from "zod";
 
 /** `nebula-operator`'s command line: the shared controller flags plus the operator's own. */

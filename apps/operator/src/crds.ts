@@ -5,7 +5,7 @@
  * @packageDocumentation
  */
 import { KINDS, type KindDescription } from "@nebula/api";
-import { buildCrd, type CustomResourceDefinition } from "@nebula/kube";
+import { buildCrd, type CustomResourceDefinition } from "@nebula/kube/crd";
 import { stringify } from "yaml";
 
 /** The CRD of one kind: status subresource, printer columns, categories and short names. */

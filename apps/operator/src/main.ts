@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { connect, createLogger, runCli } from "@nebula/kube";
+import { connect } from "@nebula/kube";
+import { runCli } from "@nebula/kube/cli";
+import { createLogger } from "@nebula/kube/observability";
 import { cli } from "./cli.js";
 import { createOperator } from "./operator.js";
 

@@ -21,21 +21,16 @@ import {
   type WorkloadDeployment,
 } from "@nebula/api";
 import {
-  Controller,
   customObjectInformer,
-  EventRecorder,
   type Informer,
   type InformerEvent,
-  type Logger,
-  Manager,
-  type ManagerLeaderElection,
   objectKey,
   podInformer,
-  type ResourceType,
-  type StatusWriteOutcome,
-  StatusWriter,
-  silentLogger,
-} from "@nebula/kube";
+} from "@nebula/kube/cache";
+import { Controller, Manager, type ManagerLeaderElection } from "@nebula/kube/controller";
+import { EventRecorder } from "@nebula/kube/events";
+import { type Logger, silentLogger } from "@nebula/kube/observability";
+import { type ResourceType, type StatusWriteOutcome, StatusWriter } from "@nebula/kube/status";
 import { Counter } from "prom-client";
 import {
   availabilityEvent,

@@ -7,7 +7,7 @@
  */
 
 import { KINDS } from "@nebula/api";
-import type { CustomResourceDefinition, StructuralSchema } from "@nebula/kube";
+import type { CustomResourceDefinition, StructuralSchema } from "@nebula/kube/crd";
 import { operatorCrds } from "./crds.js";
 
 const cell = (text: string) => text.replaceAll("|", "\\|").replaceAll("\n", " ");

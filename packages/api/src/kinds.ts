@@ -15,7 +15,7 @@ import {
 } from "./workload-deployment.js";
 
 /** A column of `kubectl get` (`additionalPrinterColumns` of a CRD version). */
-export interface PrinterColumn {
+interface PrinterColumn {
   /** The column header. */
   readonly name: string;
   /** The OpenAPI type of the value. */
@@ -69,7 +69,7 @@ const AGE: PrinterColumn = {
 };
 
 /** The columns `kubectl get workloads` and `kubectl get workloaddeployments` show. */
-export const REPLICA_SET_COLUMNS: readonly PrinterColumn[] = [
+const REPLICA_SET_COLUMNS: readonly PrinterColumn[] = [
   {
     name: "Ready",
     type: "integer",
@@ -105,7 +105,7 @@ export const REPLICA_SET_COLUMNS: readonly PrinterColumn[] = [
 ];
 
 /** The columns `kubectl get instances` shows. */
-export const INSTANCE_COLUMNS: readonly PrinterColumn[] = [
+const INSTANCE_COLUMNS: readonly PrinterColumn[] = [
   {
     name: "State",
     type: "string",

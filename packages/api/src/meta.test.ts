@@ -1,13 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import {
-  isEmptySelector,
-  isLabelKey,
-  isLabelValue,
-  LabelSelector,
-  matchesSelector,
-  selectorToString,
-} from "./index.js";
+import { isEmptySelector, LabelSelector, matchesSelector, selectorToString } from "./index.js";
+import { isLabelKey, isLabelValue } from "./meta.js";
 
 describe("label keys and values", () => {
   it.each(["app", "nebula.dev/placement", "a_b.c-d", "A1"])("accepts key %s", (k) => {

@@ -20,18 +20,17 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 export const DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
 /** An RFC 1123 subdomain: dot-separated labels, at most 253 characters. */
-export const DNS_SUBDOMAIN_PATTERN =
-  "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+const DNS_SUBDOMAIN_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /**
  * A label key: an optional DNS-subdomain prefix and `/`, then a name of at most 63 characters
  * (alphanumerics, `-`, `_`, `.`, beginning and ending with an alphanumeric).
  */
-export const LABEL_KEY_PATTERN =
+const LABEL_KEY_PATTERN =
   "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
 
 /** A label value: empty, or at most 63 alphanumerics, `-`, `_`, `.`, beginning and ending with an alphanumeric. */
-export const LABEL_VALUE_PATTERN = "^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$";
+const LABEL_VALUE_PATTERN = "^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$";
 
 const labelKey = new RegExp(LABEL_KEY_PATTERN);
 const labelValue = new RegExp(LABEL_VALUE_PATTERN);
@@ -49,7 +48,7 @@ export function isLabelValue(value: string): boolean {
 }
 
 /** The name of an object in the same namespace (RFC 1123 subdomain). */
-export const ObjectName = z.string().min(1).max(253).regex(new RegExp(DNS_SUBDOMAIN_PATTERN));
+const ObjectName = z.string().min(1).max(253).regex(new RegExp(DNS_SUBDOMAIN_PATTERN));
 
 /** A reference to an object in the same namespace, by name. */
 export const LocalObjectReference = z.strictObject({
@@ -61,7 +60,7 @@ export const LocalObjectReference = z.strictObject({
 export type LocalObjectReference = z.infer<typeof LocalObjectReference>;
 
 /** The operators of a label selector requirement, as Kubernetes defines them. */
-export const SelectorOperator = z.enum(["In", "NotIn", "Exists", "DoesNotExist"]);
+const SelectorOperator = z.enum(["In", "NotIn", "Exists", "DoesNotExist"]);
 
 /** One of `In`, `NotIn`, `Exists`, `DoesNotExist`. */
 export type SelectorOperator = z.infer<typeof SelectorOperator>;
@@ -70,7 +69,7 @@ export type SelectorOperator = z.infer<typeof SelectorOperator>;
  * One requirement of a label selector. `In` and `NotIn` need at least one value; `Exists` and
  * `DoesNotExist` take none. The API server checks the same rule (a CEL validation rule).
  */
-export const LabelSelectorRequirement = z
+const LabelSelectorRequirement = z
   .strictObject({
     /** The label key. */
     key: z.string().min(1).max(317).regex(labelKey),
@@ -102,7 +101,7 @@ const LABEL_KEY_CEL = LABEL_KEY_PATTERN.replaceAll("\\", "\\\\");
 const LABEL_VALUE_CEL = LABEL_VALUE_PATTERN.replaceAll("\\", "\\\\");
 
 /** `matchLabels`: label keys to exact values (at most 64 labels). */
-export const MatchLabels = z
+const MatchLabels = z
   .record(z.string().max(317), z.string().max(63))
   .refine((m) => Object.entries(m).every(([k, v]) => isLabelKey(k) && isLabelValue(v)), {
     message: "every key must be a label key and every value a label value",

@@ -8,7 +8,7 @@ import { z } from "zod";
 import { API_VERSION, Conditions, DNS_LABEL_PATTERN, ObjectMeta } from "./meta.js";
 
 /** One placement of a Workload: where, and how many replicas. */
-export const Placement = z.strictObject({
+const Placement = z.strictObject({
   /** The placement's name, unique within the Workload (an RFC 1123 label). */
   name: z.string().min(1).max(63).regex(new RegExp(DNS_LABEL_PATTERN)),
   /** Desired replicas in this placement. */
@@ -37,7 +37,7 @@ export const WorkloadSpec = z.strictObject({
 export type WorkloadSpec = z.infer<typeof WorkloadSpec>;
 
 /** The status of one placement inside a Workload's status. */
-export const PlacementStatus = z.object({
+const PlacementStatus = z.object({
   /** The placement's name. */
   name: z.string(),
   /** Desired replicas. */

@@ -20,7 +20,7 @@ import { KubeError } from "./errors.js";
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /** Options of {@link connect}; every field is optional. */
-export const ConnectOptions = z.object({
+const ConnectOptions = z.object({
   /** An explicit kubeconfig path (the `--kubeconfig` flag): used as is, never falls through. */
   kubeconfig: z.string().min(1).optional(),
   /** Environment to read (default `process.env`). */
@@ -35,7 +35,7 @@ export const ConnectOptions = z.object({
 export type ConnectOptionsInput = z.input<typeof ConnectOptions>;
 
 /** Where {@link connect} found its configuration. */
-export type ConnectSource = "flag" | "in-cluster" | "env" | "home";
+type ConnectSource = "flag" | "in-cluster" | "env" | "home";
 
 /** A loaded configuration and where it came from. */
 export interface Connection {

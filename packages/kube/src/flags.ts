@@ -15,7 +15,7 @@ import { LOG_LEVELS } from "./observability/logger.js";
 import { parseBindAddress } from "./observability/server.js";
 
 /** One command-line option. */
-export interface FlagDefinition<S extends z.ZodType = z.ZodType> {
+interface FlagDefinition<S extends z.ZodType = z.ZodType> {
   /** `string` takes a value (`--name value` or `--name=value`); `boolean` is a switch. */
   readonly type: "string" | "boolean";
   /** Validates (and defaults) the raw value: a string, a boolean, or `undefined` when absent. */
@@ -32,7 +32,7 @@ export interface FlagDefinition<S extends z.ZodType = z.ZodType> {
 export type FlagDefinitions = Readonly<Record<string, FlagDefinition>>;
 
 /** The values of a set of definitions. */
-export type FlagValues<F extends FlagDefinitions> = {
+type FlagValues<F extends FlagDefinitions> = {
   -readonly [K in keyof F]: z.output<F[K]["schema"]>;
 };
 
@@ -102,7 +102,7 @@ export type CommonFlags = FlagValues<typeof COMMON_FLAGS>;
 export type CliFlags<F extends FlagDefinitions> = Omit<CommonFlags, keyof F> & FlagValues<F>;
 
 /** The outcome of parsing a command line: flags, or a message for the user naming the option. */
-export type CliParseResult<T> =
+type CliParseResult<T> =
   | { readonly ok: true; readonly flags: T }
   | { readonly ok: false; readonly message: string };
 

@@ -9,7 +9,10 @@ import { join } from "node:path";
 import { CoreV1Api } from "@kubernetes/client-node";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { Controller, connect, createLogger, Manager, podInformer } from "./index.js";
+import { podInformer } from "./cache/index.js";
+import { Controller, Manager } from "./controller/index.js";
+import { connect } from "./index.js";
+import { createLogger } from "./observability/index.js";
 
 const namespace = `readme-${randomBytes(4).toString("hex")}`;
 const dir = mkdtempSync(join(tmpdir(), "nebula-readme-"));

@@ -55,7 +55,7 @@ export const CONDITION_REASON_PATTERN = /^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?
 export const MAX_REASON_LENGTH = 1024;
 
 /** A valid condition reason name: CamelCase, at most {@link MAX_REASON_LENGTH} characters. */
-export const ReasonName = z.string().max(MAX_REASON_LENGTH).regex(CONDITION_REASON_PATTERN);
+const ReasonName = z.string().max(MAX_REASON_LENGTH).regex(CONDITION_REASON_PATTERN);
 
 /** What the catalog knows about one reason. */
 export const ReasonDefinition = z.object({

@@ -1,23 +1,9 @@
-export {
-  CONDITION_REASON_PATTERN,
-  DEFAULT_REASON_CATALOG,
-  MAX_REASON_LENGTH,
-  REASON_CLASSES,
-  ReasonCatalog,
-  type ReasonClass,
-  ReasonDefinition,
-  ReasonName,
-  type ResolvedReason,
-  reasonClassRank,
-  UNKNOWN_REASON,
-} from "./catalog.js";
+export { DEFAULT_REASON_CATALOG, ReasonCatalog, ReasonDefinition } from "./catalog.js";
 export {
   Condition,
   ConditionStatus,
   type ConditionUpdate,
   findCondition,
-  formatTime,
-  setCondition,
   setConditions,
   statusChanged,
 } from "./condition.js";
@@ -30,19 +16,11 @@ export {
   WorkloadDeploymentInput,
   type WorkloadDeploymentStatus,
 } from "./deployment.js";
-export { RollupError, type RollupErrorCode, type RollupResult } from "./errors.js";
-export {
-  KSTATUS_CONDITION_TYPES,
-  KSTATUS_REASONS,
-  type KstatusOptions,
-  kstatusConditions,
-  type ProgressInput,
-  progressConditions,
-} from "./kstatus.js";
-export { CONDITION_TYPES, ReasonCount, ROLLUP_REASONS } from "./tally.js";
+export { RollupError } from "./errors.js";
+export { progressConditions } from "./kstatus.js";
+export { ReasonCount } from "./tally.js";
 export {
   PlacementInput,
-  type PlacementStatus,
   parseWorkloadInput,
   rollupWorkload,
   WorkloadInput,

@@ -4,14 +4,13 @@ import {
   type Condition,
   DEFAULT_REASON_CATALOG,
   findCondition,
-  KSTATUS_CONDITION_TYPES,
-  kstatusConditions,
   progressConditions,
   rollupWorkload,
   rollupWorkloadDeployment,
   setConditions,
   type WorkloadDeploymentInput,
 } from "./index.js";
+import { KSTATUS_CONDITION_TYPES, kstatusConditions } from "./kstatus.js";
 
 const now = new Date("2026-11-30T05:00:00Z");
 const crash =

@@ -19,7 +19,7 @@ export const KSTATUS_CONDITION_TYPES = {
 } as const;
 
 /** The reasons of `Reconciling` and `Stalled` when they are False. */
-export const KSTATUS_REASONS = {
+const KSTATUS_REASONS = {
   /** `Reconciling=False`: nothing is being provisioned or started. */
   NothingPending: "NothingPending",
   /** `Stalled=False`: nothing stops progress. */

@@ -1,8 +1,13 @@
 /**
- * Small text helpers shared by the roll-ups (internal; not exported from the package).
+ * Small text helpers shared by the roll-ups (internal; not exported from the package). Sanitising
+ * and cutting status text is `@nebula/state-mapping/text`'s: one copy for both packages.
  *
  * @packageDocumentation
  */
+
+import { sanitize } from "@nebula/state-mapping/text";
+
+export { sanitize, truncate } from "@nebula/state-mapping/text";
 
 /** How many reason groups a message shows before summarising the rest. */
 export const MAX_GROUPS = 3;
@@ -36,69 +41,6 @@ export function asSentence(message: string): string {
   const trimmed = message.trim();
   if (trimmed === "") return "";
   return /[.!?]$/.test(trimmed) ? trimmed : `${trimmed}.`;
-}
-
-/**
- * ANSI escape sequences (CSI `ESC [ ... final`, OSC `ESC ] ... BEL|ST`, and two-character
- * `ESC x` sequences), as a terminal would interpret them.
- */
-const ANSI_ESCAPE =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
-  /\u001b(?:\[[0-?]*[ -/]*[@-~]|\][^\u0007\u001b]*(?:\u0007|\u001b\\|$)|[@-Z\\-_])|\u009b[0-?]*[ -/]*[@-~]/g;
-
-/**
- * Control characters (C0 but tab, line feed and carriage return; DEL; C1) and the Unicode
- * bidirectional overrides and isolates, which can make text display as something it is not.
- */
-const CONTROL =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
-  /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
-
-/** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
-
-/** Anything {@link sanitize} would change: most text has none, and is returned as it is. */
-const SUSPECT =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: a quick test before the replacements.
-  /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069\ud800-\udfff]/;
-
-/**
- * Text fit for a status: lone surrogates become U+FFFD (what the API server's JSON decoder would
- * make of them, so the stored text equals what was written), ANSI escape sequences are removed,
- * and other control characters and bidirectional overrides are dropped. Tabs and line breaks
- * stay. Idempotent.
- */
-export function sanitize(text: string): string {
-  if (!SUSPECT.test(text)) return text;
-  return text.replace(LONE_SURROGATE, "\ufffd").replace(ANSI_ESCAPE, "").replace(CONTROL, "");
-}
-
-/** Grapheme segmenter, made on first use (only long text is cut). */
-let graphemes: Intl.Segmenter | undefined;
-
-/**
- * Cuts `text` to at most `max` code points (Kubernetes counts a message's length in code
- * points), ending in `...` when cut. The cut falls on a grapheme boundary, so no emoji,
- * combining accent or surrogate pair is split: cutting again, or storing the result through the
- * API server's JSON, changes nothing.
- */
-export function truncate(text: string, max: number): string {
-  if (text.length <= max) return text;
-  let points = 0;
-  for (const _ of text) points++;
-  if (points <= max) return text;
-  const budget = Math.max(0, max - 3);
-  graphemes ??= new Intl.Segmenter("en", { granularity: "grapheme" });
-  let end = 0;
-  let used = 0;
-  for (const { segment, index } of graphemes.segment(text)) {
-    let size = 0;
-    for (const _ of segment) size++;
-    if (used + size > budget) break;
-    used += size;
-    end = index + segment.length;
-  }
-  return `${text.slice(0, end)}...`;
 }
 
 /** A count Kubernetes and people accept: a finite, non-negative integer (anything else is 0). */

@@ -1,21 +1,20 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import * as rollup from "./index.js";
+import { reasonClassRank } from "./catalog.js";
+import { formatTime, setCondition } from "./condition.js";
+import * as entry from "./index.js";
 import {
   DEFAULT_REASON_CATALOG,
   findCondition,
-  formatTime,
-  kstatusConditions,
   parseWorkloadDeploymentInput,
   parseWorkloadInput,
   progressConditions,
-  reasonClassRank,
   rollupWorkload,
   rollupWorkloadDeployment,
-  setCondition,
   setConditions,
   statusChanged,
 } from "./index.js";
+import { kstatusConditions } from "./kstatus.js";
 
 /** A lone surrogate (what the API server would turn into U+FFFD). */
 const LONE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
@@ -105,6 +104,8 @@ const loose = (f: unknown): Loose => f as Loose;
 
 describe("no exported function throws, whatever it is handed", () => {
   it("every exported function is covered below", () => {
+    // The entry's functions and the helpers it no longer exports (still used by the roll-ups).
+    const rollup = { ...entry, formatTime, kstatusConditions, reasonClassRank, setCondition };
     const functions = Object.entries(rollup)
       .filter(([, value]) => typeof value === "function" && !/^[A-Z]/.test(value.name))
       .map(([name]) => name)

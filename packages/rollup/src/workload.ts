@@ -65,7 +65,7 @@ export const WorkloadInput = z.object({
 export type WorkloadInput = z.infer<typeof WorkloadInput>;
 
 /** The status of one placement inside a Workload's status. */
-export interface PlacementStatus {
+interface PlacementStatus {
   /** The placement's name. */
   name: string;
   /** Desired replicas. */

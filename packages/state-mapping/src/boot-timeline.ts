@@ -8,7 +8,7 @@
 import type { ExitReport } from "./report.js";
 
 /** One step of a Pod's start-up, with its length in milliseconds. */
-export interface BootStep {
+interface BootStep {
   /**
    * `supervisor`: from the instance's `LaunchTime` to the host supervisor's start (boot,
    * cloud-init, user-data); `pull`: one container's image pull; `start`: from the end of the

@@ -16,7 +16,7 @@ export type StateMappingErrorCode =
  *
  * @example
  * ```ts
- * const parsed = parseInstance({ nope: true });
+ * const parsed = parseEc2Instance({ nope: true });
  * if (!parsed.ok) console.log(parsed.error.code); // "InstanceUnreadable"
  * ```
  */

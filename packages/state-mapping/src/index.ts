@@ -1,46 +1,14 @@
-export { type BootStep, type BootTimeline, bootTimeline } from "./boot-timeline.js";
-export { StateMappingError, type StateMappingErrorCode } from "./errors.js";
-export {
-  type DescribeInstancesPageResult,
-  EC2_STATE_NAMES,
-  type Ec2Cause,
-  Ec2Instance,
-  type Ec2StateName,
-  ec2Cause,
-  type InstanceParseResult,
-  instanceTags,
-  isEc2StateName,
-  parseDescribeInstancesPage,
-  parseInstance,
-} from "./instance.js";
-export {
-  CRASH_LOOP_WINDOW_MINUTES,
-  DEFAULT_STABILITY_WINDOW_SECONDS,
-  EXACT_RESTART_COUNTS,
-  InstanceObjectStatus,
-  type InstanceReasonOptions,
-  type InstanceReasonResult,
-  MAX_QUOTED_MESSAGE_CHARS,
-  toInstanceReason,
-} from "./instance-reason.js";
-export {
-  CONTAINER_STATUS_UNKNOWN,
-  lostPodReason,
-  MAX_STATUS_MESSAGE_CHARS,
-  REPORT_CONDITION_TYPE,
-  RESTART_LIMIT_REASON,
-  type ToPodStatusOptions,
-  toPodStatus,
-  UNKNOWN_EXIT_CODE,
-} from "./pod-status.js";
-export { INSTANCE_REASONS, type InstanceReason, isInstanceReason } from "./reasons.js";
+export { bootTimeline } from "./boot-timeline.js";
+export { parseEc2Instance } from "./instance.js";
+export { DEFAULT_STABILITY_WINDOW_SECONDS, toInstanceReason } from "./instance-reason.js";
+export { toPodStatus } from "./pod-status.js";
+export { INSTANCE_REASONS, type InstanceReason } from "./reasons.js";
 export {
   CONSOLE_REPORT_MARKER,
   ContainerReport,
   decodeConsoleOutput,
   decodeReportTags,
   ExitReport,
-  encodeConsoleLine,
   encodeReportTags,
   LOG_FALLBACK_MAX_BYTES,
   LOG_FALLBACK_MAX_LINES,
@@ -52,32 +20,11 @@ export {
   REPORT_TAG_KEY,
   REPORT_TAG_MESSAGE_BUDGET,
   REPORT_VERSION,
-  type ReportReadResult,
   TAG_BUDGET_STEPS,
-  TerminationReport,
 } from "./report.js";
-export { utf8Head, utf8Tail } from "./report-budget.js";
 export {
-  type BootingState,
-  DEFAULT_ABSENT_GRACE_MS,
-  DEFAULT_BOOT_TIMEOUT_MS,
-  type InstanceFacts,
   type InstanceState,
-  type LostCause,
-  type LostState,
-  MAX_REPORT_SEQ,
   needsConsoleOutput,
-  type PendingState,
-  type PreviousObservation,
   RESTART_LIMIT_ANNOTATION,
-  type RestartLimitFacts,
-  type RunningState,
-  STOP_CAUSES,
-  type StopFacts,
-  type StoppingState,
-  type TerminalState,
-  type ToInstanceStateOptions,
   toInstanceState,
-  type UnknownReason,
-  type UnknownState,
 } from "./state.js";

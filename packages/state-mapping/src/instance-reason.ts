@@ -25,20 +25,12 @@ import { sanitize, statusText, truncate } from "./text.js";
  */
 export const DEFAULT_STABILITY_WINDOW_SECONDS = 600;
 
-/**
- * The default stability window in minutes, as the crash-loop sentence states it
- * (`... without staying up for 10 minutes`).
- *
- * @deprecated Use {@link DEFAULT_STABILITY_WINDOW_SECONDS}; the sentence now states the window
- * passed in {@link InstanceReasonOptions.stabilityWindowSeconds}.
- */
-export const CRASH_LOOP_WINDOW_MINUTES = DEFAULT_STABILITY_WINDOW_SECONDS / 60;
 
 /**
  * Longest termination or waiting message quoted in a reason message, in code points (an
  * ellipsis included when cut; the cut falls on a grapheme boundary).
  */
-export const MAX_QUOTED_MESSAGE_CHARS = 200;
+const MAX_QUOTED_MESSAGE_CHARS = 200;
 
 /** Longest reason message, in code points (the roll-up's representative-message budget). */
 const MAX_REASON_MESSAGE_CHARS = 1024;
@@ -49,7 +41,7 @@ const MAX_REASON_MESSAGE_CHARS = 1024;
  * changes its message (and the roll-up's status) only when the count crosses one of these steps,
  * not on every restart.
  */
-export const EXACT_RESTART_COUNTS = 5;
+const EXACT_RESTART_COUNTS = 5;
 
 /** What {@link toInstanceReason} returns: the reason, whether the instance is ready, one sentence. */
 export interface InstanceReasonResult {
@@ -138,7 +130,7 @@ const Condition = z.looseObject({
  * The zod schema of an Instance object's status (`compute.nebula.dev` `Instance`, or any object
  * whose status conditions carry a failure reason): `{ conditions: [{ type, status, reason, message }] }`.
  */
-export const InstanceObjectStatus = z.looseObject({ conditions: z.array(Condition) });
+const InstanceObjectStatus = z.looseObject({ conditions: z.array(Condition) });
 
 /** An Instance object's status, as {@link InstanceObjectStatus} reads it. */
 export type InstanceObjectStatus = z.output<typeof InstanceObjectStatus>;

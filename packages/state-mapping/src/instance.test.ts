@@ -1,11 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { ec2Cause, instanceTags, parseDescribeInstancesPage, parseInstance } from "./index.js";
+import { parseEc2Instance } from "./index.js";
+import { ec2Cause, instanceTags, parseDescribeInstancesPage } from "./instance.js";
 import { ec2, LAUNCH } from "./test-fixtures.js";
 
-describe("parseInstance", () => {
+describe("parseEc2Instance", () => {
   it("reads the SDK shape (LaunchTime as a Date)", () => {
-    const parsed = parseInstance(ec2("running"));
+    const parsed = parseEc2Instance(ec2("running"));
     expect(parsed.ok).toBe(true);
     if (!parsed.ok) return;
     expect(parsed.instance.InstanceId).toBe("i-0abc");
@@ -16,7 +17,7 @@ describe("parseInstance", () => {
   });
 
   it("reads the JSON shape (LaunchTime as a string, nulls for missing fields)", () => {
-    const parsed = parseInstance({
+    const parsed = parseEc2Instance({
       InstanceId: "i-1",
       State: { Name: "stopped" },
       StateReason: { Code: "Client.UserInitiatedShutdown", Message: null },
@@ -36,7 +37,7 @@ describe("parseInstance", () => {
   });
 
   it("returns a typed error for a bad instance, never throws", () => {
-    const parsed = parseInstance({ State: { Name: "running" } });
+    const parsed = parseEc2Instance({ State: { Name: "running" } });
     expect(parsed.ok).toBe(false);
     if (parsed.ok) return;
     expect(parsed.error.code).toBe("InstanceUnreadable");
@@ -45,7 +46,7 @@ describe("parseInstance", () => {
     expect(parsed.error.cause).toBeDefined();
     fc.assert(
       fc.property(fc.jsonValue(), (value) => {
-        expect(typeof parseInstance(value).ok).toBe("boolean");
+        expect(typeof parseEc2Instance(value).ok).toBe("boolean");
       }),
     );
   });

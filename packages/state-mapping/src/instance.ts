@@ -9,19 +9,6 @@
 import { z } from "zod";
 import { StateMappingError } from "./errors.js";
 
-/** The EC2 instance state names, as `State.Name` carries them. */
-export const EC2_STATE_NAMES = [
-  "pending",
-  "running",
-  "shutting-down",
-  "terminated",
-  "stopping",
-  "stopped",
-] as const;
-
-/** One EC2 instance state name. */
-export type Ec2StateName = (typeof EC2_STATE_NAMES)[number];
-
 const optionalString = z
   .string()
   .nullish()
@@ -32,7 +19,7 @@ const optionalString = z
  * `State.Name`, `StateReason.Code`/`Message`, `StateTransitionReason`, `LaunchTime`,
  * `PrivateIpAddress`, `PublicIpAddress` and `Tags`. Unknown fields are allowed and kept.
  *
- * Use {@link parseInstance} rather than this schema directly: it never throws.
+ * Use {@link parseEc2Instance} rather than this schema directly: it never throws.
  */
 export const Ec2Instance = z.looseObject({
   InstanceId: z.string().min(1),
@@ -61,17 +48,17 @@ export const Ec2Instance = z.looseObject({
     .transform((value) => value ?? []),
 });
 
-/** An EC2 instance after {@link parseInstance}: `LaunchTime` is a valid `Date` or absent. */
+/** An EC2 instance after {@link parseEc2Instance}: `LaunchTime` is a valid `Date` or absent. */
 export type Ec2Instance = z.output<typeof Ec2Instance>;
 
 /**
  * Instances this module produced, so that one already read (by {@link parseDescribeInstancesPage}
- * or {@link parseInstance}) is not validated again when it is passed to `toInstanceState`. Only a
+ * or {@link parseEc2Instance}) is not validated again when it is passed to `toInstanceState`. Only a
  * cache: the output is the same without it. Do not mutate a parsed instance.
  */
 const parsedInstances = new WeakSet<object>();
 
-/** The result of {@link parseInstance}: the instance, or a typed error. Never an exception. */
+/** The result of {@link parseEc2Instance}: the instance, or a typed error. Never an exception. */
 export type InstanceParseResult =
   | { readonly ok: true; readonly instance: Ec2Instance }
   | { readonly ok: false; readonly error: StateMappingError };
@@ -82,11 +69,11 @@ export type InstanceParseResult =
  *
  * @example
  * ```ts
- * const parsed = parseInstance({ InstanceId: "i-1", State: { Name: "running" } });
+ * const parsed = parseEc2Instance({ InstanceId: "i-1", State: { Name: "running" } });
  * if (parsed.ok) parsed.instance.State.Name; // "running"
  * ```
  */
-export function parseInstance(value: unknown): InstanceParseResult {
+export function parseEc2Instance(value: unknown): InstanceParseResult {
   if (typeof value === "object" && value !== null && parsedInstances.has(value)) {
     return { ok: true, instance: value as Ec2Instance };
   }
@@ -145,7 +132,7 @@ export function parseDescribeInstancesPage(page: unknown): DescribeInstancesPage
   const errors: StateMappingError[] = [];
   for (const reservation of parsed.data.Reservations) {
     for (const entry of reservation.Instances ?? []) {
-      const one = parseInstance(entry);
+      const one = parseEc2Instance(entry);
       if (one.ok) instances.push(one.instance);
       else errors.push(one.error);
     }
@@ -205,7 +192,7 @@ export function ec2Cause(code: string | undefined, transitionReason?: string): E
 
 /**
  * The instance's tags as a key→value map (entries without a string key or value are skipped).
- * Use it to read `nebula:*` tags after {@link parseInstance}.
+ * Use it to read `nebula:*` tags after {@link parseEc2Instance}.
  */
 export function instanceTags(instance: Ec2Instance): Map<string, string> {
   const map = new Map<string, string>();
@@ -221,7 +208,3 @@ export function instanceTags(instance: Ec2Instance): Map<string, string> {
   return map;
 }
 
-/** True when `name` is one of {@link EC2_STATE_NAMES}. */
-export function isEc2StateName(name: string): name is Ec2StateName {
-  return (EC2_STATE_NAMES as readonly string[]).includes(name);
-}

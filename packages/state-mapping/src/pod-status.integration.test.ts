@@ -6,14 +6,9 @@
 import { CoreV1Api, type V1Pod, type V1PodStatus } from "@kubernetes/client-node";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { beforeAll, describe, expect, it } from "vitest";
-import {
-  encodeConsoleLine,
-  type InstanceState,
-  REPORT_CONDITION_TYPE,
-  toInstanceReason,
-  toInstanceState,
-  toPodStatus,
-} from "./index.js";
+import { type InstanceState, toInstanceReason, toInstanceState, toPodStatus } from "./index.js";
+import { REPORT_CONDITION_TYPE } from "./pod-status.js";
+import { encodeConsoleLine } from "./report.js";
 import { b64, crashLooping, ec2, exited, NOW, pod, report, running } from "./test-fixtures.js";
 
 const NAMESPACE = "default";

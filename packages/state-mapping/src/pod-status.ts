@@ -27,10 +27,10 @@ import {
 import { int32Count, statusText } from "./text.js";
 
 /** The exit code of a container whose fate is unknown (the kubelet's: 128 + SIGKILL). */
-export const UNKNOWN_EXIT_CODE = 137;
+const UNKNOWN_EXIT_CODE = 137;
 
 /** The termination reason of a container whose instance vanished (the kubelet's word). */
-export const CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown";
+const CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown";
 
 /**
  * The Pod condition type that records, in the Pod's own status, what the status was built from:
@@ -46,7 +46,7 @@ export const CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown";
 export const REPORT_CONDITION_TYPE = "nebula.dev/ExitReport";
 
 /** Longest termination or waiting message written to a container status, in code points (the kubelet keeps 4096 bytes). */
-export const MAX_STATUS_MESSAGE_CHARS = 4096;
+const MAX_STATUS_MESSAGE_CHARS = 4096;
 
 /**
  * Pod `status.reason` of a Pod whose container reached the restart limit (the
@@ -753,7 +753,7 @@ function isReportLike(value: unknown): boolean {
  * The Pod-level `status.reason` for a lost instance: `SpotInterruption`, `InsufficientCapacity`,
  * `QuotaExceeded` (a volume limit), or `InstanceLost`. The reverse mapping reads it back.
  */
-export function lostPodReason(
+function lostPodReason(
   cause: LostCause,
 ): "SpotInterruption" | "InsufficientCapacity" | "QuotaExceeded" | "InstanceLost" {
   switch (cause) {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { INSTANCE_REASONS, isInstanceReason } from "./index.js";
+import { INSTANCE_REASONS } from "./index.js";
+import { isInstanceReason } from "./reasons.js";
 
 describe("INSTANCE_REASONS", () => {
   it("is exactly the shared contract, in rank order", () => {

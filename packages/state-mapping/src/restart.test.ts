@@ -4,12 +4,12 @@ import { describe, expect, it } from "vitest";
 import {
   type ContainerReport,
   type ExitReport,
-  encodeConsoleLine,
   type InstanceState,
-  REPORT_CONDITION_TYPE,
   toInstanceState,
   toPodStatus,
 } from "./index.js";
+import { REPORT_CONDITION_TYPE } from "./pod-status.js";
+import { encodeConsoleLine } from "./report.js";
 import { crashLooping, ec2, exited, NOW, pod, report, running } from "./test-fixtures.js";
 
 /** Lone surrogates (what the API server turns into U+FFFD). */

@@ -2,15 +2,15 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   type ExitReport,
-  encodeConsoleLine,
   encodeReportTags,
   type InstanceState,
   needsConsoleOutput,
-  type PreviousObservation,
   toInstanceReason,
   toInstanceState,
   toPodStatus,
 } from "./index.js";
+import { encodeConsoleLine } from "./report.js";
+import type { PreviousObservation } from "./state.js";
 import { crashLooping, ec2, exited, NOW, pod, report, running } from "./test-fixtures.js";
 
 const later = (ms: number) => new Date(NOW.getTime() + ms);

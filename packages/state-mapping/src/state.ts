@@ -5,7 +5,7 @@
  *
  * @packageDocumentation
  */
-import { type Ec2Cause, type Ec2Instance, ec2Cause, parseInstance } from "./instance.js";
+import { type Ec2Cause, type Ec2Instance, ec2Cause, parseEc2Instance } from "./instance.js";
 import {
   decodeConsoleOutput,
   decodeReportTags,
@@ -15,10 +15,10 @@ import {
 } from "./report.js";
 
 /** How long an instance may stay invisible to `DescribeInstances` after launch (EC2 is eventually consistent). */
-export const DEFAULT_ABSENT_GRACE_MS = 60_000;
+const DEFAULT_ABSENT_GRACE_MS = 60_000;
 
 /** How long a running instance may go without its first report before it counts as overdue. */
-export const DEFAULT_BOOT_TIMEOUT_MS = 15 * 60_000;
+const DEFAULT_BOOT_TIMEOUT_MS = 15 * 60_000;
 
 /**
  * The highest report `seq` accepted: a Kubernetes `int32`. A report claiming more is unreadable,
@@ -51,7 +51,7 @@ export interface InstanceFacts {
 export type LostCause = Ec2Cause | "Absent";
 
 /** Why the state is `Unknown`. */
-export type UnknownReason =
+type UnknownReason =
   /** The instance object does not have the shape `DescribeInstances` returns. */
   | "InstanceUnreadable"
   /** The exit report in the tags (or console) could not be read. */
@@ -74,13 +74,13 @@ interface StateBase {
  * The instance is being created: EC2 says `pending`, or the launch is so recent that
  * `DescribeInstances` does not list it yet (`instance` absent).
  */
-export interface PendingState extends StateBase {
+interface PendingState extends StateBase {
   readonly kind: "Pending";
   readonly instance?: InstanceFacts;
 }
 
 /** EC2 says `running`, but the host supervisor has not reported yet (cloud-init, image pull setup). */
-export interface BootingState extends StateBase {
+interface BootingState extends StateBase {
   readonly kind: "Booting";
   readonly instance: InstanceFacts;
   /** True when the instance has been running longer than the boot timeout without reporting. */
@@ -88,14 +88,14 @@ export interface BootingState extends StateBase {
 }
 
 /** EC2 says `running` and the supervisor reports its containers (running, waiting or restarting). */
-export interface RunningState extends StateBase {
+interface RunningState extends StateBase {
   readonly kind: "Running";
   readonly instance: InstanceFacts;
   readonly report: ExitReport;
 }
 
 /** EC2 says `stopping` or `shutting-down`; the final report may still arrive. */
-export interface StoppingState extends StateBase {
+interface StoppingState extends StateBase {
   readonly kind: "Stopping";
   readonly instance: InstanceFacts;
 }
@@ -116,7 +116,7 @@ export interface StopFacts {
  * final report) a platform or user stop rather than a customer failure: everything but
  * `InstanceInitiatedShutdown` (the instance powered itself off) and `None` (EC2 gave no cause).
  */
-export const STOP_CAUSES: readonly Ec2Cause[] = [
+const STOP_CAUSES: readonly Ec2Cause[] = [
   "SpotInterruption",
   "InsufficientCapacity",
   "UserInitiatedShutdown",
@@ -127,7 +127,7 @@ export const STOP_CAUSES: readonly Ec2Cause[] = [
 ];
 
 /** The supervisor wrote its final report: no container will run again. Whatever EC2 says. */
-export interface TerminalState extends StateBase {
+interface TerminalState extends StateBase {
   readonly kind: "Terminal";
   /** Absent when the instance is already gone (or unreadable) but its final report was kept. */
   readonly instance?: InstanceFacts;
@@ -148,7 +148,7 @@ export interface TerminalState extends StateBase {
 }
 
 /** The Pod ended because a container's restarts hit its restart limit. */
-export interface RestartLimitFacts {
+interface RestartLimitFacts {
   /** The container that hit the limit. */
   readonly container: string;
   /** The limit. */
@@ -165,7 +165,7 @@ export const RESTART_LIMIT_ANNOTATION = "nebula.dev/restart-limit";
  * unknown: the Pod becomes `Failed` with `ContainerStatusUnknown` (exit 137), never `Succeeded`.
  * A later final report (for example from the console output) still turns it into `Terminal`.
  */
-export interface LostState extends StateBase {
+interface LostState extends StateBase {
   readonly kind: "Lost";
   /** Absent when `DescribeInstances` no longer lists the instance. */
   readonly instance?: InstanceFacts;
@@ -179,7 +179,7 @@ export interface LostState extends StateBase {
 }
 
 /** Something could not be read; `reason` says what. */
-export interface UnknownState extends StateBase {
+interface UnknownState extends StateBase {
   readonly kind: "Unknown";
   readonly reason: UnknownReason;
   /** One sentence saying what could not be read. */
@@ -328,7 +328,7 @@ function mapInstance(
     );
   }
 
-  const parsed = parseInstance(instance);
+  const parsed = parseEc2Instance(instance);
   if (!parsed.ok) {
     const { best } = pickReport(previousReport, { kind: "absent" }, consoleRead);
     if (best?.final)

@@ -1,6 +1,26 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import * as mapping from "./index.js";
+import * as bootTimelineModule from "./boot-timeline.js";
+import * as instanceModule from "./instance.js";
+import * as instanceReasonModule from "./instance-reason.js";
+import * as podStatusModule from "./pod-status.js";
+import * as reasonsModule from "./reasons.js";
+import * as reportModule from "./report.js";
+import * as reportBudgetModule from "./report-budget.js";
+import * as stateModule from "./state.js";
+
+// Every function the package's modules export (the entry exports a few of them).
+const mapping = {
+  ...bootTimelineModule,
+  ...instanceModule,
+  ...instanceReasonModule,
+  ...podStatusModule,
+  ...reasonsModule,
+  ...reportModule,
+  ...reportBudgetModule,
+  ...stateModule,
+};
+
 import { crashLooping, ec2, exited, NOW, pod, report, running } from "./test-fixtures.js";
 
 // Anything at all: holes in arrays, null prototypes, boxed values, Maps, Sets, typed arrays,
@@ -78,10 +98,20 @@ type Loose = (...args: any[]) => unknown;
 const call = (name: string, ...args: unknown[]) =>
   ((mapping as unknown as Record<string, Loose>)[name] as Loose)(...args);
 
+/** Functions the modules export for each other, not for consumers: covered by their own tests. */
+const INTERNAL_HELPERS = new Set([
+  "allocate",
+  "cutMessage",
+  "lostMessage",
+  "messageSlots",
+  "stopFacts",
+]);
+
 describe("no exported function throws, whatever it is handed", () => {
   it("every exported function is covered below", () => {
     const functions = Object.entries(mapping)
       .filter(([, value]) => typeof value === "function" && !/^[A-Z]/.test(value.name))
+      .filter(([name]) => !INTERNAL_HELPERS.has(name))
       .map(([name]) => name)
       .sort();
     expect(functions).toEqual([
@@ -92,12 +122,10 @@ describe("no exported function throws, whatever it is handed", () => {
       "encodeConsoleLine",
       "encodeReportTags",
       "instanceTags",
-      "isEc2StateName",
       "isInstanceReason",
-      "lostPodReason",
       "needsConsoleOutput",
       "parseDescribeInstancesPage",
-      "parseInstance",
+      "parseEc2Instance",
       "toInstanceReason",
       "toInstanceState",
       "toPodStatus",
@@ -146,12 +174,10 @@ describe("no exported function throws, whatever it is handed", () => {
           "decodeReportTags",
           "ec2Cause",
           "instanceTags",
-          "isEc2StateName",
           "isInstanceReason",
-          "lostPodReason",
           "needsConsoleOutput",
           "parseDescribeInstancesPage",
-          "parseInstance",
+          "parseEc2Instance",
           "utf8Head",
           "utf8Tail",
         ]) {

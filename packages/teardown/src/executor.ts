@@ -40,7 +40,7 @@ export class TeardownError extends Error {
 }
 
 /** What an effect handler receives besides the effect. */
-export interface EffectContext {
+interface EffectContext {
   /** The subject's key in the store. */
   readonly key: string;
   /** The record as written just before the effect was run. */
@@ -53,7 +53,7 @@ export interface EffectContext {
  * stopped) as success. Throwing or rejecting leaves the phase's action unconfirmed, to be claimed
  * and run again on the next tick.
  */
-export type EffectHandlers<E extends EffectDescription> = {
+type EffectHandlers<E extends EffectDescription> = {
   readonly [K in E["kind"]]: (
     effect: Extract<E, { kind: K }>,
     ctx: EffectContext,

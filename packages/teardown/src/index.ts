@@ -1,11 +1,6 @@
-export { summarizeEvent, type TeardownEventSummary } from "./events.js";
 export {
-  type EffectContext,
-  type EffectHandlers,
-  type ExecutorOptions,
   type ObserveInput,
   TeardownError,
-  type TeardownErrorCode,
   type TeardownEvent,
   TeardownExecutor,
   type TickResult,
@@ -17,55 +12,19 @@ export {
   MemoryPodLedger,
   type PodLedger,
 } from "./ledger.js";
-export {
-  type DeadlineAction,
-  defaultRetryBackoffMs,
-  defineTeardown,
-  type EffectDescription,
-  type InvalidStep,
-  type JsonValue,
-  type PhaseContext,
-  type PhaseDeadline,
-  type PhaseDefinition,
-  type PhaseHold,
-  type StartInput,
-  type StepOutcome,
-  type StepResult,
-  type StepStatus,
-  type SubjectPatch,
-  type Teardown,
-  type TeardownDefinition,
-  TeardownDefinitionError,
-  type TeardownSummary,
-  type TeardownTransition,
-  type TransitionReason,
-} from "./machine.js";
+export { defineTeardown, type JsonValue, type SubjectPatch } from "./machine.js";
 export {
   AuxiliaryObject,
-  DEFAULT_GRACE_PERIOD_SECONDS,
-  DEFAULT_HEADROOM_SECONDS,
   type InstanceObservation,
-  POD_HOLD_TIMEOUT_MS,
-  POD_TEARDOWN_ANNOTATION,
   type PodTeardownEffect,
   type PodTeardownObservation,
   PodTeardownParams,
   type PodTeardownParamsInput,
   podTeardown,
 } from "./pod.js";
+export { COMPLETE_PHASE, decodeRecord, encodeRecord } from "./record.js";
 export {
-  COMPLETE_PHASE,
-  decodeRecord,
-  encodeRecord,
-  RECORD_VERSION,
-  RecordParams,
-  type RecordReadResult,
-  TeardownRecord,
-} from "./record.js";
-export {
-  applyMergePatch,
   MemoryStore,
-  type MemorySubject,
   type StoreSnapshot,
   type StoreWrite,
   type TeardownStore,

@@ -31,7 +31,7 @@ export interface EffectDescription {
 }
 
 /** What a phase's callbacks see: the parsed parameters and the current record. */
-export interface PhaseContext<P> {
+interface PhaseContext<P> {
   /** The teardown's durable parameters, parsed with the definition's schema. */
   readonly params: P;
   /** The record as it stands (for an entering phase: the record being entered). */
@@ -39,14 +39,14 @@ export interface PhaseContext<P> {
 }
 
 /** What happens when a phase's deadline passes before its observation says it is done. */
-export type DeadlineAction =
+type DeadlineAction =
   /** Go on to the next phase anyway (reported as a `DeadlineExpired` transition). */
   | "advance"
   /** Issue the phase's action again and start a fresh deadline when it is confirmed. */
   | "reissue";
 
 /** A phase's deadline. */
-export interface PhaseDeadline<P> {
+interface PhaseDeadline<P> {
   /**
    * The budget in milliseconds, counted from the durably recorded start of the phase's action:
    * the claim written before its effects ran (`claimedAt`; the latest claim when the action had
@@ -64,7 +64,7 @@ export interface PhaseDeadline<P> {
  * pre-terminate hook annotations: while `holders` lists anyone, the teardown waits in the
  * previous phase, at most `timeoutMs` from when the hold was first seen (recorded durably).
  */
-export interface PhaseHold<O, P> {
+interface PhaseHold<O, P> {
   /** The participants currently holding this phase, read from the observation. */
   readonly holders: (observation: O) => readonly string[];
   /** How long a hold may last, in milliseconds, before the teardown goes on (`HoldExpired`). */
@@ -72,7 +72,7 @@ export interface PhaseHold<O, P> {
 }
 
 /** One phase of a teardown. */
-export interface PhaseDefinition<O, E extends EffectDescription, P> {
+interface PhaseDefinition<O, E extends EffectDescription, P> {
   /** Unique name, recorded durably (keep it stable across releases): `stopping`, `releasing`. */
   readonly name: string;
   /** What the phase waits for, for people: `"the instance to stop"`. Shown by `describe`. */
@@ -127,12 +127,12 @@ export interface TeardownDefinition<O, E extends EffectDescription, P> {
  * The default retry back-off of an unconfirmed action: 1 s after the first claim, doubling,
  * capped at 60 s.
  */
-export function defaultRetryBackoffMs(attempt: number): number {
+function defaultRetryBackoffMs(attempt: number): number {
   return Math.min(1000 * 2 ** Math.max(0, Math.min(attempt - 1, 16)), 60_000);
 }
 
 /** Why a phase changed. */
-export type TransitionReason =
+type TransitionReason =
   /** The teardown was requested and its first phase entered. */
   | "Started"
   /** The previous phase's observation said done. */
@@ -157,7 +157,7 @@ export interface TeardownTransition {
 }
 
 /** How a step left the teardown. */
-export type StepStatus =
+type StepStatus =
   /** Entered a new phase (see `transitions`). */
   | "advanced"
   /** The phase's action is claimed for (re)execution: run `effects`, then `acknowledge`. */
@@ -193,7 +193,7 @@ export interface StepResult<E extends EffectDescription> {
 }
 
 /** A record the machine cannot act on (another definition, unknown phase, bad parameters). */
-export interface InvalidStep {
+interface InvalidStep {
   /** Discriminant. */
   readonly kind: "invalid";
   /** Why, for people. */
@@ -214,7 +214,7 @@ export interface StartInput {
 }
 
 /** A readable summary of where a teardown stands, from {@link Teardown.describe}. */
-export interface TeardownSummary {
+interface TeardownSummary {
   /** Current phase, or `"complete"`. */
   readonly phase: string;
   /** 1-based position of the phase and the number of phases. */

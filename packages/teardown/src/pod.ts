@@ -10,13 +10,11 @@ import { z } from "zod";
 import { defineTeardown, type Teardown } from "./machine.js";
 
 /** The Kubernetes default for `terminationGracePeriodSeconds`. */
-export const DEFAULT_GRACE_PERIOD_SECONDS = 30;
+const DEFAULT_GRACE_PERIOD_SECONDS = 30;
 
 /** Default allowance for API calls and observation on top of a grace period (OpenShell uses 30 s). */
-export const DEFAULT_HEADROOM_SECONDS = 30;
+const DEFAULT_HEADROOM_SECONDS = 30;
 
-/** The annotation key under which Nebula stores a Pod's teardown record. */
-export const POD_TEARDOWN_ANNOTATION = "teardown.nebula.dev/record";
 
 const name = z.string().min(1).max(253);
 
@@ -140,7 +138,7 @@ function instanceRef(params: PodTeardownParams): { podUid: string; instanceId?: 
 }
 
 /** How long a `pre-terminate` hold may delay termination: 10 minutes. */
-export const POD_HOLD_TIMEOUT_MS = 10 * 60_000;
+const POD_HOLD_TIMEOUT_MS = 10 * 60_000;
 
 const stoppedOrGone = new Set<InstanceObservation>([
   "stopped",

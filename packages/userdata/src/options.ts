@@ -19,7 +19,7 @@ export const RESTART_LIMIT_ANNOTATION: typeof STATE_RESTART_LIMIT_ANNOTATION =
   STATE_RESTART_LIMIT_ANNOTATION;
 
 /** Restart cap used when the Pod has no {@link RESTART_LIMIT_ANNOTATION} and the options set none. */
-export const DEFAULT_RESTART_LIMIT = 10;
+const DEFAULT_RESTART_LIMIT = 10;
 
 /**
  * Annotation a Pod must carry, set to `"true"`, to run with `hostNetwork: true`. Host networking gives
@@ -39,7 +39,7 @@ export const MAX_USER_DATA_BYTES = 16384;
  * every agent in the background and then `exec`s the workload as PID 1, so an agent never outlives
  * its workload. The container image must have `/bin/sh`.
  */
-export const AgentOptions = z.object({
+const AgentOptions = z.object({
   /** Agent name, for logs. */
   name: dnsLabel,
   /** Argument vector of the agent inside the container (first element: the program). */
@@ -192,9 +192,3 @@ export const RenderOptions = z.object({
 export type RenderOptionsInput = z.input<typeof RenderOptions>;
 /** Options after defaults. */
 export type ResolvedRenderOptions = z.output<typeof RenderOptions>;
-/** One agent daemon, as the caller writes it. */
-export type AgentOptionsInput = z.input<typeof AgentOptions>;
-/** {@link LogsOptions}, as the caller writes them. */
-export type LogsOptionsInput = z.input<typeof LogsOptions>;
-/** {@link MetricsOptions}, as the caller writes them (every field optional). */
-export type MetricsOptionsInput = z.input<typeof MetricsOptions>;

@@ -8,16 +8,15 @@ import type { V1Pod } from "@kubernetes/client-node";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
-  MAX_POD_PARAMETERS,
-  POD_PARAMETER_VALUE_CHARS,
   type PodSources,
   podParameterNames,
   podParameterPrefix,
   podSourceRefs,
   podUidOfParameter,
-  type RenderedUserData,
   renderUserData,
 } from "./index.js";
+import { MAX_POD_PARAMETERS, POD_PARAMETER_VALUE_CHARS } from "./parameters.js";
+import type { RenderedUserData } from "./render.js";
 
 const b64 = (s: string | Buffer) => Buffer.from(s).toString("base64");
 const PARAMS = { cluster: "prod", delivery: "parameters" } as const;

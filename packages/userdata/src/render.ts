@@ -36,9 +36,9 @@ import { bashQuote, shQuote } from "./quote.js";
 import { SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
 
 /** Where the user-data installs the supervisor and its data (the guest contract). */
-export const SUPERVISOR_PATH = "/usr/local/lib/nebula/supervisor.sh";
+const SUPERVISOR_PATH = "/usr/local/lib/nebula/supervisor.sh";
 /** The systemd unit the user-data installs and starts. */
-export const SUPERVISOR_UNIT = "nebula-supervisor.service";
+const SUPERVISOR_UNIT = "nebula-supervisor.service";
 
 /**
  * The CloudWatch metrics the supervisor publishes per container (with `metrics` on), in the

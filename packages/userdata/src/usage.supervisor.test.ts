@@ -10,7 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
-import { containerLogStream, renderUserData, supervisorScript, USAGE_METRICS } from "./index.js";
+import { renderUserData, supervisorScript } from "./index.js";
+import { containerLogStream, USAGE_METRICS } from "./render.js";
 import { TestHost } from "./testing/host.js";
 
 const dirs: string[] = [];

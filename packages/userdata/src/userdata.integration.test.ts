@@ -50,13 +50,9 @@ import {
 } from "@nebula/test-peers";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  containerLogStream,
-  expandKubernetesReferences,
-  type PodSources,
-  type RenderOptionsInput,
-  renderUserData,
-} from "./index.js";
+import { type PodSources, type RenderOptionsInput, renderUserData } from "./index.js";
+import { expand as expandKubernetesReferences } from "./pod.js";
+import { containerLogStream } from "./render.js";
 import { INSTANCE_ID, TestHost } from "./testing/host.js";
 
 // A podman root of this run's own: two runs on one machine (two clones, two CI jobs) never share

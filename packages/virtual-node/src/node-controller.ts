@@ -14,6 +14,7 @@ import {
   V1MicroTime,
   type V1Node,
 } from "@kubernetes/client-node";
+import { abortableSleep } from "@nebula/kube/controller";
 import type { VirtualNodeConfig } from "./config.js";
 import { VirtualNodeError } from "./errors.js";
 import type { NodeHealth, NodeHealthSource } from "./lifecycle.js";
@@ -52,19 +53,6 @@ export interface NodeControllerStats {
 function statusCode(error: unknown): number | undefined {
   const code = (error as { code?: unknown } | undefined)?.code;
   return typeof code === "number" ? code : undefined;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 /**
@@ -140,7 +128,7 @@ export class NodeController {
         );
         await new Promise<void>((resolve) => {
           this.#wake = resolve;
-          void sleep(wait, signal).then(resolve);
+          void abortableSleep(wait, signal).then(resolve);
         });
         this.#wake = undefined;
       }

@@ -11,7 +11,7 @@ import {
   type V1Pod,
 } from "@kubernetes/client-node";
 import { API_VERSION, GROUP, VERSION } from "@nebula/api";
-import { installCrd } from "@nebula/kube";
+import { installCrd } from "@nebula/kube/crd";
 import { operatorCrds } from "../crds.js";
 import { podStatus, podTemplate } from "./pods.js";
 

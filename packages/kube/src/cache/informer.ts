@@ -29,10 +29,11 @@ import { KubeError } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { silentLogger } from "../observability/logger.js";
 import type { ControllerMetrics } from "../observability/metrics.js";
+import { abortableSleep } from "../sleep.js";
 import { withSignal } from "./request-options.js";
 
 /** Selectors restricting what an informer lists and watches. */
-export interface Selectors {
+interface Selectors {
   /** Label selector, e.g. `app=web,tier!=db`. */
   readonly labelSelector?: string;
   /** Field selector, e.g. `spec.nodeName=vnode-1`. */
@@ -43,7 +44,7 @@ export interface Selectors {
  * Lists the watched collection with the informer's selectors. `signal` aborts when the informer
  * stops or the list deadline passes: hand it to the request (see the factories).
  */
-export type ListFunction<T extends KubernetesObject> = (
+type ListFunction<T extends KubernetesObject> = (
   selectors: Selectors,
   signal: AbortSignal,
 ) => Promise<KubernetesListObject<T>>;
@@ -57,7 +58,7 @@ export interface RestartBackoff {
 }
 
 /** Options shared by every informer factory. */
-export interface InformerCommonOptions extends Selectors {
+interface InformerCommonOptions extends Selectors {
   /** Name in logs and metrics (default: the path). */
   readonly name?: string;
   /** Hand every cached key to the handlers again this often, in ms (0 or absent: never). */
@@ -89,7 +90,7 @@ export interface InformerOptions<T extends KubernetesObject> extends InformerCom
 }
 
 /** What happened to a cached object. */
-export type InformerEventType = "add" | "update" | "delete" | "resync";
+type InformerEventType = "add" | "update" | "delete" | "resync";
 
 /** One change of the cache, handed to handlers. */
 export interface InformerEvent<T> {
@@ -328,7 +329,7 @@ export class Informer<T extends KubernetesObject> implements Store<T> {
           { err: failed?.error, delayMs: delay, restarts: this.#restarts },
           "informer stopped on an error; restarting",
         );
-        await sleep(delay, signal);
+        await abortableSleep(delay, signal);
       }
     } finally {
       signal.removeEventListener("abort", onAbort);
@@ -382,18 +383,6 @@ function aborted(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) resolve();
     else signal.addEventListener("abort", () => resolve(), { once: true });
-  });
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
   });
 }
 

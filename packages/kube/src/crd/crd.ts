@@ -17,7 +17,7 @@ const dnsLabel = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
 const dnsSubdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$/;
 
 /** A printer column (`additionalPrinterColumns`): what `kubectl get` shows. */
-export const PrinterColumn = z.strictObject({
+const PrinterColumn = z.strictObject({
   /** Column header. */
   name: z.string().min(1),
   /** `integer`, `number`, `string`, `boolean` or `date` (shown as an age). */
@@ -42,7 +42,7 @@ const zodSchema = z.custom<z.ZodType>((value) => value instanceof z.ZodType, {
 });
 
 /** One served version of a custom resource. */
-export const CrdVersion = z.strictObject({
+const CrdVersion = z.strictObject({
   /** Version name, e.g. `v1alpha1`. */
   name: z.string().regex(dnsLabel),
   /** Served by the API server (default true). */
@@ -62,7 +62,7 @@ export const CrdVersion = z.strictObject({
 });
 
 /** Options of {@link buildCrd}, validated with zod. */
-export const CrdOptions = z
+const CrdOptions = z
   .strictObject({
     /** API group, a DNS subdomain with at least one dot, e.g. `compute.nebula.dev`. */
     group: z.string().max(253).regex(dnsSubdomain, "must be a DNS subdomain with a dot"),
@@ -109,7 +109,7 @@ export const CrdOptions = z
 export type CrdOptionsInput = z.input<typeof CrdOptions>;
 
 /** A printer column as written into the CRD. */
-export type CrdPrinterColumn = z.output<typeof PrinterColumn>;
+type CrdPrinterColumn = z.output<typeof PrinterColumn>;
 
 /** An `apiextensions.k8s.io/v1` CustomResourceDefinition as plain JSON (wire names, ready for `kubectl apply`). */
 export interface CustomResourceDefinition {

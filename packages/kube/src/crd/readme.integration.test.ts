@@ -7,7 +7,9 @@ import { CustomObjectsApi, dumpYaml, EventsV1Api } from "@kubernetes/client-node
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, expect, it } from "vitest";
 import { z } from "zod";
-import { buildCrd, EventRecorder, installCrd, StatusWriter } from "../index.js";
+import { EventRecorder } from "../events/index.js";
+import { StatusWriter } from "../status/index.js";
+import { buildCrd, installCrd } from "./index.js";
 
 const kc = useTestPeers().controlPlane.kubeConfig();
 

@@ -68,22 +68,6 @@ export type EventRecorderOptionsInput = z.input<typeof EventRecorderOptions> & {
   readonly now?: () => number;
 };
 
-/** The object an Event is about (`regarding`) or a second object involved (`related`). */
-export interface EventObjectReference {
-  /** API version, e.g. `v1`. */
-  readonly apiVersion: string;
-  /** Kind, e.g. `Pod`. */
-  readonly kind: string;
-  /** Namespace; omit for a cluster-scoped object (its Events go to `default`). */
-  readonly namespace?: string | undefined;
-  /** Name. */
-  readonly name: string;
-  /** UID of the incarnation meant. */
-  readonly uid?: string | undefined;
-  /** Field within the object, e.g. `spec.containers{app}`. */
-  readonly fieldPath?: string | undefined;
-}
-
 const ObjectReference = z.object({
   apiVersion: z.string().min(1),
   kind: z.string().min(1),

@@ -26,6 +26,7 @@ import { KubeError, statusOf } from "../errors.js";
 import type { Logger } from "../observability/logger.js";
 import { silentLogger } from "../observability/logger.js";
 import type { ControllerMetrics } from "../observability/metrics.js";
+import { abortableSleep } from "../sleep.js";
 
 /** Options of {@link LeaderElector} (validated with zod). */
 export const LeaderElectionOptions = z
@@ -172,7 +173,7 @@ export class LeaderElector {
       let acquiredAt = this.#now();
       while (!(await this.#tryAcquireOrRenew())) {
         if (signal.aborted) return "cancelled";
-        await sleep(this.#jittered(this.options.retryPeriodMs), signal);
+        await abortableSleep(this.#jittered(this.options.retryPeriodMs), signal);
         if (signal.aborted) return "cancelled";
         acquiredAt = this.#now();
       }
@@ -192,7 +193,7 @@ export class LeaderElector {
       let lastRenew = acquiredAt;
       let reason: StoppedLeadingReason = "cancelled";
       while (!signal.aborted) {
-        await sleep(this.options.retryPeriodMs, signal);
+        await abortableSleep(this.options.retryPeriodMs, signal);
         if (signal.aborted) break;
         const attemptAt = this.#now();
         const remaining = lastRenew + this.options.renewDeadlineMs - attemptAt;
@@ -381,20 +382,4 @@ export class LeaderElector {
  */
 export function toMicroTime(value: Date | string | number): V1MicroTime {
   return new V1MicroTime(typeof value === "string" ? Date.parse(value) : value.valueOf());
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) {
-      resolve();
-      return;
-    }
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -23,8 +23,6 @@ export function createRegistry(options: RegistryOptions = {}): Registry {
   return registry;
 }
 
-/** Result label of `nebula_controller_reconcile_total`. */
-export type ReconcileResultLabel = "success" | "error" | "requeue" | "requeue_after";
 
 /**
  * The toolkit's metrics, registered once per registry. Components take an instance through their

@@ -29,11 +29,11 @@ import { KubeError, statusOf } from "../errors.js";
 /** Label on every ledger ConfigMap (value `true`); `list` selects by it. */
 export const LEDGER_LABEL = "teardown.nebula.dev/pod-ledger";
 /** Label carrying the Pod UID of a ledger ConfigMap. */
-export const LEDGER_POD_UID_LABEL = "teardown.nebula.dev/pod-uid";
+const LEDGER_POD_UID_LABEL = "teardown.nebula.dev/pod-uid";
 /** Data key of the launch entry (JSON). */
 export const LEDGER_LAUNCH_KEY = "launch";
 /** Data key of the teardown record. */
-export const LEDGER_RECORD_KEY = "record";
+const LEDGER_RECORD_KEY = "record";
 
 const uidPattern = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 

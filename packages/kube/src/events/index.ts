@@ -1,0 +1,6 @@
+// @nebula/kube/events: the Kubernetes Event recorder.
+export {
+  type EventInput,
+  EventRecorder,
+  type EventRecorderOptionsInput,
+} from "./event-recorder.js";

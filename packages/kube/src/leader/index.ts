@@ -1,0 +1,7 @@
+// @nebula/kube/leader: Lease leader election.
+export {
+  type LeaderElectionOptionsInput,
+  LeaderElector,
+  type LeadershipCallbacks,
+  type StoppedLeadingReason,
+} from "./leader-elector.js";
