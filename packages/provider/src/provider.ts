@@ -25,7 +25,7 @@ import type { ParameterDelivery } from "./parameter-delivery.js";
 import { podFacts } from "./pod.js";
 import type { Poller, PollResult } from "./poller.js";
 import type { StatusPublisher } from "./publisher.js";
-import type { Reclaimer } from "./reclaimer.js";
+import type { Reclaimer, ReclaimOptions } from "./reclaimer.js";
 import { disprove, type ProviderContext, refreshState, withStatus } from "./record.js";
 
 /**
@@ -179,16 +179,13 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   }
 
   /** {@inheritDoc Reclaimer.stopInstance} */
-  stopInstance(
-    id: string,
-    options?: { readonly graceSeconds?: number | undefined },
-  ): Promise<void> {
+  stopInstance(id: string, options?: ReclaimOptions): Promise<void> {
     return this.#reclaimer.stopInstance(id, options);
   }
 
   /** {@inheritDoc Reclaimer.terminateInstance} */
-  terminateInstance(instanceId: string): Promise<void> {
-    return this.#reclaimer.terminateInstance(instanceId);
+  terminateInstance(id: string, options?: ReclaimOptions): Promise<void> {
+    return this.#reclaimer.terminateInstance(id, options);
   }
 
   /** The Pod's cloud objects besides its instance: its parameters (`podDelivery: "parameters"`). */

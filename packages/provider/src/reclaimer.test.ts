@@ -132,6 +132,35 @@ describe("Reclaimer.stopInstance", () => {
     expect(instance.State.Name).toBe("stopped");
   });
 
+  it("caps the grace it tags at maxGracePeriodSeconds (a year-long or non-finite grace included)", async () => {
+    const { gateway, reclaimer } = setup({ maxGracePeriodSeconds: 300 });
+    const year = addOwnedInstance(gateway, "uid-year");
+    await reclaimer.stopInstance(year.InstanceId, { graceSeconds: 31_536_001 });
+    const nan = addOwnedInstance(gateway, "uid-nan");
+    await reclaimer.stopInstance(nan.InstanceId, { graceSeconds: Number.NaN });
+    const tagged = gateway.calls.filter((c) => c.action === "tagInstances").map((c) => c.arg);
+    expect(tagged).toEqual([
+      { instanceIds: [year.InstanceId], key: "nebula:stop-grace-seconds", value: "300" },
+      { instanceIds: [nan.InstanceId], key: "nebula:stop-grace-seconds", value: "0" },
+    ]);
+    expect([year.State.Name, nan.State.Name]).toEqual(["stopped", "stopped"]);
+  });
+
+  it("with the Pod's UID, stops only an instance that proves it is that Pod's (a tampered ledger aims at nothing)", async () => {
+    const { gateway, reclaimer } = setup();
+    const other = addOwnedInstance(gateway, "uid-other");
+    expect(await codeOf(reclaimer.stopInstance(other.InstanceId, { podUid: "uid-mine" }))).toBe(
+      "NotOwned",
+    );
+    expect(
+      await codeOf(reclaimer.terminateInstance(other.InstanceId, { podUid: "uid-mine" })),
+    ).toBe("NotOwned");
+    expect(gateway.count("stopInstance") + gateway.count("terminateInstance")).toBe(0);
+    expect(other.State.Name).toBe("running");
+    await reclaimer.terminateInstance(other.InstanceId, { podUid: "uid-other" });
+    expect(other.State.Name).toBe("terminated");
+  });
+
   it("does not tag a grace the instance already carries, nor stop a stopped instance", async () => {
     const { gateway, reclaimer } = setup();
     const instance = addOwnedInstance(gateway, "uid-s2");

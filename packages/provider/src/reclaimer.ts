@@ -14,6 +14,14 @@ import {
 } from "./record.js";
 import { STOP_GRACE_TAG } from "./tags.js";
 
+/** Options of a stop or terminate: what the teardown knows. */
+export interface ReclaimOptions {
+  /** The containers' grace after the stop (tagged for the host; capped by `maxGracePeriodSeconds`). */
+  readonly graceSeconds?: number | undefined;
+  /** The Pod whose teardown asks: only an instance that proves it is that Pod's is acted on. */
+  readonly podUid?: string | undefined;
+}
+
 /**
  * Acts on instances for the virtual node's teardown (its `InstanceReclaimer`), and only on those
  * that prove Nebula launched them (tags, instance profile, client token): finds a Pod's instance
@@ -70,14 +78,12 @@ export class Reclaimer {
 
   /**
    * `StopInstances` (batched); a stop EC2 refuses for good becomes `TerminateInstances`. Only an
-   * instance that proves Nebula launched it (`NotOwned` otherwise); NotFound is done, except for an
-   * instance launched within the eventual-consistency window (`NotVisibleYet`).
+   * instance that proves Nebula launched it, for `options.podUid` when given (`NotOwned`
+   * otherwise: a tampered ledger cannot aim a teardown at another Pod's instance); NotFound is
+   * done, except for an instance launched within the eventual-consistency window (`NotVisibleYet`).
    */
-  async stopInstance(
-    instanceId: string,
-    options: { readonly graceSeconds?: number | undefined } = {},
-  ): Promise<void> {
-    const instance = await this.#actionable(instanceId);
+  async stopInstance(instanceId: string, options: ReclaimOptions = {}): Promise<void> {
+    const instance = await this.#actionable(instanceId, options.podUid);
     if (instance === undefined) return;
     if (options.graceSeconds !== undefined && instance.state !== "stopped") {
       await this.#tagStopGrace(instance, options.graceSeconds);
@@ -86,8 +92,8 @@ export class Reclaimer {
   }
 
   /** `TerminateInstances` (batched), on the same terms as {@link stopInstance}. */
-  async terminateInstance(instanceId: string): Promise<void> {
-    const instance = await this.#actionable(instanceId);
+  async terminateInstance(instanceId: string, options: ReclaimOptions = {}): Promise<void> {
+    const instance = await this.#actionable(instanceId, options.podUid);
     if (instance === undefined) return;
     await this.#act(instance, "terminate");
   }
@@ -122,8 +128,14 @@ export class Reclaimer {
     return pickKeeper(live.length > 0 ? live : proven, recorded);
   }
 
-  /** The instance to act on, proven Nebula's; `undefined` when it is gone (or terminated). */
-  async #actionable(instanceId: string): Promise<ObservedInstance | undefined> {
+  /**
+   * The instance to act on, proven Nebula's (and Pod `podUid`'s, when given); `undefined` when it
+   * is gone (or terminated).
+   */
+  async #actionable(
+    instanceId: string,
+    podUid: string | undefined,
+  ): Promise<ObservedInstance | undefined> {
     const instance = await this.#ctx.gateway.describeInstance(instanceId);
     if (instance === undefined) {
       this.#throwIfRecent(this.#recentLaunchOf(instanceId), `instance ${instanceId}`);
@@ -132,11 +144,11 @@ export class Reclaimer {
     // A terminated (or terminating) instance is done: nothing more is sent to it, so it needs no
     // proof (EC2 may drop its instance profile once it is terminated, which would fail the proof).
     if (instance.state === "terminated" || instance.state === "shutting-down") return undefined;
-    const why = disprove(this.#ctx, instance, undefined);
+    const why = disprove(this.#ctx, instance, podUid);
     if (why !== undefined) {
       throw new ProviderError(
         "NotOwned",
-        `instance ${instance.instanceId} does not prove that Nebula launched it: ${why}`,
+        `instance ${instance.instanceId} does not prove that Nebula launched it${podUid === undefined ? "" : ` for pod UID ${podUid}`}: ${why}`,
       );
     }
     return instance;
@@ -147,7 +159,10 @@ export class Reclaimer {
    * is logged, not thrown: the host then stops with the Pod's own grace, later but still whole.
    */
   async #tagStopGrace(instance: ObservedInstance, graceSeconds: number): Promise<void> {
-    const value = String(Math.max(0, Math.floor(graceSeconds)));
+    // Capped here too (the teardown caps it where its parameters are made): the host waits no
+    // longer than `maxGracePeriodSeconds`, whatever it is asked.
+    const capped = Math.min(graceSeconds, this.#ctx.config.maxGracePeriodSeconds);
+    const value = String(Number.isFinite(capped) ? Math.max(0, Math.floor(capped)) : 0);
     if (instance.tags.get(STOP_GRACE_TAG) === value) return;
     try {
       await this.#ctx.gateway.tagInstances([instance.instanceId], STOP_GRACE_TAG, value);
