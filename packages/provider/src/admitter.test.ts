@@ -350,6 +350,7 @@ describe("renderOptionsOf", () => {
       logs: { group: "/nebula/blue" },
       metrics: { namespace: "Nebula", sampleSeconds: 10, publishSeconds: 60 },
       delivery: config.podDelivery,
+      maxGracePeriodSeconds: 3600,
     });
   });
 
@@ -358,6 +359,7 @@ describe("renderOptionsOf", () => {
     expect(renderOptionsOf(config, undefined)).toEqual({
       cluster: config.clusterName,
       delivery: config.podDelivery,
+      maxGracePeriodSeconds: config.maxGracePeriodSeconds,
     });
     expect(renderOptionsOf(config, { metrics: {} })).toMatchObject({ metrics: {} });
   });

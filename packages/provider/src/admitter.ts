@@ -308,7 +308,8 @@ export class Admitter {
  * The options the provider gives `@nebula/userdata`'s `renderUserData`: `cluster` defaults to the
  * configured `clusterName` (the `userData` option may set it); `delivery` is always the configured
  * `podDelivery`; `logs` and `metrics` are the configured ones when set (so that the hosts write
- * where the virtual node reads), else whatever the `userData` option says.
+ * where the virtual node reads), else whatever the `userData` option says; the host's grace is
+ * capped at the configured `maxGracePeriodSeconds`, as the teardown's is.
  */
 export function renderOptionsOf(
   config: ProviderConfig,
@@ -320,6 +321,7 @@ export function renderOptionsOf(
     ...(config.logs === undefined ? {} : { logs: config.logs }),
     ...(config.metrics === undefined ? {} : { metrics: config.metrics }),
     delivery: config.podDelivery,
+    maxGracePeriodSeconds: config.maxGracePeriodSeconds,
   };
 }
 

@@ -182,6 +182,12 @@ export const RenderOptions = z.object({
    * before it says why on the console and powers the instance off.
    */
   parameterWaitSeconds: z.number().int().min(10).max(3600).default(600),
+  /**
+   * The longest grace the host gives the containers to stop (`terminationGracePeriodSeconds`,
+   * the stop's own grace): a Pod asking for more (a year) gets this, so no instance bills for
+   * longer after its stop. The virtual node's teardown caps the grace the same way.
+   */
+  maxGracePeriodSeconds: z.number().int().min(0).max(86_400).default(3600),
   /** Container logs to CloudWatch Logs (`awslogs` driver); absent: Docker's default log driver. */
   logs: LogsOptions.optional(),
   /** Container CPU and memory to CloudWatch metrics; absent: no sampling. `{}` turns it on with the defaults. */

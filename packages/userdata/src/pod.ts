@@ -243,7 +243,7 @@ const SOURCE_VOLUME_ROOT = "/run/nebula/volumes";
  * Validates a Pod and resolves it into a {@link PodPlan}. Returns a {@link UserDataError} for any
  * problem (the first one found, with its path). Total.
  */
-export function planPod(
+export function resolvePodPlan(
   input: unknown,
   options: ResolvedRenderOptions,
   sources?: PodSources,
@@ -443,7 +443,7 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
     name: meta.name ?? "",
     uid: meta.uid ?? "",
     restartPolicy: spec.restartPolicy ?? "Always",
-    graceSeconds: spec.terminationGracePeriodSeconds ?? 30,
+    graceSeconds: Math.min(spec.terminationGracePeriodSeconds ?? 30, options.maxGracePeriodSeconds),
     restartLimit,
     hostDirs,
     hostNetwork,

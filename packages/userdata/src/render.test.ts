@@ -142,6 +142,15 @@ describe("renderUserData", () => {
     expect(result.ok && result.value.script).toContain("'TimeoutStopSec=150'");
   });
 
+  it("caps the host's grace at maxGracePeriodSeconds: a year-long grace stops within the cap", () => {
+    const year = withApp({}, { terminationGracePeriodSeconds: 31_536_001 });
+    const capped = renderUserData(year);
+    expect(capped.ok && capped.value.script).toContain("'TimeoutStopSec=3630'");
+    expect(capped.ok && capped.value.script).toContain("GRACE_SECONDS=3600");
+    const tighter = renderUserData(year, { maxGracePeriodSeconds: 60 });
+    expect(tighter.ok && tighter.value.script).toContain("'TimeoutStopSec=90'");
+  });
+
   it("ignores the API server's kube-api-access projected volume and its mount", () => {
     const result = renderUserData(
       withApp(
