@@ -31,7 +31,7 @@ import {
   type RenderNotice,
   supervisorParameterPrefix,
 } from "./parameters.js";
-import { type ContainerPlan, type PlannedFile, type PodPlan, planPod } from "./pod.js";
+import { type ContainerPlan, type PlannedFile, type PodPlan, resolvePodPlan } from "./pod.js";
 import { bashQuote, shQuote } from "./quote.js";
 import { SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
 
@@ -177,7 +177,7 @@ export function renderUserData(
     };
   }
   const resolved = parsedOptions.data;
-  const plan = planPod(pod, resolved, sources);
+  const plan = resolvePodPlan(pod, resolved, sources);
   if (plan instanceof UserDataError) return { ok: false, error: plan };
   if ((resolved.logs || resolved.metrics) && (plan.uid === "" || plan.name === "")) {
     const field = plan.uid === "" ? "metadata.uid" : "metadata.name";
