@@ -30,7 +30,6 @@ export {
 export { ProviderError, type ProviderErrorCode } from "./errors.js";
 export type { Gateway, GatewayCall } from "./gateway.js";
 export type { CollectedParameterLeak, LeakCollection } from "./leak-collector.js";
-export type { LeakPlan, ParameterLeakPlan } from "./leaks.js";
 export type { Ec2PodProviderOptions } from "./options.js";
 export type { ListedParameter } from "./parameters.js";
 export type { ObservedInstance, PollPage } from "./poll.js";
