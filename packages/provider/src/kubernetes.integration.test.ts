@@ -2,16 +2,13 @@
  * The provider with its production ledger (`@nebula/kube`'s ConfigMapPodLedger) against a real
  * kube-apiserver + etcd and moto behind test-peers' EC2 proxy: Pods created, force-deleted and
  * gracefully deleted through the API server, a controller restart in the middle of a teardown.
+ * Teardowns are driven by the one driver, the virtual node's PodTeardown, which removes the Pod
+ * through the real API (`KubernetesPodApi`: delete with grace 0 and the UID precondition, then
+ * the finalizer), as the virtual node does.
  */
 import { randomBytes } from "node:crypto";
 import { DescribeInstancesCommand, type EC2Client } from "@aws-sdk/client-ec2";
-import {
-  CoreV1Api,
-  type KubeConfig,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Pod,
-} from "@kubernetes/client-node";
+import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { ConfigMapPodLedger } from "@nebula/kube";
 import { decodeRecord } from "@nebula/teardown";
 import {
@@ -22,9 +19,12 @@ import {
   startEc2Proxy,
   startMoto,
 } from "@nebula/test-peers";
+import { DEFAULT_POD_FINALIZER, KubernetesPodApi, type PodRef } from "@nebula/virtual-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Ec2PodProvider, RECLAIM_FINALIZER, type ReclaimState } from "./provider.js";
+import { Ec2PodProvider } from "./provider.js";
+import { providerOptions } from "./testing/fixtures.js";
 import { type MotoNetwork, motoConfig, prepareMoto } from "./testing/moto-env.js";
+import { type TestTeardown, testTeardown } from "./testing/teardown.js";
 
 const USER_DATA = "#!/bin/bash\necho nebula\n";
 const suffix = randomBytes(3).toString("hex");
@@ -56,20 +56,24 @@ afterAll(async () => {
 });
 
 function provider(node: string): Ec2PodProvider {
-  return new Ec2PodProvider({
-    config: { ...motoConfig(moto, network, node), endpoint: proxy.endpoint },
-    renderUserData: () => USER_DATA,
-    livePodUids: async () =>
-      (await core.listNamespacedPod({ namespace: tenant })).items.map((p) => p.metadata?.uid ?? ""),
-    ledger: new ConfigMapPodLedger(kc, { namespace: system }),
-  });
+  return new Ec2PodProvider(
+    providerOptions({
+      config: { ...motoConfig(moto, network, node), endpoint: proxy.endpoint },
+      renderUserData: () => USER_DATA,
+      livePodUids: async () =>
+        (await core.listNamespacedPod({ namespace: tenant })).items.map(
+          (p) => p.metadata?.uid ?? "",
+        ),
+      ledger: new ConfigMapPodLedger(kc, { namespace: system }),
+    }),
+  );
 }
 
 async function createPod(name: string, node: string, annotations: Record<string, string> = {}) {
   return core.createNamespacedPod({
     namespace: tenant,
     body: {
-      metadata: { name, finalizers: [RECLAIM_FINALIZER], annotations },
+      metadata: { name, finalizers: [DEFAULT_POD_FINALIZER], annotations },
       spec: {
         nodeName: node,
         restartPolicy: "Never",
@@ -93,26 +97,24 @@ async function instanceState(instanceId: string): Promise<string | undefined> {
   return page.Reservations?.[0]?.Instances?.[0]?.State?.Name;
 }
 
-/** What the Pod controller does for a Pod being deleted, until the reclaim completes. */
-async function reclaim(p: Ec2PodProvider, name: string): Promise<ReclaimState> {
-  let state: ReclaimState = { podUid: "", phase: "none", complete: false, message: "" };
-  for (let i = 0; i < 80 && !state.complete; i++) {
-    const pod = await readPod(name);
-    if (!pod) throw new Error(`pod ${name} vanished before its reclaim completed`);
-    state = await p.deletePod(pod);
-    if (!state.complete) {
-      await new Promise((resolve) => setTimeout(resolve, 250));
-      await p.pollOnce();
-    }
-  }
-  return state;
-}
-
-async function removeFinalizer(name: string): Promise<void> {
-  await core.patchNamespacedPod(
-    { name, namespace: tenant, body: [{ op: "remove", path: "/metadata/finalizers" }] },
-    setHeaderOptions("Content-Type", PatchStrategy.JsonPatch),
-  );
+/**
+ * The one teardown driver over `p`, removing Pods through the real API as the virtual node does;
+ * `removals` records the state of each removed Pod's instance when the Pod was removed.
+ */
+function driver(p: Ec2PodProvider): TestTeardown & { removals: Map<string, string | undefined> } {
+  const api = new KubernetesPodApi(kc);
+  const ledger = new ConfigMapPodLedger(kc, { namespace: system });
+  const removals = new Map<string, string | undefined>();
+  const teardown = testTeardown(p, {
+    removePod: async (ref: PodRef) => {
+      const instanceId = (await ledger.get(ref.uid))?.launch.instanceId;
+      removals.set(ref.name, instanceId && (await instanceState(instanceId)));
+      await api.deleteNow(ref);
+      await api.removeFinalizer(ref, DEFAULT_POD_FINALIZER);
+    },
+    podPresent: (ref: PodRef) => api.exists(ref),
+  });
+  return { ...teardown, removals };
 }
 
 describe("with the ConfigMap ledger and a real API server", () => {
@@ -128,12 +130,15 @@ describe("with the ConfigMap ledger and a real API server", () => {
     await core.deleteNamespacedPod({ name: "forced", namespace: tenant, gracePeriodSeconds: 0 });
     const held = await readPod("forced");
     expect(held?.metadata?.deletionTimestamp).toBeDefined();
-    expect(held?.metadata?.finalizers).toEqual([RECLAIM_FINALIZER]);
+    expect(held?.metadata?.finalizers).toEqual([DEFAULT_POD_FINALIZER]);
 
-    const state = await reclaim(p, "forced");
+    const teardown = driver(p);
+    const state = await teardown.reclaim(held as V1Pod, { rounds: 80 });
     expect(state).toMatchObject({ complete: true, instanceId });
     expect(await instanceState(instanceId)).toBe("terminated");
-    await removeFinalizer("forced");
+    // The Pod was removed (grace 0, UID precondition, then the finalizer) only once its instance
+    // was terminated; then it is gone from the API.
+    expect(teardown.removals.get("forced")).toBe("terminated");
     expect(await readPod("forced")).toBeUndefined();
     await p.forgetPod(uid);
     expect(await ledger.get(uid)).toBeUndefined();
@@ -150,27 +155,27 @@ describe("with the ConfigMap ledger and a real API server", () => {
     await core.deleteNamespacedPod({ name: "graceful", namespace: tenant, gracePeriodSeconds: 5 });
     const deleting = await readPod("graceful");
     expect(deleting?.metadata?.deletionGracePeriodSeconds).toBe(5);
-    const started = await first.deletePod(deleting as V1Pod);
-    expect(started.complete).toBe(false);
+    // The first process's teardown driver: one reconcile of the deletion.
+    const started = await driver(first).step(deleting as V1Pod);
+    expect(started.status).not.toBe("complete");
     await first.stop(); // crash
 
     const ledger = new ConfigMapPodLedger(kc, { namespace: system });
     const stored = decodeRecord((await ledger.get(uid))?.record);
     expect(stored.ok && stored.record.params.gracePeriodSeconds).toBe(5);
 
+    expect(stored.ok && stored.record.phase).not.toBe("complete");
+
+    // A fresh provider and a fresh PodTeardown resume from the ConfigMap, not from the Pod's
+    // forged annotation (which says "complete").
     const second = provider("restart");
-    expect(await second.resume()).toBe(1);
-    const state = await reclaim(second, "graceful");
+    const teardown = driver(second);
+    const state = await teardown.reclaim((await readPod("graceful")) as V1Pod, { rounds: 80 });
     expect(state.complete).toBe(true);
     expect(await instanceState(state.instanceId ?? "")).toBe("terminated");
-    // The caller's end of graceful deletion: delete with grace 0 (UID precondition), then the finalizer.
-    await core.deleteNamespacedPod({
-      name: "graceful",
-      namespace: tenant,
-      gracePeriodSeconds: 0,
-      body: { gracePeriodSeconds: 0, preconditions: { uid } },
-    });
-    await removeFinalizer("graceful");
+    // The end of graceful deletion, by the teardown: delete with grace 0 (UID precondition), then
+    // the finalizer, once the instance is terminated.
+    expect(teardown.removals.get("graceful")).toBe("terminated");
     expect(await readPod("graceful")).toBeUndefined();
     await second.forgetPod(uid);
     await second.stop();

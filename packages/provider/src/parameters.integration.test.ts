@@ -19,12 +19,7 @@ import {
   SSMClient,
 } from "@aws-sdk/client-ssm";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
-import {
-  MemoryPodLedger,
-  type PodTeardownObservation,
-  podTeardown,
-  TeardownExecutor,
-} from "@nebula/teardown";
+import { MemoryPodLedger } from "@nebula/teardown";
 import { MOTO_CREDENTIALS, type Moto, startMoto } from "@nebula/test-peers";
 import {
   type PodParameter,
@@ -33,15 +28,17 @@ import {
   podParameterPrefix,
   UserDataError,
 } from "@nebula/userdata";
+import type { PodEventNote, PodStatusChange } from "@nebula/virtual-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProviderConfigInput } from "./config.js";
 import { parseProviderConfig } from "./config.js";
 import { buildRunInstancesInput } from "./launch.js";
 import { podFacts } from "./pod.js";
-import { Ec2PodProvider, type PodStatusChange, type ProviderEvent } from "./provider.js";
-import { testPod } from "./testing/fixtures.js";
+import { Ec2PodProvider } from "./provider.js";
+import { providerOptions, testPod } from "./testing/fixtures.js";
 import { Mortal } from "./testing/mortal.js";
 import { type MotoNetwork, motoConfig, nodeInstances, prepareMoto } from "./testing/moto-env.js";
+import { testTeardown } from "./testing/teardown.js";
 
 const USER_DATA = "#!/bin/bash\necho nebula\n";
 
@@ -138,14 +135,9 @@ function deleting(pod: V1Pod): V1Pod {
   };
 }
 
-async function reclaim(provider: Ec2PodProvider, pod: V1Pod, rounds = 80) {
-  let state = await provider.deletePod(deleting(pod));
-  for (let i = 0; i < rounds && !state.complete; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    await provider.pollOnce();
-    state = await provider.deletePod(deleting(pod));
-  }
-  return state;
+/** The one teardown driver (the virtual node's PodTeardown) until the deleted Pod's teardown completes. */
+function reclaim(provider: Ec2PodProvider, pod: V1Pod, rounds = 80) {
+  return testTeardown(provider).reclaim(deleting(pod), { rounds, ms: 100 });
 }
 
 /**
@@ -184,13 +176,13 @@ function podWithSecret(name: string, podUid: string): V1Pod {
 }
 
 function recorder() {
-  const events: ProviderEvent[] = [];
+  const events: PodEventNote[] = [];
   const statuses: V1PodStatus[] = [];
   return {
     events,
     statuses,
     listener: (change: PodStatusChange) => {
-      events.push(...change.events);
+      events.push(...(change.events ?? []));
       statuses.push(change.status);
     },
   };
@@ -208,12 +200,14 @@ describe("launch with parameters", () => {
       "x".repeat(4096),
     ];
     const expected = parametersOf(cluster, podUid, values);
-    const provider = new Ec2PodProvider({
-      config: config(cluster),
-      renderUserData: renderWith(() => expected),
-      livePodUids: () => [podUid],
-      ledger: new MemoryPodLedger(),
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: config(cluster),
+        renderUserData: renderWith(() => expected),
+        livePodUids: () => [podUid],
+        ledger: new MemoryPodLedger(),
+      }),
+    );
     // What exists when RunInstances is sent: read through the SDK from inside the call.
     const atLaunch: Array<Map<string, string>> = [];
     provider.client.middlewareStack.add(
@@ -274,7 +268,9 @@ describe("launch with parameters", () => {
     expect(state).toMatchObject({ complete: true, instanceId });
     expect(await podParameters(cluster, podUid)).toEqual([]);
     // Repeating the release is harmless (all 8 names, missing ones are no error).
-    await provider.deletePodParameters(podUid);
+    const auxiliaries = provider.auxiliariesOf(podUid);
+    expect(auxiliaries).toHaveLength(1);
+    for (const object of auxiliaries) await provider.releaseAuxiliary(object);
     await provider.stop();
   });
 
@@ -283,11 +279,13 @@ describe("launch with parameters", () => {
     const podUid = uid(2);
     const expected = parametersOf(cluster, podUid, ["a", "b"]);
     let refuse = 2;
-    const provider = new Ec2PodProvider({
-      config: config(cluster),
-      renderUserData: renderWith(() => expected),
-      livePodUids: () => [podUid],
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: config(cluster),
+        renderUserData: renderWith(() => expected),
+        livePodUids: () => [podUid],
+      }),
+    );
     const sent: string[] = [];
     provider.ssm.middlewareStack.add(
       (next, context) => async (args) => {
@@ -332,15 +330,17 @@ describe("CreateContainerConfigError", () => {
     const podUid = uid(10);
     let secrets: PodSources["secrets"] = {};
     const reads: string[][] = [];
-    const provider = new Ec2PodProvider({
-      config: config(cluster),
-      readSources: async (_pod, refs) => {
-        reads.push([...refs.secrets]);
-        return { configMaps: {}, secrets };
-      },
-      renderUserData: needsDb(cluster, podUid),
-      livePodUids: () => [podUid],
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: config(cluster),
+        readSources: async (_pod, refs) => {
+          reads.push([...refs.secrets]);
+          return { configMaps: {}, secrets };
+        },
+        renderUserData: needsDb(cluster, podUid),
+        livePodUids: () => [podUid],
+      }),
+    );
     const log = recorder();
     provider.notifyPods(log.listener);
     const pod = podWithSecret("needs-db", podUid);
@@ -387,12 +387,14 @@ describe("CreateContainerConfigError", () => {
   it("a held Pod deleted before it ever launched completes, with no instance and no parameter", async () => {
     const cluster = "p-config-gone";
     const podUid = uid(11);
-    const provider = new Ec2PodProvider({
-      config: config(cluster),
-      // No readSources: every reference is missing.
-      renderUserData: needsDb(cluster, podUid),
-      livePodUids: () => [podUid],
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: config(cluster),
+        // No readSources: every reference is missing.
+        renderUserData: needsDb(cluster, podUid),
+        livePodUids: () => [podUid],
+      }),
+    );
     const pod = podWithSecret("never", podUid);
     await provider.createPod(pod);
     expect(provider.getPodStatus(podUid)?.containerStatuses?.[0]?.state?.waiting?.reason).toBe(
@@ -411,12 +413,14 @@ describe("a process killed between writing the parameters and RunInstances", () 
     const ledger = new MemoryPodLedger();
     const expected = (podUid: string) => parametersOf(cluster, podUid, ["spec", "secret"]);
     const mortal = (podUid: string) => {
-      const first = new Ec2PodProvider({
-        config: config(cluster, { maxAttempts: 1 }),
-        renderUserData: renderWith(() => expected(podUid)),
-        livePodUids: () => [podUid],
-        ledger,
-      });
+      const first = new Ec2PodProvider(
+        providerOptions({
+          config: config(cluster, { maxAttempts: 1 }),
+          renderUserData: renderWith(() => expected(podUid)),
+          livePodUids: () => [podUid],
+          ledger,
+        }),
+      );
       // Killed as RunInstances is about to leave: the parameters are written, no instance exists.
       first.client.middlewareStack.add(
         (next, context) => async (args) => {
@@ -435,12 +439,14 @@ describe("a process killed between writing the parameters and RunInstances", () 
     await first.stop();
     expect(await podParameters(cluster, resumedUid)).toHaveLength(2);
     expect(await nodeInstances(ec2, node)).toEqual([]);
-    const second = new Ec2PodProvider({
-      config: config(cluster),
-      renderUserData: renderWith(() => expected(resumedUid)),
-      livePodUids: () => [resumedUid],
-      ledger,
-    });
+    const second = new Ec2PodProvider(
+      providerOptions({
+        config: config(cluster),
+        renderUserData: renderWith(() => expected(resumedUid)),
+        livePodUids: () => [resumedUid],
+        ledger,
+      }),
+    );
     await second.createPod(testPod("resumed", resumedUid));
     await second.pollOnce();
     const launched = await nodeInstances(ec2, node);
@@ -469,55 +475,6 @@ describe("a process killed between writing the parameters and RunInstances", () 
     expect(all).toHaveLength(1);
     expect(all.every((i) => i.State?.Name === "terminated")).toBe(true);
     await second.stop();
-  });
-});
-
-describe("a caller that drives its own teardown (the virtual node)", () => {
-  it("forgetPod deletes the parameters once the caller's teardown record is complete", async () => {
-    const cluster = "p-caller";
-    const podUid = uid(40);
-    const ledger = new MemoryPodLedger();
-    const provider = new Ec2PodProvider({
-      config: config(cluster),
-      renderUserData: renderWith(() => parametersOf(cluster, podUid, ["one"])),
-      livePodUids: () => [podUid],
-      ledger,
-      teardowns: "caller",
-    });
-    await provider.createPod(testPod("called", podUid));
-    const instanceId = (await ledger.get(podUid))?.launch.instanceId ?? "";
-    expect(await podParameters(cluster, podUid)).toHaveLength(1);
-    // The caller's teardown on the same ledger (as @nebula/virtual-node's PodTeardown): no
-    // auxiliaries of its own; it terminates the instance through the provider.
-    const executor = new TeardownExecutor({
-      teardown: podTeardown,
-      store: ledger,
-      observe: async (): Promise<PodTeardownObservation> => {
-        const state = (await provider.findInstance(podUid))?.state;
-        const instance = state === "terminated" || state === "stopped" ? state : "running";
-        return { instance: state === undefined ? "absent" : instance, pod: "present" };
-      },
-      handlers: {
-        StopInstance: () => provider.stopInstance(instanceId),
-        TerminateInstance: () => provider.terminateInstance(instanceId),
-        DeleteAuxiliary: () => undefined,
-        DeletePod: () => undefined,
-      },
-    });
-    let result = await executor.request(podUid, {
-      params: { namespace: "default", name: "called", podUid, instanceId, finish: "clear" },
-      cause: "DeletionRequested",
-    });
-    for (let i = 0; i < 40 && result.status !== "complete"; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      result = await executor.tick(podUid);
-    }
-    expect(result.status).toBe("complete");
-    // Not before: the record is complete now, so forgetting the Pod releases its parameters.
-    expect(await podParameters(cluster, podUid)).toHaveLength(1);
-    await provider.forgetPod(podUid);
-    expect(await podParameters(cluster, podUid)).toEqual([]);
-    await provider.stop();
   });
 });
 
@@ -563,14 +520,16 @@ describe("leak collection of parameters", () => {
       { requestedAt: Date.now() },
     );
     // The grace is configurable: 2 s here (LastModifiedDate is SSM's clock, not a fake one).
-    const provider = new Ec2PodProvider({
-      config: config(cluster, {
-        leakCollection: { graceSeconds: 300, intervalSeconds: 60, parameterGraceSeconds: 2 },
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: config(cluster, {
+          leakCollection: { graceSeconds: 300, intervalSeconds: 60, parameterGraceSeconds: 2 },
+        }),
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [livePod],
+        ledger,
       }),
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [livePod],
-      ledger,
-    });
+    );
     const collected: Array<{ podUid: string; names: readonly string[] }> = [];
     provider.onParameterLeakCollected(({ podUid, names }) => collected.push({ podUid, names }));
 
@@ -608,19 +567,23 @@ describe("crash at every side effect, parameters delivery", () => {
         const inner = new MemoryPodLedger();
         const mortal = new Mortal(k, when);
         const pod = testPod("victim", podUid);
-        const first = new Ec2PodProvider({
-          config: config(cluster, { nodeName: node, maxAttempts: 1 }),
-          renderUserData: render,
-          livePodUids: () => [podUid],
-          ledger: mortal.ledger(inner),
-        });
+        const first = new Ec2PodProvider(
+          providerOptions({
+            config: config(cluster, { nodeName: node, maxAttempts: 1 }),
+            renderUserData: render,
+            livePodUids: () => [podUid],
+            ledger: mortal.ledger(inner),
+          }),
+        );
         mortal.clients(first);
+        // The first process: its provider and its teardown driver.
+        const teardown = testTeardown(first);
         try {
           await first.createPod(pod);
           await first.pollOnce();
           for (let i = 0; i < 30 && !mortal.dead; i++) {
-            const state = await first.deletePod(deleting(pod));
-            if (state.complete) break;
+            const result = await teardown.step(deleting(pod));
+            if (result.status === "complete") break;
             await new Promise((resolve) => setTimeout(resolve, 50));
             await first.pollOnce();
           }
@@ -633,19 +596,27 @@ describe("crash at every side effect, parameters delivery", () => {
           break;
         }
         runs++;
-        const second = new Ec2PodProvider({
-          config: config(cluster, { nodeName: node }),
-          renderUserData: render,
-          livePodUids: () => [podUid],
-          ledger: inner,
-        });
+        const second = new Ec2PodProvider(
+          providerOptions({
+            config: config(cluster, { nodeName: node }),
+            renderUserData: render,
+            livePodUids: () => [podUid],
+            ledger: inner,
+          }),
+        );
         await second.createPod(deleting(pod));
-        const state = await reclaim(second, pod, 120);
+        // A fresh PodTeardown too; the Pod object is where the first left it (one API server).
+        const state = await testTeardown(second, { removed: teardown.removed }).reclaim(
+          deleting(pod),
+          { rounds: 120, ms: 100 },
+        );
         await second.stop();
         const instances = await nodeInstances(ec2, node);
         const alive = instances.filter((i) => i.State?.Name !== "terminated");
         const left = await podParameters(cluster, podUid);
-        if (!state.complete) failures.push(`${node}: reclaim not complete (${state.message})`);
+        if (!state.complete) {
+          failures.push(`${node}: reclaim not complete (${JSON.stringify(state.result)})`);
+        }
         if (instances.length > 1) failures.push(`${node}: ${instances.length} instances launched`);
         if (alive.length > 0) failures.push(`${node}: ${alive.length} instance(s) left running`);
         if (left.length > 0) failures.push(`${node}: ${left.length} parameter(s) left`);

@@ -7,6 +7,7 @@ import {
   RunInstancesCommand,
   StopInstancesCommand,
 } from "@aws-sdk/client-ec2";
+import type { V1Pod } from "@kubernetes/client-node";
 import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
 import { MemoryPodLedger, type TeardownEvent } from "@nebula/teardown";
 import { type Moto, startMoto } from "@nebula/test-peers";
@@ -16,7 +17,7 @@ import { buildRunInstancesInput } from "./launch.js";
 import { podFacts } from "./pod.js";
 import { Ec2PodProvider } from "./provider.js";
 import { countCalls } from "./testing/calls.js";
-import { testPod } from "./testing/fixtures.js";
+import { providerOptions, testPod } from "./testing/fixtures.js";
 import {
   fakeClock,
   type MotoNetwork,
@@ -25,6 +26,7 @@ import {
   prepareMoto,
   statusLog,
 } from "./testing/moto-env.js";
+import { testTeardown } from "./testing/teardown.js";
 
 const USER_DATA = "#!/bin/bash\necho nebula\n";
 
@@ -45,6 +47,13 @@ afterAll(async () => {
 
 function uid(n: number, prefix = "00000000"): string {
   return `${prefix}-0000-4000-8000-${n.toString().padStart(12, "0")}`;
+}
+
+function deleting(pod: V1Pod): V1Pod {
+  return {
+    ...pod,
+    metadata: { ...pod.metadata, deletionTimestamp: new Date(), deletionGracePeriodSeconds: 30 },
+  };
 }
 
 function live(instances: Awaited<ReturnType<typeof nodeInstances>>) {
@@ -81,10 +90,12 @@ describe("launch", () => {
   it("createPod never waits for a listener, so a listener may wait for createPod's caller", async () => {
     // A controller's listener resolves once its reconcile has written the status, and that
     // reconcile is the one calling createPod: createPod must return without waiting for it.
-    const provider = new Ec2PodProvider({
-      config: motoConfig(moto, network, "reentrant"),
-      livePodUids: () => [],
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: motoConfig(moto, network, "reentrant"),
+        livePodUids: () => [],
+      }),
+    );
     let callerReturned = false;
     let release = (): void => undefined;
     const callerDone = new Promise<void>((resolve) => {
@@ -112,11 +123,13 @@ describe("launch", () => {
   it("launches one instance with the launch settings of docs/contracts.md and reports the Pod", async () => {
     const log = statusLog();
     // The real user-data from @nebula/userdata (no renderUserData override).
-    const provider = new Ec2PodProvider({
-      config: motoConfig(moto, network, "launch", { tags: { team: "ml" } }),
-      livePodUids: () => [],
-    });
-    provider.onStatusChange(log.listener);
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: motoConfig(moto, network, "launch", { tags: { team: "ml" } }),
+        livePodUids: () => [],
+      }),
+    );
+    provider.notifyPods(log.listener);
     const calls = countCalls(provider.client);
     const pod = testPod("web-0", uid(1));
     await provider.createPod(pod);
@@ -168,20 +181,24 @@ describe("launch", () => {
 
   it("after a restart, adopts the instance instead of launching again", async () => {
     const config = motoConfig(moto, network, "adopt");
-    const first = new Ec2PodProvider({
-      config,
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [],
-    });
+    const first = new Ec2PodProvider(
+      providerOptions({
+        config,
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+      }),
+    );
     const pod = testPod("job", uid(2));
     await first.createPod(pod);
     await first.stop();
 
-    const second = new Ec2PodProvider({
-      config,
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [],
-    });
+    const second = new Ec2PodProvider(
+      providerOptions({
+        config,
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+      }),
+    );
     const calls = countCalls(second.client);
     await second.pollOnce();
     await second.createPod(pod);
@@ -192,11 +209,13 @@ describe("launch", () => {
 
   it("relaunching with the same token leaves one instance (moto ignores ClientToken: the poll terminates the copy)", async () => {
     const config = motoConfig(moto, network, "token");
-    const provider = new Ec2PodProvider({
-      config,
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [],
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config,
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+      }),
+    );
     const pod = testPod("twice", uid(4));
     await provider.createPod(pod);
     const [recorded] = await nodeInstances(ec2, "token");
@@ -218,15 +237,17 @@ describe("launch", () => {
 
   it("refuses a Pod it cannot place: Failed at once with the reason and a Warning, no launch", async () => {
     const log = statusLog();
-    const provider = new Ec2PodProvider({
-      config: motoConfig(moto, network, "refuse"),
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [],
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: motoConfig(moto, network, "refuse"),
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+      }),
+    );
     const events: string[] = [];
     provider.notifyPods((change) => {
       log.listener(change);
-      for (const e of change.events) events.push(`${e.type} ${e.reason}`);
+      for (const e of change.events ?? []) events.push(`${e.type} ${e.reason}`);
     });
     const gpu = testPod("gpu", uid(3), { resources: { limits: { "nvidia.com/gpu": "1" } } });
     await provider.createPod(gpu);
@@ -235,18 +256,20 @@ describe("launch", () => {
     expect(events).toEqual(["Warning InvalidPodSpec"]);
     expect(await nodeInstances(ec2, "refuse")).toEqual([]);
     // Deleting it needs no reclaim: nothing was launched.
-    expect(await provider.deletePod(gpu)).toMatchObject({ complete: true });
+    expect(await testTeardown(provider).step(deleting(gpu))).toMatchObject({ status: "complete" });
     await provider.stop();
   });
 });
 
 describe("poll", () => {
   it("reads more than one page, one sequence per cycle, no per-instance call", async () => {
-    const provider = new Ec2PodProvider({
-      config: motoConfig(moto, network, "pages", { pageSize: 5 }),
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [],
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: motoConfig(moto, network, "pages", { pageSize: 5 }),
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+      }),
+    );
     for (let i = 0; i < 12; i++) await provider.createPod(testPod(`p-${i}`, uid(100 + i)));
     const calls = countCalls(provider.client);
     const result = await provider.pollOnce();
@@ -256,14 +279,17 @@ describe("poll", () => {
     await provider.stop();
   });
 
-  it("maps a final exit report in the tags to the Pod status and reclaims the instance", async () => {
+  it("maps a final exit report in the tags to the Pod status; the teardown then reclaims the instance", async () => {
     const log = statusLog();
-    const provider = new Ec2PodProvider({
-      config: motoConfig(moto, network, "report"),
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [],
-    });
-    provider.onStatusChange(log.listener);
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        // The two terminates come from two reconciles (see "batches the stops" below).
+        config: motoConfig(moto, network, "report", { batchWindowMs: 1000 }),
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+      }),
+    );
+    provider.notifyPods(log.listener);
     await provider.createPod(testPod("ok", uid(200)));
     await provider.createPod(testPod("bad", uid(201)));
     const [a, b] = await nodeInstances(ec2, "report");
@@ -283,11 +309,21 @@ describe("poll", () => {
     expect(log.last("bad")?.phase).toBe("Failed");
     expect(log.last("bad")?.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(1);
     expect(calls.get("GetConsoleOutputCommand")).toBeUndefined();
-    // Status written → the stopped instances are terminated together.
-    await provider.pollOnce();
+    // Status written → the Pod controller tears both finished Pods down (the one driver,
+    // `deleting: false`): the stopped instances are terminated together, and never stopped again.
+    const driver = testTeardown(provider);
+    const reclaimed = await Promise.all(
+      [testPod("ok", uid(200)), testPod("bad", uid(201))].map((pod) =>
+        driver.reclaim(pod, { deleting: false, rounds: 10, ms: 50 }),
+      ),
+    );
+    expect(reclaimed.map((r) => r.complete)).toEqual([true, true]);
     expect(calls.get("TerminateInstancesCommand")).toBe(1);
     expect(calls.get("StopInstancesCommand")).toBeUndefined();
     expect(live(await nodeInstances(ec2, "report"))).toEqual([]);
+    // The statuses stay what the reports said.
+    expect(provider.getPodStatus(uid(200))?.phase).toBe("Succeeded");
+    expect(provider.getPodStatus(uid(201))?.phase).toBe("Failed");
     await provider.stop();
   });
 });
@@ -296,13 +332,15 @@ describe("console fallback", () => {
   it("reads the console once, only for a stopped instance without report tags, after the settle window", async () => {
     const clock = fakeClock();
     const log = statusLog();
-    const provider = new Ec2PodProvider({
-      config: motoConfig(moto, network, "console", { consoleSettleSeconds: 30 }),
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [],
-      now: clock.now,
-    });
-    provider.onStatusChange(log.listener);
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: motoConfig(moto, network, "console", { consoleSettleSeconds: 30 }),
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+        now: clock.now,
+      }),
+    );
+    provider.notifyPods(log.listener);
     await provider.createPod(testPod("silent", uid(300)));
     await provider.createPod(testPod("tagged", uid(301)));
     const instances = await nodeInstances(ec2, "console");
@@ -335,25 +373,41 @@ describe("console fallback", () => {
 
 describe("reclaim", () => {
   it("batches the stops and terminates of many deleted Pods", async () => {
-    const provider = new Ec2PodProvider({
-      config: motoConfig(moto, network, "batch"),
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [],
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        // Through the one driver each stop and terminate is preceded by its own lookup (and the
+        // stop by its grace tag), so the twelve reach the batcher over a longer span than the
+        // provider's own poll-driven teardown took: a window wide enough for all of them.
+        config: motoConfig(moto, network, "batch", { batchWindowMs: 1000 }),
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+      }),
+    );
     const pods = Array.from({ length: 12 }, (_, i) => testPod(`d-${i}`, uid(400 + i)));
     for (const pod of pods) await provider.createPod(pod);
     await provider.pollOnce();
+    const driver = testTeardown(provider);
     const calls = countCalls(provider.client);
-    await Promise.all(pods.map((pod) => provider.deletePod(pod)));
+    const step = () => Promise.all(pods.map((pod) => driver.step(deleting(pod))));
+    let results = await step();
     expect(calls.get("StopInstancesCommand")).toBe(1);
-    // moto stops instantly: the next poll sees them stopped and terminates all in one call.
-    await provider.pollOnce();
+    // moto stops instantly: after the next poll the teardowns see them stopped and terminate all
+    // in one call.
+    for (let i = 0; i < 10 && results.some((r) => r.status !== "complete"); i++) {
+      await provider.pollOnce();
+      results = await step();
+    }
+    expect(results.map((r) => r.status)).toEqual(pods.map(() => "complete"));
+    expect(calls.get("StopInstancesCommand")).toBe(1);
     expect(calls.get("TerminateInstancesCommand")).toBe(1);
-    await provider.pollOnce();
     expect(live(await nodeInstances(ec2, "batch"))).toEqual([]);
+    // The Pod controller forgets each Pod once its teardown completed.
+    for (const pod of pods) await provider.forgetPod(pod.metadata?.uid ?? "");
     expect(provider.listPods()).toEqual([]);
     // Deleting again is harmless.
-    await provider.deletePod(pods[0] ?? testPod("x", uid(499)));
+    expect(await driver.step(deleting(pods[0] ?? testPod("x", uid(499))))).toMatchObject({
+      status: "complete",
+    });
     await provider.stop();
   });
 });
@@ -378,12 +432,14 @@ describe("leak collection", () => {
     );
     const clock = fakeClock(Date.now() + 60_000);
     const liveUids = new Set([uid(501), uid(502)]);
-    const provider = new Ec2PodProvider({
-      config,
-      renderUserData: () => USER_DATA,
-      livePodUids: () => liveUids,
-      now: clock.now,
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config,
+        renderUserData: () => USER_DATA,
+        livePodUids: () => liveUids,
+        now: clock.now,
+      }),
+    );
     await provider.createPod(testPod("alive", uid(501)));
     // The crashed launch of a Pod that still exists: the restarted provider adopts it.
     await ec2.send(
@@ -444,19 +500,23 @@ describe("leak collection", () => {
     });
     const clock = fakeClock(Date.now() + 60_000);
     let liveUids = new Set<string>();
-    const owner = new Ec2PodProvider({
-      config,
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [],
-    });
+    const owner = new Ec2PodProvider(
+      providerOptions({
+        config,
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+      }),
+    );
     await owner.createPod(testPod("flaky", uid(600)));
     await owner.stop();
-    const provider = new Ec2PodProvider({
-      config,
-      renderUserData: () => USER_DATA,
-      livePodUids: () => liveUids,
-      now: clock.now,
-    });
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config,
+        renderUserData: () => USER_DATA,
+        livePodUids: () => liveUids,
+        now: clock.now,
+      }),
+    );
     const stale = await provider.collectLeaks();
     expect(stale.mark).toHaveLength(1);
     liveUids = new Set([uid(600)]);
@@ -486,51 +546,66 @@ describe("durable teardown", () => {
     const onTeardownEvent = (event: TeardownEvent) => {
       if (event.type === "issuing") events.push(event.effects.map((e) => e.kind).join(","));
     };
-    const pod = testPod("durable", uid(700));
+    const pod = deleting(testPod("durable", uid(700)));
 
-    const first = new Ec2PodProvider({
-      config,
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [uid(700)],
-      ledger,
-      onTeardownEvent,
-    });
-    await first.createPod(pod);
+    const first = new Ec2PodProvider(
+      providerOptions({
+        config,
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [uid(700)],
+        ledger,
+      }),
+    );
+    await first.createPod(testPod("durable", uid(700)));
     expect((await ledger.get(uid(700)))?.launch.instanceId).toMatch(/^i-/);
     await first.pollOnce();
-    await first.deletePod(pod);
+    // The first process's teardown driver: one reconcile of the deletion.
+    await testTeardown(first, { onTeardownEvent }).step(pod);
     // The intent is in the ledger before anything else, and the stop went out.
     expect((await ledger.get(uid(700)))?.record).toContain('"phase":"stopping"');
-    await first.stop(); // the provider "crashes" here
+    await first.stop(); // the process "crashes" here
 
-    const second = new Ec2PodProvider({
-      config,
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [uid(700)],
-      ledger,
-      onTeardownEvent,
+    // What a restarted virtual node resumes from: the ledger's unfinished teardown.
+    const unfinished = (await ledger.list()).filter(
+      (e) => e.record !== undefined && !e.record.includes('"phase":"complete"'),
+    );
+    expect(unfinished.map((e) => e.launch.podUid)).toEqual([uid(700)]);
+    // A fresh provider and a fresh PodTeardown on the same ledger finish it.
+    const second = new Ec2PodProvider(
+      providerOptions({
+        config,
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [uid(700)],
+        ledger,
+      }),
+    );
+    const state = await testTeardown(second, { onTeardownEvent }).reclaim(pod, {
+      rounds: 20,
+      ms: 50,
     });
-    expect(await second.resume()).toBe(1);
-    let state = await second.deletePod(pod);
-    for (let i = 0; i < 6 && !state.complete; i++) {
-      await second.pollOnce();
-      state = await second.deletePod(pod);
-    }
-    expect(state).toMatchObject({ complete: true, phase: "complete" });
-    expect(events).toEqual(["StopInstance", "TerminateInstance"]);
+    expect(state.complete).toBe(true);
+    expect(state.phases.at(-1)).toBe("complete");
+    // The teardown of a deleted Pod ends by removing the Pod (grace 0, UID precondition): the
+    // provider's own teardown ended by clearing and left that to its caller.
+    expect(events).toEqual(["StopInstance", "TerminateInstance", "DeletePod"]);
     expect(live(await nodeInstances(ec2, "durable"))).toEqual([]);
     expect((await ledger.get(uid(700)))?.record).toContain('"phase":"complete"');
 
     // A stale request in a third process: complete, no EC2 call.
-    const third = new Ec2PodProvider({
-      config,
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [],
-      ledger,
-    });
+    const third = new Ec2PodProvider(
+      providerOptions({
+        config,
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+        ledger,
+      }),
+    );
     const calls = countCalls(third.client);
-    expect(await third.deletePod(pod)).toMatchObject({ complete: true });
+    expect(await testTeardown(third, { onTeardownEvent }).step(pod)).toMatchObject({
+      status: "complete",
+    });
     expect([...calls.keys()].filter((k) => k !== "DescribeInstancesCommand")).toEqual([]);
+    expect(events).toEqual(["StopInstance", "TerminateInstance", "DeletePod"]);
     await third.forgetPod(uid(700));
     expect(await ledger.get(uid(700))).toBeUndefined();
     await second.stop();
@@ -539,14 +614,16 @@ describe("durable teardown", () => {
 });
 
 describe("the loops", () => {
-  it("start(): the poll loop drives a finished instance to a terminal Pod and reclaims it (an exited container never leaves its instance running)", async () => {
-    const provider = new Ec2PodProvider({
-      config: motoConfig(moto, network, "loop", { pollIntervalSeconds: 1 }),
-      renderUserData: () => USER_DATA,
-      livePodUids: () => [uid(800)],
-    });
+  it("start(): the poll loop drives a finished instance to a terminal Pod, which the teardown then reclaims (an exited container never leaves its instance running)", async () => {
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: motoConfig(moto, network, "loop", { pollIntervalSeconds: 1 }),
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [uid(800)],
+      }),
+    );
     const terminal = new Promise<string | undefined>((resolve) => {
-      provider.onStatusChange(({ status, terminal: done }) => {
+      provider.notifyPods(({ status, terminal: done }) => {
         if (done) resolve(status.phase);
       });
     });
@@ -556,11 +633,15 @@ describe("the loops", () => {
     await reportTags(instance?.InstanceId ?? "", completed(2, 0));
     await ec2.send(new StopInstancesCommand({ InstanceIds: [instance?.InstanceId ?? ""] }));
     expect(await terminal).toBe("Succeeded");
-    let state = instance?.State?.Name;
-    for (let i = 0; i < 30 && state !== "terminated"; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      state = (await nodeInstances(ec2, "loop"))[0]?.State?.Name;
-    }
+    // The terminal status is written: the Pod controller tears the finished Pod down (the one
+    // driver, `deleting: false`) while the loops run.
+    const reclaimed = await testTeardown(provider).reclaim(testPod("done", uid(800)), {
+      deleting: false,
+      rounds: 30,
+      ms: 500,
+    });
+    expect(reclaimed.complete).toBe(true);
+    const state = (await nodeInstances(ec2, "loop"))[0]?.State?.Name;
     await provider.stop();
     expect(state).toBe("terminated");
     expect(provider.getPodStatus(uid(800))?.phase).toBe("Succeeded");

@@ -1,8 +1,11 @@
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import { type InstanceHosts, type Moto, startInstanceHosts, startMoto } from "@nebula/test-peers";
+import { DEFAULT_POD_FINALIZER } from "@nebula/virtual-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Ec2PodProvider, RECLAIM_FINALIZER } from "./provider.js";
+import { Ec2PodProvider } from "./provider.js";
+import { providerOptions } from "./testing/fixtures.js";
 import { type MotoNetwork, motoConfig, nodeInstances, prepareMoto } from "./testing/moto-env.js";
+import { testTeardown } from "./testing/teardown.js";
 
 let moto: Moto;
 let hosts: InstanceHosts;
@@ -28,7 +31,7 @@ function pod(name: string, uid: string, container: Record<string, unknown>): V1P
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { name, namespace: "default", uid, finalizers: [RECLAIM_FINALIZER] },
+    metadata: { name, namespace: "default", uid, finalizers: [DEFAULT_POD_FINALIZER] },
     spec: {
       nodeName: "sim-node",
       restartPolicy: "Never",
@@ -53,31 +56,37 @@ describe("with the instance-host simulator (real user-data, real containers)", (
       }),
     ];
     const statuses = new Map<string, V1PodStatus>();
-    const provider = new Ec2PodProvider({
-      config: {
-        ...motoConfig(moto, network, "sim-node"),
-        clusterName: "sim",
-        endpoint: hosts.ec2Endpoint,
-        pollIntervalSeconds: 1,
-        apiHeadroomSeconds: 5,
-      },
-      livePodUids: () => pods.map((p) => p.metadata?.uid ?? ""),
-    });
-    provider.onStatusChange(({ pod: changed, status }) => {
+    const provider = new Ec2PodProvider(
+      providerOptions({
+        config: {
+          ...motoConfig(moto, network, "sim-node"),
+          clusterName: "sim",
+          endpoint: hosts.ec2Endpoint,
+          pollIntervalSeconds: 1,
+          apiHeadroomSeconds: 5,
+        },
+        livePodUids: () => pods.map((p) => p.metadata?.uid ?? ""),
+      }),
+    );
+    provider.notifyPods(({ pod: changed, status }) => {
       statuses.set(changed.metadata?.name ?? "", status);
     });
     for (const p of pods) await provider.createPod(p);
 
     const ec2 = moto.ec2();
+    const teardown = testTeardown(provider);
+    const finished = (p: V1Pod) =>
+      ["Succeeded", "Failed"].includes(statuses.get(p.metadata?.name ?? "")?.phase ?? "");
     const done = async () => {
       const instances = await nodeInstances(ec2, "sim-node");
-      const terminal = pods.every((p) =>
-        ["Succeeded", "Failed"].includes(statuses.get(p.metadata?.name ?? "")?.phase ?? ""),
-      );
-      return terminal && instances.every((i) => i.State?.Name === "terminated");
+      return pods.every(finished) && instances.every((i) => i.State?.Name === "terminated");
     };
     for (let i = 0; i < 180 && !(await done()); i++) {
       await provider.pollOnce();
+      // The Pod controller tears each finished Pod down (the one driver, `deleting: false`).
+      for (const p of pods.filter(finished)) {
+        await teardown.step(p, { deleting: false });
+      }
       await sleep(1000);
     }
     await provider.stop();
