@@ -3,7 +3,7 @@ import { ProviderError } from "./errors.js";
 import { type PodFacts, resolveInstanceType } from "./pod.js";
 
 /** Reason of a DaemonSet Pod the provider does not launch. */
-export const DAEMONSET_NOT_LAUNCHED_REASON = "DaemonSetPodNotLaunched";
+const DAEMONSET_NOT_LAUNCHED_REASON = "DaemonSetPodNotLaunched";
 
 /** What the provider does with a Pod, decided before any cloud call. */
 export type Admission =

@@ -69,9 +69,9 @@ export interface CloudWatchContainerLogsOptions {
 }
 
 /** GetLogEvents returns at most 10,000 events per page (and at most 1 MB). */
-export const GET_LOG_EVENTS_MAX_LIMIT = 10_000;
+const GET_LOG_EVENTS_MAX_LIMIT = 10_000;
 /** Default of {@link LogFollowOptions.pollMs}. */
-export const DEFAULT_LOG_POLL_MS = 1000;
+const DEFAULT_LOG_POLL_MS = 1000;
 
 const LogEventSchema = z.object({
   timestamp: z.number().finite(),

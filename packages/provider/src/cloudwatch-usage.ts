@@ -19,7 +19,7 @@ export const CPU_METRIC = "CPUUsageCoreSeconds";
 /** The container's working set (memory without the page cache), bytes. */
 export const MEMORY_METRIC = "MemoryWorkingSetBytes";
 /** GetMetricData takes at most 500 queries per call; each container needs two. */
-export const MAX_METRIC_QUERIES = 500;
+const MAX_METRIC_QUERIES = 500;
 
 /** One container's latest usage. */
 export interface ContainerUsage {

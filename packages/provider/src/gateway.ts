@@ -41,7 +41,7 @@ import {
 import { CLUSTER_TAG, POD_TAG, POD_UID_TAG } from "./tags.js";
 
 /** Every EC2 state, terminated included: what a lookup by ID or by Pod UID asks for. */
-export const ALL_STATES = [
+const ALL_STATES = [
   "pending",
   "running",
   "stopping",

@@ -95,7 +95,7 @@ export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandI
  * The tags a Pod's labels give through `podLabelTags` (label key → tag key); labels the Pod does
  * not carry give none. Values are cut to EC2's 256 characters. Pure.
  */
-export function labelTags(
+function labelTags(
   labels: Readonly<Record<string, string>>,
   mapping: Readonly<Record<string, string>>,
 ): Record<string, string> {

@@ -81,7 +81,7 @@ export function planLeakCollection(input: LeakInput): LeakPlan {
 }
 
 /** One Pod parameter, as {@link planParameterLeaks} needs it. */
-export interface ParameterLeakCandidate {
+interface ParameterLeakCandidate {
   /** Full name. */
   readonly name: string;
   /** The Pod UID in its name. */

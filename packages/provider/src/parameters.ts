@@ -28,11 +28,11 @@ import { toProviderError } from "./errors.js";
 import { CLUSTER_TAG, POD_UID_TAG } from "./tags.js";
 
 /** The KMS key Pod parameters are encrypted with unless configured otherwise (AWS managed). */
-export const DEFAULT_PARAMETER_KEY_ID = "alias/aws/ssm";
+const DEFAULT_PARAMETER_KEY_ID = "alias/aws/ssm";
 /** Names per `DeleteParameters` call (the API's limit). */
-export const DELETE_PARAMETERS_BATCH = 10;
+const DELETE_PARAMETERS_BATCH = 10;
 /** `MaxResults` of each `DescribeParameters` page (the API's limit). */
-export const DESCRIBE_PARAMETERS_PAGE = 50;
+const DESCRIBE_PARAMETERS_PAGE = 50;
 
 /**
  * How a Pod's parameters appear among its teardown's auxiliary objects (`releasing` phase): this
@@ -40,7 +40,7 @@ export const DESCRIBE_PARAMETERS_PAGE = 50;
  * `releasing` phase hands it back to `Ec2PodProvider.releaseAuxiliary`, which deletes all of the
  * Pod's parameter names.
  */
-export const POD_PARAMETERS_AUXILIARY = {
+const POD_PARAMETERS_AUXILIARY = {
   apiVersion: "ssm.nebula.dev/v1",
   kind: "PodParameters",
 } as const;

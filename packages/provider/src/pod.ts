@@ -78,7 +78,7 @@ export interface PodFacts {
 }
 
 /** A Pod's resource needs, in the units the mapping uses. */
-export interface ResourceRequests {
+interface ResourceRequests {
   /** vCPUs. */
   readonly cpu: number;
   /** MiB. */

@@ -125,7 +125,7 @@ export function observeInstance(raw: unknown): ObservedInstance | undefined {
  * The filters of the poll: this cluster's and this node's tags, and the live states. Never
  * unfiltered (unfiltered `DescribeInstances` draws from EC2's smaller throttling bucket).
  */
-export function pollFilters(
+function pollFilters(
   clusterName: string,
   nodeName: string,
   states: readonly string[] = POLLED_STATES,

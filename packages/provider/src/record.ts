@@ -18,7 +18,7 @@ import type { PodFacts } from "./pod.js";
 import type { ObservedInstance } from "./poll.js";
 
 /** What the provider does with a Pod. */
-export type Mode =
+type Mode =
   /** Launch (or launched). */
   | "launch"
   /** Not launched, Pending with a reason (DaemonSet). */

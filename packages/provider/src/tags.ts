@@ -22,7 +22,7 @@ export const ORPHANED_TAG = "nebula:orphaned-at";
 export const STOP_GRACE_TAG = "nebula:stop-grace-seconds";
 
 /** EC2's limit of tags per resource. */
-export const EC2_MAX_TAGS = 50;
+const EC2_MAX_TAGS = 50;
 
 /**
  * Tags the provider and the host may write on an instance besides the user's: the exit report

@@ -18,7 +18,7 @@ import { testConfig } from "./fixtures.js";
 export const T0 = Date.parse("2026-03-01T12:00:00Z");
 
 /** A settable clock, ms since the epoch. */
-export interface FakeClock {
+interface FakeClock {
   /** The current time. */
   now: number;
   /** Moves the clock forward by `ms`. */
