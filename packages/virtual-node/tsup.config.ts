@@ -1,4 +1,11 @@
 import { defineConfig } from "tsup";
 import { libraryConfig } from "../../tsup.base.ts";
 
-export default defineConfig(libraryConfig);
+export default defineConfig({
+  ...libraryConfig,
+  // The root entry, and `@nebula/virtual-node/kubelet` (the kubelet API).
+  entry: { index: "src/index.ts", "kubelet/index": "src/kubelet/index.ts" },
+  // Shared modules go into chunks, so a class (VirtualNodeError, ...) is one class whichever entry
+  // it is imported from.
+  splitting: true,
+});

@@ -4,7 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { parseCommandLine } from "./cli.js";
+import { cli } from "./cli.js";
+
+const parseCommandLine = (argv: readonly string[]) => cli.parse(argv);
 
 const bundle = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 

@@ -44,9 +44,3 @@ on a dedicated EC2 instance (one Pod = one instance), reporting truthful Pod sta
     },
   },
 });
-
-/**
- * Parses `nebula-vnode`'s command line. Never throws: unknown options and invalid
- * values come back as a message that names the option.
- */
-export const parseCommandLine = (argv: readonly string[]) => cli.parse(argv);

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { parseVirtualNodeConfig, type VirtualNodeConfig } from "@nebula/virtual-node";
+import { type KubeletApiConfig, KubeletApiConfigSchema } from "@nebula/virtual-node/kubelet";
 import { z } from "zod";
 
 /**
@@ -13,32 +14,7 @@ const AppConfigFile = z.strictObject({
   /** The provider (`@nebula/provider`'s configuration, without `nodeName`). */
   provider: z.record(z.string(), z.unknown()),
   /** The kubelet API (`kubectl logs`, `/stats/summary`, `/metrics/resource`) on `node.kubeletPort`. */
-  kubeletApi: z
-    .strictObject({
-      /** Serve it (default `true`). */
-      enabled: z.boolean().default(true),
-      /** Address to listen on (default every interface). */
-      bindAddress: z.string().min(1).default("0.0.0.0"),
-      /** Serving certificate (PEM file); with `tlsPrivateKeyFile`. Default: a self-signed one made at start. */
-      tlsCertFile: z.string().min(1).optional(),
-      /** Its private key (PEM file). */
-      tlsPrivateKeyFile: z.string().min(1).optional(),
-      /**
-       * CA bundle (PEM file) the API server's kubelet client certificate is verified against.
-       * Default: `client-ca-file` of the ConfigMap `kube-system/extension-apiserver-authentication`,
-       * which kube-apiserver publishes from its `--client-ca-file`.
-       */
-      clientCaFile: z.string().min(1).optional(),
-      /**
-       * How long one read of container usage from CloudWatch serves `/stats/summary` and
-       * `/metrics/resource`, in seconds (default 60: the hosts publish once a minute).
-       */
-      usageCacheSeconds: z.number().int().min(0).max(3600).default(60),
-    })
-    .refine((k) => (k.tlsCertFile === undefined) === (k.tlsPrivateKeyFile === undefined), {
-      message: "tlsCertFile and tlsPrivateKeyFile go together: give both or neither",
-    })
-    .default({ enabled: true, bindAddress: "0.0.0.0", usageCacheSeconds: 60 }),
+  kubeletApi: KubeletApiConfigSchema,
 });
 
 /** The parsed configuration of the app. */
@@ -48,12 +24,15 @@ export interface AppConfig {
   /** The provider's configuration (validated by the provider). */
   readonly provider: Record<string, unknown>;
   /** The kubelet API's settings (see the configuration file's `kubeletApi`). */
-  readonly kubeletApi: z.infer<typeof AppConfigFile>["kubeletApi"];
+  readonly kubeletApi: KubeletApiConfig;
 }
 
-/** Builds the configuration from the file's JSON text and the flags. Throws with every problem listed. */
-function parseAppConfig(
-  text: string,
+/**
+ * Reads and parses the configuration file, with the flags: the Node's name, `--cluster`, and
+ * `POD_IP`. Throws with every problem listed.
+ */
+export function loadAppConfig(
+  path: string,
   flags: {
     readonly nodeName: string;
     readonly cluster?: string | undefined;
@@ -62,9 +41,10 @@ function parseAppConfig(
 ): AppConfig {
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    json = JSON.parse(readFileSync(path, "utf8"));
   } catch (error) {
-    throw new Error(`the configuration is not JSON: ${(error as Error).message}`);
+    if (!(error instanceof SyntaxError)) throw error;
+    throw new Error(`the configuration is not JSON: ${error.message}`);
   }
   const parsed = AppConfigFile.safeParse(json);
   if (!parsed.success) {
@@ -83,16 +63,4 @@ function parseAppConfig(
     ...(flags.cluster === undefined ? {} : { clusterName: flags.cluster }),
   };
   return { node, provider, kubeletApi: parsed.data.kubeletApi };
-}
-
-/** Reads and parses the configuration file. */
-export function loadAppConfig(
-  path: string,
-  flags: {
-    readonly nodeName: string;
-    readonly cluster?: string | undefined;
-    readonly podIP?: string | undefined;
-  },
-): AppConfig {
-  return parseAppConfig(readFileSync(path, "utf8"), flags);
 }

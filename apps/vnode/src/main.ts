@@ -2,22 +2,18 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { connect } from "@nebula/kube";
 import { runCli } from "@nebula/kube/cli";
+import { Manager } from "@nebula/kube/controller";
 import { createLogger } from "@nebula/kube/observability";
 import { createVnode } from "./app.js";
 import { cli } from "./cli.js";
 import { loadAppConfig } from "./config.js";
 
-function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
-    version: string;
-  };
-  return pkg.version;
-}
+const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
 process.exitCode = await runCli(
   cli,
   process.argv.slice(2),
-  { version: version() },
+  { version: String(pkg.version) },
   async (flags) => {
     const logger = createLogger({ level: flags["log-level"], name: cli.name });
     if (flags.config === undefined) throw new Error("--config: is required");
@@ -31,11 +27,10 @@ process.exitCode = await runCli(
     );
     const namespace = flags.namespace ?? connection.namespace ?? "nebula-system";
     const identity = process.env.POD_NAME ?? hostname();
-    const vnode = createVnode({
-      kubeConfig: connection.kubeConfig,
-      config,
-      namespace,
-      identity,
+    const kubeConfig = connection.kubeConfig;
+    const manager = new Manager({
+      name: cli.name,
+      kubeConfig,
       logger,
       metricsBindAddress: flags["metrics-bind-address"],
       healthProbeBindAddress: flags["health-probe-bind-address"],
@@ -49,8 +44,9 @@ process.exitCode = await runCli(
           }
         : {}),
     });
+    const vnode = createVnode({ kubeConfig, config, manager, namespace, identity, logger });
     logger.info({ source: connection.source, node: flags["node-name"], namespace }, "starting");
-    const exit = await vnode.manager.run();
+    const exit = await manager.run();
     await vnode.close();
     logger.info({ reason: exit.reason, exitCode: exit.exitCode }, "stopped");
     return exit.exitCode;

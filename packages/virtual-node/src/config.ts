@@ -73,8 +73,6 @@ export const VirtualNodeConfigSchema = z.strictObject({
 
 /** The parsed configuration. */
 export type VirtualNodeConfig = z.infer<typeof VirtualNodeConfigSchema>;
-/** The configuration as accepted (defaults not yet applied). */
-export type VirtualNodeConfigInput = z.input<typeof VirtualNodeConfigSchema>;
 
 /**
  * Parses the configuration; every problem is listed in one `InvalidConfiguration` error.

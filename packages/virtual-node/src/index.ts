@@ -1,29 +1,14 @@
+// @nebula/virtual-node: the Node and Pod controllers, the Pod teardown, the Kubernetes I/O they
+// own, and the contracts a provider satisfies (PodLifecycle, InstanceReclaimer, ...; @nebula/provider
+// names them with `import type` and its build inlines them from this entry's declarations). The
+// kubelet API is in @nebula/virtual-node/kubelet.
 export {
   DEFAULT_POD_FINALIZER,
   INSTANCE_ANNOTATIONS,
-  PROVIDER_LABEL,
   parseVirtualNodeConfig,
-  VIRTUAL_KUBELET_TAINT_KEY,
   type VirtualNodeConfig,
-  type VirtualNodeConfigInput,
-  VirtualNodeConfigSchema,
 } from "./config.js";
-export { VirtualNodeError, type VirtualNodeErrorCode } from "./errors.js";
-export type {
-  ContainerLogSource,
-  ContainerRunRef,
-  ContainerUsageSample,
-  LogLine,
-  LogReadOptions,
-  PodUsage,
-  UsageSource,
-} from "./kubelet-api.js";
-export {
-  apiServerClientCa,
-  createKubeletHandler,
-  type KubeletHandler,
-  type KubeletHandlerOptions,
-} from "./kubelet-handler.js";
+export { VirtualNodeError } from "./errors.js";
 export type {
   FoundInstance,
   InstanceReclaimer,
@@ -38,50 +23,13 @@ export type {
   PodStatusListener,
   Runnable,
 } from "./lifecycle.js";
+export { virtualNodeMetrics } from "./metrics.js";
+export { NodeController, staticHealth } from "./node-controller.js";
+export { KubernetesPodApi, type PodRef } from "./pod-api.js";
+export { ledgerLaunches, PodController } from "./pod-controller.js";
+export { graceSeconds } from "./pod-plan.js";
+export { podSourceReader } from "./pod-sources.js";
 export {
-  buildLease,
-  buildNode,
-  NODE_CONDITION_TYPES,
-  NODE_LEASE_NAMESPACE,
-  nodeConditions,
-  nodeLabels,
-  nodeStatus,
-  nodeStatusChanged,
-  toSeconds,
-} from "./node.js";
-export {
-  NodeController,
-  type NodeControllerOptions,
-  type NodeControllerStats,
-  staticHealth,
-} from "./node-controller.js";
-export { KubernetesPodApi, type PodApi } from "./pod-api.js";
-export {
-  PodController,
-  type PodControllerMetrics,
-  type PodControllerOptions,
-  type PodStatusSink,
-  type PodStore,
-  type StatusWriteOutcome,
-} from "./pod-controller.js";
-export type { EventSink } from "./pod-events.js";
-export {
-  DEFAULT_GRACE_SECONDS,
-  graceSeconds,
-  type PlanContext,
-  type PodStep,
-  planPod,
-} from "./pod-plan.js";
-export {
-  canonicalStatus,
-  composePodStatus,
-  isTerminalPhase,
-  type PodEventSpec,
-  podStatusChanged,
-  podStatusEvents,
-} from "./pod-status.js";
-export {
-  type PodRef,
   PodTeardown,
   type PodTeardownOptions,
   type PodTeardownResult,

@@ -97,8 +97,9 @@ export interface KubeletHandler {
    * Answers one request: give it to an `https.Server` created with the serving certificate and,
    * for client certificates, `ca` (the client CA), `requestCert: true` and
    * `rejectUnauthorized: false` (a client without a certificate may still present a bearer token).
+   * It is Node's `http.RequestListener`: it takes an `IncomingMessage` and a `ServerResponse`.
    */
-  readonly handle: (req: IncomingMessage, res: ServerResponse) => void;
+  readonly handle: (req: unknown, res: unknown) => void;
   /** Ends the open `follow` log streams (call it before closing the listener). */
   close(): void;
 }
@@ -561,7 +562,11 @@ export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHan
   };
 
   return {
-    handle: (req, res) => {
+    // Typed `unknown` in the declarations (a `RequestListener` still), so that they import no
+    // `node:http`: Node's `IncomingMessage` and `ServerResponse` are what it is given.
+    handle: (request, response) => {
+      const req = request as IncomingMessage;
+      const res = response as ServerResponse;
       void handle(req, res).catch((error: unknown) => {
         options.logger.warn({ err: error, path: req.url }, "kubelet API request failed");
         if (!res.headersSent) text(res, 500, "Internal Server Error");

@@ -109,10 +109,23 @@ export interface InstanceReclaimer {
    */
   stopInstance(
     instanceId: string,
-    options?: { readonly graceSeconds?: number | undefined },
+    options?: {
+      readonly graceSeconds?: number | undefined;
+      /**
+       * The Pod whose teardown asks: the provider acts only on an instance that proves it is that
+       * Pod's (for EC2: its `nebula:pod-uid` tag), and refuses otherwise.
+       */
+      readonly podUid?: string | undefined;
+    },
   ): Promise<void>;
-  /** Terminates the instance. */
-  terminateInstance(instanceId: string): Promise<void>;
+  /**
+   * Terminates the instance. `options.podUid`: the Pod whose teardown asks: the provider acts only
+   * on an instance that proves it is that Pod's, and refuses otherwise.
+   */
+  terminateInstance(
+    instanceId: string,
+    options?: { readonly podUid?: string | undefined },
+  ): Promise<void>;
   /**
    * What else the Pod holds in the cloud, released in the teardown's `releasing` phase once the
    * instance is gone (brief C7 step 4): for example the Parameter Store parameters that carry the

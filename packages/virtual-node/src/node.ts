@@ -17,7 +17,7 @@ import type { NodeHealth } from "./lifecycle.js";
 export const NODE_LEASE_NAMESPACE = "kube-node-lease";
 
 /** The condition types a Node carries, in the kubelet's order. */
-export const NODE_CONDITION_TYPES = [
+const NODE_CONDITION_TYPES = [
   "Ready",
   "MemoryPressure",
   "DiskPressure",
@@ -26,12 +26,12 @@ export const NODE_CONDITION_TYPES = [
 ] as const;
 
 /** Truncates a time to whole seconds: what the API server stores for `metav1.Time`. */
-export function toSeconds(time: Date): Date {
+function toSeconds(time: Date): Date {
   return new Date(Math.floor(time.getTime() / 1000) * 1000);
 }
 
 /** The Node's labels: the virtual-kubelet conventions, the provider label, then the configured ones. */
-export function nodeLabels(config: VirtualNodeConfig): Record<string, string> {
+function nodeLabels(config: VirtualNodeConfig): Record<string, string> {
   return {
     type: "virtual-kubelet",
     "kubernetes.io/role": "agent",

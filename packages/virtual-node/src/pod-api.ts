@@ -13,7 +13,16 @@ import {
   type V1Pod,
 } from "@kubernetes/client-node";
 import { VirtualNodeError } from "./errors.js";
-import type { PodRef } from "./pod-teardown.js";
+
+/** Identifies one incarnation of a Pod. */
+export interface PodRef {
+  /** Namespace. */
+  readonly namespace: string;
+  /** Name. */
+  readonly name: string;
+  /** UID: every delete carries it as a precondition. */
+  readonly uid: string;
+}
 
 /** The Pod writes the Pod controller makes (besides status). */
 export interface PodApi {

@@ -3,9 +3,9 @@ import { MemoryPodLedger } from "@nebula/teardown";
 import { describe, expect, it } from "vitest";
 import { parseVirtualNodeConfig } from "./config.js";
 import type { FoundInstance, InstanceReclaimer, PodLifecycle } from "./lifecycle.js";
-import type { PodApi } from "./pod-api.js";
+import type { PodApi, PodRef } from "./pod-api.js";
 import { type LaunchLedger, PodController, type RecordedLaunch } from "./pod-controller.js";
-import { type PodRef, PodTeardown } from "./pod-teardown.js";
+import { PodTeardown } from "./pod-teardown.js";
 
 const FINALIZER = "nebula.dev/instance-reclaim";
 const INSTANCE = "i-0123456789abcdef0";

@@ -9,6 +9,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
+import type { PodLedger } from "@nebula/teardown";
 import { INSTANCE_ANNOTATIONS, type VirtualNodeConfig } from "./config.js";
 import type {
   LeakCollected,
@@ -16,8 +17,9 @@ import type {
   PodInstanceInfo,
   PodLifecycle,
   PodStatusChange,
+  Runnable,
 } from "./lifecycle.js";
-import type { PodApi } from "./pod-api.js";
+import type { PodApi, PodRef } from "./pod-api.js";
 import { type EventSink, recordPodEvent } from "./pod-events.js";
 import { DEFAULT_GRACE_SECONDS, planPod } from "./pod-plan.js";
 import {
@@ -27,10 +29,10 @@ import {
   podStatusChanged,
   podStatusEvents,
 } from "./pod-status.js";
-import type { PodRef, PodTeardown } from "./pod-teardown.js";
+import type { PodTeardown } from "./pod-teardown.js";
 
 /** The read side of the Pod informer (`spec.nodeName=<node>`), keyed `namespace/name`. */
-export interface PodStore {
+interface PodStore {
   /** The cached Pod, or `undefined`. */
   get(key: string): V1Pod | undefined;
   /** Every cached Pod. */
@@ -38,10 +40,10 @@ export interface PodStore {
 }
 
 /** The outcome of a status write (`@nebula/kube`'s `StatusWriter` returns it). */
-export type StatusWriteOutcome = "written" | "unchanged" | "conflict" | "gone";
+type StatusWriteOutcome = "written" | "unchanged" | "conflict" | "gone";
 
 /** Writes a Pod's `/status` only when it changes (`@nebula/kube`'s `StatusWriter` fits). */
-export interface PodStatusSink {
+interface PodStatusSink {
   /** Writes `desired` if it changes the stored status of this incarnation. */
   write(
     address: { readonly namespace: string; readonly name: string },
@@ -83,6 +85,32 @@ export interface RecordedLaunch {
 export interface LaunchLedger {
   /** Every recorded launch. */
   launches(): Promise<readonly RecordedLaunch[]>;
+}
+
+/**
+ * The {@link LaunchLedger} of a Pod ledger (`@nebula/teardown`'s `PodLedger`, e.g. `@nebula/kube`'s
+ * `ConfigMapPodLedger`): every recorded launch, reclaimable when `ownsInstance(podUid)` says an
+ * instance of this virtual node runs for it (the provider's latest listing; other virtual nodes
+ * share the ledger).
+ *
+ * @example
+ * ```ts
+ * const ledger = ledgerLaunches(podLedger, (uid) => provider.listedInstance(uid) !== undefined);
+ * ```
+ */
+export function ledgerLaunches(
+  ledger: Pick<PodLedger, "list">,
+  ownsInstance: (podUid: string) => boolean,
+): LaunchLedger {
+  return {
+    launches: async () =>
+      (await ledger.list()).map((entry) => ({
+        podUid: entry.launch.podUid,
+        namespace: entry.launch.namespace,
+        name: entry.launch.name,
+        reclaimable: ownsInstance(entry.launch.podUid),
+      })),
+  };
 }
 
 /** Options of {@link PodController}. */
@@ -338,6 +366,24 @@ export class PodController {
       } catch (error) {
         this.#log("warn", `ledger sweep failed; trying again later: ${String(error)}`);
       }
+    }
+  }
+
+  /**
+   * What runs while leading: subscribes to the provider ({@link PodController.start}), runs
+   * `provider` (its poll) and {@link PodController.sweepLedgerEvery} until `signal` aborts, then
+   * unsubscribes.
+   */
+  async run(
+    signal: AbortSignal,
+    provider: Runnable,
+    sweep: { readonly firstAfterMs: number; readonly everyMs: number },
+  ): Promise<void> {
+    const stop = this.start();
+    try {
+      await Promise.all([provider.run(signal), this.sweepLedgerEvery(signal, sweep)]);
+    } finally {
+      stop();
     }
   }
 

@@ -4,8 +4,9 @@
  *
  * @packageDocumentation
  */
+
+import type { PodRef } from "./pod-api.js";
 import type { PodEventSpec } from "./pod-status.js";
-import type { PodRef } from "./pod-teardown.js";
 
 /** Records Kubernetes Events (`@nebula/kube`'s `EventRecorder` fits). */
 export interface EventSink {

@@ -3,7 +3,8 @@ import { MemoryPodLedger } from "@nebula/teardown";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { FoundInstance, InstanceReclaimer } from "./lifecycle.js";
-import { type PodRef, PodTeardown } from "./pod-teardown.js";
+import type { PodRef } from "./pod-api.js";
+import { PodTeardown, type PodTeardownOptions } from "./pod-teardown.js";
 
 /**
  * An EC2 account reduced to what the reclaimer interface exposes: instance states by ID, and a
@@ -13,6 +14,8 @@ class Account implements InstanceReclaimer {
   readonly states = new Map<string, string>();
   readonly byPod = new Map<string, string>();
   readonly calls: string[] = [];
+  /** The options each stop and terminate was called with. */
+  readonly options: { call: string; options: unknown }[] = [];
   unknown = false;
   async findInstance(podUid: string): Promise<FoundInstance | undefined> {
     if (this.unknown) throw new Error("launch outcome unknown");
@@ -20,19 +23,26 @@ class Account implements InstanceReclaimer {
     if (id === undefined) return undefined;
     return { instanceId: id, state: this.states.get(id) ?? "terminated" };
   }
-  async stopInstance(id: string): Promise<void> {
+  async stopInstance(id: string, options?: unknown): Promise<void> {
     this.calls.push(`stop ${id}`);
+    this.options.push({ call: `stop ${id}`, options });
     if (this.states.get(id) === "running") this.states.set(id, "stopped");
   }
-  async terminateInstance(id: string): Promise<void> {
+  async terminateInstance(id: string, options?: unknown): Promise<void> {
     this.calls.push(`terminate ${id}`);
+    this.options.push({ call: `terminate ${id}`, options });
     this.states.set(id, "terminated");
   }
 }
 
 const pod: V1Pod = { metadata: { namespace: "default", name: "web-0", uid: "uid-1" } };
 
-function setup(now: { t: number }, ledger = new MemoryPodLedger(), account = new Account()) {
+function setup(
+  now: { t: number },
+  ledger = new MemoryPodLedger(),
+  account = new Account(),
+  extra: Partial<PodTeardownOptions> = {},
+) {
   const removed: PodRef[] = [];
   let present = true;
   const events: string[] = [];
@@ -50,6 +60,7 @@ function setup(now: { t: number }, ledger = new MemoryPodLedger(), account = new
     podPresent: () => present,
     headroomSeconds: 5,
     now: () => now.t,
+    ...extra,
     // The Pod controller's Event sink: the teardown records its Events itself.
     events: {
       record: async (occurrence) => {
@@ -91,6 +102,94 @@ describe("PodTeardown", () => {
     expect(s.events).toEqual(["Stopping", "Terminating", "InstanceTerminated"]);
     expect(s.recorded.map((e) => e.action)).toEqual(["Stop", "Terminate", "Terminate"]);
     expect(s.recorded[0]?.regarding).toMatchObject({ kind: "Pod", uid: "uid-1" });
+  });
+
+  it("the reclaimer is told the Pod's UID on the stop and on the terminate (it acts only on that Pod's instance)", async () => {
+    const now = { t: 1_000_000 };
+    const s = setup(now);
+    s.account.byPod.set("uid-1", "i-0123456789abcdef0");
+    s.account.states.set("i-0123456789abcdef0", "running");
+    await s.ledger.recordLaunch(
+      { podUid: "uid-1", namespace: "default", name: "web-0" },
+      { instanceId: "i-0123456789abcdef0" },
+    );
+    await drive(s.teardown, { deleting: true, graceSeconds: 5 }, now);
+    expect(s.account.options).toEqual([
+      { call: "stop i-0123456789abcdef0", options: { graceSeconds: 5, podUid: "uid-1" } },
+      { call: "terminate i-0123456789abcdef0", options: { podUid: "uid-1" } },
+    ]);
+  });
+
+  it.each([
+    ["a year and a second, under the default cap", 31_536_001, {}, 3600],
+    ["a year and a second, under maxGraceSeconds 600", 31_536_001, { maxGraceSeconds: 600 }, 600],
+    ["Infinity", Number.POSITIVE_INFINITY, {}, 0],
+    ["NaN", Number.NaN, {}, 0],
+    ["-5", -5, {}, 0],
+    ["7.9", 7.9, {}, 7],
+  ])("a grace of %s: a Stop is sent with the bounded grace (%#)", async (_, grace, extra, sent) => {
+    const now = { t: 1_000_000 };
+    const s = setup(now, new MemoryPodLedger(), new Account(), extra);
+    s.account.byPod.set("uid-1", "i-0123456789abcdef0");
+    s.account.states.set("i-0123456789abcdef0", "running");
+    await s.ledger.recordLaunch(
+      { podUid: "uid-1", namespace: "default", name: "web-0" },
+      { instanceId: "i-0123456789abcdef0" },
+    );
+    const first = await s.teardown.reconcile(pod, { deleting: true, graceSeconds: grace });
+    expect(first.status).not.toBe("error");
+    expect(s.account.options[0]).toEqual({
+      call: "stop i-0123456789abcdef0",
+      options: { graceSeconds: sent, podUid: "uid-1" },
+    });
+    await drive(s.teardown, { deleting: true, graceSeconds: grace }, now);
+    expect(s.account.calls).toEqual(["stop i-0123456789abcdef0", "terminate i-0123456789abcdef0"]);
+    expect(s.removed).toHaveLength(1);
+  });
+
+  it("a NaN or negative grace reclaims at once: the stop's deadline is the headroom alone", async () => {
+    for (const grace of [Number.NaN, -1]) {
+      const now = { t: 1_000_000 };
+      const s = setup(now);
+      s.account.byPod.set("uid-1", "i-0123456789abcdef0");
+      // The instance ignores the stop: the teardown terminates it once the headroom (5 s) passed.
+      s.account.stopInstance = async (id: string, options?: unknown) => {
+        s.account.calls.push(`stop ${id}`);
+        s.account.options.push({ call: `stop ${id}`, options });
+      };
+      s.account.states.set("i-0123456789abcdef0", "running");
+      await s.ledger.recordLaunch(
+        { podUid: "uid-1", namespace: "default", name: "web-0" },
+        { instanceId: "i-0123456789abcdef0" },
+      );
+      await s.teardown.reconcile(pod, { deleting: true, graceSeconds: grace });
+      now.t += 6_000;
+      await s.teardown.reconcile(pod, { deleting: true, graceSeconds: grace });
+      await s.teardown.reconcile(pod, { deleting: true, graceSeconds: grace });
+      expect(s.account.calls).toEqual([
+        "stop i-0123456789abcdef0",
+        "terminate i-0123456789abcdef0",
+      ]);
+    }
+  });
+
+  it("parameters the teardown refuses fall back to an immediate reclaim (grace 0), never to none", async () => {
+    const now = { t: 1_000_000 };
+    // A headroom over the teardown's limit (a day) makes the parameters invalid.
+    const s = setup(now, new MemoryPodLedger(), new Account(), { headroomSeconds: 100_000 });
+    s.account.byPod.set("uid-1", "i-0123456789abcdef0");
+    s.account.states.set("i-0123456789abcdef0", "running");
+    await s.ledger.recordLaunch(
+      { podUid: "uid-1", namespace: "default", name: "web-0" },
+      { instanceId: "i-0123456789abcdef0" },
+    );
+    await drive(s.teardown, { deleting: true, graceSeconds: 30 }, now);
+    expect(s.account.options[0]).toEqual({
+      call: "stop i-0123456789abcdef0",
+      options: { graceSeconds: 0, podUid: "uid-1" },
+    });
+    expect(s.account.calls).toEqual(["stop i-0123456789abcdef0", "terminate i-0123456789abcdef0"]);
+    expect(s.removed).toHaveLength(1);
   });
 
   it("releases what the provider says the Pod holds (its parameters) after the instance is terminated, before the Pod goes", async () => {

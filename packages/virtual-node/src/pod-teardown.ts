@@ -19,18 +19,9 @@ import {
   type TickResult,
 } from "@nebula/teardown";
 import type { FoundInstance, InstanceReclaimer } from "./lifecycle.js";
+import type { PodRef } from "./pod-api.js";
 import { type EventSink, recordPodEvent } from "./pod-events.js";
 import type { PodEventSpec } from "./pod-status.js";
-
-/** Identifies one incarnation of a Pod. */
-export interface PodRef {
-  /** Namespace. */
-  readonly namespace: string;
-  /** Name. */
-  readonly name: string;
-  /** UID: every delete carries it as a precondition. */
-  readonly uid: string;
-}
 
 /** Annotation prefix of a pre-terminate hold on a Pod: each such annotation delays `terminating` (10 minutes at most). */
 export const PRE_TERMINATE_HOLD_PREFIX = "pre-terminate.teardown.nebula.dev/";
@@ -58,6 +49,12 @@ export interface PodTeardownOptions {
   /** Allowance for API calls and observation added to the grace period (default 30 s). */
   readonly headroomSeconds?: number;
   /**
+   * The longest grace a teardown gives the containers, in seconds (default 3600): a longer one
+   * (a Pod's `terminationGracePeriodSeconds` of a year) is cut to it. The provider's
+   * `maxGracePeriodSeconds`.
+   */
+  readonly maxGraceSeconds?: number;
+  /**
    * Records the Events a user wants about the Pod (stopping, terminated, failures): the same sink
    * as the Pod controller's (`@nebula/kube`'s `EventRecorder` fits).
    */
@@ -78,6 +75,12 @@ export type PodTeardownResult =
   | { readonly status: "error"; readonly message: string; readonly requeueAfterMs: number };
 
 const POLL_MS = 2_000;
+/** The default of {@link PodTeardownOptions.headroomSeconds}. */
+const DEFAULT_HEADROOM_SECONDS = 30;
+/** The default of {@link PodTeardownOptions.maxGraceSeconds}. */
+const DEFAULT_MAX_GRACE_SECONDS = 3_600;
+/** The longest grace the teardown's parameters accept (a year). */
+const GRACE_LIMIT_SECONDS = 31_536_000;
 /** EC2 never takes an instance back from `shutting-down`: no terminate is sent to it again. */
 const GONE = new Set(["shutting-down", "terminated"]);
 const STOPPED_OR_GONE = new Set(["stopped", "shutting-down", "terminated"]);
@@ -127,8 +130,14 @@ export class PodTeardown {
   readonly #found = new Map<string, FoundInstance | undefined | "unknown">();
   readonly #refs = new Map<string, PodRef>();
 
+  readonly #maxGraceSeconds: number;
+
   constructor(options: PodTeardownOptions) {
     this.#options = options;
+    this.#maxGraceSeconds = boundedGrace(
+      options.maxGraceSeconds ?? DEFAULT_MAX_GRACE_SECONDS,
+      GRACE_LIMIT_SECONDS,
+    );
     this.#executor = new TeardownExecutor({
       teardown: podTeardown,
       store: options.store,
@@ -155,15 +164,18 @@ export class PodTeardown {
           if (id === undefined || this.#already(effect.podUid, id, STOPPED_OR_GONE)) return;
           // The grace the teardown runs with reaches the host with the stop.
           const grace = (record.params as { gracePeriodSeconds?: unknown }).gracePeriodSeconds;
+          // The Pod's UID goes with it: the provider acts only on an instance proven to be its.
           await options.reclaimer.stopInstance(
             id,
-            typeof grace === "number" ? { graceSeconds: grace } : {},
+            typeof grace === "number"
+              ? { graceSeconds: grace, podUid: effect.podUid }
+              : { podUid: effect.podUid },
           );
         },
         TerminateInstance: async (effect) => {
           const id = effect.instanceId ?? (await this.#find(effect.podUid));
           if (id === undefined || this.#already(effect.podUid, id, GONE)) return;
-          await options.reclaimer.terminateInstance(id);
+          await options.reclaimer.terminateInstance(id, { podUid: effect.podUid });
         },
         // What the provider said the Pod holds besides its instance (its Parameter Store parameters).
         DeleteAuxiliary: async (effect) => {
@@ -221,20 +233,32 @@ export class PodTeardown {
         // No record (never started, or the store's entry was deleted): it is made again from what
         // was observed (the instance found by the Pod's UID), never read as "done".
         if (ticked.status === "absent") await this.#options.prepare?.(ref);
-        const started = await this.#executor.request(key, {
-          params: {
-            namespace: ref.namespace,
-            name: ref.name,
-            podUid: ref.uid,
-            instanceId: found.instanceId,
-            gracePeriodSeconds: how.graceSeconds,
-            headroomSeconds: this.#options.headroomSeconds ?? 30,
-            finish: how.deleting ? "delete-pod" : "clear",
-            auxiliaries: [...(this.#options.reclaimer.auxiliariesOf?.(ref.uid) ?? [])],
-          },
-          cause: how.deleting ? "DeletionRequested" : "TerminalStatusWritten",
-          uid: ref.uid,
-        });
+        const params = {
+          namespace: ref.namespace,
+          name: ref.name,
+          podUid: ref.uid,
+          instanceId: found.instanceId,
+          // The one place the grace is bounded: the stop, its deadline and the Event all read it.
+          gracePeriodSeconds: boundedGrace(how.graceSeconds, this.#maxGraceSeconds),
+          headroomSeconds: this.#options.headroomSeconds ?? DEFAULT_HEADROOM_SECONDS,
+          finish: how.deleting ? "delete-pod" : "clear",
+          auxiliaries: [...(this.#options.reclaimer.auxiliariesOf?.(ref.uid) ?? [])],
+        } as const;
+        const request = (bounds: { gracePeriodSeconds: number; headroomSeconds: number }) =>
+          this.#executor.request(key, {
+            params: { ...params, ...bounds },
+            cause: how.deleting ? "DeletionRequested" : "TerminalStatusWritten",
+            uid: ref.uid,
+          });
+        let started = await request(params);
+        // Parameters the teardown refuses never mean "no reclaim": the instance is reclaimed at
+        // once instead (grace 0, the default headroom).
+        if (started.status === "invalid") {
+          started = await request({
+            gracePeriodSeconds: 0,
+            headroomSeconds: DEFAULT_HEADROOM_SECONDS,
+          });
+        }
         return this.#result(started, ref, how.deleting, found.instanceId);
       }
       return this.#result(ticked, ref, how.deleting, found?.instanceId);
@@ -341,6 +365,12 @@ export class PodTeardown {
       });
     }
   }
+}
+
+/** A grace in whole seconds within `[0, max]`: non-finite, NaN or negative is 0 (reclaim at once). */
+function boundedGrace(seconds: number, max: number): number {
+  if (!Number.isFinite(seconds) || seconds < 0) return 0;
+  return Math.min(Math.floor(seconds), max);
 }
 
 function refOf(pod: V1Pod): PodRef {

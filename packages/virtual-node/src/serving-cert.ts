@@ -10,7 +10,7 @@ import { isIP } from "node:net";
 import * as x509 from "@peculiar/x509";
 
 /** A PEM certificate and its PEM (PKCS#8) private key. */
-export interface ServingCert {
+interface ServingCert {
   /** The certificate, PEM. */
   readonly cert: string;
   /** The private key, PEM. */

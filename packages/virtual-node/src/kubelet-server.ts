@@ -1,0 +1,153 @@
+/**
+ * The kubelet API's listener: its settings (zod), the serving certificate (the configured one, or a
+ * self-signed one made at start), the client CA, and the HTTPS server around
+ * {@link createKubeletHandler}, run until a signal aborts.
+ *
+ * @packageDocumentation
+ */
+import { once } from "node:events";
+import { readFile } from "node:fs/promises";
+import { createServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import {
+  AuthenticationV1Api,
+  AuthorizationV1Api,
+  CoreV1Api,
+  type KubeConfig,
+} from "@kubernetes/client-node";
+import { z } from "zod";
+import {
+  apiServerClientCa,
+  createKubeletHandler,
+  type KubeletHandlerOptions,
+} from "./kubelet-handler.js";
+import { selfSignedServingCert } from "./serving-cert.js";
+
+/** The kubelet API's settings (`kubectl logs`, `/stats/summary`, `/metrics/resource`), with defaults. */
+export const KubeletApiConfigSchema = z
+  .strictObject({
+    /** Serve it (default `true`). */
+    enabled: z.boolean().default(true),
+    /** Address to listen on (default every interface). */
+    bindAddress: z.string().min(1).default("0.0.0.0"),
+    /** Serving certificate (PEM file); with `tlsPrivateKeyFile`. Default: a self-signed one made at start. */
+    tlsCertFile: z.string().min(1).optional(),
+    /** Its private key (PEM file). */
+    tlsPrivateKeyFile: z.string().min(1).optional(),
+    /**
+     * CA bundle (PEM file) the API server's kubelet client certificate is verified against.
+     * Default: `client-ca-file` of the ConfigMap `kube-system/extension-apiserver-authentication`,
+     * which kube-apiserver publishes from its `--client-ca-file`.
+     */
+    clientCaFile: z.string().min(1).optional(),
+    /**
+     * How long one read of container usage from CloudWatch serves `/stats/summary` and
+     * `/metrics/resource`, in seconds (default 60: the hosts publish once a minute).
+     */
+    usageCacheSeconds: z.number().int().min(0).max(3600).default(60),
+  })
+  .refine((k) => (k.tlsCertFile === undefined) === (k.tlsPrivateKeyFile === undefined), {
+    message: "tlsCertFile and tlsPrivateKeyFile go together: give both or neither",
+  })
+  .default({ enabled: true, bindAddress: "0.0.0.0", usageCacheSeconds: 60 });
+
+/** The kubelet API's parsed settings. */
+export type KubeletApiConfig = z.output<typeof KubeletApiConfigSchema>;
+
+/** What {@link kubeletApiServer} needs besides the handler's own options. */
+export interface KubeletApiServerOptions
+  extends Omit<
+    KubeletHandlerOptions,
+    "core" | "authentication" | "authorization" | "usageCacheMs" | "logger"
+  > {
+  /** Where and as whom to reach the API server (reviews, the client CA, `/runningpods/`). */
+  readonly kubeConfig: KubeConfig;
+  /** The settings (the configuration file's `kubeletApi`). */
+  readonly settings: KubeletApiConfig;
+  /** The port (the Node's `daemonEndpoints.kubeletEndpoint.Port`). */
+  readonly port: number;
+  /** Names and addresses a self-signed serving certificate is made for (the Node's name and InternalIP). */
+  readonly hosts: readonly string[];
+  /** Where the listener and failed requests are reported (a pino logger fits). */
+  readonly logger: KubeletHandlerOptions["logger"] & {
+    info(fields: Record<string, unknown>, message: string): void;
+  };
+}
+
+/** Reads a file the settings name, saying which setting named it when it cannot. */
+async function readConfigured(setting: string, path: string): Promise<string> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (error) {
+    throw new Error(`kubeletApi.${setting}: cannot read ${path}: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+}
+
+/**
+ * The kubelet API served over HTTPS: returns the loop that listens on `port` until `signal`
+ * aborts, then ends the `follow` log streams and closes the server. The serving certificate is the
+ * configured one or a self-signed one; client certificates are verified against `clientCaFile` or
+ * the API server's client CA ({@link apiServerClientCa}), per request, so a client without one
+ * may still present a bearer token.
+ *
+ * @example
+ * ```ts
+ * const serve = kubeletApiServer({ kubeConfig, settings, port: 10250, hosts: [nodeName, ip],
+ *   nodeName, pods: informer, logs: undefined, usage: undefined, startTime: new Date(), logger });
+ * await serve(signal);
+ * ```
+ */
+export function kubeletApiServer(
+  options: KubeletApiServerOptions,
+): (signal: AbortSignal) => Promise<void> {
+  const { kubeConfig, settings, port, hosts, logger } = options;
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const kubelet = createKubeletHandler({
+    ...options,
+    core,
+    authentication: kubeConfig.makeApiClient(AuthenticationV1Api),
+    authorization: kubeConfig.makeApiClient(AuthorizationV1Api),
+    usageCacheMs: settings.usageCacheSeconds * 1000,
+    logger,
+  });
+  const { tlsCertFile, tlsPrivateKeyFile, clientCaFile, bindAddress } = settings;
+  return async (signal) => {
+    const serving =
+      tlsCertFile !== undefined && tlsPrivateKeyFile !== undefined
+        ? {
+            cert: await readConfigured("tlsCertFile", tlsCertFile),
+            key: await readConfigured("tlsPrivateKeyFile", tlsPrivateKeyFile),
+          }
+        : await selfSignedServingCert(hosts);
+    const ca =
+      clientCaFile !== undefined
+        ? await readConfigured("clientCaFile", clientCaFile)
+        : await apiServerClientCa(core).catch((error: Error) => {
+            throw new Error(`kubelet API: ${error.message}; or set kubeletApi.clientCaFile`, {
+              cause: error,
+            });
+          });
+    // Client certificates are verified against the CA per request: a client without one may
+    // still present a bearer token.
+    const tls = { ...serving, ca, requestCert: true, rejectUnauthorized: false };
+    const server = createServer(tls, kubelet.handle).listen(port, bindAddress);
+    try {
+      await once(server, "listening");
+    } catch (error) {
+      throw new Error(
+        `kubelet API: cannot listen on ${bindAddress}:${port} (${(error as Error).message}); set node.kubeletPort, or kubeletApi.enabled: false`,
+        { cause: error },
+      );
+    }
+    const bound = (server.address() as AddressInfo).port;
+    logger.info({ port: bound, address: bindAddress }, "kubelet API listening");
+    if (!signal.aborted) await once(signal, "abort");
+    kubelet.close();
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  };
+}

@@ -1,0 +1,94 @@
+/**
+ * Reads the ConfigMaps and Secrets a Pod references, for a provider that delivers them to the
+ * Pod's machine (`@nebula/provider`'s `readSources`). Kubernetes I/O the virtual node owns, next to
+ * {@link KubernetesPodApi}.
+ *
+ * @packageDocumentation
+ */
+import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { z } from "zod";
+
+/** The names of the ConfigMaps and Secrets a Pod references (`@nebula/userdata`'s `PodSourceRefs`). */
+interface PodSourceRefs {
+  readonly configMaps: readonly string[];
+  readonly secrets: readonly string[];
+}
+
+/** The parts of a ConfigMap or Secret the host needs (`@nebula/userdata`'s `SourceObject`). */
+interface SourceObject {
+  readonly data?: Readonly<Record<string, string>> | undefined;
+  readonly binaryData?: Readonly<Record<string, string>> | undefined;
+}
+
+/** The referenced objects found, by name (`@nebula/userdata`'s `PodSources`). */
+interface PodSources {
+  readonly configMaps: Readonly<Record<string, SourceObject>>;
+  readonly secrets: Readonly<Record<string, SourceObject>>;
+}
+
+/** The parts of a ConfigMap or Secret the host needs; anything else the API server returns is dropped. */
+const SourceObjectSchema = z.object({
+  data: z.record(z.string(), z.string()).nullish(),
+  binaryData: z.record(z.string(), z.string()).nullish(),
+});
+
+/**
+ * Reads the ConfigMaps and Secrets a Pod references, from the Pod's own namespace only, at launch
+ * (the parameters delivery). A 404 leaves the name out (the renderer decides: a mandatory
+ * reference holds the Pod with `CreateContainerConfigError`, an optional one is skipped); any
+ * other failure throws, and the provider holds the Pod and reads again on its next poll. Plain
+ * GETs rather than a cluster-wide Secret informer: nothing but what bound Pods reference is read
+ * or kept in memory. Needs `get` on `configmaps` and `secrets`.
+ *
+ * @example
+ * ```ts
+ * const provider = new Ec2PodProvider({ config, ledger, readSources: podSourceReader(kubeConfig) });
+ * ```
+ */
+export function podSourceReader(
+  kubeConfig: KubeConfig,
+): (pod: V1Pod, refs: PodSourceRefs) => Promise<PodSources> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const read = async (
+    kind: "ConfigMap" | "Secret",
+    namespace: string,
+    name: string,
+  ): Promise<SourceObject | undefined> => {
+    let object: unknown;
+    try {
+      object =
+        kind === "ConfigMap"
+          ? await core.readNamespacedConfigMap({ name, namespace })
+          : await core.readNamespacedSecret({ name, namespace });
+    } catch (error) {
+      if ((error as { code?: number }).code === 404) return undefined;
+      throw new Error(`reading ${kind} ${namespace}/${name}: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    const parsed = SourceObjectSchema.safeParse(object);
+    if (!parsed.success)
+      throw new Error(
+        `${kind} ${namespace}/${name} is malformed: ${z.prettifyError(parsed.error)}`,
+      );
+    return {
+      data: parsed.data.data ?? undefined,
+      binaryData: parsed.data.binaryData ?? undefined,
+    };
+  };
+  return async (pod, refs) => {
+    const namespace = pod.metadata?.namespace ?? "default";
+    const collect = async (kind: "ConfigMap" | "Secret", names: readonly string[]) => {
+      const table: Record<string, SourceObject> = {};
+      for (const name of names) {
+        const object = await read(kind, namespace, name);
+        if (object !== undefined) table[name] = object;
+      }
+      return table;
+    };
+    return {
+      configMaps: await collect("ConfigMap", refs.configMaps),
+      secrets: await collect("Secret", refs.secrets),
+    };
+  };
+}
