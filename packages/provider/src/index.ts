@@ -6,8 +6,6 @@
  *
  * @packageDocumentation
  */
-/** The ConfigMaps and Secrets a Pod references, and what `readSources` returns (from `@nebula/userdata`). */
-export type { PodSourceRefs, PodSources, SourceObject } from "@nebula/userdata";
 export type { RenderedPod } from "./admitter.js";
 export type { BatchOutcome } from "./batch.js";
 export {
