@@ -9,7 +9,7 @@
 // provider does; a first poll passes neither.
 //
 // Floors:
-// - "parse": read the pages with zod (`parseDescribeInstancesPage`).
+// - "parse": read the pages with zod (`parseEc2Instance` on each instance of a page).
 // - "parse + decode": the same, plus decoding every instance's report from its tags
 //   (`decodeReportTags`: SHA-256 check, base64url, JSON, zod), which a first poll must do.
 //
@@ -155,13 +155,32 @@ function remember(m) {
 
 let sink = 0;
 
+/**
+ * The instances of a DescribeInstances page a build reads, as the provider reads them: each with
+ * `parseEc2Instance` (a build from before the narrowed entry reads the page with its
+ * `parseDescribeInstancesPage`).
+ */
+function readPage(m, page) {
+  if (typeof m.parseDescribeInstancesPage === "function") {
+    return m.parseDescribeInstancesPage(page).instances;
+  }
+  const instances = [];
+  for (const reservation of page.Reservations ?? []) {
+    for (const entry of reservation.Instances ?? []) {
+      const one = m.parseEc2Instance(entry);
+      if (one.ok) instances.push(one.instance);
+    }
+  }
+  return instances;
+}
+
 function parseFloor() {
-  for (const page of pages) sink += lib.parseDescribeInstancesPage(page).instances.length;
+  for (const page of pages) sink += readPage(lib, page).length;
 }
 
 function decodeFloor() {
   for (const page of pages) {
-    for (const instance of lib.parseDescribeInstancesPage(page).instances) {
+    for (const instance of readPage(lib, page)) {
       sink += lib.decodeReportTags(instance.Tags).kind.length;
     }
   }
@@ -172,7 +191,7 @@ function mapper(m, steady, reverse) {
   // As the provider does: read each page, then map each instance read.
   return () => {
     for (const page of pages) {
-      for (const raw of m.parseDescribeInstancesPage(page).instances) {
+      for (const raw of readPage(m, page)) {
         {
           const id = raw.InstanceId;
           const state = m.toInstanceState(raw, { now: NOW, previous: memory?.states.get(id) });
