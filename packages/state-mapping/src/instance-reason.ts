@@ -25,7 +25,6 @@ import { sanitize, statusText, truncate } from "./text.js";
  */
 export const DEFAULT_STABILITY_WINDOW_SECONDS = 600;
 
-
 /**
  * Longest termination or waiting message quoted in a reason message, in code points (an
  * ellipsis included when cut; the cut falls on a grapheme boundary).

@@ -207,4 +207,3 @@ export function instanceTags(instance: Ec2Instance): Map<string, string> {
   }
   return map;
 }
-

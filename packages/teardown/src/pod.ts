@@ -15,7 +15,6 @@ const DEFAULT_GRACE_PERIOD_SECONDS = 30;
 /** Default allowance for API calls and observation on top of a grace period (OpenShell uses 30 s). */
 const DEFAULT_HEADROOM_SECONDS = 30;
 
-
 const name = z.string().min(1).max(253);
 
 /** An object the Pod owned, deleted in the `releasing` phase (by exact name, with its UID when known). */

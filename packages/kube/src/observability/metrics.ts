@@ -23,7 +23,6 @@ export function createRegistry(options: RegistryOptions = {}): Registry {
   return registry;
 }
 
-
 /**
  * The toolkit's metrics, registered once per registry. Components take an instance through their
  * `metrics` option; without one they record nothing.
