@@ -472,11 +472,9 @@ describe("grace", () => {
     await provider.stop();
   });
 
-  // TODO(lead): `maxGracePeriodSeconds` was applied only by the provider-driven teardown
-  // (`#startReclaim`); through the one driver nothing caps the grace (PodTeardown records, and
-  // stopInstance tags, the Pod's own). Unskip once the cap lives on that path (or drop the option).
-  // biome-ignore lint/suspicious/noSkippedTests: a known gap of the one driver, for the lead to close (see above).
-  it.skip("every grace is capped (maxGracePeriodSeconds)", async () => {
+  // The cap lives on the one path: PodTeardown bounds the recorded grace (the vnode passes the
+  // provider's maxGracePeriodSeconds), and stopInstance bounds the grace it tags for the host.
+  it("every grace is capped (maxGracePeriodSeconds): a 100,000,000 s grace is recorded and tagged as 300", async () => {
     const ledger = new MemoryPodLedger();
     const provider = new Ec2PodProvider(
       providerOptions({

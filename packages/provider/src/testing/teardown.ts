@@ -116,6 +116,8 @@ export function testTeardown(
       }),
     podPresent: options.podPresent ?? ((ref) => !removed.some((r) => r.uid === ref.uid)),
     headroomSeconds: options.headroomSeconds ?? provider.config.apiHeadroomSeconds,
+    // The cap the vnode passes: the provider's configured maxGracePeriodSeconds.
+    maxGraceSeconds: provider.config.maxGracePeriodSeconds,
     ...(options.onTeardownEvent ? { onTeardownEvent: options.onTeardownEvent } : {}),
     ...(options.now ? { now: options.now } : {}),
   });
