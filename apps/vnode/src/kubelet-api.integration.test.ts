@@ -1,5 +1,5 @@
 /**
- * The kubelet's read endpoints end to end (issue #28, brief C8): the real `kubectl` asks the real
+ * The kubelet's read endpoints end to end (issue #28, docs/contracts.md "The kubelet API"): the real `kubectl` asks the real
  * kube-apiserver's node proxy (`/api/v1/nodes/<node>/proxy/...`), which calls the virtual node's
  * kubelet API with its kubelet client certificate. `/pods` is the kubelet's `v1.PodList` of every
  * Pod bound to the Node (a terminal one included); `/runningpods/` lists only what runs now,

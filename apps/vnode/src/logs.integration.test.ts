@@ -1,5 +1,5 @@
 /**
- * The kubelet API end to end (issue #18, brief C8): the real `kubectl` asks the real
+ * The kubelet API end to end (issue #18, docs/contracts.md "The kubelet API"): the real `kubectl` asks the real
  * kube-apiserver, which calls the virtual node's kubelet API with its kubelet client certificate;
  * the virtual node reads CloudWatch Logs and metrics (moto) that the instance's containers wrote
  * through the host simulator's `awslogs` driver and the supervisor's usage loop. A crashing

@@ -1,5 +1,5 @@
 /**
- * The kubelet API the virtual node serves (brief C8): routing, the kubelet's authorization
+ * The kubelet API the virtual node serves (docs/contracts.md, "The kubelet API"): routing, the kubelet's authorization
  * attributes, `PodLogOptions` parsing and validation, which container run a log request reads,
  * and the `/pods`, `/runningpods/`, `/stats/summary` and `/metrics/resource` bodies. Pure: no I/O;
  * `kubelet-handler.ts` answers requests with them, and the log and usage sources

@@ -1,5 +1,5 @@
 /**
- * The kubelet API's request handling (brief C8), in virtual-kubelet's `node/api` shape: the
+ * The kubelet API's request handling (docs/contracts.md, "The kubelet API"), in virtual-kubelet's `node/api` shape: the
  * library owns the routes and the kubelet's authentication and authorization; the caller owns the
  * listener (an `https.Server` with the serving certificate, on the port the Node advertises in
  * `daemonEndpoints`). Requests are authenticated as the kubelet authenticates them (a client

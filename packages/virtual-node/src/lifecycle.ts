@@ -128,7 +128,7 @@ export interface InstanceReclaimer {
   ): Promise<void>;
   /**
    * What else the Pod holds in the cloud, released in the teardown's `releasing` phase once the
-   * instance is gone (brief C7 step 4): for example the Parameter Store parameters that carry the
+   * instance is gone (docs/contracts.md, "Pod teardown", step 4): for example the Parameter Store parameters that carry the
    * Pod's spec. Called when the teardown starts; absent or empty: nothing to release.
    */
   auxiliariesOf?(podUid: string): readonly AuxiliaryObject[];
