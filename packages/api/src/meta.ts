@@ -62,9 +62,6 @@ export type LocalObjectReference = z.infer<typeof LocalObjectReference>;
 /** The operators of a label selector requirement, as Kubernetes defines them. */
 const SelectorOperator = z.enum(["In", "NotIn", "Exists", "DoesNotExist"]);
 
-/** One of `In`, `NotIn`, `Exists`, `DoesNotExist`. */
-export type SelectorOperator = z.infer<typeof SelectorOperator>;
-
 /**
  * One requirement of a label selector. `In` and `NotIn` need at least one value; `Exists` and
  * `DoesNotExist` take none. The API server checks the same rule (a CEL validation rule).
@@ -93,9 +90,6 @@ const LabelSelectorRequirement = z
       },
     ],
   });
-
-/** One requirement of a label selector. */
-export type LabelSelectorRequirement = z.infer<typeof LabelSelectorRequirement>;
 
 const LABEL_KEY_CEL = LABEL_KEY_PATTERN.replaceAll("\\", "\\\\");
 const LABEL_VALUE_CEL = LABEL_VALUE_PATTERN.replaceAll("\\", "\\\\");

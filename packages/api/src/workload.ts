@@ -15,9 +15,6 @@ const Placement = z.strictObject({
   replicas: z.number().int().min(0).max(1_000_000),
 });
 
-/** One placement of a Workload. */
-export type Placement = z.infer<typeof Placement>;
-
 /** The desired state of a Workload. */
 export const WorkloadSpec = z.strictObject({
   /**
@@ -53,9 +50,6 @@ const PlacementStatus = z.object({
   /** The placement's `Available` message. */
   message: z.string(),
 });
-
-/** The status of one placement. */
-export type PlacementStatus = z.infer<typeof PlacementStatus>;
 
 /** The observed state of a Workload, written by the operator. */
 export const WorkloadStatus = z.object({

@@ -125,15 +125,6 @@ const Condition = z.looseObject({
   message: text,
 });
 
-/**
- * The zod schema of an Instance object's status (`compute.nebula.dev` `Instance`, or any object
- * whose status conditions carry a failure reason): `{ conditions: [{ type, status, reason, message }] }`.
- */
-const InstanceObjectStatus = z.looseObject({ conditions: z.array(Condition) });
-
-/** An Instance object's status, as {@link InstanceObjectStatus} reads it. */
-export type InstanceObjectStatus = z.output<typeof InstanceObjectStatus>;
-
 const PodStatus = z.looseObject({
   phase: text,
   reason: text,
