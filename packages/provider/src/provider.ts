@@ -173,17 +173,17 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     }
   }
 
-  /** {@inheritDoc Reclaimer.findInstance} */
+  /** The Pod's instance, proven its; rejects `NotVisibleYet` while EC2 may still hide it. */
   findInstance(podUid: string): Promise<FoundInstance | undefined> {
     return this.#reclaimer.findInstance(podUid);
   }
 
-  /** {@inheritDoc Reclaimer.stopInstance} */
+  /** Stops it (grace tagged first, capped); only an instance proven `options.podUid`'s. */
   stopInstance(id: string, options?: ReclaimOptions): Promise<void> {
     return this.#reclaimer.stopInstance(id, options);
   }
 
-  /** {@inheritDoc Reclaimer.terminateInstance} */
+  /** Terminates it; only an instance proven Nebula's (and `options.podUid`'s, when given). */
   terminateInstance(id: string, options?: ReclaimOptions): Promise<void> {
     return this.#reclaimer.terminateInstance(id, options);
   }
