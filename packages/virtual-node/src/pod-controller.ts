@@ -490,7 +490,7 @@ export class PodController {
 
   async #syncStatus(pod: V1Pod, ref: PodRef): Promise<void> {
     const observed = this.#o.provider.getPodStatus(ref.uid);
-    const desired = composePodStatus(pod.status, observed);
+    const desired = composePodStatus(pod.status, observed, new Date(this.#now()));
     if (desired === undefined || !podStatusChanged(pod.status, desired)) return;
     const { outcome } = await this.#o.status.write(
       { namespace: ref.namespace, name: ref.name },

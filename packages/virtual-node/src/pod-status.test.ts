@@ -36,6 +36,80 @@ describe("composePodStatus", () => {
     expect(composePodStatus(stored, undefined)).toBe(stored);
   });
 
+  it("Ready restored after the node controller set it False transitions now, not when it first became True", () => {
+    const firstReady = new Date("2026-11-30T15:00:02Z");
+    const kcmNotReady = new Date("2026-11-30T15:10:00Z");
+    const restored = new Date("2026-11-30T15:12:00Z");
+    // What the provider computes: Ready since it first saw the container ready.
+    const observed: V1PodStatus = {
+      phase: "Running",
+      conditions: [{ type: "Ready", status: "True", lastTransitionTime: firstReady }],
+      containerStatuses: [running()],
+    };
+    // The stored status after kube-controller-manager marked the Pod not ready (node NotReady).
+    const stored: V1PodStatus = {
+      phase: "Running",
+      conditions: [{ type: "Ready", status: "False", lastTransitionTime: kcmNotReady }],
+      containerStatuses: [running()],
+    };
+    const ready = (s: V1PodStatus | undefined) => s?.conditions?.find((c) => c.type === "Ready");
+    const out = composePodStatus(stored, observed, restored);
+    expect(ready(out)).toMatchObject({ status: "True", lastTransitionTime: restored });
+    // Unchanged afterwards: the time of the transition stays, with any later clock.
+    expect(ready(composePodStatus(out, observed, new Date("2026-11-30T15:20:00Z")))).toMatchObject({
+      status: "True",
+      lastTransitionTime: restored,
+    });
+    // An observation that says it changed after the stored change keeps its own time.
+    const later = new Date("2026-11-30T15:11:00Z");
+    const own = {
+      ...observed,
+      conditions: [{ type: "Ready", status: "True", lastTransitionTime: later }],
+    };
+    expect(ready(composePodStatus(stored, own, restored))?.lastTransitionTime).toEqual(later);
+  });
+
+  it("over any sequence of Ready flips, a condition's lastTransitionTime never goes back and moves only when its status does", () => {
+    const flip = fc.record({ by: fc.constantFrom("provider", "kcm"), ready: fc.boolean() });
+    fc.assert(
+      fc.property(fc.array(flip, { minLength: 1, maxLength: 12 }), (flips) => {
+        let stored: V1PodStatus | undefined;
+        let clock = Date.parse("2026-11-30T15:00:00Z");
+        const providerSince = new Date(clock);
+        for (const { by, ready } of flips) {
+          clock += 60_000;
+          const now = new Date(clock);
+          const condition = { type: "Ready", status: ready ? "True" : "False" };
+          let next: V1PodStatus | undefined;
+          if (by === "kcm") {
+            // The node controller writes the condition directly, timed when it flips it.
+            const was = stored?.conditions?.find((c) => c.type === "Ready");
+            const since = was?.status === condition.status ? was.lastTransitionTime : now;
+            next = {
+              ...(stored ?? { phase: "Running" }),
+              conditions: [{ ...condition, lastTransitionTime: since ?? now }],
+            };
+          } else {
+            const observed = {
+              phase: "Running",
+              conditions: [{ ...condition, lastTransitionTime: providerSince }],
+            };
+            next = composePodStatus(stored, observed, now);
+          }
+          const before = stored?.conditions?.find((c) => c.type === "Ready");
+          const after = next?.conditions?.find((c) => c.type === "Ready");
+          if (before?.lastTransitionTime !== undefined && after?.lastTransitionTime !== undefined) {
+            const b = new Date(before.lastTransitionTime).getTime();
+            const a = new Date(after.lastTransitionTime).getTime();
+            if (before.status === after.status) expect(a).toBe(b);
+            else expect(a).toBeGreaterThan(b);
+          }
+          stored = next;
+        }
+      }),
+    );
+  });
+
   it("keeps the conditions the provider does not own and the start time", () => {
     const stored: V1PodStatus = {
       phase: "Pending",

@@ -41,7 +41,10 @@ function hasReport(status: V1PodStatus): boolean {
  *   Pod recorded lost (`ContainerStatusUnknown`) whose report arrives late: the report wins;
  * - otherwise the observation, with the stored conditions of types the observation does not set
  *   kept (`PodScheduled`, `DisruptionTarget`, readiness gates), the stored `startTime` kept, and no
- *   container's `restartCount` lowered.
+ *   container's `restartCount` lowered. A condition whose status is unchanged keeps its stored
+ *   `lastTransitionTime`; one that changes gets `now` (when given) unless the observation's own
+ *   time is later than the stored change (`Ready` restored after the node controller set it
+ *   `False` transitions now, not when it first became `True`).
  *
  * @example
  * ```ts
@@ -51,6 +54,7 @@ function hasReport(status: V1PodStatus): boolean {
 export function composePodStatus(
   stored: V1PodStatus | undefined,
   observed: V1PodStatus | undefined,
+  now?: Date,
 ): V1PodStatus | undefined {
   if (observed === undefined) return stored;
   if (stored !== undefined && isTerminalPhase(stored.phase)) {
@@ -64,11 +68,14 @@ export function composePodStatus(
   if (kept.length > 0 || observed.conditions !== undefined) {
     result.conditions = [...kept, ...(observed.conditions ?? [])].map((c) => {
       const before = stored?.conditions?.find((s) => s.type === c.type);
+      if (before === undefined || before.lastTransitionTime === undefined) return c;
       // An unchanged condition keeps the time it last changed.
-      return before !== undefined &&
-        before.status === c.status &&
-        before.lastTransitionTime !== undefined
-        ? { ...c, lastTransitionTime: before.lastTransitionTime }
+      if (before.status === c.status)
+        return { ...c, lastTransitionTime: before.lastTransitionTime };
+      // A changed one changed now, unless the observation says when, after the stored change
+      // (Ready restored after the node controller set it False: not the time it first became True).
+      return now !== undefined && !isAfter(c.lastTransitionTime, before.lastTransitionTime)
+        ? { ...c, lastTransitionTime: now }
         : c;
     });
   }
@@ -83,6 +90,12 @@ export function composePodStatus(
     );
   }
   return result;
+}
+
+function isAfter(a: Date | string | undefined, b: Date | string): boolean {
+  if (a === undefined) return false;
+  const ms = (t: Date | string) => (t instanceof Date ? t.getTime() : Date.parse(t));
+  return ms(a) > ms(b);
 }
 
 function keepRestarts(
