@@ -20,6 +20,7 @@ class World implements PodLifecycle, InstanceReclaimer {
   readonly pods = new Map<string, V1Pod>();
   readonly states = new Map<string, string>();
   readonly present = new Set<string>();
+  failAddFinalizer = false;
   async createPod(pod: V1Pod): Promise<void> {
     this.log.push(`createPod ${pod.metadata?.name}`);
   }
@@ -64,7 +65,12 @@ function setup(
   const world = new World();
   const ledger = new MemoryPodLedger();
   const api: PodApi = {
-    addFinalizer: async () => undefined,
+    addFinalizer: async (ref: PodRef, finalizer: string) => {
+      world.log.push(`addFinalizer ${ref.name}`);
+      if (world.failAddFinalizer) throw new Error("the API server refused the patch");
+      const pod = world.pods.get(`${ref.namespace}/${ref.name}`);
+      if (pod?.metadata) pod.metadata.finalizers = [...(pod.metadata.finalizers ?? []), finalizer];
+    },
     removeFinalizer: async (ref: PodRef) => void world.log.push(`removeFinalizer ${ref.name}`),
     annotate: async () => undefined,
     deleteNow: async (ref: PodRef) => {
@@ -112,6 +118,28 @@ async function settle(controller: PodController, key: string): Promise<void> {
 }
 
 describe("PodController", () => {
+  it("a new Pod gets the reclaim finalizer before the provider hears of it; no finalizer, no launch", async () => {
+    const { world, controller } = setup();
+    const pod = (name: string, uid: string): V1Pod => ({
+      metadata: { namespace: "default", name, uid },
+      spec: { nodeName: "vnode-test", containers: [{ name: "app", image: "busybox" }] },
+    });
+    world.pods.set("default/web-1", pod("web-1", "uid-new"));
+    // A running Pod is reconciled again and again (its status): three rounds are enough here.
+    for (let i = 0; i < 3; i++) await controller.reconcile("default/web-1");
+    const added = world.log.indexOf("addFinalizer web-1");
+    expect(added).toBeGreaterThanOrEqual(0);
+    expect(added).toBeLessThan(world.log.indexOf("createPod web-1"));
+    expect(world.pods.get("default/web-1")?.metadata?.finalizers).toEqual([FINALIZER]);
+
+    world.failAddFinalizer = true;
+    world.pods.set("default/web-2", pod("web-2", "uid-refused"));
+    await controller.reconcile("default/web-2").catch(() => undefined);
+    await controller.reconcile("default/web-2").catch(() => undefined);
+    expect(world.log).toContain("addFinalizer web-2");
+    expect(world.log).not.toContain("createPod web-2");
+  });
+
   it("a Pod being deleted: the provider hears of the deletion before anything looks for its instance", async () => {
     const { world, controller } = setup();
     const pod: V1Pod = {
