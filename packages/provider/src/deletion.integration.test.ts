@@ -18,7 +18,7 @@ import { MemoryPodLedger } from "@nebula/teardown";
 import { type Ec2ProxyHandle, type Moto, startEc2Proxy, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ec2PodProvider } from "./provider.js";
-import { providerOptions, testPod } from "./testing/fixtures.js";
+import { testPod } from "./testing/fixtures.js";
 import { type MotoNetwork, motoConfig, prepareMoto } from "./testing/moto-env.js";
 import { testTeardown } from "./testing/teardown.js";
 
@@ -108,14 +108,12 @@ describe("every deleted Pod goes", () => {
     async ({ phase, after }) => {
       const node = `del-${phase.toLowerCase()}-${after}`;
       const ledger = new MemoryPodLedger();
-      const provider = new Ec2PodProvider(
-        providerOptions({
-          config: { ...motoConfig(moto, network, node), endpoint: proxy.endpoint },
-          renderUserData: () => USER_DATA,
-          livePodUids: () => [],
-          ledger,
-        }),
-      );
+      const provider = new Ec2PodProvider({
+        config: { ...motoConfig(moto, network, node), endpoint: proxy.endpoint },
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+        ledger,
+      });
       const teardown = testTeardown(provider);
       const uid = `33333333-0000-4000-8000-${node}`;
       const pod = testPod(node, uid);

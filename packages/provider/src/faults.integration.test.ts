@@ -4,7 +4,7 @@ import type { NodeHealth } from "@nebula/virtual-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ec2PodProvider } from "./provider.js";
 import { type FaultProxy, startFaultProxy } from "./testing/fault-proxy.js";
-import { providerOptions, testPod } from "./testing/fixtures.js";
+import { testPod } from "./testing/fixtures.js";
 import {
   type MotoNetwork,
   motoConfig,
@@ -51,13 +51,11 @@ describe("faults between the SDK and EC2", () => {
   it("throttling bursts, 5xx and dropped connections: no Pod fails, no duplicate survives, it converges", async () => {
     proxy.clear();
     const log = statusLog();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: { ...motoConfig(moto, network, "faults"), endpoint: proxy.endpoint },
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: { ...motoConfig(moto, network, "faults"), endpoint: proxy.endpoint },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     provider.notifyPods(log.listener);
     proxy.inject(
       { action: "RunInstances", kind: "drop", times: 1 },
@@ -101,19 +99,17 @@ describe("faults between the SDK and EC2", () => {
 
   it("slows the poll loop down under throttling and speeds up again", async () => {
     proxy.clear();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: {
-          ...motoConfig(moto, network, "slow"),
-          endpoint: proxy.endpoint,
-          pollIntervalSeconds: 1,
-          maxPollIntervalSeconds: 8,
-          maxAttempts: 1,
-        },
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "slow"),
+        endpoint: proxy.endpoint,
+        pollIntervalSeconds: 1,
+        maxPollIntervalSeconds: 8,
+        maxAttempts: 1,
+      },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     const intervals = [provider.pollIntervalMs];
     proxy.inject({ action: "DescribeInstances", kind: "throttle", times: 5 });
     for (let i = 0; i < 5; i++) {
@@ -134,17 +130,15 @@ describe("faults between the SDK and EC2", () => {
   it("reports a region outage on the Node and the Pods, then recovers", async () => {
     proxy.clear();
     const log = statusLog();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: {
-          ...motoConfig(moto, network, "outage"),
-          endpoint: proxy.endpoint,
-          maxAttempts: 2,
-        },
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "outage"),
+        endpoint: proxy.endpoint,
+        maxAttempts: 2,
+      },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     provider.notifyPods(log.listener);
     const health: NodeHealth[] = [];
     provider.onNodeHealth((h) => health.push(h));

@@ -22,7 +22,6 @@ import {
 import { DEFAULT_POD_FINALIZER, KubernetesPodApi, type PodRef } from "@nebula/virtual-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ec2PodProvider } from "./provider.js";
-import { providerOptions } from "./testing/fixtures.js";
 import { type MotoNetwork, motoConfig, prepareMoto } from "./testing/moto-env.js";
 import { type TestTeardown, testTeardown } from "./testing/teardown.js";
 
@@ -56,17 +55,13 @@ afterAll(async () => {
 });
 
 function provider(node: string): Ec2PodProvider {
-  return new Ec2PodProvider(
-    providerOptions({
-      config: { ...motoConfig(moto, network, node), endpoint: proxy.endpoint },
-      renderUserData: () => USER_DATA,
-      livePodUids: async () =>
-        (await core.listNamespacedPod({ namespace: tenant })).items.map(
-          (p) => p.metadata?.uid ?? "",
-        ),
-      ledger: new ConfigMapPodLedger(kc, { namespace: system }),
-    }),
-  );
+  return new Ec2PodProvider({
+    config: { ...motoConfig(moto, network, node), endpoint: proxy.endpoint },
+    renderUserData: () => USER_DATA,
+    livePodUids: async () =>
+      (await core.listNamespacedPod({ namespace: tenant })).items.map((p) => p.metadata?.uid ?? ""),
+    ledger: new ConfigMapPodLedger(kc, { namespace: system }),
+  });
 }
 
 async function createPod(name: string, node: string, annotations: Record<string, string> = {}) {

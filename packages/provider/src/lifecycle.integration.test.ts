@@ -23,7 +23,7 @@ import type { ProviderConfigInput } from "./config.js";
 import { Ec2PodProvider } from "./provider.js";
 import { countCalls } from "./testing/calls.js";
 import { type FaultProxy, startFaultProxy } from "./testing/fault-proxy.js";
-import { providerOptions, testPod } from "./testing/fixtures.js";
+import { testPod } from "./testing/fixtures.js";
 import { Mortal } from "./testing/mortal.js";
 import {
   fakeClock,
@@ -111,14 +111,12 @@ describe("teardown acts on the recorded instance, not on the last poll", () => {
     proxy.configure({ consistencyWindowMs: 2_000 });
     try {
       const ledger = new MemoryPodLedger();
-      const provider = new Ec2PodProvider(
-        providerOptions({
-          config: viaProxy("unlisted"),
-          renderUserData: () => USER_DATA,
-          livePodUids: () => [uid(1)],
-          ledger,
-        }),
-      );
+      const provider = new Ec2PodProvider({
+        config: viaProxy("unlisted"),
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [uid(1)],
+        ledger,
+      });
       const calls = countCalls(provider.client);
       const pod = testPod("early", uid(1));
       await provider.createPod(pod);
@@ -141,14 +139,12 @@ describe("teardown acts on the recorded instance, not on the last poll", () => {
   it("a launch whose answer was lost, then a crash: the restarted provider finds the instance by its Pod UID tag and reclaims it", async () => {
     const ledger = new MemoryPodLedger();
     const config = viaProxy("lost", { maxAttempts: 1 });
-    const first = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(2)],
-        ledger,
-      }),
-    );
+    const first = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(2)],
+      ledger,
+    });
     const pod = testPod("lost", uid(2));
     const before = proxy.counts().launched;
     proxy.configure({ loseRunInstancesResponses: 1 });
@@ -160,14 +156,12 @@ describe("teardown acts on the recorded instance, not on the last poll", () => {
     expect(entry?.launch.instanceId).toBeUndefined();
     await first.stop(); // crash
 
-    const second = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(2)],
-        ledger,
-      }),
-    );
+    const second = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(2)],
+      ledger,
+    });
     const state = await reclaim(second, deleting(pod));
     expect(state.complete).toBe(true);
     expect(proxy.counts().launched - before).toBe(1);
@@ -180,14 +174,12 @@ describe("teardown acts on the recorded instance, not on the last poll", () => {
   it("a stop EC2 refuses for good (one-time Spot) becomes a terminate; the other Pod of the batch is stopped normally", async () => {
     const ledger = new MemoryPodLedger();
     const config = viaProxy("spot");
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(3), uid(4)],
-        ledger,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(3), uid(4)],
+      ledger,
+    });
     const normal = testPod("normal", uid(4));
     await provider.createPod(normal);
     // A Spot instance of the same node and Pod identity, as a Spot-capable launch would make it.
@@ -244,14 +236,12 @@ describe("InstanceReclaimer (for a caller that drives its own teardown)", () => 
     proxy.configure({ consistencyWindowMs: 1_500 });
     try {
       const ledger = new MemoryPodLedger();
-      const provider = new Ec2PodProvider(
-        providerOptions({
-          config: viaProxy("reclaimer"),
-          renderUserData: () => USER_DATA,
-          livePodUids: () => [uid(10)],
-          ledger,
-        }),
-      );
+      const provider = new Ec2PodProvider({
+        config: viaProxy("reclaimer"),
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [uid(10)],
+        ledger,
+      });
       await provider.createPod(testPod("hidden", uid(10)));
       const instanceId = (await ledger.get(uid(10)))?.launch.instanceId ?? "";
       await expect(provider.findInstance(uid(10))).rejects.toMatchObject({ code: "NotVisibleYet" });
@@ -279,14 +269,12 @@ describe("InstanceReclaimer (for a caller that drives its own teardown)", () => 
 describe("InstanceReclaimer on a terminated instance", () => {
   it("stop and terminate of an instance that is already terminated are done, not refused as unproven", async () => {
     const ledger = new MemoryPodLedger();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: viaProxy("reclaimer-done"),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(912)],
-        ledger,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: viaProxy("reclaimer-done"),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(912)],
+      ledger,
+    });
     await provider.createPod(testPod("done", uid(912)));
     const instanceId = (await ledger.get(uid(912)))?.launch.instanceId ?? "";
     expect(instanceId).toMatch(/^i-/);
@@ -304,14 +292,12 @@ describe("restarts", () => {
     const ledger = new MemoryPodLedger();
     const config = viaProxy("restart");
     const statuses: V1PodStatus[] = [];
-    const first = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(5)],
-        ledger,
-      }),
-    );
+    const first = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(5)],
+      ledger,
+    });
     first.notifyPods((change: PodStatusChange) => void statuses.push(change.status));
     const pod = testPod("finished", uid(5));
     await first.createPod(pod);
@@ -338,14 +324,12 @@ describe("restarts", () => {
     expect(record.ok).toBe(true);
     expect(record.ok && record.record.phase).not.toBe("complete");
 
-    const second = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(5)],
-        ledger,
-      }),
-    );
+    const second = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(5)],
+      ledger,
+    });
     const calls = countCalls(second.client);
     await second.createPod(stored);
     // A fresh PodTeardown on the same ledger finishes the teardown the first process left.
@@ -362,14 +346,12 @@ describe("restarts", () => {
 describe("a reused Pod name (StatefulSet)", () => {
   it("the replacement launches while the old Pod's instance is reclaimed; neither blocks the other", async () => {
     const ledger = new MemoryPodLedger();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: viaProxy("sts"),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(8), uid(9)],
-        ledger,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: viaProxy("sts"),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(8), uid(9)],
+      ledger,
+    });
     const old = testPod("web-0", uid(8));
     await provider.createPod(old);
     const oldId = (await ledger.get(uid(8)))?.launch.instanceId ?? "";
@@ -396,17 +378,15 @@ describe("cost", () => {
   it("volumes carry the instance's tags and the Pod's labels; the Pod learns its instance, type, zone and capacity type", async () => {
     const changes: PodStatusChange[] = [];
     const ledger = new MemoryPodLedger();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: viaProxy("cost", {
-          tags: { "cost-center": "ml" },
-          podLabelTags: { "app.kubernetes.io/name": "app" },
-        }),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(11)],
-        ledger,
+    const provider = new Ec2PodProvider({
+      config: viaProxy("cost", {
+        tags: { "cost-center": "ml" },
+        podLabelTags: { "app.kubernetes.io/name": "app" },
       }),
-    );
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(11)],
+      ledger,
+    });
     provider.notifyPods((change) => void changes.push(change));
     const pod = testPod("billed", uid(11));
     pod.metadata = { ...pod.metadata, labels: { "app.kubernetes.io/name": "trainer" } };
@@ -456,14 +436,12 @@ describe("grace", () => {
 
   it("the deletion's grace period wins over the spec's, in the teardown record and on the host", async () => {
     const ledger = new MemoryPodLedger();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: viaProxy("grace", { maxGracePeriodSeconds: 300 }),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-        ledger,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: viaProxy("grace", { maxGracePeriodSeconds: 300 }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      ledger,
+    });
     const short = testPod("short", uid(6));
     if (short.spec) short.spec.terminationGracePeriodSeconds = 600;
     await provider.createPod(short);
@@ -476,14 +454,12 @@ describe("grace", () => {
   // provider's maxGracePeriodSeconds), and stopInstance bounds the grace it tags for the host.
   it("every grace is capped (maxGracePeriodSeconds): a 100,000,000 s grace is recorded and tagged as 300", async () => {
     const ledger = new MemoryPodLedger();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: viaProxy("grace-cap", { maxGracePeriodSeconds: 300 }),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-        ledger,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: viaProxy("grace-cap", { maxGracePeriodSeconds: 300 }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      ledger,
+    });
     const long = testPod("long", uid(7));
     if (long.spec) long.spec.terminationGracePeriodSeconds = 100_000_000;
     await provider.createPod(long);
@@ -519,19 +495,17 @@ describe("capacity", () => {
       times: 1000,
       match: (params) => params.get("SubnetId") === full,
     });
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: {
-          ...motoConfig(moto, network, "ice"),
-          endpoint: faults.endpoint,
-          subnetIds: [network.subnetId, second.subnetId],
-          maxAttempts: 1,
-        },
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-        now: fakeClock().now,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "ice"),
+        endpoint: faults.endpoint,
+        subnetIds: [network.subnetId, second.subnetId],
+        maxAttempts: 1,
+      },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      now: fakeClock().now,
+    });
     const before = faults.received.get("RunInstances") ?? 0;
     const pods = Array.from({ length: 20 }, (_, i) => testPod(`ice-${i}`, uid(100 + i)));
     for (const pod of pods) await provider.createPod(pod);
@@ -553,21 +527,19 @@ describe("capacity", () => {
       times: 1000,
     });
     const changes: PodStatusChange[] = [];
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: {
-          ...motoConfig(moto, network, "ice-all"),
-          endpoint: faults.endpoint,
-          subnetIds: [network.subnetId, second.subnetId],
-          instanceTypes: { default: "t3.micro", fallbacks: { "t3.micro": ["t3.small"] } },
-          maxAttempts: 1,
-        },
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-        // The pools cool down for 60 s of this clock: the polls below all fall inside it.
-        now: fakeClock().now,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "ice-all"),
+        endpoint: faults.endpoint,
+        subnetIds: [network.subnetId, second.subnetId],
+        instanceTypes: { default: "t3.micro", fallbacks: { "t3.micro": ["t3.small"] } },
+        maxAttempts: 1,
+      },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      // The pools cool down for 60 s of this clock: the polls below all fall inside it.
+      now: fakeClock().now,
+    });
     provider.notifyPods((change) => void changes.push(change));
     const before = faults.received.get("RunInstances") ?? 0;
     const pods = Array.from({ length: 20 }, (_, i) => testPod(`full-${i}`, uid(200 + i)));
@@ -604,18 +576,16 @@ describe("capacity", () => {
       status: 400,
       times: 1000,
     });
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: {
-          ...motoConfig(moto, network, "quota"),
-          endpoint: faults.endpoint,
-          maxAttempts: 1,
-        },
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-        now: fakeClock().now,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "quota"),
+        endpoint: faults.endpoint,
+        maxAttempts: 1,
+      },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      now: fakeClock().now,
+    });
     const before = faults.received.get("RunInstances") ?? 0;
     const pods = Array.from({ length: 5 }, (_, i) => testPod(`q-${i}`, uid(300 + i)));
     for (const pod of pods) await provider.createPod(pod);
@@ -636,12 +606,10 @@ describe("capacity", () => {
 describe("Pods that are not launched", () => {
   it("a DaemonSet Pod is held Pending with a reason; a Pod with a Secret env or an unlisted type is Failed at once; no instance", async () => {
     const changes: PodStatusChange[] = [];
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: viaProxy("refused"),
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: viaProxy("refused"),
+      livePodUids: () => [],
+    });
     provider.notifyPods((change) => void changes.push(change));
     const ds = testPod("agent-abcde", uid(400));
     ds.metadata = {
@@ -717,14 +685,12 @@ describe("security", () => {
     );
     const victimId = victim.Instances?.[0]?.InstanceId ?? "";
     const ledger = new MemoryPodLedger();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: viaProxy("forged", { leakCollection: { graceSeconds: 0, intervalSeconds: 10 } }),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-        ledger,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: viaProxy("forged", { leakCollection: { graceSeconds: 0, intervalSeconds: 10 } }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      ledger,
+    });
     const attacker = testPod("attacker", uid(500), {
       annotations: {
         "teardown.nebula.dev/record": JSON.stringify({
@@ -777,14 +743,12 @@ describe("crash at every side effect", () => {
         const inner = new MemoryPodLedger();
         const mortal = new Mortal(k, when);
         const pod = testPod("victim", podUid);
-        const first = new Ec2PodProvider(
-          providerOptions({
-            config: viaProxy(node, { maxAttempts: 1, eventualConsistencySeconds: 3 }),
-            renderUserData: () => USER_DATA,
-            livePodUids: () => [podUid],
-            ledger: mortal.ledger(inner),
-          }),
-        );
+        const first = new Ec2PodProvider({
+          config: viaProxy(node, { maxAttempts: 1, eventualConsistencySeconds: 3 }),
+          renderUserData: () => USER_DATA,
+          livePodUids: () => [podUid],
+          ledger: mortal.ledger(inner),
+        });
         mortal.clients(first);
         // The first process (provider and teardown driver): launch, observe, delete, until done or dead.
         const teardown = testTeardown(first);
@@ -805,14 +769,12 @@ describe("crash at every side effect", () => {
         // A fresh process on the same ledger: the Pod is still there, being deleted.
         // A launch recorded but never sent is only declared absent after the consistency window
         // (3 s here): until then "not found" is not proof.
-        const second = new Ec2PodProvider(
-          providerOptions({
-            config: viaProxy(node, { eventualConsistencySeconds: 3 }),
-            renderUserData: () => USER_DATA,
-            livePodUids: () => [podUid],
-            ledger: inner,
-          }),
-        );
+        const second = new Ec2PodProvider({
+          config: viaProxy(node, { eventualConsistencySeconds: 3 }),
+          renderUserData: () => USER_DATA,
+          livePodUids: () => [podUid],
+          ledger: inner,
+        });
         await second.createPod(deleting(pod));
         // A fresh PodTeardown too; the Pod object is where the first left it (one API server).
         const state = await testTeardown(second, { removed: teardown.removed }).reclaim(

@@ -35,7 +35,7 @@ import { parseProviderConfig } from "./config.js";
 import { buildRunInstancesInput } from "./launch.js";
 import { podFacts } from "./pod.js";
 import { Ec2PodProvider } from "./provider.js";
-import { providerOptions, testPod } from "./testing/fixtures.js";
+import { testPod } from "./testing/fixtures.js";
 import { Mortal } from "./testing/mortal.js";
 import { type MotoNetwork, motoConfig, nodeInstances, prepareMoto } from "./testing/moto-env.js";
 import { testTeardown } from "./testing/teardown.js";
@@ -200,14 +200,12 @@ describe("launch with parameters", () => {
       "x".repeat(4096),
     ];
     const expected = parametersOf(cluster, podUid, values);
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: config(cluster),
-        renderUserData: renderWith(() => expected),
-        livePodUids: () => [podUid],
-        ledger: new MemoryPodLedger(),
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: config(cluster),
+      renderUserData: renderWith(() => expected),
+      livePodUids: () => [podUid],
+      ledger: new MemoryPodLedger(),
+    });
     // What exists when RunInstances is sent: read through the SDK from inside the call.
     const atLaunch: Array<Map<string, string>> = [];
     provider.client.middlewareStack.add(
@@ -279,13 +277,11 @@ describe("launch with parameters", () => {
     const podUid = uid(2);
     const expected = parametersOf(cluster, podUid, ["a", "b"]);
     let refuse = 2;
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: config(cluster),
-        renderUserData: renderWith(() => expected),
-        livePodUids: () => [podUid],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: config(cluster),
+      renderUserData: renderWith(() => expected),
+      livePodUids: () => [podUid],
+    });
     const sent: string[] = [];
     provider.ssm.middlewareStack.add(
       (next, context) => async (args) => {
@@ -330,17 +326,15 @@ describe("CreateContainerConfigError", () => {
     const podUid = uid(10);
     let secrets: PodSources["secrets"] = {};
     const reads: string[][] = [];
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: config(cluster),
-        readSources: async (_pod, refs) => {
-          reads.push([...refs.secrets]);
-          return { configMaps: {}, secrets };
-        },
-        renderUserData: needsDb(cluster, podUid),
-        livePodUids: () => [podUid],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: config(cluster),
+      readSources: async (_pod, refs) => {
+        reads.push([...refs.secrets]);
+        return { configMaps: {}, secrets };
+      },
+      renderUserData: needsDb(cluster, podUid),
+      livePodUids: () => [podUid],
+    });
     const log = recorder();
     provider.notifyPods(log.listener);
     const pod = podWithSecret("needs-db", podUid);
@@ -387,14 +381,12 @@ describe("CreateContainerConfigError", () => {
   it("a held Pod deleted before it ever launched completes, with no instance and no parameter", async () => {
     const cluster = "p-config-gone";
     const podUid = uid(11);
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: config(cluster),
-        // No readSources: every reference is missing.
-        renderUserData: needsDb(cluster, podUid),
-        livePodUids: () => [podUid],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: config(cluster),
+      // No readSources: every reference is missing.
+      renderUserData: needsDb(cluster, podUid),
+      livePodUids: () => [podUid],
+    });
     const pod = podWithSecret("never", podUid);
     await provider.createPod(pod);
     expect(provider.getPodStatus(podUid)?.containerStatuses?.[0]?.state?.waiting?.reason).toBe(
@@ -413,14 +405,12 @@ describe("a process killed between writing the parameters and RunInstances", () 
     const ledger = new MemoryPodLedger();
     const expected = (podUid: string) => parametersOf(cluster, podUid, ["spec", "secret"]);
     const mortal = (podUid: string) => {
-      const first = new Ec2PodProvider(
-        providerOptions({
-          config: config(cluster, { maxAttempts: 1 }),
-          renderUserData: renderWith(() => expected(podUid)),
-          livePodUids: () => [podUid],
-          ledger,
-        }),
-      );
+      const first = new Ec2PodProvider({
+        config: config(cluster, { maxAttempts: 1 }),
+        renderUserData: renderWith(() => expected(podUid)),
+        livePodUids: () => [podUid],
+        ledger,
+      });
       // Killed as RunInstances is about to leave: the parameters are written, no instance exists.
       first.client.middlewareStack.add(
         (next, context) => async (args) => {
@@ -439,14 +429,12 @@ describe("a process killed between writing the parameters and RunInstances", () 
     await first.stop();
     expect(await podParameters(cluster, resumedUid)).toHaveLength(2);
     expect(await nodeInstances(ec2, node)).toEqual([]);
-    const second = new Ec2PodProvider(
-      providerOptions({
-        config: config(cluster),
-        renderUserData: renderWith(() => expected(resumedUid)),
-        livePodUids: () => [resumedUid],
-        ledger,
-      }),
-    );
+    const second = new Ec2PodProvider({
+      config: config(cluster),
+      renderUserData: renderWith(() => expected(resumedUid)),
+      livePodUids: () => [resumedUid],
+      ledger,
+    });
     await second.createPod(testPod("resumed", resumedUid));
     await second.pollOnce();
     const launched = await nodeInstances(ec2, node);
@@ -520,16 +508,14 @@ describe("leak collection of parameters", () => {
       { requestedAt: Date.now() },
     );
     // The grace is configurable: 2 s here (LastModifiedDate is SSM's clock, not a fake one).
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: config(cluster, {
-          leakCollection: { graceSeconds: 300, intervalSeconds: 60, parameterGraceSeconds: 2 },
-        }),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [livePod],
-        ledger,
+    const provider = new Ec2PodProvider({
+      config: config(cluster, {
+        leakCollection: { graceSeconds: 300, intervalSeconds: 60, parameterGraceSeconds: 2 },
       }),
-    );
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [livePod],
+      ledger,
+    });
     const collected: Array<{ podUid: string; names: readonly string[] }> = [];
     provider.onParameterLeakCollected(({ podUid, names }) => collected.push({ podUid, names }));
 
@@ -567,14 +553,12 @@ describe("crash at every side effect, parameters delivery", () => {
         const inner = new MemoryPodLedger();
         const mortal = new Mortal(k, when);
         const pod = testPod("victim", podUid);
-        const first = new Ec2PodProvider(
-          providerOptions({
-            config: config(cluster, { nodeName: node, maxAttempts: 1 }),
-            renderUserData: render,
-            livePodUids: () => [podUid],
-            ledger: mortal.ledger(inner),
-          }),
-        );
+        const first = new Ec2PodProvider({
+          config: config(cluster, { nodeName: node, maxAttempts: 1 }),
+          renderUserData: render,
+          livePodUids: () => [podUid],
+          ledger: mortal.ledger(inner),
+        });
         mortal.clients(first);
         // The first process: its provider and its teardown driver.
         const teardown = testTeardown(first);
@@ -596,14 +580,12 @@ describe("crash at every side effect, parameters delivery", () => {
           break;
         }
         runs++;
-        const second = new Ec2PodProvider(
-          providerOptions({
-            config: config(cluster, { nodeName: node }),
-            renderUserData: render,
-            livePodUids: () => [podUid],
-            ledger: inner,
-          }),
-        );
+        const second = new Ec2PodProvider({
+          config: config(cluster, { nodeName: node }),
+          renderUserData: render,
+          livePodUids: () => [podUid],
+          ledger: inner,
+        });
         await second.createPod(deleting(pod));
         // A fresh PodTeardown too; the Pod object is where the first left it (one API server).
         const state = await testTeardown(second, { removed: teardown.removed }).reclaim(

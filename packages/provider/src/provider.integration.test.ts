@@ -17,7 +17,7 @@ import { buildRunInstancesInput } from "./launch.js";
 import { podFacts } from "./pod.js";
 import { Ec2PodProvider } from "./provider.js";
 import { countCalls } from "./testing/calls.js";
-import { providerOptions, testPod } from "./testing/fixtures.js";
+import { testPod } from "./testing/fixtures.js";
 import {
   fakeClock,
   type MotoNetwork,
@@ -90,12 +90,10 @@ describe("launch", () => {
   it("createPod never waits for a listener, so a listener may wait for createPod's caller", async () => {
     // A controller's listener resolves once its reconcile has written the status, and that
     // reconcile is the one calling createPod: createPod must return without waiting for it.
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: motoConfig(moto, network, "reentrant"),
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "reentrant"),
+      livePodUids: () => [],
+    });
     let callerReturned = false;
     let release = (): void => undefined;
     const callerDone = new Promise<void>((resolve) => {
@@ -123,12 +121,10 @@ describe("launch", () => {
   it("launches one instance with the launch settings of docs/contracts.md and reports the Pod", async () => {
     const log = statusLog();
     // The real user-data from @nebula/userdata (no renderUserData override).
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: motoConfig(moto, network, "launch", { tags: { team: "ml" } }),
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "launch", { tags: { team: "ml" } }),
+      livePodUids: () => [],
+    });
     provider.notifyPods(log.listener);
     const calls = countCalls(provider.client);
     const pod = testPod("web-0", uid(1));
@@ -181,24 +177,20 @@ describe("launch", () => {
 
   it("after a restart, adopts the instance instead of launching again", async () => {
     const config = motoConfig(moto, network, "adopt");
-    const first = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const first = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     const pod = testPod("job", uid(2));
     await first.createPod(pod);
     await first.stop();
 
-    const second = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const second = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     const calls = countCalls(second.client);
     await second.pollOnce();
     await second.createPod(pod);
@@ -209,13 +201,11 @@ describe("launch", () => {
 
   it("relaunching with the same token leaves one instance (moto ignores ClientToken: the poll terminates the copy)", async () => {
     const config = motoConfig(moto, network, "token");
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     const pod = testPod("twice", uid(4));
     await provider.createPod(pod);
     const [recorded] = await nodeInstances(ec2, "token");
@@ -237,13 +227,11 @@ describe("launch", () => {
 
   it("refuses a Pod it cannot place: Failed at once with the reason and a Warning, no launch", async () => {
     const log = statusLog();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: motoConfig(moto, network, "refuse"),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "refuse"),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     const events: string[] = [];
     provider.notifyPods((change) => {
       log.listener(change);
@@ -263,13 +251,11 @@ describe("launch", () => {
 
 describe("poll", () => {
   it("reads more than one page, one sequence per cycle, no per-instance call", async () => {
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: motoConfig(moto, network, "pages", { pageSize: 5 }),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "pages", { pageSize: 5 }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     for (let i = 0; i < 12; i++) await provider.createPod(testPod(`p-${i}`, uid(100 + i)));
     const calls = countCalls(provider.client);
     const result = await provider.pollOnce();
@@ -281,14 +267,12 @@ describe("poll", () => {
 
   it("maps a final exit report in the tags to the Pod status; the teardown then reclaims the instance", async () => {
     const log = statusLog();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        // The two terminates come from two reconciles (see "batches the stops" below).
-        config: motoConfig(moto, network, "report", { batchWindowMs: 1000 }),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      // The two terminates come from two reconciles (see "batches the stops" below).
+      config: motoConfig(moto, network, "report", { batchWindowMs: 1000 }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     provider.notifyPods(log.listener);
     await provider.createPod(testPod("ok", uid(200)));
     await provider.createPod(testPod("bad", uid(201)));
@@ -332,14 +316,12 @@ describe("console fallback", () => {
   it("reads the console once, only for a stopped instance without report tags, after the settle window", async () => {
     const clock = fakeClock();
     const log = statusLog();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: motoConfig(moto, network, "console", { consoleSettleSeconds: 30 }),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-        now: clock.now,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "console", { consoleSettleSeconds: 30 }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      now: clock.now,
+    });
     provider.notifyPods(log.listener);
     await provider.createPod(testPod("silent", uid(300)));
     await provider.createPod(testPod("tagged", uid(301)));
@@ -373,16 +355,14 @@ describe("console fallback", () => {
 
 describe("reclaim", () => {
   it("batches the stops and terminates of many deleted Pods", async () => {
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        // Through the one driver each stop and terminate is preceded by its own lookup (and the
-        // stop by its grace tag), so the twelve reach the batcher over a longer span than the
-        // provider's own poll-driven teardown took: a window wide enough for all of them.
-        config: motoConfig(moto, network, "batch", { batchWindowMs: 1000 }),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      // Through the one driver each stop and terminate is preceded by its own lookup (and the
+      // stop by its grace tag), so the twelve reach the batcher over a longer span than the
+      // provider's own poll-driven teardown took: a window wide enough for all of them.
+      config: motoConfig(moto, network, "batch", { batchWindowMs: 1000 }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     const pods = Array.from({ length: 12 }, (_, i) => testPod(`d-${i}`, uid(400 + i)));
     for (const pod of pods) await provider.createPod(pod);
     await provider.pollOnce();
@@ -432,14 +412,12 @@ describe("leak collection", () => {
     );
     const clock = fakeClock(Date.now() + 60_000);
     const liveUids = new Set([uid(501), uid(502)]);
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => liveUids,
-        now: clock.now,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => liveUids,
+      now: clock.now,
+    });
     await provider.createPod(testPod("alive", uid(501)));
     // The crashed launch of a Pod that still exists: the restarted provider adopts it.
     await ec2.send(
@@ -500,23 +478,19 @@ describe("leak collection", () => {
     });
     const clock = fakeClock(Date.now() + 60_000);
     let liveUids = new Set<string>();
-    const owner = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const owner = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     await owner.createPod(testPod("flaky", uid(600)));
     await owner.stop();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => liveUids,
-        now: clock.now,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => liveUids,
+      now: clock.now,
+    });
     const stale = await provider.collectLeaks();
     expect(stale.mark).toHaveLength(1);
     liveUids = new Set([uid(600)]);
@@ -548,14 +522,12 @@ describe("durable teardown", () => {
     };
     const pod = deleting(testPod("durable", uid(700)));
 
-    const first = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(700)],
-        ledger,
-      }),
-    );
+    const first = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(700)],
+      ledger,
+    });
     await first.createPod(testPod("durable", uid(700)));
     expect((await ledger.get(uid(700)))?.launch.instanceId).toMatch(/^i-/);
     await first.pollOnce();
@@ -571,14 +543,12 @@ describe("durable teardown", () => {
     );
     expect(unfinished.map((e) => e.launch.podUid)).toEqual([uid(700)]);
     // A fresh provider and a fresh PodTeardown on the same ledger finish it.
-    const second = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(700)],
-        ledger,
-      }),
-    );
+    const second = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(700)],
+      ledger,
+    });
     const state = await testTeardown(second, { onTeardownEvent }).reclaim(pod, {
       rounds: 20,
       ms: 50,
@@ -592,14 +562,12 @@ describe("durable teardown", () => {
     expect((await ledger.get(uid(700)))?.record).toContain('"phase":"complete"');
 
     // A stale request in a third process: complete, no EC2 call.
-    const third = new Ec2PodProvider(
-      providerOptions({
-        config,
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-        ledger,
-      }),
-    );
+    const third = new Ec2PodProvider({
+      config,
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      ledger,
+    });
     const calls = countCalls(third.client);
     expect(await testTeardown(third, { onTeardownEvent }).step(pod)).toMatchObject({
       status: "complete",
@@ -615,13 +583,11 @@ describe("durable teardown", () => {
 
 describe("the loops", () => {
   it("start(): the poll loop drives a finished instance to a terminal Pod, which the teardown then reclaims (an exited container never leaves its instance running)", async () => {
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: motoConfig(moto, network, "loop", { pollIntervalSeconds: 1 }),
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [uid(800)],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "loop", { pollIntervalSeconds: 1 }),
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [uid(800)],
+    });
     const terminal = new Promise<string | undefined>((resolve) => {
       provider.notifyPods(({ status, terminal: done }) => {
         if (done) resolve(status.phase);

@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ec2PodProvider } from "./provider.js";
 import { countCalls } from "./testing/calls.js";
 import { type FaultProxy, startFaultProxy } from "./testing/fault-proxy.js";
-import { providerOptions, testPod } from "./testing/fixtures.js";
+import { testPod } from "./testing/fixtures.js";
 import { type MotoNetwork, motoConfig, prepareMoto } from "./testing/moto-env.js";
 
 const USER_DATA = "#!/bin/bash\necho nebula\n";
@@ -71,14 +71,12 @@ function withStatus(pod: V1Pod, status: V1PodStatus | undefined): V1Pod {
 
 /** A first process: launches the Pods and polls until each has a status; returns the stored Pods. */
 async function firstLife(node: string, ledger: MemoryPodLedger, pods: V1Pod[]): Promise<V1Pod[]> {
-  const provider = new Ec2PodProvider(
-    providerOptions({
-      config: { ...motoConfig(moto, network, node), endpoint: proxy.endpoint },
-      renderUserData: () => USER_DATA,
-      livePodUids: () => pods.map((p) => p.metadata?.uid ?? ""),
-      ledger,
-    }),
-  );
+  const provider = new Ec2PodProvider({
+    config: { ...motoConfig(moto, network, node), endpoint: proxy.endpoint },
+    renderUserData: () => USER_DATA,
+    livePodUids: () => pods.map((p) => p.metadata?.uid ?? ""),
+    ledger,
+  });
   const delivered: PodStatusChange[] = [];
   provider.notifyPods((change) => void delivered.push(change));
   for (const pod of pods) {
@@ -112,15 +110,13 @@ function secondLife(
   ledger: MemoryPodLedger,
   pods: V1Pod[],
 ): { provider: Ec2PodProvider; changes: PodStatusChange[]; calls: Map<string, number> } {
-  const provider = new Ec2PodProvider(
-    providerOptions({
-      config: { ...motoConfig(moto, network, node), endpoint: proxy.endpoint, maxAttempts: 1 },
-      renderUserData: () => USER_DATA,
-      livePodUids: () => pods.map((p) => p.metadata?.uid ?? ""),
-      ledger,
-      now: () => Date.now() + LATER,
-    }),
-  );
+  const provider = new Ec2PodProvider({
+    config: { ...motoConfig(moto, network, node), endpoint: proxy.endpoint, maxAttempts: 1 },
+    renderUserData: () => USER_DATA,
+    livePodUids: () => pods.map((p) => p.metadata?.uid ?? ""),
+    ledger,
+    now: () => Date.now() + LATER,
+  });
   const changes: PodStatusChange[] = [];
   provider.notifyPods((change) => void changes.push(change));
   return { provider, changes, calls: countCalls(provider.client) };
@@ -209,17 +205,15 @@ describe("a deleted Pod never gets an instance", () => {
       status: 500,
       times: 1,
     });
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: {
-          ...motoConfig(moto, network, "deleted-waiting"),
-          endpoint: faults.endpoint,
-          maxAttempts: 1,
-        },
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "deleted-waiting"),
+        endpoint: faults.endpoint,
+        maxAttempts: 1,
+      },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
     const pod = testPod("held", uid(10));
     await provider.createPod(pod);
     expect(provider.getPodStatus(uid(10))?.reason).toBe("InsufficientCapacity");
@@ -245,14 +239,12 @@ describe("a deleted Pod never gets an instance", () => {
     proxy.configure({ runInstancesDelayMs: 1_500 });
     try {
       const ledger = new MemoryPodLedger();
-      const provider = new Ec2PodProvider(
-        providerOptions({
-          config: { ...motoConfig(moto, network, "in-flight"), endpoint: proxy.endpoint },
-          renderUserData: () => USER_DATA,
-          livePodUids: () => [],
-          ledger,
-        }),
-      );
+      const provider = new Ec2PodProvider({
+        config: { ...motoConfig(moto, network, "in-flight"), endpoint: proxy.endpoint },
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [],
+        ledger,
+      });
       const pod = testPod("in-flight", uid(11));
       const launching = provider.createPod(pod);
       await new Promise((resolve) => setTimeout(resolve, 500));
@@ -270,14 +262,12 @@ describe("a deleted Pod never gets an instance", () => {
 describe("the deletion's grace reaches the host", () => {
   it("stopInstance with a grace tags it on the instance (nebula:stop-grace-seconds) before StopInstances", async () => {
     const ledger = new MemoryPodLedger();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: { ...motoConfig(moto, network, "stop-grace"), endpoint: proxy.endpoint },
-        renderUserData: () => USER_DATA,
-        livePodUids: () => [],
-        ledger,
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: { ...motoConfig(moto, network, "stop-grace"), endpoint: proxy.endpoint },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      ledger,
+    });
     const calls: string[] = [];
     provider.client.middlewareStack.add(
       (next, context) => async (args) => {

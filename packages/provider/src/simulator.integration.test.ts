@@ -3,7 +3,6 @@ import { type InstanceHosts, type Moto, startInstanceHosts, startMoto } from "@n
 import { DEFAULT_POD_FINALIZER } from "@nebula/virtual-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ec2PodProvider } from "./provider.js";
-import { providerOptions } from "./testing/fixtures.js";
 import { type MotoNetwork, motoConfig, nodeInstances, prepareMoto } from "./testing/moto-env.js";
 import { testTeardown } from "./testing/teardown.js";
 
@@ -56,18 +55,16 @@ describe("with the instance-host simulator (real user-data, real containers)", (
       }),
     ];
     const statuses = new Map<string, V1PodStatus>();
-    const provider = new Ec2PodProvider(
-      providerOptions({
-        config: {
-          ...motoConfig(moto, network, "sim-node"),
-          clusterName: "sim",
-          endpoint: hosts.ec2Endpoint,
-          pollIntervalSeconds: 1,
-          apiHeadroomSeconds: 5,
-        },
-        livePodUids: () => pods.map((p) => p.metadata?.uid ?? ""),
-      }),
-    );
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "sim-node"),
+        clusterName: "sim",
+        endpoint: hosts.ec2Endpoint,
+        pollIntervalSeconds: 1,
+        apiHeadroomSeconds: 5,
+      },
+      livePodUids: () => pods.map((p) => p.metadata?.uid ?? ""),
+    });
     provider.notifyPods(({ pod: changed, status }) => {
       statuses.set(changed.metadata?.name ?? "", status);
     });

@@ -1,15 +1,5 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import type { ProviderConfigInput } from "../config.js";
-import type { Ec2PodProviderOptions } from "../options.js";
-
-/**
- * The provider's options for tests: every test drives its teardowns with the one driver, the
- * virtual node's `PodTeardown` (`testing/teardown.ts`), as the product does; the provider never
- * starts one by itself.
- */
-export function providerOptions(options: Ec2PodProviderOptions): Ec2PodProviderOptions {
-  return options;
-}
 
 /** A valid configuration for tests (not exported from the package). */
 export function testConfig(overrides: Partial<ProviderConfigInput> = {}): ProviderConfigInput {
