@@ -34,7 +34,7 @@ trap 'rm -rf "$rendered"' EXIT
 for file in "${files[@]}"; do
   mkdir -p "$rendered/$(dirname "$file")"
   # shellcheck disable=SC2016 # literal ${...} placeholders
-  sed -e 's/\${Region}/us-east-1/g' -e 's/\${AccountId}/123456789012/g' \
+  sed -e 's/\${Region}/us-east-1/g' -e 's/\${AccountId}/123456789012/g' -e 's/\${MetadataHopLimit}/1/g' \
     -e 's/\${\([A-Z][A-Za-z0-9]*\)}/example-\1/g' "$file" >"$rendered/$file"
 done
 # parliament reads a policy from stdin when stdin is not a terminal; give it the files by name.

@@ -40,6 +40,10 @@ describe("the controller's IAM policy", () => {
       "aws:RequestTag/nebula:cluster": "${ClusterName}",
       "ec2:InstanceProfile": "arn:aws:iam::${AccountId}:instance-profile/${HostInstanceProfile}",
     });
+    // The IMDS hop limit is pinned too: a launch cannot let bridged containers reach IMDS.
+    expect(instance?.Condition?.NumericLessThanEquals).toEqual({
+      "ec2:MetadataHttpPutResponseHopLimit": "${MetadataHopLimit}",
+    });
   });
 
   it("passes only the host role, and mutates only its own cluster's instances", () => {
