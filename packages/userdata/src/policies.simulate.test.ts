@@ -148,9 +148,12 @@ describe("instance-pod-parameters.json, evaluated", () => {
     { Sid: string },
     { Sid: string },
   ];
-  /** How the supervisor statement (any instance, its own prefix only) misses a Pod parameter request. */
+  /**
+   * How the supervisor statement (any instance, its own prefix only, never a parameter tagged with a
+   * Pod UID) misses a Pod parameter request: by resource, and by condition too.
+   */
   const missesSupervisor = (action: boolean) => ({
-    [SUPERVISOR]: { action, resource: false, condition: "Match" },
+    [SUPERVISOR]: { action, resource: false, condition: "NoMatch" },
   });
   const getParameters = (instance: string, resource: string, tags: Record<string, string>) => ({
     principal: onInstance(instance).principal,
@@ -269,6 +272,24 @@ describe("the host supervisor's parameters, evaluated", () => {
     // Another Pod's parameter is not "supervisor": only the tag-conditioned statement could allow it.
     const verdict = await evaluate(instancePolicy, read(B, "ssm:GetParameters", podParameter));
     expect(verdict.result).toBe("ImplicitlyDenied");
+  });
+
+  it("never lets another instance read a Pod's parameter whose name runs through a supervisor/ segment (the pattern's * spans /)", async () => {
+    const lookalike = parameterArn(`/nebula/${CLUSTER}/pods/${UID}/supervisor/0`);
+    const request = {
+      principal: onInstance(B).principal,
+      action: "ssm:GetParameters",
+      resource: lookalike,
+      context: { ...onInstance(B).context, ...tagsOf(A) },
+    };
+    expect((await evaluate(instancePolicy, request)).result).toBe("ImplicitlyDenied");
+    // Its own instance still reads it, through the tag-conditioned statement.
+    const own = {
+      ...request,
+      principal: onInstance(A).principal,
+      context: { ...onInstance(A).context, ...tagsOf(A) },
+    };
+    expect((await evaluate(instancePolicy, own)).result).toBe("Allowed");
   });
 
   it("lets the controller create its cluster's, not another cluster's", async () => {

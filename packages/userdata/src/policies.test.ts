@@ -45,6 +45,8 @@ describe("the instance role's IAM policies (policies/*.json)", () => {
         Effect: "Allow",
         Action: "ssm:GetParameters",
         Resource: `arn:aws:ssm:*:*:parameter${POD_PARAMETER_ROOT}/*/supervisor/*`,
+        // The pattern's `*` spans `/`: a Pod's parameter (tagged with its UID) is never read here.
+        Condition: { Null: { "aws:ResourceTag/nebula:pod-uid": "true" } },
       },
     ]);
     // Parameters use the AWS-managed key alias/aws/ssm, whose key policy already lets the account's
