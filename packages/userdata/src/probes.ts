@@ -82,10 +82,26 @@ function resolvePort(value: number | string, ports: Ports, path: string): string
   return resolvePort(named.containerPort, ports, path);
 }
 
+/**
+ * Addresses a probe may not name: the instance metadata service and the rest of link-local (IPv4
+ * 169.254.0.0/16, EC2's IPv6 IMDS `fd00:ec2::254`, the `instance-data` names that resolve to it).
+ * Probes run on the host, outside the Pod's network namespace and its IMDS block, so one could
+ * reach IMDS from there (GET only, and IMDSv2 answers 401 without a token: nothing leaks today;
+ * refused anyway, so that no Pod spec makes the host call it).
+ */
+const METADATA_HOST = /^(169\.254\.\d{1,3}\.\d{1,3}|\[?fd00:ec2::254\]?|instance-data(\..*)?)$/i;
+
 function host(value: string | undefined, path: string): string {
   const h = value ?? "";
   if (!/^[A-Za-z0-9.:_-]*$/.test(h))
     fail(path, `host ${JSON.stringify(h)} is not a host name or IP`);
+  if (METADATA_HOST.test(h)) {
+    fail(
+      path,
+      `host ${h} is the instance metadata service or link-local: probes run on the host and may not call it; leave host empty to probe the Pod`,
+      "UnsupportedField",
+    );
+  }
   return h;
 }
 

@@ -25,6 +25,30 @@ function refusal(value: V1Pod) {
   return { code: result.error.code, path: result.error.path, message: result.error.message };
 }
 
+describe("probes never make the host call the instance metadata service", () => {
+  it.each([
+    ["httpGet", { httpGet: { host: "169.254.169.254", path: "/latest/meta-data/", port: 80 } }],
+    ["httpGet", { httpGet: { host: "instance-data.ec2.internal", path: "/", port: 80 } }],
+    ["tcpSocket", { tcpSocket: { host: "fd00:ec2::254", port: 80 } }],
+    ["tcpSocket", { tcpSocket: { host: "169.254.170.2", port: 80 } }],
+  ])("refuses a %s probe aimed at %j", (kind, probe) => {
+    expect(refusal(pod({ readinessProbe: probe }))).toMatchObject({
+      code: "UnsupportedField",
+      path: `spec.containers[app].readinessProbe.${kind}.host`,
+    });
+  });
+
+  it("still runs probes with no host (the Pod) or another host", () => {
+    const ok = renderUserData(
+      pod({
+        readinessProbe: { httpGet: { path: "/ready", port: 8080 } },
+        livenessProbe: { tcpSocket: { host: "10.0.0.7", port: 5432 } },
+      }),
+    );
+    expect(ok.ok).toBe(true);
+  });
+});
+
 describe("the Pod's network", () => {
   it("is a namespace of its own by default, with every container port published", () => {
     const text = script(
