@@ -2,8 +2,12 @@
  * CloudWatchContainerLogs against moto through the real AWS SDK: events are written as Docker's
  * awslogs driver writes them (CreateLogStream, PutLogEvents in order) and read back: order,
  * tailLines, since, a missing stream, a 16,384-line stream complete and in order, and follow
- * (lines appended after it started, a stream that appears late, done() and abort).
+ * (lines appended after it started, a stream that appears late, done() and abort); and what a
+ * read of a 64 MiB stream costs in heap, whole (`read`) against streamed (`lines`).
  */
+
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import {
   CloudWatchLogsClient,
   CreateLogGroupCommand,
@@ -120,6 +124,23 @@ describe("read", () => {
       "line 9",
     ]);
     expect(await logs.read(ref, { since: new Date(BASE + 10) })).toEqual([]);
+    // Lines that share a millisecond: the tail starts among them, the forward read skips the rest.
+    const burst = run();
+    await write(
+      burst,
+      Array.from({ length: 25 }, (_, k) => ({
+        timestamp: BASE + Math.floor(k / 10),
+        message: `b${k}`,
+      })),
+    );
+    expect(messages(await logs.read(burst, { tailLines: 13 }))).toEqual(
+      Array.from({ length: 13 }, (_, k) => `b${k + 12}`),
+    );
+    const streamed: string[] = [];
+    for await (const line of logs.lines(burst, { tailLines: 7, since: new Date(BASE + 1) })) {
+      streamed.push(line.message);
+    }
+    expect(streamed).toEqual(Array.from({ length: 7 }, (_, k) => `b${k + 18}`));
   });
 
   it("reads 16,384 lines (1 MiB of output) complete and in order, whole or tailed over pages", async () => {
@@ -245,5 +266,114 @@ describe("follow", () => {
       },
     );
     expect(seen).toEqual(["line 2", "line 3", "line 4", "line 5"]);
+  });
+});
+
+describe("memory", () => {
+  /** Node's gc(), made available in this worker. */
+  function collector(): () => void {
+    setFlagsFromString("--expose-gc");
+    return runInNewContext("gc") as () => void;
+  }
+
+  /**
+   * The heap `work` holds live at its highest, over what was live before: at each `sample()` the
+   * garbage is collected first, so what is measured is what the read keeps, not what the
+   * collector has yet to reclaim (also given: the highest heap seen without collecting, every 2 ms).
+   */
+  async function growth(
+    work: (sample: () => void) => Promise<unknown>,
+  ): Promise<{ live: number; raw: number }> {
+    const gc = collector();
+    gc();
+    const base = process.memoryUsage().heapUsed;
+    let live = base;
+    let raw = base;
+    const timer = setInterval(() => {
+      raw = Math.max(raw, process.memoryUsage().heapUsed);
+    }, 2);
+    const sample = () => {
+      raw = Math.max(raw, process.memoryUsage().heapUsed);
+      gc();
+      live = Math.max(live, process.memoryUsage().heapUsed);
+    };
+    try {
+      const kept = await work(sample);
+      // What the work returns is kept until measured (an array read whole stays in memory).
+      sample();
+      expect(kept).toBeDefined();
+    } finally {
+      clearInterval(timer);
+    }
+    return { live: live - base, raw: raw - base };
+  }
+
+  it("reading 64 MiB with limitBytes holds about a page; read() holds the whole stream (figures logged)", async () => {
+    const ref = run();
+    // 65,536 lines of 1,023 characters and a newline: 64 MiB of output.
+    const written = lines(0, 65_536, 1023);
+    await write(ref, written);
+    written.length = 0;
+    const MiB = 1 << 20;
+    const limit = MiB; // limitBytes=1048576
+    // Before: the kubelet API read the whole stream, then cut it at limitBytes.
+    const before = await growth(async (sample) => {
+      const all = (await logs.read(ref)) ?? [];
+      sample();
+      let bytes = 0;
+      const chunks: Buffer[] = [];
+      for (const line of all) {
+        const chunk = Buffer.from(`${line.message}\n`);
+        chunks.push(chunk.subarray(0, Math.min(chunk.length, limit - bytes)));
+        bytes += chunk.length;
+        if (bytes >= limit) break;
+      }
+      return [all.length, Buffer.concat(chunks).length];
+    });
+    // After: pages streamed, the read left at the limit.
+    const limited = await growth(async (sample) => {
+      let bytes = 0;
+      for await (const line of logs.lines(ref)) {
+        bytes += Buffer.byteLength(line.message) + 1;
+        if (bytes % (256 * 1024) < 1024) sample();
+        if (bytes >= limit) break;
+      }
+      return bytes;
+    });
+    // The whole stream streamed, nothing kept.
+    let total = 0;
+    const drained = await growth(async (sample) => {
+      for await (const line of logs.lines(ref)) {
+        total += Buffer.byteLength(line.message) + 1;
+        if (total % (4 * MiB) < 1024) sample();
+      }
+      return total;
+    });
+    // The last 100 lines, found backwards.
+    let tailed = 0;
+    const tail = await growth(async (sample) => {
+      for await (const _line of logs.lines(ref, { tailLines: 100 })) {
+        tailed += 1;
+        if (tailed === 50) sample();
+      }
+      return tailed;
+    });
+    expect(total).toBe(64 * MiB);
+    expect(tailed).toBe(100);
+    const mib = (g: { live: number; raw: number }) =>
+      `${(g.live / MiB).toFixed(1)} MiB live (${(g.raw / MiB).toFixed(1)} MiB before collection)`;
+    console.log(
+      [
+        "heap growth reading a 64 MiB stream from moto (its pages are 10,000 events, 10 MiB here; CloudWatch's are at most 1 MB):",
+        `  read() whole, then cut at limitBytes 1 MiB: ${mib(before)}`,
+        `  lines() left at limitBytes 1 MiB: ${mib(limited)}`,
+        `  lines() drained whole, nothing kept: ${mib(drained)}`,
+        `  lines() with tailLines 100: ${mib(tail)}`,
+      ].join("\n"),
+    );
+    // Not a benchmark: only that streaming does not hold the stream.
+    expect(before.live).toBeGreaterThan(64 * MiB);
+    expect(limited.live).toBeLessThan(before.live / 2);
+    expect(drained.live).toBeLessThan(before.live / 2);
   });
 });

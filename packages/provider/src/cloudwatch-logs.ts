@@ -36,9 +36,14 @@ export interface LogLine {
   message: string;
 }
 
-/** What part of a stream {@link CloudWatchContainerLogs.read} returns. */
+/** What part of a stream {@link CloudWatchContainerLogs.read} and {@link CloudWatchContainerLogs.lines} return. */
 export interface LogReadOptions {
-  /** Only the last this many lines (of those at or after `since`). Default: every line. */
+  /**
+   * Only the last this many lines (of those at or after `since`). Default: every line. At most
+   * 100,000 (more is read as 100,000): the tail is found by reading the stream backwards, one
+   * `GetLogEvents` call per 10,000 lines, against an account-wide quota (see
+   * {@link CloudWatchContainerLogs.lines}).
+   */
   tailLines?: number;
   /** Only lines whose timestamp is at or after this instant (inclusive lower bound). */
   since?: Date;
@@ -72,6 +77,17 @@ export interface CloudWatchContainerLogsOptions {
 const GET_LOG_EVENTS_MAX_LIMIT = 10_000;
 /** Default of {@link LogFollowOptions.pollMs}. */
 const DEFAULT_LOG_POLL_MS = 1000;
+/**
+ * The most lines a tail reads ({@link LogReadOptions.tailLines} above it reads this many). Finding
+ * where the tail starts costs one GetLogEvents call per 10,000 lines read backwards, then as many
+ * forwards, and GetLogEvents has an account-wide quota (10 requests per second per account and
+ * Region in the CloudWatch Logs user guide's quota table) shared by every reader: an unbounded
+ * `kubectl logs --tail` could take every virtual node's log reads down for minutes. 100,000 lines
+ * is 20 calls at most, and more than a terminal shows.
+ */
+const MAX_TAIL_LINES = 100_000;
+/** Page size of the backward reads that count the lines sharing the tail's first millisecond. */
+const SAME_MILLISECOND_PAGE = 1000;
 
 const LogEventSchema = z.object({
   timestamp: z.number().finite(),
@@ -125,6 +141,9 @@ const ReadOptionsSchema = z.strictObject({
   tailLines: z.number().int().min(0).optional(),
   since: z.date().optional(),
 });
+const LinesOptionsSchema = ReadOptionsSchema.extend({
+  signal: z.instanceof(AbortSignal).optional(),
+});
 const FollowOptionsSchema = ReadOptionsSchema.extend({
   signal: z.instanceof(AbortSignal),
   pollMs: z.number().int().min(1).max(3_600_000).optional(),
@@ -156,6 +175,27 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
   return sleep(ms, undefined, { signal }).catch(() => undefined);
 }
 
+/** What a read has seen, shared with its caller (a follow polls on from it). */
+interface ReadState {
+  /** The forward token after the last page read: where the next poll starts. */
+  token: string | undefined;
+  /**
+   * The `startTime` the token was read with, for the reads that go on from it: a token may count
+   * its position among the events at or after it (moto's do).
+   */
+  startTime: number | undefined;
+  /** Whether the stream exists (known after the first page). */
+  exists: boolean;
+  /** Lines yielded so far. */
+  yielded: number;
+}
+
+/** Where a tail starts: no stream; at the end (`tailLines` 0); or the first line at `startTime` after `skip` of that millisecond. */
+type TailStart =
+  | { readonly kind: "missing" }
+  | { readonly kind: "end"; readonly forward: string | undefined }
+  | { readonly kind: "from"; readonly startTime: number | undefined; readonly skip: number };
+
 /**
  * Reads the output of a Pod's containers from CloudWatch Logs, one stream per container run, for
  * `kubectl logs` (the virtual node's kubelet API). Needs `logs:GetLogEvents` on the group's
@@ -165,11 +205,16 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
  * Docker could send). A log group that does not exist reads the same way: CloudWatch Logs names
  * both `ResourceNotFoundException`, and the group is created by the operator, not per Pod.
  *
+ * {@link CloudWatchContainerLogs.lines} and {@link CloudWatchContainerLogs.follow} hold one
+ * GetLogEvents page (at most 1 MB) at a time, whatever the stream's size; {@link
+ * CloudWatchContainerLogs.read} collects the lines into an array (for small reads).
+ *
  * @example
  * ```ts
  * const logs = new CloudWatchContainerLogs({ client: new CloudWatchLogsClient({}), group: "/nebula/prod" });
  * const ref = { namespace: "default", pod: "web", podUid: uid, container: "app", restart: 0 };
  * const last = await logs.read(ref, { tailLines: 100 });
+ * for await (const line of logs.lines(ref, { since, signal })) write(line.message);
  * for await (const line of logs.follow(ref, { signal, done: () => exited })) write(line.message);
  * ```
  */
@@ -200,22 +245,53 @@ export class CloudWatchContainerLogs {
 
   /**
    * The lines of one container run, oldest first: every line, or the last `tailLines`, of those
-   * at or after `since`. Reads the whole stream page by page (any size). Resolves `undefined`
-   * when the stream does not exist; throws a {@link ProviderError} (the SDK error as `cause`) for
-   * any other failure.
+   * at or after `since`, collected from {@link CloudWatchContainerLogs.lines} into one array (the
+   * whole answer in memory: a caller that passes the lines on, as `kubectl logs` does, iterates
+   * `lines` instead). Resolves `undefined` when the stream does not exist; throws a
+   * {@link ProviderError} (the SDK error as `cause`) for any other failure.
    */
   async read(ref: ContainerRunRef, options: LogReadOptions = {}): Promise<LogLine[] | undefined> {
     const parsed = ReadOptionsSchema.safeParse(options);
     if (!parsed.success) throw invalid("CloudWatchContainerLogs.read options", parsed.error);
-    const result = await this.#initial(ref, parsed.data, undefined);
-    return result?.lines;
+    const state: ReadState = { token: undefined, startTime: undefined, exists: false, yielded: 0 };
+    const lines: LogLine[] = [];
+    for await (const line of this.#read(ref, parsed.data, undefined, state)) lines.push(line);
+    return state.exists ? lines : undefined;
   }
 
   /**
-   * What {@link read} returns, then every line written after it, in order, as it arrives (one
-   * poll every `pollMs`, each draining the stream forward). Waits for a stream that does not exist
-   * yet. Ends when `signal` aborts, or when a poll finds nothing new after `done()` answered
-   * `true`. Failures other than a missing stream are thrown as {@link ProviderError}.
+   * The lines {@link CloudWatchContainerLogs.read} returns, streamed: one GetLogEvents page is
+   * asked for only when the caller asks for the line after the previous page's last, so no more
+   * than one page (at most 1 MB or 10,000 events) is held besides what the caller keeps, and a
+   * caller that stops iterating (`break`) stops the reading. `tailLines` (at most 100,000) reads
+   * backwards from the end (`startFromHead: false`), counting the lines without keeping them, until
+   * it has that many; the tail is then read forwards from its first line, so memory does not grow
+   * with the tail either (it costs the tail's pages twice). A stream that does not exist yields
+   * nothing. Ends without an error when `signal` aborts (the in-flight request is cancelled);
+   * other failures are thrown as {@link ProviderError}.
+   */
+  async *lines(
+    ref: ContainerRunRef,
+    options: LogReadOptions & { signal?: AbortSignal } = {},
+  ): AsyncGenerator<LogLine> {
+    const parsed = LinesOptionsSchema.safeParse(options);
+    if (!parsed.success) throw invalid("CloudWatchContainerLogs.lines options", parsed.error);
+    const { signal } = options;
+    const state: ReadState = { token: undefined, startTime: undefined, exists: false, yielded: 0 };
+    try {
+      yield* this.#read(ref, parsed.data, signal, state);
+    } catch (error) {
+      if (signal !== undefined && isAbort(error, signal)) return;
+      throw error;
+    }
+  }
+
+  /**
+   * What {@link CloudWatchContainerLogs.lines} yields, then every line written after it, in
+   * order, as it arrives (one poll every `pollMs`, each draining the stream forward a page at a
+   * time). Waits for a stream that does not exist yet. Ends when `signal` aborts, or when a poll
+   * finds nothing new after `done()` answered `true`. Failures other than a missing stream are
+   * thrown as {@link ProviderError}.
    */
   async *follow(ref: ContainerRunRef, options: LogFollowOptions): AsyncGenerator<LogLine> {
     const parsed = FollowOptionsSchema.safeParse(options);
@@ -224,103 +300,214 @@ export class CloudWatchContainerLogs {
     const pollMs = parsed.data.pollMs ?? DEFAULT_LOG_POLL_MS;
     const since = parsed.data.since;
     const finished = async () => done !== undefined && (await done());
+    const state: ReadState = { token: undefined, startTime: undefined, exists: false, yielded: 0 };
 
     // Until the stream exists: nothing to tail, so once it appears every line is new.
-    let initial: { lines: LogLine[]; forward: string | undefined } | undefined;
     let tail = parsed.data.tailLines;
     for (;;) {
       if (signal.aborted) return;
       // Asked before the read: a run that ended before it left nothing the read did not see.
       const ended = await finished();
       try {
-        initial = await this.#initial(ref, { tailLines: tail, since }, signal);
+        yield* this.#read(ref, { tailLines: tail, since }, signal, state);
       } catch (error) {
         if (isAbort(error, signal)) return;
         throw error;
       }
-      if (initial !== undefined) break;
+      if (state.exists) break;
       // The stream did not exist: whatever appears later is after the follow started.
       tail = undefined;
       if (ended) return;
       await pause(pollMs, signal);
     }
-    for (const line of initial.lines) yield line;
 
-    let token = initial.forward;
     for (;;) {
       if (signal.aborted) return;
       const ended = await finished();
-      let found = 0;
+      const before = state.yielded;
       try {
-        for (;;) {
-          const page = await this.#page(ref, { since, startFromHead: true, token }, signal);
-          if (page === undefined) break; // deleted under us: nothing new
-          for (const line of page.lines) yield line;
-          found += page.lines.length;
-          const same = page.forward === undefined || page.forward === token;
-          token = page.forward ?? token;
-          if (same || signal.aborted) break;
-        }
+        yield* this.#forward(
+          ref,
+          {
+            startTime: state.token === undefined ? since?.getTime() : state.startTime,
+            skip: 0,
+            token: state.token,
+          },
+          signal,
+          state,
+        );
       } catch (error) {
         if (isAbort(error, signal)) return;
         throw error;
       }
-      if (found === 0 && ended) return;
+      if (state.yielded === before && ended) return;
       await pause(pollMs, signal);
     }
   }
 
-  /** The initial read: its lines and the forward token to continue from; undefined: no stream. */
-  async #initial(
+  /** A read (every line, or a tail, at or after `since`), streamed; `state` says what it saw. */
+  async *#read(
     ref: ContainerRunRef,
     options: { tailLines?: number | undefined; since?: Date | undefined },
     signal: AbortSignal | undefined,
-  ): Promise<{ lines: LogLine[]; forward: string | undefined } | undefined> {
-    const { tailLines, since } = options;
-    if (tailLines === undefined) {
-      // Forward from the head until the token repeats (GetLogEvents' end of stream).
-      const lines: LogLine[] = [];
-      let token: string | undefined;
-      for (;;) {
-        const page = await this.#page(ref, { since, startFromHead: true, token }, signal);
-        // Undefined on the first page: no stream; later: deleted while read, keep what was read.
-        if (page === undefined) return token === undefined ? undefined : { lines, forward: token };
-        lines.push(...page.lines);
-        const same = page.forward === undefined || page.forward === token;
-        token = page.forward ?? token;
-        if (same) return { lines, forward: token };
-      }
+    state: ReadState,
+  ): AsyncGenerator<LogLine> {
+    const since = options.since?.getTime();
+    if (options.tailLines === undefined) {
+      yield* this.#forward(ref, { startTime: since, skip: 0, token: undefined }, signal, state);
+      return;
     }
-    // Backward from the end, newest page first, until enough lines or the head.
-    const pages: LogLine[][] = [];
-    let count = 0;
-    let forward: string | undefined;
-    let token: string | undefined;
-    let first = true;
-    while (first || count < tailLines) {
-      const limit = Math.max(1, Math.min(GET_LOG_EVENTS_MAX_LIMIT, tailLines - count));
-      const page = await this.#page(ref, { since, startFromHead: false, token, limit }, signal);
+    const tailLines = Math.min(options.tailLines, MAX_TAIL_LINES);
+    const start = await this.#tailStart(ref, tailLines, since, signal);
+    if (start.kind === "missing") {
+      state.exists = false;
+      return;
+    }
+    state.exists = true;
+    if (start.kind === "end") {
+      state.token = start.forward;
+      state.startTime = since;
+      return;
+    }
+    yield* this.#forward(
+      ref,
+      { startTime: start.startTime, skip: start.skip, token: undefined },
+      signal,
+      state,
+    );
+  }
+
+  /**
+   * Reads forwards, one page per step, until the forward token repeats (GetLogEvents' end of
+   * stream): from `token`, or from the first line at or after `startTime` once `skip` lines of
+   * exactly that millisecond are passed over. A page is asked for only when its lines are wanted.
+   */
+  async *#forward(
+    ref: ContainerRunRef,
+    from: { startTime: number | undefined; skip: number; token: string | undefined },
+    signal: AbortSignal | undefined,
+    state: ReadState,
+  ): AsyncGenerator<LogLine> {
+    let token = from.token;
+    let skip = from.skip;
+    for (;;) {
+      const page = await this.#page(
+        ref,
+        { startTime: from.startTime, startFromHead: true, token },
+        signal,
+      );
       if (page === undefined) {
-        if (first) return undefined;
-        break;
+        // No stream at the first page; deleted while read after it: what was read stands.
+        if (token === undefined) state.exists = false;
+        return;
       }
-      if (first) forward = page.forward;
-      first = false;
-      pages.unshift(page.lines);
-      count += page.lines.length;
+      state.exists = true;
+      const same = page.forward === undefined || page.forward === token;
+      const next = page.forward ?? token;
+      for (const line of page.lines) {
+        if (skip > 0 && line.timestamp.getTime() === from.startTime) {
+          skip -= 1;
+          continue;
+        }
+        skip = 0;
+        state.yielded += 1;
+        yield line;
+      }
+      token = next;
+      state.token = next;
+      state.startTime = from.startTime;
+      if (same || signal?.aborted) return;
+    }
+  }
+
+  /**
+   * Where the last `tailLines` lines (at or after `since`) start: read backwards from the end,
+   * pages of at most the lines still missing, counting without keeping. The tail's first line is
+   * named by its millisecond and how many lines of that millisecond come before it (several lines
+   * may share one), which a forward read from that millisecond skips.
+   */
+  async #tailStart(
+    ref: ContainerRunRef,
+    tailLines: number,
+    since: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<TailStart> {
+    if (tailLines === 0) {
+      // Nothing to yield: only where a follow continues from (the end).
+      const page = await this.#page(
+        ref,
+        { startTime: since, startFromHead: false, limit: 1 },
+        signal,
+      );
+      return page === undefined ? { kind: "missing" } : { kind: "end", forward: page.forward };
+    }
+    let newer = 0; // lines after the page being read
+    let token: string | undefined;
+    for (;;) {
+      const limit = Math.min(GET_LOG_EVENTS_MAX_LIMIT, tailLines - newer);
+      const page = await this.#page(
+        ref,
+        { startTime: since, startFromHead: false, token, limit },
+        signal,
+      );
+      if (page === undefined) {
+        // No stream; or deleted under us: whatever is left is read from the start.
+        return token === undefined
+          ? { kind: "missing" }
+          : { kind: "from", startTime: since, skip: 0 };
+      }
+      const lines = page.lines;
+      if (newer + lines.length >= tailLines) {
+        const first = lines.length - (tailLines - newer);
+        const at = (lines[first] as LogLine).timestamp.getTime();
+        let skip = 0;
+        while (skip < first && lines[first - 1 - skip]?.timestamp.getTime() === at) skip += 1;
+        if (skip === first && page.backward !== undefined && page.backward !== token) {
+          skip += await this.#sameMillisecondBefore(ref, at, since, page.backward, signal);
+        }
+        return { kind: "from", startTime: at, skip };
+      }
+      newer += lines.length;
       const same = page.backward === undefined || page.backward === token;
       token = page.backward ?? token;
-      if (same || tailLines === 0) break;
+      // The head: the stream (since `since`) has fewer lines than the tail, all of it is read.
+      if (same) return { kind: "from", startTime: since, skip: 0 };
     }
-    const lines = pages.flat();
-    return { lines: lines.slice(Math.max(0, lines.length - tailLines)), forward };
+  }
+
+  /** How many lines of millisecond `at` come before backward token `token` (reading backwards). */
+  async #sameMillisecondBefore(
+    ref: ContainerRunRef,
+    at: number,
+    since: number | undefined,
+    token: string,
+    signal: AbortSignal | undefined,
+  ): Promise<number> {
+    let count = 0;
+    let current = token;
+    for (;;) {
+      const page = await this.#page(
+        ref,
+        { startTime: since, startFromHead: false, token: current, limit: SAME_MILLISECOND_PAGE },
+        signal,
+      );
+      if (page === undefined) return count;
+      let i = page.lines.length - 1;
+      while (i >= 0 && page.lines[i]?.timestamp.getTime() === at) {
+        count += 1;
+        i -= 1;
+      }
+      if (i >= 0) return count; // an older millisecond: no more before
+      if (page.backward === undefined || page.backward === current) return count;
+      current = page.backward;
+    }
   }
 
   /** One GetLogEvents call, parsed; undefined when the stream (or group) does not exist. */
   async #page(
     ref: ContainerRunRef,
     options: {
-      since?: Date | undefined;
+      startTime?: number | undefined;
       startFromHead: boolean;
       token?: string | undefined;
       limit?: number;
@@ -331,7 +518,7 @@ export class CloudWatchContainerLogs {
       logGroupName: this.#group,
       logStreamName: CloudWatchContainerLogs.streamName(ref),
       startFromHead: options.startFromHead,
-      ...(options.since === undefined ? {} : { startTime: options.since.getTime() }),
+      ...(options.startTime === undefined ? {} : { startTime: options.startTime }),
       ...(options.token === undefined ? {} : { nextToken: options.token }),
       ...(options.limit === undefined ? {} : { limit: options.limit }),
     };
