@@ -43,12 +43,22 @@ export interface LogReadOptions {
 /**
  * Where container output is read from (implemented by `@nebula/provider`'s
  * `CloudWatchContainerLogs`). It outlives the instance: a terminated Pod's runs stay readable.
+ * Both methods stream: `/containerLogs` writes each line as it comes and stops asking for more
+ * once the client is gone or `limitBytes` is reached, so a source should fetch its lines lazily
+ * (a page when the line after the last one is asked for), never the whole run first.
  */
 export interface ContainerLogSource {
-  /** The run's lines, oldest first; `undefined` when the run wrote nothing (no stream). */
-  read(ref: ContainerRunRef, options?: LogReadOptions): Promise<readonly LogLine[] | undefined>;
   /**
-   * The run's lines as {@link ContainerLogSource.read} gives them, then every new line, until
+   * The run's lines, oldest first (every line, or the last `tailLines` of those at or after
+   * `since`); nothing when the run wrote nothing (no stream). Ends, without an error, when
+   * `signal` aborts; an iteration the caller stops (`break`) reads no further.
+   */
+  lines(
+    ref: ContainerRunRef,
+    options?: LogReadOptions & { readonly signal?: AbortSignal },
+  ): AsyncIterable<LogLine>;
+  /**
+   * The run's lines as {@link ContainerLogSource.lines} gives them, then every new line, until
    * `signal` aborts or `done()` is true after a poll that found nothing new.
    */
   follow(

@@ -3,7 +3,14 @@ import type { AddressInfo } from "node:net";
 import type { V1Pod, V1SubjectAccessReview, V1TokenReview } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { VirtualNodeError } from "./errors.js";
-import type { PodUsage, UsageSource } from "./kubelet-api.js";
+import type {
+  ContainerLogSource,
+  ContainerRunRef,
+  LogLine,
+  LogReadOptions,
+  PodUsage,
+  UsageSource,
+} from "./kubelet-api.js";
 import {
   apiServerClientCa,
   createKubeletHandler,
@@ -387,6 +394,256 @@ describe("createKubeletHandler", () => {
       },
     });
     expect(await get("/healthz", "admin")).toEqual({ status: 500, body: "Internal Server Error" });
+  });
+});
+
+/**
+ * A run of `pages` pages of `perPage` lines of 100 bytes each (99 characters and the newline),
+ * each page made only when its first line is asked for, as a paged CloudWatch read does; counts
+ * the pages pulled and the iterations ended. `follow` yields the same, then waits for its abort.
+ */
+class PagedSource implements ContainerLogSource {
+  pulled = 0;
+  ended = 0;
+  followsEnded = 0;
+  options: Array<LogReadOptions & { readonly signal?: AbortSignal }> = [];
+  constructor(
+    readonly pages = 10_000,
+    readonly perPage = 100,
+  ) {}
+  line(page: number, i: number): string {
+    return `${page}:${i}`.padEnd(99, ".");
+  }
+  async *lines(
+    _ref: ContainerRunRef,
+    options: LogReadOptions & { readonly signal?: AbortSignal } = {},
+  ): AsyncGenerator<LogLine> {
+    this.options.push(options);
+    try {
+      for (let page = 0; page < this.pages; page++) {
+        if (options.signal?.aborted) return;
+        await new Promise((resolve) => setImmediate(resolve)); // a request
+        this.pulled += 1;
+        const lines = Array.from({ length: this.perPage }, (_, i) => ({
+          timestamp: new Date(0),
+          message: this.line(page, i),
+        }));
+        for (const line of lines) yield line;
+      }
+    } finally {
+      this.ended += 1;
+    }
+  }
+  async *follow(
+    ref: ContainerRunRef,
+    options: LogReadOptions & { readonly signal: AbortSignal },
+  ): AsyncGenerator<LogLine> {
+    try {
+      yield* this.lines(ref, options);
+      if (!options.signal.aborted) {
+        await new Promise((resolve) => options.signal.addEventListener("abort", resolve));
+      }
+    } finally {
+      this.followsEnded += 1;
+    }
+  }
+}
+
+/** A request whose response is left open: its status and headers, and how to end it. */
+function open(
+  path: string,
+  token: string,
+): Promise<{
+  status: number;
+  headers: Record<string, unknown>;
+  body: Promise<string>;
+  close(): void;
+  pause(): void;
+}> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port: (server?.address() as AddressInfo | undefined)?.port,
+        path,
+        headers: { authorization: `Bearer ${token}` },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        const body = new Promise<string>((done) => {
+          res.on("end", () => done(Buffer.concat(chunks).toString("utf8")));
+          res.on("close", () => done(Buffer.concat(chunks).toString("utf8")));
+        });
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: { ...res.headers },
+          body,
+          close: () => req.destroy(),
+          pause: () => res.pause(),
+        });
+      },
+    );
+    req.on("error", (error) => {
+      if (!req.destroyed) reject(error);
+    });
+    req.end();
+  });
+}
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500 && !condition(); i++) await new Promise((r) => setTimeout(r, 10));
+  if (!condition()) throw new Error(`timed out waiting for ${what}`);
+}
+
+/** Every token names its user, and every user may read logs. */
+const anyone = {
+  authorization: {
+    createSubjectAccessReview: async ({
+      body,
+    }: {
+      body: V1SubjectAccessReview;
+    }): Promise<V1SubjectAccessReview> => ({ ...body, status: { allowed: true } }),
+  },
+};
+
+describe("createKubeletHandler /containerLogs", () => {
+  it("writes exactly limitBytes bytes, cut mid-line, and pulls one page of 10,000 for limitBytes=1024", async () => {
+    const logs = new PagedSource();
+    await start({ logs });
+    const answer = await get("/containerLogs/shop/web/app?limitBytes=1024", "admin");
+    expect(answer.status).toBe(200);
+    expect(Buffer.byteLength(answer.body)).toBe(1024);
+    const expected = Array.from({ length: 11 }, (_, i) => `${logs.line(0, i)}\n`).join("");
+    expect(answer.body).toBe(expected.slice(0, 1024));
+    expect(logs.pulled).toBe(1);
+    expect(logs.ended).toBe(1);
+    // With timestamps the prefix counts too; tailLines and since are the source's to apply.
+    const stamped = await get(
+      "/containerLogs/shop/web/app?limitBytes=40&timestamps=true&tailLines=10&sinceSeconds=60",
+      "admin",
+    );
+    expect(stamped.body).toBe(`1970-01-01T00:00:00.000000000Z ${logs.line(0, 0)}`.slice(0, 40));
+    expect(logs.options[1]).toMatchObject({ tailLines: 10, since: expect.any(Date) });
+    expect(logs.options[1]?.signal).toBeInstanceOf(AbortSignal);
+  });
+
+  it("follows with limitBytes the same way: stops the source at the limit", async () => {
+    const logs = new PagedSource();
+    await start({ logs });
+    const answer = await get("/containerLogs/shop/web/app?follow=true&limitBytes=250", "admin");
+    expect(answer).toEqual({
+      status: 200,
+      body: `${logs.line(0, 0)}\n${logs.line(0, 1)}\n${logs.line(0, 2).slice(0, 50)}`,
+    });
+    expect(logs.pulled).toBe(1);
+    await until(() => logs.ended === 1, "the follow to end");
+  });
+
+  it("reads no further than a paused client takes, and stops reading when the client goes away", async () => {
+    const logs = new PagedSource(); // 1,000,000 lines, 100 MB
+    await start({ logs });
+    const answer = await open("/containerLogs/shop/web/app", "admin");
+    answer.pause();
+    expect(answer.status).toBe(200);
+    // Until the socket's buffers are full and the handler waits for 'drain'.
+    let stalled = -1;
+    for (let i = 0; i < 50 && logs.pulled !== stalled; i++) {
+      stalled = logs.pulled;
+      await new Promise((r) => setTimeout(r, 150));
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    // Back-pressure: nothing is read while the client does not take what was written.
+    expect(logs.pulled).toBe(stalled);
+    expect(stalled).toBeLessThan(1_000);
+    answer.close();
+    await until(() => logs.ended === 1, "the read to end");
+    expect(logs.pulled).toBe(stalled);
+  });
+
+  it("serves at most 32 log requests at once and 4 per user: one more is 429 with Retry-After", async () => {
+    const logs = new PagedSource(0);
+    await start({ logs, ...anyone, tokenReviewBurst: 100 });
+    const follows = [];
+    for (let user = 0; user < 8; user++) {
+      for (let k = 0; k < 4; k++) {
+        follows.push(await open("/containerLogs/shop/web/app?follow=true", `user-${user}`));
+      }
+    }
+    expect(follows.map((f) => f.status)).toEqual(Array(32).fill(200));
+    const full = await open("/containerLogs/shop/web/app?follow=true", "user-8");
+    expect(full.status).toBe(429);
+    expect(full.headers["retry-after"]).toBe("5");
+    expect(await full.body).toContain("too many container log requests on this virtual node (32");
+    // Ending one frees its slot; its user's fifth is refused while four are open.
+    follows[0]?.close();
+    await until(() => logs.followsEnded === 1, "the first follow to end");
+    const mine = await open("/containerLogs/shop/web/app?follow=true", "user-1");
+    expect(mine.status).toBe(429);
+    expect(await mine.body).toContain('of user "user-1"');
+    const other = await open("/containerLogs/shop/web/app?follow=true", "user-8");
+    expect(other.status).toBe(200);
+    kubelet?.close();
+    await until(() => logs.followsEnded === 33, "every follow to end");
+    // Reads count too, and a slot is given back when a read is done.
+    await start({ logs: new PagedSource(1), maxLogStreams: 1 });
+    expect((await get("/containerLogs/shop/web/app", "admin")).status).toBe(200);
+    expect((await get("/containerLogs/shop/web/app", "admin")).status).toBe(200);
+  });
+
+  it("refuses invalid caps", () => {
+    expect(() =>
+      createKubeletHandler({
+        ...apis,
+        nodeName: "vn",
+        pods: { list: () => [] },
+        logs: undefined,
+        usage: undefined,
+        startTime: new Date(),
+        logger: { warn: () => undefined },
+        maxLogStreams: 0,
+      }),
+    ).toThrow(VirtualNodeError);
+    expect(() =>
+      createKubeletHandler({
+        ...apis,
+        nodeName: "vn",
+        pods: { list: () => [] },
+        logs: undefined,
+        usage: undefined,
+        startTime: new Date(),
+        logger: { warn: () => undefined },
+        tokenReviewsPerSecond: Number.NaN,
+      }),
+    ).toThrow(/tokenReviewsPerSecond/);
+  });
+
+  it("reviews at most tokenReviewBurst new tokens per client address: the next is 429, cached answers still serve", async () => {
+    const reviews: string[] = [];
+    await start({
+      authentication: {
+        createTokenReview: async ({ body }) => {
+          reviews.push(body.spec.token ?? "");
+          return {
+            ...body,
+            status: {
+              authenticated: body.spec.token === "admin",
+              ...(body.spec.token === "admin" ? { user: { username: "admin", groups: [] } } : {}),
+            },
+          };
+        },
+      },
+    });
+    expect((await get("/healthz", "admin")).status).toBe(200);
+    for (let i = 0; i < 9; i++) expect((await get("/healthz", `forged-${i}`)).status).toBe(401);
+    const flooded = await call("GET", "/healthz", "forged-9");
+    expect(flooded.status).toBe(429);
+    expect(Number(flooded.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+    expect(reviews).toHaveLength(10);
+    // Known tokens cost nothing: the cache answers them.
+    expect((await get("/healthz", "admin")).status).toBe(200);
+    expect((await get("/healthz", "forged-0")).status).toBe(401);
+    expect(reviews).toHaveLength(10);
   });
 });
 

@@ -24,13 +24,16 @@ import { z } from "zod";
 import { VirtualNodeError } from "./errors.js";
 import {
   type ContainerLogSource,
+  type ContainerRunRef,
   forbiddenMessage,
   hasContainer,
   isGetOnlyRoute,
   type KubeletAuthorization,
+  type KubeletLogOptions,
   kubeletAuthorizations,
   kubeletRoute,
   LogEncoder,
+  type LogLine,
   logRun,
   type PodUsage,
   parseLogQuery,
@@ -87,6 +90,25 @@ export interface KubeletHandlerOptions {
   readonly usageCacheMs?: number;
   /** How often `follow` polls for new lines (ms, default 1000). */
   readonly followPollMs?: number;
+  /**
+   * The most `/containerLogs` requests (reads and follows) served at once, in total (default 32);
+   * one more is answered `429 Too Many Requests` with `Retry-After`. Each holds at most one page of
+   * its source (1 MB from CloudWatch) and a follow polls its source every `followPollMs`:
+   * CloudWatch's `GetLogEvents` has a quota per AWS account and Region (10 requests per second in
+   * the CloudWatch Logs user guide), shared by every virtual node and reader of the account.
+   */
+  readonly maxLogStreams?: number;
+  /** The most `/containerLogs` requests one authenticated user has served at once (default 4). */
+  readonly maxLogStreamsPerUser?: number;
+  /**
+   * `TokenReview`s one client address may cause in a burst (default 10): a bearer token not in
+   * the cache costs one from the address's bucket, which refills at `tokenReviewsPerSecond`
+   * (default 1). An empty bucket is `429 Too Many Requests` with `Retry-After`, so a flood of
+   * made-up tokens does not become a flood of `TokenReview`s on the API server.
+   */
+  readonly tokenReviewBurst?: number;
+  /** How fast a client address's `TokenReview` bucket refills, per second (default 1). */
+  readonly tokenReviewsPerSecond?: number;
   /** Called once per request with its route and HTTP status (metrics). */
   readonly onRequest?: (route: string, status: number) => void;
 }
@@ -135,6 +157,101 @@ class TtlCache<T> {
   }
 }
 
+/**
+ * A token bucket per key (a client address): `burst` tokens, refilled at `perSecond`; at most
+ * `max` keys are remembered (the least recently used forgotten, which only gives it a full bucket).
+ */
+class Buckets {
+  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  constructor(
+    private readonly burst: number,
+    private readonly perSecond: number,
+    private readonly max = 4096,
+  ) {}
+  /** Takes a token: 0 when there was one, else the seconds until there is. */
+  take(key: string, now: number): number {
+    const bucket = this.#buckets.get(key) ?? { tokens: this.burst, at: now };
+    this.#buckets.delete(key);
+    bucket.tokens = Math.min(
+      this.burst,
+      bucket.tokens + ((now - bucket.at) / 1000) * this.perSecond,
+    );
+    bucket.at = now;
+    this.#buckets.set(key, bucket);
+    if (this.#buckets.size > this.max) {
+      const oldest = this.#buckets.keys().next().value;
+      if (oldest !== undefined) this.#buckets.delete(oldest);
+    }
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
+      return 0;
+    }
+    return Math.max(1, Math.ceil((1 - bucket.tokens) / this.perSecond));
+  }
+}
+
+/** Counts the log streams served, in total and per user, within their caps. */
+class StreamSlots {
+  #total = 0;
+  readonly #byUser = new Map<string, number>();
+  constructor(
+    private readonly max: number,
+    private readonly maxPerUser: number,
+  ) {}
+  /** A slot for `user` (call the function returned once when done), or why there is none. */
+  acquire(user: string): (() => void) | { readonly refused: string } {
+    const mine = this.#byUser.get(user) ?? 0;
+    if (this.#total >= this.max) {
+      return {
+        refused: `too many container log requests on this virtual node (${this.max} at once); try again later`,
+      };
+    }
+    if (mine >= this.maxPerUser) {
+      return {
+        refused: `too many container log requests of user ${JSON.stringify(user)} on this virtual node (${this.maxPerUser} at once); end one (kubectl logs -f) or try again later`,
+      };
+    }
+    this.#total += 1;
+    this.#byUser.set(user, mine + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.#total -= 1;
+      const left = (this.#byUser.get(user) ?? 1) - 1;
+      if (left <= 0) this.#byUser.delete(user);
+      else this.#byUser.set(user, left);
+    };
+  }
+}
+
+/** A count option: a whole number of at least 1, or the default. */
+function count(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < 1) {
+    throw new VirtualNodeError(
+      "InvalidConfiguration",
+      `${name} must be a whole number of at least 1, not ${value}`,
+    );
+  }
+  return value;
+}
+
+/** A rate option: a finite number above 0, or the default. */
+function rate(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value <= 0) {
+    throw new VirtualNodeError(
+      "InvalidConfiguration",
+      `${name} must be a number above 0, not ${value}`,
+    );
+  }
+  return value;
+}
+
+/** Retry-After of a 429 for a full log stream cap: a stream ends at its client's pace. */
+const LOG_STREAMS_RETRY_AFTER_SECONDS = 5;
+
 const TokenReviewStatus = z.object({
   authenticated: z.boolean().nullish(),
   user: z
@@ -160,10 +277,19 @@ function webhookAuth(options: KubeletHandlerOptions) {
   const tokens = new TtlCache<KubeletUser | null>();
   const decisions = new TtlCache<{ allowed: boolean; reason?: string }>();
   return {
-    async authenticateToken(token: string): Promise<KubeletUser | undefined> {
+    /**
+     * The token's user (undefined: not authenticated); a cached answer costs nothing, a new
+     * review first asks `admit`, whose non-zero answer (seconds to wait) is returned as is.
+     */
+    async authenticateToken(
+      token: string,
+      admit: () => number,
+    ): Promise<KubeletUser | undefined | { readonly retryAfter: number }> {
       const now = Date.now();
       const cached = tokens.get(token, now);
       if (cached !== undefined) return cached ?? undefined;
+      const wait = admit();
+      if (wait > 0) return { retryAfter: wait };
       const review = await options.authentication.createTokenReview({
         body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } },
       });
@@ -296,11 +422,21 @@ function json(res: ServerResponse, body: object): void {
 export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHandler {
   const auth = webhookAuth(options);
   const streams = new Set<AbortController>();
+  const slots = new StreamSlots(
+    count(options.maxLogStreams, 32, "maxLogStreams"),
+    count(options.maxLogStreamsPerUser, 4, "maxLogStreamsPerUser"),
+  );
+  const reviews = new Buckets(
+    count(options.tokenReviewBurst, 10, "tokenReviewBurst"),
+    rate(options.tokenReviewsPerSecond, 1, "tokenReviewsPerSecond"),
+  );
   let usageCache: { key: string; at: number; usage: Promise<PodUsage> } | undefined;
   /** The Node's CPU counter: keeps ended runs, so metrics-server never sees it drop. */
   const nodeCpu = new NodeCpuCounter();
 
-  const user = async (req: IncomingMessage): Promise<KubeletUser | undefined> => {
+  const user = async (
+    req: IncomingMessage,
+  ): Promise<KubeletUser | undefined | { readonly retryAfter: number }> => {
     // Verified by the listener against its client CA (`authorized` is false without one).
     const socket = req.socket as Partial<TLSSocket>;
     if (socket.authorized === true && socket.getPeerCertificate !== undefined) {
@@ -312,7 +448,11 @@ export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHan
     }
     const header = req.headers.authorization;
     const match = header === undefined ? null : /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (match?.[1] !== undefined) return auth.authenticateToken(match[1]);
+    if (match?.[1] !== undefined) {
+      // A review the cache cannot answer costs the client's address a token.
+      const client = req.socket.remoteAddress ?? "";
+      return auth.authenticateToken(match[1], () => reviews.take(client, Date.now()));
+    }
     return undefined;
   };
 
@@ -366,10 +506,36 @@ export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHan
     return status;
   };
 
+  /**
+   * Writes one chunk, waiting for the client when the response's buffer is full (back-pressure);
+   * false once the response is closed or `signal` aborted (the client went away).
+   */
+  const send = async (
+    res: ServerResponse,
+    bytes: Buffer,
+    signal: AbortSignal,
+  ): Promise<boolean> => {
+    if (signal.aborted || res.destroyed) return false;
+    if (bytes.length > 0 && !res.write(bytes)) {
+      await new Promise<void>((resolve) => {
+        const resume = () => {
+          res.off("drain", resume);
+          res.off("close", resume);
+          signal.removeEventListener("abort", resume);
+          resolve();
+        };
+        res.on("drain", resume);
+        res.on("close", resume);
+        signal.addEventListener("abort", resume);
+      });
+    }
+    return !signal.aborted && !res.destroyed;
+  };
+
   const logs = async (
     route: { namespace: string; pod: string; container: string },
     url: URL,
-    req: IncomingMessage,
+    who: KubeletUser,
     res: ServerResponse,
   ): Promise<number> => {
     // The kubelet's checks, in its order and words.
@@ -397,71 +563,99 @@ export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHan
         "container logs are not kept on this virtual node: set provider.logs.group in its configuration (docs/operating.md, Logs and metrics)",
       );
     }
-    const logOptions = query.options;
+    const release = slots.acquire(who.name);
+    if (typeof release !== "function") {
+      res.writeHead(429, {
+        "content-type": "text/plain; charset=utf-8",
+        "retry-after": String(LOG_STREAMS_RETRY_AFTER_SECONDS),
+      });
+      res.end(`${release.refused}\n`);
+      return 429;
+    }
+    // Ended by the client going away (the response closes before it is finished) or by close().
+    const stream = new AbortController();
+    streams.add(stream);
+    const abort = () => stream.abort();
+    res.on("close", abort);
+    try {
+      return await streamLogs(
+        source,
+        run.ref,
+        route,
+        query.options,
+        run.running,
+        res,
+        stream.signal,
+      );
+    } finally {
+      res.off("close", abort);
+      streams.delete(stream);
+      release();
+    }
+  };
+
+  /**
+   * Writes a run's lines as they come, as the kubelet does: each line once read, `limitBytes`
+   * counted across them and the last one cut at the limit (its `LimitWriter`), the source left
+   * as soon as the limit is reached or the client is gone, and no more read than the client takes.
+   */
+  const streamLogs = async (
+    source: ContainerLogSource,
+    ref: ContainerRunRef,
+    route: { namespace: string; pod: string; container: string },
+    logOptions: KubeletLogOptions,
+    running: boolean,
+    res: ServerResponse,
+    signal: AbortSignal,
+  ): Promise<number> => {
     const encoder = new LogEncoder(logOptions);
     const read = {
       ...(logOptions.tailLines === undefined ? {} : { tailLines: logOptions.tailLines }),
       ...(logOptions.since === undefined ? {} : { since: logOptions.since }),
     };
-    if (!logOptions.follow || !run.running) {
-      const lines = await source.read(run.ref, read);
-      res.writeHead(200, { "content-type": "text/plain" });
-      const chunks: Buffer[] = [];
-      for (const line of lines ?? []) {
-        chunks.push(encoder.encode(line));
-        if (encoder.done) break;
-      }
-      res.end(Buffer.concat(chunks));
-      return 200;
-    }
-    const stream = new AbortController();
-    streams.add(stream);
-    const abort = () => stream.abort();
-    req.on("close", abort);
-    res.on("close", abort);
-    res.writeHead(200, { "content-type": "text/plain", "transfer-encoding": "chunked" });
-    res.flushHeaders();
-    const ref = run.ref;
-    // The run is over once the Pod no longer shows it running (its container exited, the Pod
-    // went away). Its last lines may still be in Docker's batch (flushed at most every 5 s), so
-    // follow ends only after FOLLOW_TAIL_MS more of finding nothing new.
-    const runOver = () => {
-      const now = findPod(route.namespace, route.pod);
-      if (now === undefined || now.metadata?.uid !== ref.podUid) return true;
-      const current = logRun(now, route.container, false);
-      return !current.ok || !current.running || current.ref.restart !== ref.restart;
-    };
-    let overSince: number | undefined;
-    const over = () => {
-      if (!runOver()) {
-        overSince = undefined;
-        return false;
-      }
-      overSince ??= Date.now();
-      return Date.now() - overSince >= FOLLOW_TAIL_MS;
-    };
-    try {
-      for await (const line of source.follow(ref, {
+    let lines: AsyncIterable<LogLine>;
+    if (!logOptions.follow || !running) {
+      lines = source.lines(ref, { ...read, signal });
+    } else {
+      // Headers now: the client waits for lines that may be long to come.
+      res.writeHead(200, { "content-type": "text/plain", "transfer-encoding": "chunked" });
+      res.flushHeaders();
+      // The run is over once the Pod no longer shows it running (its container exited, the Pod
+      // went away). Its last lines may still be in Docker's batch (flushed at most every 5 s), so
+      // follow ends only after FOLLOW_TAIL_MS more of finding nothing new.
+      const runOver = () => {
+        const now = findPod(route.namespace, route.pod);
+        if (now === undefined || now.metadata?.uid !== ref.podUid) return true;
+        const current = logRun(now, route.container, false);
+        return !current.ok || !current.running || current.ref.restart !== ref.restart;
+      };
+      let overSince: number | undefined;
+      const over = () => {
+        if (!runOver()) {
+          overSince = undefined;
+          return false;
+        }
+        overSince ??= Date.now();
+        return Date.now() - overSince >= FOLLOW_TAIL_MS;
+      };
+      lines = source.follow(ref, {
         ...read,
-        signal: stream.signal,
+        signal,
         pollMs: options.followPollMs ?? 1000,
         done: over,
-      })) {
-        const bytes = encoder.encode(line);
-        if (bytes.length > 0 && !res.write(bytes)) {
-          await new Promise<void>((resolve) => {
-            res.once("drain", resolve);
-            res.once("close", resolve);
-          });
-        }
-        if (encoder.done || stream.signal.aborted) break;
+      });
+    }
+    try {
+      for await (const line of lines) {
+        if (signal.aborted) break;
+        if (!res.headersSent) res.writeHead(200, { "content-type": "text/plain" });
+        // Leaving the loop returns the source's iterator: it asks for no further page.
+        if (!(await send(res, encoder.encode(line), signal)) || encoder.done) break;
       }
     } catch (error) {
-      if (!stream.signal.aborted) throw error;
-    } finally {
-      streams.delete(stream);
-      req.off("close", abort);
+      if (!signal.aborted) throw error;
     }
+    if (!res.headersSent) res.writeHead(200, { "content-type": "text/plain" });
     res.end();
     return 200;
   };
@@ -490,6 +684,16 @@ export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHan
       if (who === undefined) {
         done(401);
         return text(res, 401, "Unauthorized");
+      }
+      if ("retryAfter" in who) {
+        done(429);
+        res.writeHead(429, {
+          "content-type": "text/plain; charset=utf-8",
+          "retry-after": String(who.retryAfter),
+        });
+        return void res.end(
+          "Too many new bearer tokens from this address: each costs a TokenReview; try again later\n",
+        );
       }
       // The kubelet tries each attribute in turn (nodes/pods, then nodes/proxy...): any allows.
       const attempts = kubeletAuthorizations(req.method ?? "GET", url.pathname, options.nodeName);
@@ -551,7 +755,7 @@ export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHan
           return void res.end(resourceMetrics(view, failed));
         }
         case "containerLogs":
-          return done(await logs(route, url, req, res));
+          return done(await logs(route, url, who, res));
         case "notFound":
           done(404);
           return text(res, 404, "404 page not found");
