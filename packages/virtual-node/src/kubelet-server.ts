@@ -45,11 +45,30 @@ export const KubeletApiConfigSchema = z
      * `/metrics/resource`, in seconds (default 60: the hosts publish once a minute).
      */
     usageCacheSeconds: z.number().int().min(0).max(3600).default(60),
+    /**
+     * Log reads and follows served at once by this node (default 32); one more gets 429. Every
+     * node of an account shares CloudWatch Logs' `GetLogEvents` quota: lower it where many do.
+     */
+    maxLogStreams: z.number().int().min(1).max(1024).default(32),
+    /** Of those, at once per authenticated user (default 4). */
+    maxLogStreamsPerUser: z.number().int().min(1).max(1024).default(4),
+    /** TokenReviews one client address may burst to for tokens not yet cached (default 10). */
+    tokenReviewBurst: z.number().int().min(1).max(10_000).default(10),
+    /** The rate that burst refills at, per second (default 1). */
+    tokenReviewsPerSecond: z.number().positive().max(10_000).default(1),
   })
   .refine((k) => (k.tlsCertFile === undefined) === (k.tlsPrivateKeyFile === undefined), {
     message: "tlsCertFile and tlsPrivateKeyFile go together: give both or neither",
   })
-  .default({ enabled: true, bindAddress: "0.0.0.0", usageCacheSeconds: 60 });
+  .default({
+    enabled: true,
+    bindAddress: "0.0.0.0",
+    usageCacheSeconds: 60,
+    maxLogStreams: 32,
+    maxLogStreamsPerUser: 4,
+    tokenReviewBurst: 10,
+    tokenReviewsPerSecond: 1,
+  });
 
 /** The kubelet API's parsed settings. */
 export type KubeletApiConfig = z.output<typeof KubeletApiConfigSchema>;
@@ -110,6 +129,10 @@ export function kubeletApiServer(
     authentication: kubeConfig.makeApiClient(AuthenticationV1Api),
     authorization: kubeConfig.makeApiClient(AuthorizationV1Api),
     usageCacheMs: settings.usageCacheSeconds * 1000,
+    maxLogStreams: settings.maxLogStreams,
+    maxLogStreamsPerUser: settings.maxLogStreamsPerUser,
+    tokenReviewBurst: settings.tokenReviewBurst,
+    tokenReviewsPerSecond: settings.tokenReviewsPerSecond,
     logger,
   });
   const { tlsCertFile, tlsPrivateKeyFile, clientCaFile, bindAddress } = settings;
