@@ -155,6 +155,42 @@ function call(
   });
 }
 
+describe("the SubjectAccessReview cache", () => {
+  it("never shares a decision between users who differ only in their extra (a scoped token)", async () => {
+    const asked: V1SubjectAccessReview[] = [];
+    await start({
+      authentication: {
+        // "scoped" and "full" are one user, but "scoped"'s token carries a narrowing scope.
+        createTokenReview: async ({ body }: { body: V1TokenReview }) => ({
+          ...body,
+          status: {
+            authenticated: true,
+            user: {
+              username: "alice",
+              groups: [],
+              ...(body.spec.token === "scoped" ? { extra: { scopes: ["user:info"] } } : {}),
+            },
+          },
+        }),
+      },
+      authorization: {
+        createSubjectAccessReview: async ({ body }: { body: V1SubjectAccessReview }) => {
+          asked.push(body);
+          return { ...body, status: { allowed: body.spec.extra === undefined } };
+        },
+      },
+    });
+    expect((await get("/pods", "full")).status).toBe(200);
+    expect((await get("/pods", "scoped")).status).toBe(403);
+    // One review for the full user; the scoped one is asked about again (nodes/pods, then the
+    // kubelet's fallback nodes/proxy), never answered from the full user's decision.
+    expect(asked[0]?.spec.extra).toBeUndefined();
+    expect(asked.length).toBeGreaterThan(1);
+    for (const review of asked.slice(1))
+      expect(review.spec.extra).toEqual({ scopes: ["user:info"] });
+  });
+});
+
 describe("createKubeletHandler", () => {
   it("refuses a request without credentials, and one its authorizer denies, in the kubelet's words", async () => {
     await start();

@@ -308,7 +308,11 @@ function webhookAuth(options: KubeletHandlerOptions) {
     },
     async authorize(user: KubeletUser, attributes: KubeletAuthorization) {
       const now = Date.now();
-      const key = JSON.stringify([user.name, [...user.groups].sort(), user.uid, attributes]);
+      // Everything the review is asked about is in the key: a user's `extra` (token scopes, an
+      // impersonated identity's extras) can change the answer, so two users differing only there
+      // never share a decision.
+      const extra = Object.entries(user.extra ?? {}).sort(([a], [b]) => (a < b ? -1 : 1));
+      const key = JSON.stringify([user.name, [...user.groups].sort(), user.uid, extra, attributes]);
       const cached = decisions.get(key, now);
       if (cached !== undefined) return cached;
       const review = await options.authorization.createSubjectAccessReview({
