@@ -74,7 +74,13 @@ main() {
     ! spot_check || finish
     probes_read
     sidecars_advance
-    if [ -n "$PROBE_DIRTY" ] && (($(now) >= LAST_REPORT + PROBE_REPORT_SECONDS)); then changed=1; fi
+    # A report for probe verdicts alone backs off while they flap (10, 20, 40 ... 320 s apart),
+    # so a flapping Pod costs the account's CreateTags budget little; 10 s again after a quiet
+    # 10 minutes (and at first, while PROBE_GAP is unset). Any other change reports at once,
+    # carrying the verdicts along.
+    (($(now) < LAST_REPORT + 600 && PROBE_GAP)) || PROBE_GAP=10
+    [ -z "$changed" ] && [ -n "$PROBE_DIRTY" ] && (($(now) >= LAST_REPORT + PROBE_GAP)) &&
+      changed=1 && ((PROBE_GAP *= PROBE_GAP < 320 ? 2 : 1))
     if [ -n "$changed" ]; then report; else pause 1; fi
   done
 }

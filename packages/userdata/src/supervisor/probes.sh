@@ -10,9 +10,9 @@
 # the container. They talk to the main loop through files in $RUN: <i>.started (the startup probe
 # succeeded, or there is none), <i>.ready (the readiness probe's verdict), <i>.killed (a liveness or
 # startup failure stopped the container: the message of its exit).
-# Readiness and startup changes alone cause at most one report per PROBE_REPORT_SECONDS (6 a
-# minute), so a flapping probe stays within EC2's CreateTags budget.
-PROBE_REPORT_SECONDS=10
+# Readiness and startup changes alone cause at most one report per PROBE_GAP seconds: 10 at first,
+# doubling while they flap (set in the main loop), so a flapping probe stays within EC2's
+# CreateTags budget.
 PROBE_DIRTY=
 LAST_REPORT=0
 # postStart is bounded too: a hook still running after HOOK_SECONDS failed.
