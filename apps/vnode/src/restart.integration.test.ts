@@ -96,7 +96,17 @@ async function start(extra: { env?: Record<string, string>; args?: string[] } = 
 /** Polls the vnode's log until it has listed EC2 `n` more times. */
 async function polls(process: VnodeProcess, n: number): Promise<void> {
   const scrapeOk = async () => {
-    const text = await (await fetch(`${process.url}/metrics`)).text();
+    let text: string;
+    try {
+      text = await (await fetch(`${process.url}/metrics`)).text();
+    } catch (error) {
+      // Unreachable: say whether the process is gone, and what it last logged.
+      const exit = process.child.exitCode ?? process.child.signalCode;
+      throw new Error(
+        `${process.url}/metrics: ${String(error)}; vnode ${exit === null ? "still running" : `exited (${exit})`}; last log lines: ${JSON.stringify(process.lines.slice(-8))}`,
+        { cause: error },
+      );
+    }
     const line = text
       .split("\n")
       .find((l) => l.startsWith('nebula_vnode_poll_duration_seconds_count{outcome="ok"}'));
