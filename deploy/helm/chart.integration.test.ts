@@ -5,8 +5,9 @@
  * - `helm lint --strict`; the schema and the required provider values refuse bad values with the
  *   path that is wrong;
  * - what `helm template` renders: either app or both, the IRSA annotation, the configuration, and
- *   RBAC rule for rule the same as the plain manifests (deploy/vnode, deploy/operator), which
- *   `kubectl apply -k deploy/` installs: the kustomization renders the same objects as the chart;
+ *   RBAC rule for rule and the vnode's admission policy the same as the plain manifests
+ *   (deploy/vnode, deploy/operator) that `kubectl apply -k deploy/` installs: the kustomization
+ *   renders the same objects as the chart;
  * - `helm install` into the control plane: CRDs established, both Deployments' Pods created as the
  *   chart's ServiceAccounts, none on the virtual Node; then each app's bundle runs exactly as the
  *   installed Deployment says (its args, its env, the installed ConfigMap, the chart's
@@ -242,6 +243,21 @@ describe("helm template", () => {
     expect(find(vnodeOnly, "Deployment", "nebula-vnode")).toBeDefined();
   });
 
+  it("grants no ConfigMap or Secret read outside its namespace with podDelivery user-data (the vnode reads none)", async () => {
+    const readsOf = (objects: K8sObject[]) =>
+      (find(objects, "ClusterRole", "nebula-vnode")?.rules ?? []).filter((r) =>
+        r.resources?.some((x) => x === "secrets" || x === "configmaps"),
+      );
+    expect(readsOf(await template("-f", TEST_VALUES))).toEqual([
+      { apiGroups: [""], resources: ["configmaps", "secrets"], verbs: ["get"] },
+    ]);
+    expect(
+      readsOf(
+        await template("-f", TEST_VALUES, "--set", "vnode.config.provider.podDelivery=user-data"),
+      ),
+    ).toEqual([]);
+  });
+
   it("follows the release's name and namespace everywhere (another release in another namespace)", async () => {
     const out = await helm([
       "template",
@@ -254,7 +270,12 @@ describe("helm template", () => {
     ]);
     expect(out.code).toBe(0);
     const objects = parseObjects(out.stdout);
-    const clusterScoped = new Set(["ClusterRole", "ClusterRoleBinding"]);
+    const clusterScoped = new Set([
+      "ClusterRole",
+      "ClusterRoleBinding",
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
+    ]);
     for (const o of objects) {
       expect(o.metadata.name, idOf(o)).toMatch(/^acme-nebula-(vnode|operator)/);
       // Only the Node Lease's Role and RoleBinding live elsewhere, where Node Leases are, and
@@ -280,22 +301,89 @@ describe("helm template", () => {
     }
     const vnode = deploymentOf(objects, "acme-nebula-vnode");
     expect(vnode?.spec?.template.spec?.containers[0]?.args).toContain("--namespace=platform");
+    // The admission policies fence the release's ServiceAccount; its leader-election Lease is in
+    // the release's namespace.
+    for (const suffix of ["pods", "node"]) {
+      const policy = find(objects, "ValidatingAdmissionPolicy", `acme-nebula-vnode-${suffix}`)
+        ?.spec as { matchConditions: Array<{ expression: string }> } | undefined;
+      expect(policy?.matchConditions[0]?.expression).toBe(
+        "request.userInfo.username == 'system:serviceaccount:platform:acme-nebula-vnode'",
+      );
+      const binding = find(
+        objects,
+        "ValidatingAdmissionPolicyBinding",
+        `acme-nebula-vnode-${suffix}`,
+      );
+      expect((binding?.spec as { policyName?: string } | undefined)?.policyName).toBe(
+        `acme-nebula-vnode-${suffix}`,
+      );
+    }
+    const nodePolicy = find(objects, "ValidatingAdmissionPolicy", "acme-nebula-vnode-node")?.spec as
+      | { variables: Array<{ name: string; expression: string }> }
+      | undefined;
+    expect(nodePolicy?.variables.find((v) => v.name === "leaderNamespace")?.expression).toBe(
+      "'platform'",
+    );
     expect(vnode?.spec?.template.spec?.volumes?.[0]?.configMap?.name).toBe("acme-nebula-vnode");
   });
 
-  it("grants exactly the RBAC of the plain manifests, and renders the objects `kubectl apply -k deploy/` does", async () => {
+  it("grants exactly the RBAC and the admission policy of the plain manifests, and renders the objects `kubectl apply -k deploy/` does", async () => {
     const objects = await template("-f", TEST_VALUES);
-    const plain = [...manifest("vnode/rbac.yaml"), ...manifest("operator/rbac.yaml")];
-    const rbacKinds = new Set(["ClusterRole", "Role"]);
-    const rules = (list: K8sObject[]) =>
-      Object.fromEntries(list.filter((o) => rbacKinds.has(o.kind)).map((o) => [idOf(o), o.rules]));
-    expect(rules(objects)).toEqual(rules(plain));
-    // The kustomization (kubectl's built-in kustomize) names the same objects, plus the Namespace
-    // that `helm install --create-namespace` makes.
+    // The kustomization (kubectl's built-in kustomize): the plain manifests with the vnode's RBAC
+    // pinned to its Node's and Leases' names.
     const { stdout } = await run(kubectlPath(), ["kustomize", DEPLOY], {
       maxBuffer: 64 * 1024 * 1024,
     });
     const kustomized = parseObjects(stdout);
+    const rbacKinds = new Set(["ClusterRole", "Role"]);
+    const rules = (list: K8sObject[]) =>
+      Object.fromEntries(list.filter((o) => rbacKinds.has(o.kind)).map((o) => [idOf(o), o.rules]));
+    expect(rules(objects)).toEqual(rules(kustomized));
+    const admissionKinds = new Set([
+      "ValidatingAdmissionPolicy",
+      "ValidatingAdmissionPolicyBinding",
+    ]);
+    const admission = (list: K8sObject[]) =>
+      Object.fromEntries(
+        list.filter((o) => admissionKinds.has(o.kind)).map((o) => [idOf(o), o.spec]),
+      );
+    expect(Object.keys(admission(objects)).sort()).toEqual([
+      "ValidatingAdmissionPolicy//nebula-vnode-node",
+      "ValidatingAdmissionPolicy//nebula-vnode-pods",
+      "ValidatingAdmissionPolicyBinding//nebula-vnode-node",
+      "ValidatingAdmissionPolicyBinding//nebula-vnode-pods",
+    ]);
+    expect(admission(objects)).toEqual(admission(kustomized));
+    // The names RBAC and the policy pin are the Node the Deployment runs (--node-name) and its
+    // leader-election Lease, in the chart and in the plain manifests alike.
+    for (const list of [objects, kustomized]) {
+      const args = deploymentOf(list, "nebula-vnode")?.spec?.template.spec?.containers[0]?.args;
+      const node = args?.find((a) => a.startsWith("--node-name="))?.slice("--node-name=".length);
+      expect(node).toBe("nebula");
+      const named = list
+        .filter((o) => rbacKinds.has(o.kind) && o.metadata.name.startsWith("nebula-vnode"))
+        .flatMap((o) => o.rules ?? [])
+        .flatMap((r) => r.resourceNames ?? [])
+        .sort();
+      expect(named).toEqual([node, node, node, `nebula-vnode-${node}`].sort());
+      for (const policyName of ["nebula-vnode-pods", "nebula-vnode-node"]) {
+        const policy = find(list, "ValidatingAdmissionPolicy", policyName)?.spec as
+          | { variables: Array<{ name: string; expression: string }> }
+          | undefined;
+        expect(policy?.variables.find((v) => v.name === "node")?.expression).toBe(`'${node}'`);
+      }
+    }
+    // vnode/rbac.yaml alone (what the apps' end-to-end suites apply, several Nodes under one
+    // ServiceAccount) is the same RBAC without the names: the kustomization only adds them.
+    const unpinned = (list: K8sObject[]) =>
+      list.map((o) =>
+        o.rules ? { ...o, rules: o.rules.map(({ resourceNames: _names, ...rule }) => rule) } : o,
+      );
+    const vnodeRbac = (list: K8sObject[]) =>
+      rules(list.filter((o) => o.metadata.name.startsWith("nebula-vnode")));
+    expect(vnodeRbac(unpinned(kustomized))).toEqual(vnodeRbac(manifest("vnode/rbac.yaml")));
+    // The kustomization names the same objects, plus the Namespace that
+    // `helm install --create-namespace` makes.
     expect(kustomized.map(idOf).sort()).toEqual(
       [...objects.map(idOf), `Namespace//${NAMESPACE}`].sort(),
     );
@@ -505,7 +593,7 @@ describe("helm install into the control plane", () => {
       "--kubeconfig",
       adminKubeconfig,
       "get",
-      "clusterroles,clusterrolebindings,deployments,configmaps,serviceaccounts",
+      "clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings,deployments,configmaps,serviceaccounts",
       "-A",
       "-l",
       `app.kubernetes.io/instance=${RELEASE}`,
