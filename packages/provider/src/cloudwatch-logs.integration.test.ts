@@ -17,8 +17,9 @@ import {
 } from "@aws-sdk/client-cloudwatch-logs";
 import { MOTO_CREDENTIALS, type Moto, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CloudWatchContainerLogs, type ContainerRunRef, type LogLine } from "./cloudwatch-logs.js";
+import { CloudWatchContainerLogs } from "./cloudwatch-logs.js";
 import { ProviderError } from "./errors.js";
+import type { ContainerRunRef, LogLine } from "./log-events.js";
 
 const GROUP = "/nebula/test";
 const UID = "33333333-0000-4000-8000-000000000001";

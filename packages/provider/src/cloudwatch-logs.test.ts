@@ -1,8 +1,9 @@
 import { CloudWatchLogsClient } from "@aws-sdk/client-cloudwatch-logs";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CloudWatchContainerLogs, parseLogEventsPage } from "./cloudwatch-logs.js";
+import { CloudWatchContainerLogs } from "./cloudwatch-logs.js";
 import { ProviderError } from "./errors.js";
+import { parseLogEventsPage } from "./log-events.js";
 
 const dnsLabel = fc.stringMatching(/^[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?$/);
 

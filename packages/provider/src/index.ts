@@ -11,8 +11,6 @@ export type { BatchOutcome } from "./batch.js";
 export {
   CloudWatchContainerLogs,
   type CloudWatchContainerLogsOptions,
-  type ContainerRunRef,
-  type LogLine,
 } from "./cloudwatch-logs.js";
 export {
   CloudWatchUsage,
@@ -28,6 +26,7 @@ export {
 export { ProviderError, type ProviderErrorCode } from "./errors.js";
 export type { Gateway, GatewayCall } from "./gateway.js";
 export type { CollectedParameterLeak, LeakCollection } from "./leak-collector.js";
+export type { ContainerRunRef, LogLine } from "./log-events.js";
 export type { Ec2PodProviderOptions } from "./options.js";
 export type { ListedParameter } from "./parameters.js";
 export type { ObservedInstance, PollPage } from "./poll.js";
