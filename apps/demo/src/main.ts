@@ -42,7 +42,10 @@ const WATCH: WatchOptions = {
   pollIntervalSeconds: VNODE_POLL_INTERVAL_SECONDS,
   apiHeadroomSeconds: VNODE_API_HEADROOM_SECONDS,
   sampleSeconds: POLL_MS / 1000,
-  slackSeconds: 10,
+  // The watch catches what stays wrong (a Pod left in the API, an available crash loop), not how
+  // fast the machine is: the CI machine runs the demo beside other suites, and 10 s once left six
+  // Pods deleted together 1 to 3 s past a 25 s deadline, then gone. A lingering Pod stays past any.
+  slackSeconds: 30,
 };
 /** Time kept back from the deadline for deleting the samples and reclaiming their instances. */
 const RECLAIM_RESERVE_MS = 120_000;
