@@ -7,19 +7,18 @@
  * test-peers' EC2 proxy) and the virtual node's `PodTeardown` on the same ledger.
  */
 import {
-  CreateTagsCommand,
   DescribeInstancesCommand,
   type EC2Client,
   StopInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import type { V1Pod } from "@kubernetes/client-node";
-import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
+import type { ExitReport } from "@nebula/state-mapping";
 import { MemoryPodLedger } from "@nebula/teardown";
 import { type Ec2ProxyHandle, type Moto, startEc2Proxy, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ec2PodProvider } from "./provider.js";
 import { testPod } from "./testing/fixtures.js";
-import { type MotoNetwork, motoConfig, prepareMoto } from "./testing/moto-env.js";
+import { type MotoNetwork, motoConfig, prepareMoto, writeReport } from "./testing/moto-env.js";
 import { testTeardown } from "./testing/teardown.js";
 
 const USER_DATA = "#!/bin/bash\necho nebula\n";
@@ -63,15 +62,6 @@ function report(state: "running" | 0 | 1): ExitReport {
           },
     ],
   };
-}
-
-async function tagReport(instanceId: string, r: ExitReport): Promise<void> {
-  await ec2.send(
-    new CreateTagsCommand({
-      Resources: [instanceId],
-      Tags: Object.entries(encodeReportTags(r)).map(([Key, Value]) => ({ Key, Value })),
-    }),
-  );
 }
 
 async function stateOf(instanceId: string): Promise<string | undefined> {
@@ -126,7 +116,8 @@ describe("every deleted Pod goes", () => {
         expect(instanceId).toMatch(/^i-/);
       }
       if (instanceId !== undefined && phase !== "Pending") {
-        await tagReport(
+        await writeReport(
+          ec2,
           instanceId,
           report(phase === "Running" ? "running" : phase === "Succeeded" ? 0 : 1),
         );

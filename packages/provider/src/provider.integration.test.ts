@@ -1,14 +1,13 @@
 import { Buffer } from "node:buffer";
 import { gunzipSync } from "node:zlib";
 import {
-  CreateTagsCommand,
   DescribeInstanceAttributeCommand,
   type EC2Client,
   RunInstancesCommand,
   StopInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import type { V1Pod } from "@kubernetes/client-node";
-import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
+import type { ExitReport } from "@nebula/state-mapping";
 import { MemoryPodLedger, type TeardownEvent } from "@nebula/teardown";
 import { type Moto, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -25,6 +24,7 @@ import {
   nodeInstances,
   prepareMoto,
   statusLog,
+  writeReport,
 } from "./testing/moto-env.js";
 import { testTeardown } from "./testing/teardown.js";
 
@@ -63,8 +63,7 @@ function live(instances: Awaited<ReturnType<typeof nodeInstances>>) {
 }
 
 async function reportTags(instanceId: string, report: ExitReport): Promise<void> {
-  const tags = Object.entries(encodeReportTags(report)).map(([Key, Value]) => ({ Key, Value }));
-  await ec2.send(new CreateTagsCommand({ Resources: [instanceId], Tags: tags }));
+  await writeReport(ec2, instanceId, report);
 }
 
 const completed = (seq: number, exitCode: number): ExitReport => ({

@@ -1,12 +1,14 @@
 import {
   CreateSecurityGroupCommand,
   CreateSubnetCommand,
+  CreateTagsCommand,
   CreateVpcCommand,
   DescribeInstancesCommand,
   type EC2Client,
   type Instance,
 } from "@aws-sdk/client-ec2";
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
+import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
 import { MOTO_CREDENTIALS, type Moto } from "@nebula/test-peers";
 import type { PodStatusChange } from "@nebula/virtual-node";
 import type { ProviderConfigInput } from "../config.js";
@@ -111,4 +113,14 @@ export function fakeClock(start = Date.now()): {
       t += ms;
     },
   };
+}
+
+/** Writes `report` on the instance's tags, as its host supervisor does (the exit-report keys). */
+export async function writeReport(
+  ec2: EC2Client,
+  instanceId: string,
+  report: ExitReport,
+): Promise<void> {
+  const tags = Object.entries(encodeReportTags(report)).map(([Key, Value]) => ({ Key, Value }));
+  await ec2.send(new CreateTagsCommand({ Resources: [instanceId], Tags: tags }));
 }
