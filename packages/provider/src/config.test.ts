@@ -29,7 +29,6 @@ describe("parseProviderConfig", () => {
       tags: {},
       leakCollection: { graceSeconds: 300, intervalSeconds: 120, parameterGraceSeconds: 600 },
       podDelivery: "parameters",
-      parameterKeyId: "alias/aws/ssm",
       instanceTypes: { default: "m7i.large", byResources: [] },
     });
   });

@@ -206,11 +206,14 @@ export const ProviderConfigSchema = z
      */
     podDelivery: z.enum(["user-data", "parameters"]).default("parameters"),
     /**
-     * The KMS key of the Pod parameters (`podDelivery: "parameters"`), default the AWS managed
-     * `alias/aws/ssm`. A customer managed key also needs `kms:Encrypt` for the controller and
-     * `kms:Decrypt` for the host role.
+     * The KMS key of the Pod parameters (`podDelivery: "parameters"`): a key ID, ARN or alias.
+     * Default: the customer managed key `alias/nebula/<clusterName>/pod-parameters`, created by
+     * the operator with `policies/pod-parameters-key-policy.json` as its key policy, which lets
+     * only the controller encrypt and only the host role decrypt this cluster's Pod parameters
+     * (through Parameter Store). `alias/aws/ssm`, the AWS managed key, also works but lets every
+     * principal of the account with `ssm:GetParameter*` read the values (`docs/security.md`).
      */
-    parameterKeyId: z.string().min(1).max(2048).default("alias/aws/ssm"),
+    parameterKeyId: z.string().min(1).max(2048).optional(),
     /**
      * Container logs to CloudWatch Logs (default: off, Docker's own log driver on the host): every
      * Pod container logs through Docker's `awslogs` driver to the log group `group`, one stream

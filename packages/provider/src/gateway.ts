@@ -23,6 +23,7 @@ import { type BatchOutcome, chunk, InstanceBatcher } from "./batch.js";
 import type { ProviderConfig } from "./config.js";
 import { toProviderError } from "./errors.js";
 import {
+  defaultParameterKeyId,
   deleteParameters,
   deletePodParameters,
   type ListedParameter,
@@ -277,7 +278,7 @@ export class AwsGateway implements Gateway {
       cluster: this.#config.clusterName,
       podUid,
       parameters,
-      keyId: this.#config.parameterKeyId,
+      keyId: this.#config.parameterKeyId ?? defaultParameterKeyId(this.#config.clusterName),
     });
   }
 

@@ -246,6 +246,8 @@ describe("launch with parameters", () => {
     for (const p of described.Parameters ?? []) {
       expect(p.Type).toBe("SecureString");
       expect(p.Tier).toBe("Standard");
+      // Under the cluster's customer managed key by default, not the AWS managed aws/ssm.
+      expect(p.KeyId).toBe(`alias/nebula/${cluster}/pod-parameters`);
       expect(p.LastModifiedDate?.getTime()).toBeLessThanOrEqual(
         (instance?.LaunchTime?.getTime() ?? 0) + 1000,
       );

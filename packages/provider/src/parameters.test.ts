@@ -1,14 +1,18 @@
+import type { SSMClient } from "@aws-sdk/client-ssm";
 import { MemoryPodLedger } from "@nebula/teardown";
 import { podParameterPrefix, UserDataError } from "@nebula/userdata";
 import type { PodStatusChange } from "@nebula/virtual-node";
 import { describe, expect, it } from "vitest";
+import { ProviderError } from "./errors.js";
 import {
   accountOfArn,
   clusterPodsPath,
+  defaultParameterKeyId,
   instanceArn,
   isPodParametersAuxiliary,
   partitionOf,
   podParametersAuxiliary,
+  writePodParameters,
 } from "./parameters.js";
 import { Ec2PodProvider } from "./provider.js";
 import { countCalls } from "./testing/calls.js";
@@ -115,5 +119,51 @@ describe("CreateContainerConfigError, without a cloud call", () => {
         "the ConfigMaps and Secrets of pod default/needs-db could not be read: apiserver unavailable",
     });
     expect([...ec2.keys(), ...ssm.keys()]).toEqual([]);
+  });
+});
+
+describe("the default key", () => {
+  it("is the cluster's alias, with a name an alias cannot hold replaced by its hash", () => {
+    expect(defaultParameterKeyId("prod")).toBe("alias/nebula/prod/pod-parameters");
+    const dotted = defaultParameterKeyId("prod.eu-west-1");
+    expect(dotted).toMatch(/^alias\/nebula\/c-[0-9a-f]{16}\/pod-parameters$/);
+    expect(dotted).not.toBe(defaultParameterKeyId("prod_eu-west-1"));
+  });
+});
+
+describe("a Pod parameter write the key refuses", () => {
+  /** An SSM client whose every call fails as SSM does, with `name` and message. */
+  const failing = (name: string, message: string) =>
+    ({
+      send: async () => {
+        throw Object.assign(new Error(message), { name });
+      },
+    }) as unknown as SSMClient;
+  const write = (ssm: SSMClient) =>
+    writePodParameters(ssm, {
+      cluster: "prod",
+      podUid: "u-1",
+      parameters: [{ name: "/nebula/prod/pods/u-1/0", value: "x" }],
+      keyId: defaultParameterKeyId("prod"),
+    });
+
+  it("says which key and what to do when the key does not exist", async () => {
+    const error = await write(failing("InvalidKeyId", "Invalid KeyId")).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProviderError);
+    expect(error).toMatchObject({ code: "InvalidConfiguration", awsCode: "InvalidKeyId" });
+    expect((error as Error).message).toContain("alias/nebula/prod/pod-parameters");
+    expect((error as Error).message).toContain("policies/pod-parameters-key-policy.json");
+  });
+
+  it("says so for a denial by KMS, and adds nothing to other failures", async () => {
+    const denied = await write(
+      failing("AccessDeniedException", "not authorized to perform: kms:Encrypt on resource"),
+    ).catch((e: unknown) => e);
+    expect((denied as Error).message).toContain("pod-parameters-key-policy.json");
+    const throttled = await write(failing("ThrottlingException", "Rate exceeded")).catch(
+      (e: unknown) => e,
+    );
+    expect(throttled).toMatchObject({ code: "Throttled" });
+    expect((throttled as Error).message).not.toContain("KMS key");
   });
 });

@@ -6,6 +6,7 @@
  * it, and listed for the leak collector. Thin: every call's error goes through
  * {@link toProviderError}; the SDK client's retry mode does the rest.
  */
+import { createHash } from "node:crypto";
 import {
   AddTagsToResourceCommand,
   DeleteParametersCommand,
@@ -27,8 +28,19 @@ import {
 import { toProviderError } from "./errors.js";
 import { CLUSTER_TAG, POD_UID_TAG } from "./tags.js";
 
-/** The KMS key Pod parameters are encrypted with unless configured otherwise (AWS managed). */
-const DEFAULT_PARAMETER_KEY_ID = "alias/aws/ssm";
+/**
+ * The KMS key a cluster's Pod parameters are encrypted with unless `parameterKeyId` says
+ * otherwise: `alias/nebula/<cluster>/pod-parameters`, the customer managed key the operator
+ * creates with `policies/pod-parameters-key-policy.json`. A cluster name with characters an alias
+ * cannot hold (anything but `[A-Za-z0-9_-]`) is replaced by `c-` and 16 hex digits of its SHA-256.
+ */
+export function defaultParameterKeyId(cluster: string): string {
+  const segment = /^[A-Za-z0-9_-]{1,128}$/.test(cluster)
+    ? cluster
+    : `c-${createHash("sha256").update(cluster).digest("hex").slice(0, 16)}`;
+  return `alias/nebula/${segment}/pod-parameters`;
+}
+
 /** Names per `DeleteParameters` call (the API's limit). */
 const DELETE_PARAMETERS_BATCH = 10;
 /** `MaxResults` of each `DescribeParameters` page (the API's limit). */
@@ -101,6 +113,21 @@ async function send<T>(call: () => Promise<T>, action: string): Promise<T> {
 }
 
 /**
+ * What to do when the key is the reason a write failed: it does not exist (`InvalidKeyId`) or
+ * the controller may not use it (an access denial naming KMS). Empty otherwise.
+ */
+function keyHint(error: unknown, keyId: string): string {
+  const name = (error as { name?: unknown } | undefined)?.name;
+  const message = error instanceof Error ? error.message : "";
+  const aboutKey =
+    name === "InvalidKeyId" ||
+    (typeof name === "string" && name.startsWith("AccessDenied") && /kms/i.test(message));
+  return aboutKey
+    ? ` with KMS key ${keyId}: create the key with @nebula/provider's policies/pod-parameters-key-policy.json as its key policy and that alias (docs/security.md, section 5), or set parameterKeyId to a key the controller may encrypt with`
+    : "";
+}
+
+/**
  * Writes a Pod's parameters: `PutParameter` (`SecureString`, Standard tier, `Overwrite`, so a
  * retry or a re-render replaces them), then `AddTagsToResource` with `nebula:cluster` and
  * `nebula:pod-uid` (tags cannot be passed together with `Overwrite`). Idempotent. Throws a
@@ -113,7 +140,7 @@ export async function writePodParameters(
     readonly cluster: string;
     readonly podUid: string;
     readonly parameters: readonly PodParameter[];
-    readonly keyId?: string;
+    readonly keyId: string;
   },
 ): Promise<void> {
   const tags = [
@@ -122,20 +149,23 @@ export async function writePodParameters(
   ];
   await Promise.all(
     input.parameters.map(async (parameter) => {
-      await send(
-        () =>
-          ssm.send(
-            new PutParameterCommand({
-              Name: parameter.name,
-              Value: parameter.value,
-              Type: "SecureString",
-              KeyId: input.keyId ?? DEFAULT_PARAMETER_KEY_ID,
-              Tier: "Standard",
-              Overwrite: true,
-            }),
-          ),
-        `PutParameter ${parameter.name}`,
-      );
+      try {
+        await ssm.send(
+          new PutParameterCommand({
+            Name: parameter.name,
+            Value: parameter.value,
+            Type: "SecureString",
+            KeyId: input.keyId,
+            Tier: "Standard",
+            Overwrite: true,
+          }),
+        );
+      } catch (error) {
+        throw toProviderError(
+          error,
+          `PutParameter ${parameter.name}${keyHint(error, input.keyId)}`,
+        );
+      }
       await send(
         () =>
           ssm.send(

@@ -89,8 +89,8 @@ describe("the controller's IAM policy", () => {
         });
       }
     }
-    // Nothing else of SSM (never a read of a value), and no KMS: the parameters use the AWS-managed
-    // key alias/aws/ssm, whose key policy lets the account's principals use it through SSM.
+    // Nothing else of SSM (never a read of a value), and no KMS: the parameters' key grants the
+    // controller Encrypt in its own key policy (pod-parameters-key-policy.json).
     const ssmOrKms = policy.Statement.flatMap((s) => list(s.Action)).filter((a) =>
       /^(ssm|kms):/.test(a),
     );

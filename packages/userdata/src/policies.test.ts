@@ -49,8 +49,9 @@ describe("the instance role's IAM policies (policies/*.json)", () => {
         Condition: { Null: { "aws:ResourceTag/nebula:pod-uid": "true" } },
       },
     ]);
-    // Parameters use the AWS-managed key alias/aws/ssm, whose key policy already lets the account's
-    // principals decrypt through SSM: no kms statement, and no other action, in any instance policy.
+    // The parameters' key grants Decrypt to the host role in its own key policy
+    // (@nebula/provider's policies/pod-parameters-key-policy.json): no kms statement, and no other
+    // action, in any instance policy.
     const actions = [
       "instance-report-tags.json",
       "instance-pod-parameters.json",
