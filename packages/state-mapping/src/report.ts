@@ -316,12 +316,14 @@ export function encodeConsoleLine(report: ExitReport): string {
  * Finds the newest readable report in serial-console output (as `GetConsoleOutput` returns it,
  * already base64-decoded to text). A report line starts with the marker (nothing before it on its
  * line). Lines that are not reports, or that are damaged, are skipped;
- * the report with the highest `seq` wins. Total.
+ * the report with the highest `seq` wins, among those whose `seq` is at most `maxSeq` when given
+ * (a line past it, such as a forged one far ahead, cannot shadow the genuine ones). Total.
  */
-export function decodeConsoleOutput(output: unknown): ReportReadResult {
+export function decodeConsoleOutput(output: unknown, maxSeq?: number): ReportReadResult {
   if (typeof output !== "string") return { kind: "absent" };
   let best: ExitReport | undefined;
   let damaged = 0;
+  let beyond = 0;
   // Only a marker at the start of a line counts: text that merely contains it (a log line quoting
   // a report, a forged report after a prefix) is not a report.
   const line = new RegExp(`^${CONSOLE_REPORT_MARKER} v(\\d+) ([A-Za-z0-9_-]+)(?=\\s|$)`, "gm");
@@ -335,9 +337,18 @@ export function decodeConsoleOutput(output: unknown): ReportReadResult {
       damaged++;
       continue;
     }
+    if (maxSeq !== undefined && parsed.report.seq > maxSeq) {
+      beyond++;
+      continue;
+    }
     if (best === undefined || parsed.report.seq > best.seq) best = parsed.report;
   }
   if (best) return { kind: "report", report: best };
+  if (beyond > 0)
+    return {
+      kind: "unreadable",
+      message: `${beyond} console report line(s) have a seq past the ${maxSeq} accepted now`,
+    };
   if (damaged > 0)
     return { kind: "unreadable", message: `${damaged} console report line(s) could not be read` };
   return { kind: "absent" };

@@ -224,6 +224,46 @@ describe("toInstanceState", () => {
     expect(toPodStatus(pod("Never"), found, { now: later(5_000) }).phase).toBe("Succeeded");
   });
 
+  it("refuses a forged console report whose seq jumps far ahead, and keeps accepting the genuine ones", () => {
+    // A privileged container can write /dev/console: a final "Succeeded" line with a huge seq.
+    const genuine = report(5, false, [running()]);
+    const lost = toInstanceState(
+      ec2("stopped", { code: "Client.InstanceInitiatedShutdown", report: genuine }),
+      { now: NOW },
+    );
+    const forged = encodeConsoleLine(report(1_000_000, true, [exited(0)]));
+    const read = toInstanceState(
+      ec2("stopped", { code: "Client.InstanceInitiatedShutdown", report: genuine }),
+      { now: later(5_000), previous: lost, consoleOutput: `${forged}\n` },
+    );
+    // Not Terminal: the readable tags' report (seq 5) stands.
+    expect(read).toMatchObject({ kind: "Lost", report: { seq: 5, final: false } });
+    // The supervisor's own final report, next in line, is still accepted after the forgery.
+    const finalLine = encodeConsoleLine(report(6, true, [exited(3)]));
+    const found = toInstanceState(
+      ec2("stopped", { code: "Client.InstanceInitiatedShutdown", report: genuine }),
+      { now: later(10_000), previous: read, consoleOutput: `${forged}\n${finalLine}\n` },
+    );
+    expect(found).toMatchObject({ kind: "Terminal", report: { seq: 6, final: true } });
+  });
+
+  it("lets a genuine seq jump grow with the time since the last observation", () => {
+    const previous = toInstanceState(ec2("running", { report: report(5, false, [running()]) }), {
+      now: NOW,
+    });
+    // 1,000 ahead is allowed at once; 1,001 is not ...
+    const at = (seq: number, ms: number) =>
+      toInstanceState(ec2("running", { report: report(seq, false, [running()]) }), {
+        now: later(ms),
+        previous,
+      });
+    expect(at(1005, 1).report?.seq).toBe(1005);
+    expect(at(1006, 1).report?.seq).toBe(5);
+    // ... until an hour has passed (one more per 10 s: 360), as after a virtual node's outage.
+    expect(at(1006 + 359, 3_600_000).report?.seq).toBe(1365);
+    expect(at(1006 + 360, 3_600_000).report?.seq).toBe(5);
+  });
+
   it("does not ask again once the console was consulted", () => {
     const state = toInstanceState(
       ec2("stopped", {

@@ -27,6 +27,17 @@ const DEFAULT_BOOT_TIMEOUT_MS = 15 * 60_000;
  */
 export const MAX_REPORT_SEQ = 2147483647;
 
+/**
+ * How far a report's `seq` may run ahead of the newest report already accepted: this many, plus
+ * one per {@link SEQ_JUMP_GROWTH_MS} since that report's observation. The supervisor writes one
+ * report per change (restarts backed off, probe reports rate-limited), so a genuine report never
+ * comes near it between two observations; a forged console line (a privileged container can
+ * write `/dev/console`) cannot jump far ahead and silence its Pod's genuine reports for long.
+ */
+const MAX_REPORT_SEQ_JUMP = 1000;
+/** The allowance of {@link MAX_REPORT_SEQ_JUMP} grows by one report per this many ms. */
+const SEQ_JUMP_GROWTH_MS = 10_000;
+
 /** The EC2 facts every state with a readable instance carries. */
 export interface InstanceFacts {
   /** EC2 instance ID. */
@@ -223,6 +234,11 @@ export interface PreviousObservation {
   readonly message?: unknown;
   /** A previous `Terminal` state's {@link TerminalState.stopped}: kept while the report is the same. */
   readonly stopped?: unknown;
+  /**
+   * When the previous observation was made: how far a new report's `seq` may run ahead of the
+   * previous report grows with the time since (absent: no growth).
+   */
+  readonly observedAt?: unknown;
 }
 
 /** Options of {@link toInstanceState}. */
@@ -291,18 +307,19 @@ function mapInstance(
   observedAt: Date,
 ): InstanceState {
   const previousReport = readPrevious(options.previous);
+  const seqLimit = seqLimitOf(previousReport, options.previous?.observedAt, observedAt);
   const previousSawInstance =
     options.previous?.instance !== undefined && options.previous?.instance !== null;
   const previousKind = options.previous?.kind;
   const consoleConsulted = options.consoleOutput !== undefined;
   const consoleRead: ReportReadResult = consoleConsulted
-    ? decodeConsoleOutput(options.consoleOutput)
+    ? decodeConsoleOutput(options.consoleOutput, seqLimit)
     : { kind: "absent" };
 
   const frozen = frozenLoss(options.previous);
 
   if (instance === undefined || instance === null) {
-    const { best, problem } = pickReport(previousReport, { kind: "absent" }, consoleRead);
+    const { best, problem } = pickReport(previousReport, { kind: "absent" }, consoleRead, seqLimit);
     if (best?.final)
       return terminal(best, undefined, options.previous, observedAt, consoleConsulted);
     const launchedAt = options.launchedAt;
@@ -330,7 +347,7 @@ function mapInstance(
 
   const parsed = parseEc2Instance(instance);
   if (!parsed.ok) {
-    const { best } = pickReport(previousReport, { kind: "absent" }, consoleRead);
+    const { best } = pickReport(previousReport, { kind: "absent" }, consoleRead, seqLimit);
     if (best?.final)
       return terminal(best, undefined, options.previous, observedAt, consoleConsulted);
     return withReport(
@@ -349,6 +366,7 @@ function mapInstance(
     previousReport,
     readTags(parsed.instance, previousReport),
     consoleRead,
+    seqLimit,
   );
   if (best?.final) return terminal(best, facts, options.previous, observedAt, consoleConsulted);
   const unreadable = problem !== undefined && bestFrom !== "tags" && bestFrom !== "console";
@@ -638,13 +656,33 @@ function readPrevious(previous: ToInstanceStateOptions["previous"]): ExitReport 
 }
 
 /**
- * The readable report with the highest `seq`. On a tie the console wins (it carries whole
- * messages), then the tags, then the previous report.
+ * The highest `seq` a new report may have: the previous report's plus {@link MAX_REPORT_SEQ_JUMP}
+ * and one per {@link SEQ_JUMP_GROWTH_MS} since it was observed. Undefined without a previous
+ * report (only {@link MAX_REPORT_SEQ} applies then).
+ */
+function seqLimitOf(
+  previous: ExitReport | undefined,
+  previousObservedAt: unknown,
+  observedAt: Date,
+): number | undefined {
+  if (previous === undefined) return undefined;
+  const since =
+    previousObservedAt instanceof Date || typeof previousObservedAt === "string"
+      ? observedAt.getTime() - new Date(previousObservedAt).getTime()
+      : Number.NaN;
+  const growth = Number.isFinite(since) && since > 0 ? Math.floor(since / SEQ_JUMP_GROWTH_MS) : 0;
+  return previous.seq + MAX_REPORT_SEQ_JUMP + growth;
+}
+
+/**
+ * The readable report with the highest `seq`, at most `limit` (see {@link seqLimitOf}). On a tie
+ * the console wins (it carries whole messages), then the tags, then the previous report.
  */
 function pickReport(
   previous: ExitReport | undefined,
   tags: ReportReadResult,
   consoleRead: ReportReadResult,
+  limit: number | undefined,
 ): Candidates {
   let best: ExitReport | undefined = previous;
   let bestFrom: Source | undefined = previous === undefined ? undefined : "previous";
@@ -652,6 +690,9 @@ function pickReport(
   const consider = (from: "tags" | "console", read: ReportReadResult) => {
     if (read.kind === "report" && read.report.seq > MAX_REPORT_SEQ) {
       const message = `report seq ${read.report.seq} is over the limit of ${MAX_REPORT_SEQ}`;
+      problem ??= from === "tags" ? message : `console: ${message}`;
+    } else if (read.kind === "report" && limit !== undefined && read.report.seq > limit) {
+      const message = `report seq ${read.report.seq} jumps too far past the last accepted seq ${previous?.seq} (at most ${limit} now)`;
       problem ??= from === "tags" ? message : `console: ${message}`;
     } else if (read.kind === "unreadable") {
       problem ??= from === "tags" ? read.message : `console: ${read.message}`;
