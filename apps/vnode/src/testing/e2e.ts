@@ -411,6 +411,8 @@ export async function startKubeletApiWorld(options: {
   readonly namespace: string;
   /** The CloudWatch Logs group the hosts write. */
   readonly group: string;
+  /** Provider settings over the shared ones (e.g. `maxGracePeriodSeconds`). */
+  readonly provider?: Readonly<Record<string, unknown>>;
 }): Promise<{ readonly hosts: InstanceHosts; readonly vnode: VnodeProcess }> {
   const logs = new CloudWatchLogsClient({
     endpoint: options.moto.endpoint,
@@ -438,6 +440,7 @@ export async function startKubeletApiWorld(options: {
   config.node.internalIP = hostAddress();
   config.provider.logs = { group: options.group };
   config.provider.metrics = { sampleSeconds: 5, publishSeconds: 10 };
+  Object.assign(config.provider, options.provider);
   (config as Record<string, unknown>).kubeletApi = { usageCacheSeconds: 5 };
   const vnode = await startVnode({
     nodeName: options.node,
