@@ -4,12 +4,16 @@ import type { Ec2PodProvider } from "@nebula/provider";
 import { virtualNodeMetrics } from "@nebula/virtual-node";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
-type Observed = Pick<Ec2PodProvider, "gateway" | "instanceCounts" | "onLeakCollected" | "onPoll">;
+type Observed = Pick<
+  Ec2PodProvider,
+  "gateway" | "instanceCounts" | "onLeakCollected" | "onPoll" | "onDoorbells"
+>;
 
 /**
  * Registers the virtual node's metrics on `registry` and binds them: the virtual node's own
  * (`@nebula/virtual-node`'s), the provider's EC2 calls (counted by its gateway), polls and
- * collected leaks, and instances by state (read at scrape time). Returns what the Pod controller
+ * collected leaks, the event channel's messages (`provider.events`), and instances by state (read
+ * at scrape time). Returns what the Pod controller
  * and the kubelet API report into.
  */
 export function vnodeMetrics(
@@ -55,5 +59,25 @@ export function vnodeMetrics(
     registers,
   });
   provider.onPoll((result, s) => polls.observe({ outcome: result.ok ? "ok" : "error" }, s));
+  const messages = new Counter({
+    name: name("event_messages_total"),
+    help: "Messages of the event queue by what became of them: read (an instance read), coalesced (into another of the same instance), ignored (no Pod of this node), unreadable",
+    labelNames: ["outcome"],
+    registers,
+  });
+  const eventLag = new Histogram({
+    name: name("event_to_status_seconds"),
+    help: "From the event queue's receipt of a message to its Pod's status published",
+    buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+    registers,
+  });
+  provider.onDoorbells((batch) => {
+    const read = batch.messages - batch.coalesced - batch.ignored - batch.unreadable;
+    messages.inc({ outcome: "read" }, read);
+    messages.inc({ outcome: "coalesced" }, batch.coalesced);
+    messages.inc({ outcome: "ignored" }, batch.ignored);
+    messages.inc({ outcome: "unreadable" }, batch.unreadable);
+    for (const s of batch.lagSeconds) eventLag.observe(s);
+  });
   return reported;
 }

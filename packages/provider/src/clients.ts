@@ -1,6 +1,7 @@
 import { CloudWatchClient } from "@aws-sdk/client-cloudwatch";
 import { CloudWatchLogsClient } from "@aws-sdk/client-cloudwatch-logs";
 import { EC2Client } from "@aws-sdk/client-ec2";
+import { SQSClient } from "@aws-sdk/client-sqs";
 import { SSMClient } from "@aws-sdk/client-ssm";
 import type { ProviderConfig } from "./config.js";
 
@@ -14,11 +15,13 @@ export interface AwsClients {
   readonly logs: CloudWatchLogsClient | undefined;
   /** CloudWatch: the hosts' container usage (`config.metrics`). */
   readonly metrics: CloudWatchClient | undefined;
+  /** SQS: the event channel's queue (`config.events`). */
+  readonly sqs: SQSClient | undefined;
 }
 
 /**
  * Builds the clients from the configuration (Region, endpoint, adaptive retry with
- * `maxAttempts`), using any given instead. Logs and metrics clients exist only when the
+ * `maxAttempts`), using any given instead. Logs, metrics and SQS clients exist only when the
  * configuration turns them on.
  */
 export function createAwsClients(
@@ -42,5 +45,6 @@ export function createAwsClients(
       config.metrics === undefined
         ? undefined
         : (given.metrics ?? new CloudWatchClient(clientConfig)),
+    sqs: config.events === undefined ? undefined : (given.sqs ?? new SQSClient(clientConfig)),
   };
 }

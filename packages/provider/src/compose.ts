@@ -6,6 +6,8 @@ import { createAwsClients } from "./clients.js";
 import { CloudWatchContainerLogs } from "./cloudwatch-logs.js";
 import { CloudWatchUsage } from "./cloudwatch-usage.js";
 import { type ProviderConfig, parseProviderConfig } from "./config.js";
+import { SqsDoorbellQueue } from "./doorbell-queue.js";
+import { Doorbells } from "./doorbells.js";
 import { AwsGateway } from "./gateway.js";
 import { HealthTracker } from "./health.js";
 import { Launcher } from "./launcher.js";
@@ -32,6 +34,8 @@ export interface ProviderParts {
   readonly reclaimer: Reclaimer;
   readonly leaks: LeakCollector;
   readonly poller: Poller;
+  /** The event channel's reader (`config.events`). */
+  readonly doorbells: Doorbells | undefined;
 }
 
 /**
@@ -45,6 +49,7 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
     ...(options.ssmClient ? { ssm: options.ssmClient } : {}),
     ...(options.logsClient ? { logs: options.logsClient } : {}),
     ...(options.metricsClient ? { metrics: options.metricsClient } : {}),
+    ...(options.sqsClient ? { sqs: options.sqsClient } : {}),
   });
   const ctx: ProviderContext = {
     config,
@@ -69,7 +74,7 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
   // What the teardown's lookup finds is an observation of the Pod too.
   reclaimer.onFound = (record) => publisher.computeStatus(record);
   const launcher = new Launcher(ctx, parameters, reclaimer);
-  const { logs, metrics } = config;
+  const { logs, metrics, events } = config;
   return {
     config,
     client: clients.ec2,
@@ -90,5 +95,9 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
     reclaimer,
     leaks: new LeakCollector(ctx, options.livePodUids),
     poller: new Poller(ctx, { admitter, launcher, parameters, publisher }),
+    doorbells:
+      events && clients.sqs
+        ? new Doorbells(ctx, publisher, new SqsDoorbellQueue(clients.sqs, events.queueUrl), events)
+        : undefined,
   };
 }

@@ -235,6 +235,29 @@ export const ProviderConfigSchema = z
      */
     metrics: MetricsOptions.strict().optional(),
     /**
+     * The event channel (default: off): an SQS queue of this virtual node that hosts ring after
+     * every exit report (a doorbell: `{"v":1,"instance":"i-…","seq":N}`) and EventBridge fills
+     * with EC2's own instance events (state changes, Spot interruption warnings, rebalance
+     * recommendations). A message proves nothing: it is only a reason to read those instances now
+     * (one batched, node-filtered `DescribeInstances` per `windowMs`), so an exit reaches its
+     * Pod's status in about a second. The poll stays as the safety net, every
+     * `pollIntervalSeconds` of this object while the queue answers (the top-level one while it
+     * does not). Passed to `renderUserData` as `doorbell`. Needs `policies/controller.json`'s
+     * queue statement and `@nebula/userdata`'s `policies/instance-doorbell.json`.
+     */
+    events: z
+      .strictObject({
+        /** The queue's URL (`https://sqs.<region>.amazonaws.com/<account>/<name>`). */
+        queueUrl: z.url().max(1024),
+        /** How long doorbells are gathered into one `DescribeInstances` after the first. */
+        windowMs: z.number().int().min(0).max(5000).default(200),
+        /** `ReceiveMessage`'s long-poll wait (SQS allows 0 to 20). */
+        waitSeconds: z.number().int().min(0).max(20).default(20),
+        /** The safety-net poll's interval while the queue answers. */
+        pollIntervalSeconds: z.number().min(1).max(3600).default(60),
+      })
+      .optional(),
+    /**
      * EC2 endpoint override, for tests only (moto). Production leaves it unset. With
      * `podDelivery: "parameters"` the SSM client uses it too (moto serves both on one endpoint).
      */

@@ -30,5 +30,6 @@ export type { ContainerRunRef, LogLine } from "./log-events.js";
 export type { Ec2PodProviderOptions } from "./options.js";
 export type { ListedParameter } from "./parameters.js";
 export type { ObservedInstance, PollPage } from "./poll.js";
+export type { DoorbellBatch } from "./doorbells.js";
 export type { PollResult } from "./poller.js";
 export { Ec2PodProvider } from "./provider.js";

@@ -1,6 +1,7 @@
 import type { CloudWatchClient } from "@aws-sdk/client-cloudwatch";
 import type { CloudWatchLogsClient } from "@aws-sdk/client-cloudwatch-logs";
 import type { EC2Client } from "@aws-sdk/client-ec2";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { SSMClient } from "@aws-sdk/client-ssm";
 import type { V1Pod } from "@kubernetes/client-node";
 import type { PodLedger } from "@nebula/teardown";
@@ -59,6 +60,8 @@ export interface Ec2PodProviderOptions {
   readonly logsClient?: CloudWatchLogsClient;
   /** A CloudWatch client to use instead of the one built from the configuration (with `config.metrics`). */
   readonly metricsClient?: CloudWatchClient;
+  /** An SQS client to use instead of the one built from the configuration (with `config.events`). */
+  readonly sqsClient?: SQSClient;
   /** Every AWS call through this instead of the SDK clients (unit tests pass a fake). */
   readonly gateway?: Gateway;
   /** The clock, ms since the epoch (tests pass a fake one). Default `Date.now`. */

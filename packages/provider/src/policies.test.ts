@@ -114,6 +114,19 @@ describe("the controller's IAM policy", () => {
     );
     expect(logsOrMetrics.sort()).toEqual(["cloudwatch:GetMetricData", "logs:GetLogEvents"]);
   });
+
+  it("receives and deletes the messages of its one event queue, and nothing else of SQS", () => {
+    const sqs = policy.Statement.filter((s) => list(s.Action).some((a) => a.startsWith("sqs:")));
+    expect(sqs).toEqual([
+      {
+        Sid: "ReceiveAndDeleteItsEventQueuesMessages",
+        Effect: "Allow",
+        // DeleteMessageBatch is authorized as DeleteMessage; no SendMessage (the hosts ring).
+        Action: ["sqs:ReceiveMessage", "sqs:DeleteMessage"],
+        Resource: "arn:aws:sqs:${Region}:${AccountId}:${EventQueueName}",
+      },
+    ]);
+  });
 });
 
 describe("the account guard (SCP)", () => {

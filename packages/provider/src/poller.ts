@@ -93,6 +93,7 @@ export class Poller {
   async #cycle(): Promise<PollResult> {
     const ctx = this.#ctx;
     let listing: Awaited<ReturnType<typeof ctx.gateway.listNodeInstances>>;
+    const readAt = ctx.now();
     try {
       listing = await ctx.gateway.listNodeInstances();
     } catch (error) {
@@ -140,7 +141,7 @@ export class Poller {
     let consoleCalls = 0;
     const work: Promise<void>[] = [];
     for (const record of ctx.records.values()) {
-      const step = this.#step(record, byUid.get(record.facts.uid), work);
+      const step = this.#step(record, byUid.get(record.facts.uid), readAt, work);
       if (step === "console") consoleCalls++;
       work.push(step === "publish" ? this.#publisher.publish(record) : this.#run(record, step));
     }
@@ -160,13 +161,14 @@ export class Poller {
   #step(
     record: PodRecord,
     listed: ObservedInstance | undefined,
+    readAt: number,
     work: Promise<void>[],
   ): "publish" | "launch" | "console" {
     if (record.mode !== "launch") return "publish";
     if (listed && disprove(this.#ctx, listed, record.facts.uid) === undefined) {
       // An instance a lost RunInstances answer left, found by the poll: recorded like any other.
       if (record.instanceId === undefined) record.ledgerDirty = true;
-      observe(this.#ctx, record, listed);
+      observe(this.#ctx, record, listed, readAt);
     }
     // Otherwise: observed or proven absent by the lookup above, or nothing concluded yet (the
     // lookup failed, or a new instance is within EC2's consistency window): the last observation
@@ -198,6 +200,7 @@ export class Poller {
     for (let i = 0; i < records.length; i += 200) {
       const chunk = records.slice(i, i + 200);
       let found: readonly ObservedInstance[];
+      const readAt = ctx.now();
       try {
         found = await ctx.gateway.describeInstances(chunk.map((r) => r.instanceId ?? ""));
       } catch (error) {
@@ -213,7 +216,7 @@ export class Poller {
           disproved: instance === undefined ? undefined : disprove(ctx, instance, uid),
           withinConsistencyWindow: withinConsistencyWindow(ctx, launchTimeOf(record)),
         });
-        if (outcome === "observe" && instance !== undefined) observe(ctx, record, instance);
+        if (outcome === "observe" && instance !== undefined) observe(ctx, record, instance, readAt);
         else if (outcome === "absent") {
           record.seen = true;
           record.missing = true;

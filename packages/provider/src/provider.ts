@@ -17,6 +17,7 @@ import type { CloudWatchContainerLogs } from "./cloudwatch-logs.js";
 import type { CloudWatchUsage } from "./cloudwatch-usage.js";
 import { composeProvider } from "./compose.js";
 import type { ProviderConfig } from "./config.js";
+import type { DoorbellBatch, Doorbells } from "./doorbells.js";
 import type { Gateway } from "./gateway.js";
 import type { Launcher } from "./launcher.js";
 import type { CollectedParameterLeak, LeakCollection, LeakCollector } from "./leak-collector.js";
@@ -71,8 +72,9 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   readonly #reclaimer: Reclaimer;
   readonly #leaks: LeakCollector;
   readonly #poller: Poller;
-  readonly #timers: { poll?: NodeJS.Timeout; leaks?: NodeJS.Timeout } = {};
-  #running = false;
+  readonly #doorbells: Doorbells | undefined;
+  readonly #timers: { poll?: NodeJS.Timeout | undefined; leaks?: NodeJS.Timeout | undefined } = {};
+  #running: { abort: AbortController; doorbells: Promise<void> } | undefined;
 
   /** @param options - see {@link Ec2PodProviderOptions}. */
   constructor(options: Ec2PodProviderOptions) {
@@ -89,6 +91,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     this.#reclaimer = parts.reclaimer;
     this.#leaks = parts.leaks;
     this.#poller = parts.poller;
+    this.#doorbells = parts.doorbells;
   }
 
   /**
@@ -208,9 +211,20 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     return this.#ctx.health.subscribe(listener);
   }
 
-  /** Milliseconds until the next poll (grows under throttling and failures). */
+  /**
+   * Milliseconds until the next poll (grows under throttling and failures): the event channel's
+   * safety-net interval while its queue answers (`config.events`).
+   */
   get pollIntervalMs(): number {
-    return this.#ctx.health.intervalMs;
+    const safetyNet = this.#doorbells?.healthy
+      ? this.config.events?.pollIntervalSeconds
+      : undefined;
+    return Math.max(this.#ctx.health.intervalMs, (safetyNet ?? 0) * 1000);
+  }
+
+  /** Subscribes to every batch the event channel handled (`config.events`); returns the unsubscribe. */
+  onDoorbells(listener: (batch: DoorbellBatch) => void): () => void {
+    return this.#doorbells?.onBatch(listener) ?? (() => undefined);
   }
 
   /** Runs the poll loop and the leak collector until `signal` aborts, then {@link stop}s. */
@@ -224,33 +238,40 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     await this.stop();
   }
 
-  /** Starts the poll loop and the leak collector (whose first pass follows the first poll). */
+  /**
+   * Starts the poll loop, the leak collector (whose first pass follows the first poll) and the
+   * event channel's reader (`config.events`).
+   */
   start(): void {
     if (this.#running) return;
-    this.#running = true;
+    const abort = new AbortController();
+    this.#running = { abort, doorbells: this.#doorbells?.run(abort.signal) ?? Promise.resolve() };
+    const later = (loop: () => Promise<void>, ms: number) =>
+      this.#running ? setTimeout(loop, ms) : undefined;
     const pollLoop = async () => {
       await this.pollOnce();
-      if (this.#running) this.#timers.poll = setTimeout(pollLoop, this.pollIntervalMs);
+      this.#timers.poll = later(pollLoop, this.pollIntervalMs);
     };
     const leakLoop = async () => {
       await this.collectLeaks().catch((error: unknown) =>
         this.#ctx.log("warn", `leak collection failed: ${String(error)}`),
       );
-      const every = this.config.leakCollection.intervalSeconds * 1000;
-      if (this.#running) this.#timers.leaks = setTimeout(leakLoop, every);
+      this.#timers.leaks = later(leakLoop, this.config.leakCollection.intervalSeconds * 1000);
     };
     this.#timers.poll = setTimeout(async () => {
       await pollLoop();
-      if (this.#running) this.#timers.leaks = setTimeout(leakLoop, 0);
+      this.#timers.leaks = later(leakLoop, 0);
     }, 0);
   }
 
-  /** Stops both loops and sends whatever stop/terminate requests are queued. */
+  /** Stops the loops and sends whatever stop/terminate requests are queued. */
   async stop(): Promise<void> {
-    this.#running = false;
+    const running = this.#running;
+    this.#running = undefined;
     clearTimeout(this.#timers.poll);
     clearTimeout(this.#timers.leaks);
-    await this.#poller.idle();
+    running?.abort.abort();
+    await Promise.all([this.#poller.idle(), running?.doorbells]);
     await this.gateway.flush();
   }
 

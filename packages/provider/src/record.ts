@@ -76,6 +76,11 @@ export interface PodRecord {
   ledgerDirty: boolean;
   observed?: ObservedInstance | undefined;
   /**
+   * When the read that produced {@link PodRecord.observed} started (ms): a read that started
+   * earlier (a poll's listing finishing after an event's read) is older and is not observed.
+   */
+  observedReadAt?: number | undefined;
+  /**
    * This process has observed the instance: a poll listed it, a describe by ID found it (or proved
    * it absent), or this process launched it. Until then it has no state, and the Pod keeps the
    * status stored in the API (no state from no observation: docs/contracts.md, C9).
@@ -144,14 +149,27 @@ export function launchTimeOf(record: PodRecord | undefined): number | undefined 
   return record?.launchedAt?.getTime() ?? record?.requestedAt;
 }
 
-/** Records an observation of the Pod's instance. */
-export function observe(ctx: ProviderContext, record: PodRecord, instance: ObservedInstance): void {
+/**
+ * Records an observation of the Pod's instance. With `readAt` (when the read that saw it started,
+ * ms), an observation older than the one recorded is dropped: returns false then.
+ */
+export function observe(
+  ctx: ProviderContext,
+  record: PodRecord,
+  instance: ObservedInstance,
+  readAt?: number,
+): boolean {
+  if (readAt !== undefined) {
+    if (record.observedReadAt !== undefined && readAt < record.observedReadAt) return false;
+    record.observedReadAt = readAt;
+  }
   record.instanceId ??= instance.instanceId;
   record.observed = instance;
   record.seen = true;
   record.missing = false;
   if (instance.state === "stopped") record.stoppedSince ??= ctx.now();
   else record.stoppedSince = undefined;
+  return true;
 }
 
 /** Recomputes the instance state from the latest observation, feeding the previous state back. */

@@ -1,0 +1,264 @@
+import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
+import type { PodStatusChange } from "@nebula/virtual-node";
+import { describe, expect, it } from "vitest";
+import type { Doorbell } from "./doorbell-message.js";
+import type { DoorbellQueue, QueueMessage } from "./doorbell-queue.js";
+import { Doorbells } from "./doorbells.js";
+import { ProviderError } from "./errors.js";
+import { StatusPublisher } from "./publisher.js";
+import { observe, refreshState } from "./record.js";
+import { addOwnedInstance, observed, T0, testContext, testRecord } from "./testing/context.js";
+import type { FakeInstance } from "./testing/fake-gateway.js";
+import { testPod } from "./testing/fixtures.js";
+
+/**
+ * The queue in memory, for the reader's unit tests (the SQS adapter runs against moto in
+ * `doorbells.integration.test.ts`): messages to hand out, receipts deleted, receives that fail.
+ */
+class MemoryQueue implements DoorbellQueue {
+  readonly waiting: QueueMessage[] = [];
+  readonly deleted: string[] = [];
+  failures = 0;
+  receives = 0;
+
+  async receive(_waitSeconds: number, signal: AbortSignal): Promise<readonly QueueMessage[]> {
+    this.receives++;
+    if (this.failures > 0) {
+      this.failures--;
+      throw new ProviderError("Unavailable", "ReceiveMessage failed (ServiceUnavailable)");
+    }
+    if (this.waiting.length === 0) {
+      // A long poll that finds nothing: wait a little (or until aborted), then answer empty.
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, 5);
+        signal.addEventListener("abort", () => (clearTimeout(t), r()), { once: true });
+      });
+    }
+    return this.waiting.splice(0, 10);
+  }
+
+  async delete(receipts: readonly string[]): Promise<void> {
+    this.deleted.push(...receipts);
+  }
+}
+
+let next = 0;
+function message(doorbell: Doorbell, extra: Partial<QueueMessage> = {}): QueueMessage {
+  next++;
+  return { id: `m-${next}`, receipt: `r-${next}`, sentAt: T0, receiveCount: 1, doorbell, ...extra };
+}
+const ring = (instanceId: string, seq: number) => message({ kind: "report", instanceId, seq });
+
+function report(seq: number, final: boolean, exitCode = 0): ExitReport {
+  const at = new Date(T0).toISOString();
+  return {
+    v: 1,
+    seq,
+    time: at,
+    final,
+    containers: [
+      final
+        ? {
+            name: "app",
+            init: false,
+            state: "terminated",
+            restarts: 0,
+            exitCode,
+            startedAt: at,
+            finishedAt: at,
+            containerID: "abc123",
+          }
+        : {
+            name: "app",
+            init: false,
+            state: "running",
+            restarts: 0,
+            startedAt: at,
+            containerID: "abc123",
+          },
+    ],
+  } as ExitReport;
+}
+
+/** Writes `r` to the fake instance's tags, as the host's CreateTags does. */
+function tag(instance: FakeInstance, r: ExitReport): void {
+  instance.Tags = [
+    ...instance.Tags.filter((t) => !t.Key.startsWith("nebula:report")),
+    ...Object.entries(encodeReportTags(r)).map(([Key, Value]) => ({ Key, Value })),
+  ];
+}
+
+function setup(options: { rereadMs?: number; rereads?: number } = {}) {
+  const t = testContext();
+  const publisher = new StatusPublisher(t.ctx);
+  const changes: PodStatusChange[] = [];
+  publisher.subscribe(async (change) => void changes.push(change));
+  const queue = new MemoryQueue();
+  const doorbells = new Doorbells(t.ctx, publisher, queue, {
+    windowMs: 0,
+    waitSeconds: 20,
+    rereadMs: options.rereadMs ?? 1,
+    rereads: options.rereads ?? 3,
+  });
+  /** A Pod whose instance runs and reported seq 1 (running), observed and published. */
+  const running = async (uid: string) => {
+    const instance = addOwnedInstance(t.gateway, uid);
+    tag(instance, report(1, false));
+    const record = testRecord(t.ctx, testPod(`pod-${uid}`, uid), {
+      instanceId: instance.InstanceId,
+      launchRequested: true,
+      launchedAt: new Date(T0),
+    });
+    observe(t.ctx, record, observed(instance), T0);
+    refreshState(t.ctx, record);
+    await publisher.publish(record);
+    return { instance, record };
+  };
+  return { ...t, publisher, changes, queue, doorbells, running };
+}
+
+describe("Doorbells.handle", () => {
+  it("reads the rung instance at once and publishes its exit: one DescribeInstances, message deleted", async () => {
+    const t = setup();
+    const { instance } = await t.running("uid-1");
+    expect(t.changes.at(-1)?.status.phase).toBe("Running");
+    tag(instance, report(2, true, 3));
+    t.gateway.calls.length = 0;
+    const m = ring(instance.InstanceId, 2);
+    const batch = await t.doorbells.handle([m]);
+    expect(t.changes.at(-1)?.status.phase).toBe("Failed");
+    expect(t.changes.at(-1)?.status.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(3);
+    expect(t.gateway.calls.map((c) => c.action)).toEqual(["describeInstances"]);
+    expect(t.queue.deleted).toEqual([m.receipt]);
+    expect(batch).toMatchObject({ messages: 1, instances: 1, coalesced: 0, ignored: 0 });
+    expect(batch.lagSeconds).toHaveLength(1);
+  });
+
+  it("folds many doorbells of many instances into one read, each Pod published once", async () => {
+    const t = setup();
+    const pods = await Promise.all(["a", "b", "c"].map((u) => t.running(`uid-${u}`)));
+    for (const p of pods) tag(p.instance, report(2, true));
+    const before = t.changes.length;
+    t.gateway.calls.length = 0;
+    const messages = pods.flatMap((p) => [
+      ring(p.instance.InstanceId, 2),
+      ring(p.instance.InstanceId, 2),
+      message({ kind: "state", instanceId: p.instance.InstanceId, state: "stopping" }),
+    ]);
+    const batch = await t.doorbells.handle(messages);
+    expect(t.gateway.count("describeInstances")).toBe(1);
+    expect(batch).toMatchObject({ messages: 9, instances: 3, coalesced: 6 });
+    expect(t.changes.length - before).toBe(3);
+    expect(t.queue.deleted).toHaveLength(9);
+  });
+
+  it("trusts nothing in a message: an unknown instance costs no read, another node's changes nothing", async () => {
+    const t = setup();
+    const { instance, record } = await t.running("uid-1");
+    const before = t.changes.length;
+    t.gateway.calls.length = 0;
+    // Not an instance of any Pod of this node: nothing is read.
+    await t.doorbells.handle([ring("i-0fffffffffffffff0", 9)]);
+    expect(t.gateway.calls).toEqual([]);
+    // A recorded instance whose tags now say another node (the read is filtered by this node's
+    // tags): read, found nothing, nothing changes.
+    instance.Tags = instance.Tags.map((tg) =>
+      tg.Key === "nebula:node" ? { ...tg, Value: "other-node" } : tg,
+    );
+    const batch = await t.doorbells.handle([ring(instance.InstanceId, 9)]);
+    expect(batch).toMatchObject({ instances: 1, ignored: 0 });
+    expect(t.changes.length).toBe(before);
+    expect(record.state?.report?.seq).toBe(1);
+  });
+
+  it("leaves an unreadable message for the dead-letter queue, and deletes it after 10 receives", async () => {
+    const t = setup();
+    const bad = message({ kind: "unreadable", problem: "not JSON" });
+    const batch = await t.doorbells.handle([bad]);
+    expect(batch.unreadable).toBe(1);
+    expect(t.queue.deleted).toEqual([]);
+    expect(t.logs.some((l) => l.message.includes("unreadable (not JSON)"))).toBe(true);
+    const tenth = message({ kind: "unreadable", problem: "not JSON" }, { receiveCount: 10 });
+    await t.doorbells.handle([tenth]);
+    expect(t.queue.deleted).toEqual([tenth.receipt]);
+  });
+
+  it("deletes nothing when the read fails: SQS hands the messages out again, and the poll is still there", async () => {
+    const t = setup();
+    const { instance } = await t.running("uid-1");
+    t.gateway.fail(
+      "describeInstances",
+      new ProviderError("Throttled", "DescribeInstances failed (RequestLimitExceeded)"),
+    );
+    const batch = await t.doorbells.handle([ring(instance.InstanceId, 2)]);
+    expect(batch.error?.code).toBe("Throttled");
+    expect(t.queue.deleted).toEqual([]);
+  });
+
+  it("reads again, a bounded number of times, when the tags do not show the rung report yet", async () => {
+    const t = setup({ rereadMs: 1, rereads: 3 });
+    const { instance, record } = await t.running("uid-1");
+    t.gateway.calls.length = 0;
+    // The doorbell for seq 2 arrives before EC2's reads show it: read, then again up to 3 times.
+    await t.doorbells.handle([ring(instance.InstanceId, 2)]);
+    await until(() => t.gateway.count("describeInstances") === 4);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(t.gateway.count("describeInstances")).toBe(4);
+    expect(record.state?.report?.seq).toBe(1);
+
+    // Once the tags show it, the next read publishes it and the reads stop.
+    t.gateway.calls.length = 0;
+    await t.doorbells.handle([ring(instance.InstanceId, 3)]);
+    tag(instance, report(3, true));
+    await until(() => record.state?.report?.seq === 3);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(t.gateway.count("describeInstances")).toBe(2);
+    expect(t.changes.at(-1)?.status.phase).toBe("Succeeded");
+  });
+
+  it("never lets an older read overwrite a newer one (a poll's listing that finishes after the doorbell's read)", async () => {
+    const t = setup();
+    const { instance, record } = await t.running("uid-1");
+    const stale = observed(instance); // what a poll that started at T0 + 1 saw: seq 1, running
+    t.clock.advance(2);
+    tag(instance, report(2, true));
+    await t.doorbells.handle([ring(instance.InstanceId, 2)]); // read at T0 + 2: seq 2, final
+    expect(observe(t.ctx, record, stale, T0 + 1)).toBe(false);
+    refreshState(t.ctx, record);
+    expect(record.state?.report).toMatchObject({ seq: 2, final: true });
+  });
+});
+
+describe("Doorbells.run", () => {
+  it("receives until aborted, reports its health, and backs off a failing queue", async () => {
+    const t = setup();
+    const { instance } = await t.running("uid-1");
+    const abort = new AbortController();
+    const handled: number[] = [];
+    t.doorbells.onBatch((b) => handled.push(b.messages));
+    const running = t.doorbells.run(abort.signal);
+    await until(() => t.doorbells.healthy);
+    // The queue fails: unhealthy (the poll speeds back up), said once, and retried after 1 s.
+    t.queue.failures = 1;
+    await until(() => !t.doorbells.healthy);
+    expect(t.logs.filter((l) => l.message.includes("polling faster"))).toHaveLength(1);
+    await until(() => t.doorbells.healthy, 5_000);
+    tag(instance, report(2, true));
+    t.queue.waiting.push(ring(instance.InstanceId, 2));
+    await until(() => handled.length === 1);
+    expect(t.changes.at(-1)?.status.phase).toBe("Succeeded");
+    abort.abort();
+    await running;
+    const receives = t.queue.receives;
+    await new Promise((r) => setTimeout(r, 20));
+    expect(t.queue.receives).toBe(receives);
+  }, 20_000);
+});
+
+async function until(test: () => boolean, ms = 2000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!test()) {
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}

@@ -1,0 +1,262 @@
+/**
+ * The event channel's reader: long-polls the queue, gathers the instances its messages name over
+ * a short window, reads them with one node-filtered `DescribeInstances`, and publishes what
+ * changed, so an exit reaches its Pod's status in about a second. A message proves nothing: an
+ * instance that is not a recorded Pod's, or not this node's (the read filters by its tags), costs
+ * at most one read and changes nothing. The poll stays the safety net for whatever the channel
+ * misses.
+ */
+import type { DoorbellQueue, QueueMessage } from "./doorbell-queue.js";
+import { type ProviderError, toProviderError } from "./errors.js";
+import { notifyAll } from "./listeners.js";
+import type { ObservedInstance } from "./poll.js";
+import type { StatusPublisher } from "./publisher.js";
+import {
+  disprove,
+  isGone,
+  observe,
+  type PodRecord,
+  type ProviderContext,
+  refreshState,
+} from "./record.js";
+
+/** What one batch of messages did, for metrics and logs. */
+export interface DoorbellBatch {
+  /** Messages received. */
+  readonly messages: number;
+  /** Instances read (after coalescing). */
+  readonly instances: number;
+  /** Messages folded into another of the same instance in this batch. */
+  readonly coalesced: number;
+  /** Messages naming no instance of this node's Pods (nothing read for them). */
+  readonly ignored: number;
+  /** Messages of no known shape (left for the queue's dead-letter queue). */
+  readonly unreadable: number;
+  /** Seconds from SQS's receipt of each message to its Pod's status published. */
+  readonly lagSeconds: readonly number[];
+  /** The read's error, when it failed (the messages are then received again later). */
+  readonly error?: ProviderError;
+}
+
+/** Options of {@link Doorbells}. */
+export interface DoorbellsOptions {
+  /** How long messages are gathered into one read after the first (ms). */
+  readonly windowMs: number;
+  /** `ReceiveMessage`'s long-poll wait (s). */
+  readonly waitSeconds: number;
+  /** Reads again, after this long (ms), an instance whose tags do not show the rung report yet. */
+  readonly rereadMs?: number;
+  /** At most this many such reads again per doorbell (EC2's tags are eventually consistent). */
+  readonly rereads?: number;
+}
+
+/** Messages read per batch at most (a burst is read in several). */
+const MAX_BATCH = 1000;
+/** A message of no known shape received this often is deleted (a queue without a dead-letter queue). */
+const UNREADABLE_RECEIVES = 10;
+
+/** The event channel's reader (see the module's TSDoc). */
+export class Doorbells {
+  readonly #ctx: ProviderContext;
+  readonly #publisher: StatusPublisher;
+  readonly #queue: DoorbellQueue;
+  readonly #options: Required<DoorbellsOptions>;
+  readonly #listeners = new Set<(batch: DoorbellBatch) => void>();
+  #healthy = false;
+  #signal: AbortSignal | undefined;
+
+  constructor(
+    ctx: ProviderContext,
+    publisher: StatusPublisher,
+    queue: DoorbellQueue,
+    options: DoorbellsOptions,
+  ) {
+    this.#ctx = ctx;
+    this.#publisher = publisher;
+    this.#queue = queue;
+    this.#options = { rereadMs: 1000, rereads: 3, ...options };
+  }
+
+  /** True while the latest receive succeeded: the poll may then run at its safety-net pace. */
+  get healthy(): boolean {
+    return this.#healthy;
+  }
+
+  /** Subscribes to every batch handled; returns the unsubscribe. */
+  onBatch(listener: (batch: DoorbellBatch) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Receives and handles messages until `signal` aborts. A failed receive marks the channel
+   * unhealthy (the poll speeds back up) and is retried with back-off; never throws.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    this.#signal = signal;
+    let backoffMs = 1000;
+    while (!signal.aborted) {
+      let batch: QueueMessage[];
+      try {
+        batch = [...(await this.#queue.receive(this.#options.waitSeconds, signal))];
+        this.#healthy = true;
+        backoffMs = 1000;
+      } catch (error) {
+        if (signal.aborted) return;
+        if (this.#healthy) this.#ctx.log("warn", `event queue: ${String(error)}; polling faster`);
+        this.#healthy = false;
+        await sleep(backoffMs, signal);
+        backoffMs = Math.min(backoffMs * 2, 30_000);
+        continue;
+      }
+      if (batch.length === 0) continue;
+      // Gather what arrives within the window into the same read.
+      await sleep(this.#options.windowMs, signal);
+      while (batch.length < MAX_BATCH && !signal.aborted) {
+        const more = await this.#queue.receive(0, signal).catch(() => []);
+        batch.push(...more);
+        if (more.length < 10) break;
+      }
+      await this.handle(batch);
+    }
+  }
+
+  /**
+   * Handles received messages: reads the recorded instances they name, publishes, deletes the
+   * messages handled. Never throws.
+   */
+  async handle(messages: readonly QueueMessage[]): Promise<DoorbellBatch> {
+    const ctx = this.#ctx;
+    const byInstance = new Map<string, PodRecord>();
+    for (const record of ctx.records.values()) {
+      if (record.instanceId !== undefined) byInstance.set(record.instanceId, record);
+    }
+    const ids = new Set<string>();
+    const done: string[] = [];
+    let unreadable = 0;
+    let ignored = 0;
+    let coalesced = 0;
+    for (const m of messages) {
+      const d = m.doorbell;
+      if (d.kind === "unreadable") {
+        unreadable++;
+        ctx.log("warn", `event queue: message ${m.id} is unreadable (${d.problem})`);
+        if (m.receiveCount >= UNREADABLE_RECEIVES) done.push(m.receipt);
+        continue;
+      }
+      if (d.kind === "interruption" || d.kind === "rebalance") {
+        ctx.log(
+          "info",
+          `event queue: ${d.kind} of ${d.instanceId}${d.kind === "interruption" ? ` (${d.action})` : ""}`,
+        );
+      }
+      if (!byInstance.has(d.instanceId)) ignored++;
+      else if (ids.has(d.instanceId)) coalesced++;
+      else ids.add(d.instanceId);
+    }
+    const readAt = ctx.now();
+    let found: readonly ObservedInstance[] = [];
+    let error: ProviderError | undefined;
+    try {
+      found = ids.size === 0 ? [] : await ctx.gateway.describeInstances([...ids]);
+    } catch (e) {
+      error = toProviderError(e, "reading the instances of the event queue's messages");
+      ctx.log("warn", error.message);
+    }
+    const published = new Map<string, number>();
+    if (error === undefined) {
+      await Promise.all(
+        found.map(async (instance) => {
+          const record = byInstance.get(instance.instanceId);
+          if (record === undefined) return;
+          const uid = record.facts.uid;
+          if (!isGone(instance, uid) && disprove(ctx, instance, uid) !== undefined) return;
+          if (!observe(ctx, record, instance, readAt)) return;
+          refreshState(ctx, record);
+          await this.#publisher.publish(record);
+          published.set(instance.instanceId, ctx.now());
+        }),
+      );
+      for (const m of messages) if (m.doorbell.kind !== "unreadable") done.push(m.receipt);
+      this.#rereadLagging(messages, byInstance);
+    }
+    if (done.length > 0) {
+      await this.#queue
+        .delete(done)
+        .catch((e: unknown) => ctx.log("warn", `event queue: deleting messages: ${String(e)}`));
+    }
+    const lagSeconds = messages.flatMap((m) => {
+      const id = m.doorbell.kind === "unreadable" ? undefined : m.doorbell.instanceId;
+      const at = id === undefined ? undefined : published.get(id);
+      return at === undefined || m.sentAt === undefined ? [] : [Math.max(0, at - m.sentAt) / 1000];
+    });
+    const batch: DoorbellBatch = {
+      messages: messages.length,
+      instances: ids.size,
+      coalesced,
+      ignored,
+      unreadable,
+      lagSeconds,
+      ...(error === undefined ? {} : { error }),
+    };
+    notifyAll(this.#listeners, (listener) => listener(batch));
+    return batch;
+  }
+
+  /**
+   * A doorbell rings after its report's tags were written, but EC2's reads are eventually
+   * consistent: when the read does not show that report yet, read the instance again shortly, a
+   * bounded number of times (the poll catches anything later).
+   */
+  #rereadLagging(messages: readonly QueueMessage[], byInstance: Map<string, PodRecord>): void {
+    for (const m of messages) {
+      const d = m.doorbell;
+      if (d.kind !== "report") continue;
+      const record = byInstance.get(d.instanceId);
+      if (record === undefined || (record.state?.report?.seq ?? -1) >= d.seq) continue;
+      void this.#reread(record, d.instanceId, d.seq, 1);
+    }
+  }
+
+  async #reread(
+    record: PodRecord,
+    instanceId: string,
+    seq: number,
+    attempt: number,
+  ): Promise<void> {
+    const ctx = this.#ctx;
+    await new Promise((r) => setTimeout(r, this.#options.rereadMs * attempt).unref?.());
+    if (this.#signal?.aborted) return;
+    if ((record.state?.report?.seq ?? -1) >= seq || record.instanceId !== instanceId) return;
+    const readAt = ctx.now();
+    try {
+      const [instance] = await ctx.gateway.describeInstances([instanceId]);
+      const uid = record.facts.uid;
+      if (
+        instance !== undefined &&
+        (isGone(instance, uid) || disprove(ctx, instance, uid) === undefined) &&
+        observe(ctx, record, instance, readAt)
+      ) {
+        refreshState(ctx, record);
+        await this.#publisher.publish(record);
+      }
+    } catch (error) {
+      ctx.log("warn", `event queue: reading ${instanceId} again: ${String(error)}`);
+    }
+    if (attempt < this.#options.rereads) await this.#reread(record, instanceId, seq, attempt + 1);
+  }
+}
+
+/** Waits `ms`, or less when `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted || ms <= 0) return resolve();
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+  });
+}
