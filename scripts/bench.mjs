@@ -61,6 +61,12 @@ const BENCHES = [
     env: { NEBULA_BENCH_SIZES: process.env.NEBULA_BENCH_SIZES ?? "10,100,1000" },
   },
   {
+    pkg: "@nebula/provider",
+    label: "provider: exit → status, event channel on vs off, against moto",
+    dir: "packages/provider",
+    args: [node, "bench/exit-latency.mjs"],
+  },
+  {
     pkg: "@nebula/test-peers",
     label: "test-peers: cached start-up",
     dir: "packages/test-peers",
