@@ -1,7 +1,8 @@
 // Regenerates src/supervisor.sh.ts from the supervisor's fragments, src/supervisor/*.sh joined in
 // the order of src/supervisor/fragments.ts (their shellcheck headers dropped), so the bash source
 // stays real, shellcheck-able files while the package ships it as a string constant (no fs at
-// render time), stripped of comment and blank lines (src/strip-shell.ts) to keep the user-data small.
+// render time), stripped of comment lines, blank lines and indentation (src/strip-shell.ts) to keep
+// the user-data small.
 // Run: npm run embed (a unit test fails when the two differ).
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -17,7 +18,7 @@ const out = `// Generated from src/supervisor/*.sh by scripts/embed-supervisor.m
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: bash source text, not a JavaScript template
 
 /**
- * The host supervisor's bash source (its fragments joined, comment and blank lines stripped), with \`@@NAME@@\` placeholders for the
+ * The host supervisor's bash source (its fragments joined, comment lines, blank lines and indentation stripped), with \`@@NAME@@\` placeholders for the
  * exit-report constants of \`@nebula/state-mapping\` (filled in by {@link supervisorScript}).
  */
 export const SUPERVISOR_TEMPLATE: string =

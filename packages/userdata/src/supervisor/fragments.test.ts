@@ -1,4 +1,7 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { stripShell } from "../strip-shell.js";
 import { SUPERVISOR_TEMPLATE } from "../supervisor.sh.js";
@@ -23,6 +26,50 @@ describe("the supervisor's fragments", () => {
     expect(SUPERVISOR_TEMPLATE).not.toContain("shellcheck shell=");
     expect(SUPERVISOR_TEMPLATE.match(/^#!/gm)).toHaveLength(1);
     expect(SUPERVISOR_TEMPLATE.endsWith('\nmain "$@"\n')).toBe(true);
+  });
+});
+
+/**
+ * What bash defines from a script sourced without its last line (`main "$@"`): its functions as
+ * `declare -f` prints them (bash's own layout, strings byte for byte) and the globals it sets.
+ */
+function definitions(script: string): string {
+  const file = join(mkdtempSync(join(tmpdir(), "nebula-strip-")), "script.sh");
+  writeFileSync(file, script.replace(/\nmain "\$@"\n$/, "\n"));
+  const run = spawnSync(
+    "bash",
+    [
+      "-c",
+      'before=$(compgen -v); . "$1" >/dev/null 2>&1; declare -f; for v in $(compgen -v); do grep -qxF "$v" <<<"$before" || declare -p "$v"; done',
+      "_",
+      file,
+    ],
+    { encoding: "utf8" },
+  );
+  expect(run.status).toBe(0);
+  return run.stdout;
+}
+
+describe("stripShell", () => {
+  it("changes nothing bash defines from the supervisor (no comment, blank line or indentation is data)", () => {
+    const source = assembleShell(SUPERVISOR_FRAGMENTS.map(read));
+    const stripped = definitions(stripShell(source));
+    expect(stripped).toContain("report () \n{");
+    expect(stripped).toContain('declare -- STATE="/var/lib/nebula"');
+    expect(stripped).toBe(definitions(source));
+  });
+
+  it("drops comment lines, blank lines and indentation, keeping the shebang and shellcheck directives", () => {
+    expect(
+      stripShell(
+        "#!/bin/bash\n# a comment\n\nf() {\n  # shellcheck disable=SC2034\n  x=1 # kept\n}\n",
+      ),
+    ).toBe("#!/bin/bash\nf() {\n# shellcheck disable=SC2034\nx=1 # kept\n}\n");
+  });
+
+  it("would change a multi-line string, which this check then catches (the supervisor has none)", () => {
+    const script = 'f() {\n  echo "a\n  b"\n}\nmain "$@"\n';
+    expect(definitions(stripShell(script))).not.toBe(definitions(script));
   });
 });
 
