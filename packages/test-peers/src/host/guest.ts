@@ -393,8 +393,10 @@ export class Guest {
       LANG: "C.UTF-8",
       AWS_EC2_METADATA_SERVICE_ENDPOINT: this.imdsEndpoint,
       AWS_ENDPOINT_URL_EC2: this.#settings.ec2Endpoint,
-      // moto serves every service on one endpoint: the Pod's SSM parameters come from there too.
+      // moto serves every service on one endpoint: the Pod's SSM parameters come from there too,
+      // and the SQS queue the host's doorbell rings after each report (@nebula/userdata's `doorbell`).
       AWS_ENDPOINT_URL_SSM: this.#settings.ec2Endpoint,
+      AWS_ENDPOINT_URL_SQS: this.#settings.ec2Endpoint,
       // ... and CloudWatch Logs and CloudWatch (the awslogs driver's logs, the usage metrics).
       AWS_ENDPOINT_URL_LOGS: this.#settings.logsEndpoint,
       AWS_ENDPOINT_URL_CLOUDWATCH: this.#settings.logsEndpoint,
