@@ -31,7 +31,14 @@ class MemoryQueue implements DoorbellQueue {
       // A long poll that finds nothing: wait a little (or until aborted), then answer empty.
       await new Promise<void>((r) => {
         const t = setTimeout(r, 5);
-        signal.addEventListener("abort", () => (clearTimeout(t), r()), { once: true });
+        signal.addEventListener(
+          "abort",
+          () => {
+            clearTimeout(t);
+            r();
+          },
+          { once: true },
+        );
       });
     }
     return this.waiting.splice(0, 10);
@@ -226,6 +233,30 @@ describe("Doorbells.handle", () => {
     expect(observe(t.ctx, record, stale, T0 + 1)).toBe(false);
     refreshState(t.ctx, record);
     expect(record.state?.report).toMatchObject({ seq: 2, final: true });
+  });
+});
+
+describe("a burst", () => {
+  it("10,000 doorbells for 20 Pods: read in batches of at most 1,000, each status written once", async () => {
+    const t = setup();
+    const pods = await Promise.all(Array.from({ length: 20 }, (_, i) => t.running(`uid-${i}`)));
+    for (const p of pods) tag(p.instance, report(2, true));
+    const before = t.changes.length;
+    t.gateway.calls.length = 0;
+    for (let k = 0; k < 10_000; k++)
+      t.queue.waiting.push(ring(pods[k % 20]?.instance.InstanceId ?? "", 2));
+    const abort = new AbortController();
+    const batches: number[] = [];
+    t.doorbells.onBatch((b) => batches.push(b.messages));
+    const running = t.doorbells.run(abort.signal);
+    await until(() => t.queue.deleted.length === 10_000, 10_000);
+    abort.abort();
+    await running;
+    expect(batches.every((n) => n <= 1000)).toBe(true);
+    expect(batches.reduce((a, b) => a + b, 0)).toBe(10_000);
+    expect(t.gateway.count("describeInstances")).toBe(batches.length);
+    expect(batches.length).toBeLessThanOrEqual(11);
+    expect(t.changes.length - before).toBe(20);
   });
 });
 

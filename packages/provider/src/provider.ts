@@ -248,9 +248,15 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     this.#running = { abort, doorbells: this.#doorbells?.run(abort.signal) ?? Promise.resolve() };
     const later = (loop: () => Promise<void>, ms: number) =>
       this.#running ? setTimeout(loop, ms) : undefined;
+    // Ticks at the poll's own pace and polls when due, so that a channel going quiet (its
+    // safety-net interval no longer in force) brings the next poll forward.
+    let lastPoll = Number.NEGATIVE_INFINITY;
     const pollLoop = async () => {
-      await this.pollOnce();
-      this.#timers.poll = later(pollLoop, this.pollIntervalMs);
+      if (performance.now() - lastPoll >= this.pollIntervalMs) {
+        lastPoll = performance.now();
+        await this.pollOnce();
+      }
+      this.#timers.poll = later(pollLoop, this.#ctx.health.intervalMs);
     };
     const leakLoop = async () => {
       await this.collectLeaks().catch((error: unknown) =>
