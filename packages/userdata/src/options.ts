@@ -113,6 +113,25 @@ export const MetricsOptions = z
     path: ["publishSeconds"],
   });
 
+/**
+ * The SQS "doorbell": after every report whose tags it wrote, the host sends one `SendMessage` to
+ * this queue with the body `{"v":1,"instance":"<instance id>","seq":<report seq>}`, so the
+ * controller reads that instance at once instead of at its next poll. The message proves nothing
+ * (the tags stay the report): one try of about 3 s, a failure logged and forgotten. The instance
+ * role needs `policies/instance-doorbell.json`; `AWS_ENDPOINT_URL_SQS` overrides the endpoint.
+ */
+const DoorbellOptions = z.object({
+  /** The queue's URL, as SQS names it (`https://sqs.<region>.amazonaws.com/<account>/<name>`); at most 1024 characters. */
+  queueUrl: z
+    .string()
+    .max(1024)
+    .regex(
+      /^https?:\/\/[^\s"\\]+$/,
+      "must be an http or https URL without whitespace, '\"' or '\\'",
+    )
+    .refine((s) => URL.canParse(s), "must be an http or https URL"),
+});
+
 /** Options of {@link renderUserData}. Every field has a default; `{}` is valid. */
 export const RenderOptions = z.object({
   /** Cluster name, written into the unit's description and the host log (informational). */
@@ -192,6 +211,13 @@ export const RenderOptions = z.object({
   logs: LogsOptions.optional(),
   /** Container CPU and memory to CloudWatch metrics; absent: no sampling. `{}` turns it on with the defaults. */
   metrics: MetricsOptions.optional(),
+  /**
+   * The SQS doorbell: after each report whose tags it wrote, the host sends this queue one message,
+   * `{"v":1,"instance":"<instance id>","seq":<report seq>}`, so the controller reads the instance at
+   * once; one try of about 3 s, a failure logged and forgotten. The role needs
+   * `policies/instance-doorbell.json`. Absent: none.
+   */
+  doorbell: DoorbellOptions.optional(),
 });
 
 /** Options of {@link renderUserData}, as the caller writes them (every field optional). */

@@ -45,6 +45,15 @@ const logsPolicy: Policy = JSON.parse(
   ),
 );
 
+// The host's doorbell policy, for the queue `nebula-blue-events` of the deployment's region and account.
+const QUEUE = `nebula-${CLUSTER}-events`;
+const doorbellPolicy: Policy = JSON.parse(
+  read(new URL("../policies/instance-doorbell.json", import.meta.url))
+    .replaceAll("${Region}", REGION)
+    .replaceAll("${AccountId}", ACCOUNT)
+    .replaceAll("${QueueName}", QUEUE),
+);
+
 const instanceArn = (id: string) => `arn:aws:ec2:${REGION}:${ACCOUNT}:instance/${id}`;
 const A = instanceArn("i-0aaaaaaaaaaaaaaaa");
 const B = instanceArn("i-0bbbbbbbbbbbbbbbb");
@@ -483,5 +492,73 @@ describe("instance-logs-metrics.json, evaluated (log group /nebula/blue)", () =>
     for (const action of ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"]) {
       expect((await evaluate(logsPolicy, onA(action, "*"))).result).toBe("ImplicitlyDenied");
     }
+  });
+});
+
+describe("instance-doorbell.json, evaluated (queue nebula-blue-events)", () => {
+  const [{ Sid: SEND }] = doorbellPolicy.Statement as [{ Sid: string }];
+  const queueArn = (name = QUEUE, region = REGION, account = ACCOUNT) =>
+    `arn:aws:sqs:${region}:${account}:${name}`;
+  const onA = (action: string, resource: string) => ({
+    principal: onInstance(A).principal,
+    action,
+    resource,
+    context: onInstance(A).context,
+  });
+
+  it("lets an instance send to the cluster's queue (the doorbell)", async () => {
+    expect(await evaluate(doorbellPolicy, onA("sqs:SendMessage", queueArn()))).toEqual({
+      result: "Allowed",
+      allowedBy: [SEND],
+      unmatched: {},
+    });
+  });
+
+  it.each([
+    ["another queue", queueArn("nebula-green-events")],
+    ["a queue whose name starts with it", queueArn(`${QUEUE}-dlq`)],
+    ["the same name in another region", queueArn(QUEUE, "eu-west-1")],
+    ["the same name in another account", queueArn(QUEUE, REGION, "210987654321")],
+  ])("denies sending to %s, by the resource", async (_, resource) => {
+    expect(await evaluate(doorbellPolicy, onA("sqs:SendMessage", resource))).toEqual({
+      result: "ImplicitlyDenied",
+      allowedBy: [],
+      unmatched: { [SEND]: { action: true, resource: false, condition: "Match" } },
+    });
+  });
+
+  it.each([
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:PurgeQueue",
+    "sqs:GetQueueAttributes",
+    "sqs:SetQueueAttributes",
+    "sqs:DeleteQueue",
+  ])("denies %s on the cluster's queue, by the action", async (action) => {
+    expect(await evaluate(doorbellPolicy, onA(action, queueArn()))).toEqual({
+      result: "ImplicitlyDenied",
+      allowedBy: [],
+      unmatched: { [SEND]: { action: false, resource: true, condition: "Match" } },
+    });
+  });
+
+  it("has no SendMessageBatch of its own to deny: IAM authorizes that call as sqs:SendMessage, so a host may batch to this queue only (README)", async () => {
+    const response = await runSimulation(
+      {
+        request: {
+          principal: onInstance(A).principal,
+          action: "sqs:SendMessageBatch",
+          resource: { resource: queueArn(), accountId: ACCOUNT },
+          contextVariables: onInstance(A).context,
+        },
+        identityPolicies: [{ name: "policy", policy: doorbellPolicy }],
+        serviceControlPolicies: [],
+        resourceControlPolicies: [],
+      },
+      { simulationMode: "Strict" },
+    );
+    expect(response).toMatchObject({ resultType: "error", errors: { message: "invalid.action" } });
+    // The batch call on another queue is the SendMessage on another queue: denied above.
   });
 });

@@ -56,6 +56,7 @@ describe("the instance role's IAM policies (policies/*.json)", () => {
       "instance-report-tags.json",
       "instance-pod-parameters.json",
       "instance-logs-metrics.json",
+      "instance-doorbell.json",
     ].flatMap((name) =>
       read(name).Statement.flatMap((s: { Action: string | string[] }) => s.Action),
     );
@@ -68,6 +69,7 @@ describe("the instance role's IAM policies (policies/*.json)", () => {
             "logs:CreateLogStream",
             "logs:PutLogEvents",
             "cloudwatch:PutMetricData",
+            "sqs:SendMessage",
           ].includes(a),
       ),
     ).toEqual([]);
@@ -91,6 +93,18 @@ describe("the instance role's IAM policies (policies/*.json)", () => {
         Action: "cloudwatch:PutMetricData",
         Resource: "*",
         Condition: { StringEquals: { "cloudwatch:namespace": DEFAULT_METRICS_NAMESPACE } },
+      },
+    ]);
+  });
+
+  it("allow only SendMessage, only to the cluster's doorbell queue (no receive, no delete, no other queue)", () => {
+    expect(read("instance-doorbell.json").Statement).toEqual([
+      {
+        Sid: expect.any(String),
+        Effect: "Allow",
+        Action: "sqs:SendMessage",
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the operator's placeholders, not a template
+        Resource: "arn:aws:sqs:${Region}:${AccountId}:${QueueName}",
       },
     ]);
   });

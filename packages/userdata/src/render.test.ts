@@ -560,3 +560,83 @@ describe("logs and metrics options", () => {
     expect(renderUserData(noUid).ok).toBe(true);
   });
 });
+
+describe("the doorbell option (issue #30)", () => {
+  const pod = asPod({
+    metadata: { name: "p", namespace: "n", uid: "u-1" },
+    spec: { containers: [{ name: "a", image: "busybox" }] },
+  });
+  const QUEUE = "https://sqs.eu-west-1.amazonaws.com/123456789012/nebula-prod-events";
+  const podShOf = (parameters: readonly { value: string }[]) =>
+    gunzipSync(Buffer.from(parameters.map((p) => p.value).join(""), "base64")).toString("utf8");
+
+  it("is off when absent: the render is what it was, with no queue and no SQS endpoint", () => {
+    expect(RenderOptions.parse({}).doorbell).toBeUndefined();
+    for (const delivery of ["user-data", "parameters"] as const) {
+      const a = renderUserData(pod, { delivery });
+      const b = renderUserData(pod, { delivery, doorbell: undefined });
+      expect(a).toEqual(b);
+      if (!a.ok) throw a.error;
+      expect(a.value.script.replace(supervisorScript(), "")).not.toMatch(/DOORBELL|_SQS/);
+      if (delivery === "parameters") expect(podShOf(a.value.parameters)).not.toContain("DOORBELL");
+    }
+  });
+
+  it("on: adds only the queue to the Pod data and AWS_ENDPOINT_URL_SQS to the unit's overrides", () => {
+    const off = renderUserData(pod, {});
+    const on = renderUserData(pod, { doorbell: { queueUrl: QUEUE } });
+    if (!off.ok || !on.ok) throw new Error("render failed");
+    const line = `\nDOORBELL_QUEUE_URL=$'${QUEUE}'\n`;
+    expect(on.value.script.split(line)).toHaveLength(2);
+    expect(on.value.script).toContain(
+      "for name in AWS_EC2_METADATA_SERVICE_ENDPOINT AWS_ENDPOINT_URL_EC2 AWS_ENDPOINT_URL_SSM AWS_ENDPOINT_URL_SQS AWS_ENDPOINT_URL AWS_CA_BUNDLE; do",
+    );
+    expect(on.value.script.replace(line, "\n").replace(" AWS_ENDPOINT_URL_SQS", "")).toBe(
+      off.value.script,
+    );
+  });
+
+  it("on, with the parameters delivery: the queue travels in the Pod's parameters; the supervisor is the same for every Pod", () => {
+    const off = renderUserData(pod, { delivery: "parameters" });
+    const on = renderUserData(pod, { delivery: "parameters", doorbell: { queueUrl: QUEUE } });
+    if (!off.ok || !on.ok) throw new Error("render failed");
+    const line = `\nDOORBELL_QUEUE_URL=$'${QUEUE}'\n`;
+    expect(podShOf(on.value.parameters).split(line)).toHaveLength(2);
+    expect(podShOf(on.value.parameters).replace(line, "\n")).toBe(podShOf(off.value.parameters));
+    expect(on.value.sharedParameters).toEqual(off.value.sharedParameters);
+    expect(on.value.script).toContain("AWS_ENDPOINT_URL_SQS");
+    expect(on.value.script).not.toContain(QUEUE);
+  });
+
+  it.each([
+    [{ doorbell: {} }, "expected string"],
+    [{ doorbell: { queueUrl: "" } }, "must be an http or https URL"],
+    [{ doorbell: { queueUrl: "sqs.eu-west-1.amazonaws.com/1/q" } }, "must be an http or https URL"],
+    [
+      { doorbell: { queueUrl: "ftp://sqs.eu-west-1.amazonaws.com/1/q" } },
+      "must be an http or https URL",
+    ],
+    [{ doorbell: { queueUrl: `${QUEUE}"x` } }, "without whitespace"],
+    [{ doorbell: { queueUrl: `${QUEUE}\\x` } }, "without whitespace"],
+    [{ doorbell: { queueUrl: `${QUEUE} x` } }, "without whitespace"],
+    [{ doorbell: { queueUrl: "https://" } }, "must be an http or https URL"],
+    [{ doorbell: { queueUrl: `https://sqs.example/${"q".repeat(1005)}` } }, "<=1024"],
+  ])("refuses %j at doorbell.queueUrl, saying why", (options, words) => {
+    const error = errorOf(pod, options);
+    expect(error.code).toBe("InvalidOptions");
+    expect(error.path).toBe("doorbell.queueUrl");
+    expect(error.message).toContain(words);
+  });
+
+  it("takes an http endpoint (tests, private endpoints) and a URL of 1024 characters", () => {
+    for (const queueUrl of [
+      "http://127.0.0.1:5000/123456789012/q",
+      `https://sqs.example/${"q".repeat(1004)}`,
+    ]) {
+      expect(queueUrl.length).toBeLessThanOrEqual(1024);
+      const r = renderUserData(pod, { doorbell: { queueUrl } });
+      if (!r.ok) throw r.error;
+      expect(r.value.script).toContain(`\nDOORBELL_QUEUE_URL=$'${queueUrl}'\n`);
+    }
+  });
+});

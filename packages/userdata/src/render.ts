@@ -447,6 +447,7 @@ function podData(
           `METRICS_PUBLISH=${options.metrics.publishSeconds}`,
         ]
       : []),
+    ...(options.doorbell ? [`DOORBELL_QUEUE_URL=${bashQuote(options.doorbell.queueUrl)}`] : []),
   ];
   c.forEach((x: ContainerPlan, i) => {
     lines.push(array(`C${i}_FLAGS`, x.createFlags));
@@ -522,14 +523,15 @@ function userDataScript(
   },
 ): string {
   const inline = shared === undefined;
-  // The endpoint overrides the unit passes on (tests, private endpoints): the logs' and
-  // CloudWatch's only when they are used.
+  // The endpoint overrides the unit passes on (tests, private endpoints): the logs',
+  // CloudWatch's and SQS's (the doorbell) only when they are used.
   const endpoints = [
     "AWS_EC2_METADATA_SERVICE_ENDPOINT",
     "AWS_ENDPOINT_URL_EC2",
     "AWS_ENDPOINT_URL_SSM",
     ...(options.logs ? ["AWS_ENDPOINT_URL_LOGS"] : []),
     ...(options.metrics ? ["AWS_ENDPOINT_URL_CLOUDWATCH"] : []),
+    ...(options.doorbell ? ["AWS_ENDPOINT_URL_SQS"] : []),
     "AWS_ENDPOINT_URL",
     "AWS_CA_BUNDLE",
   ].join(" ");

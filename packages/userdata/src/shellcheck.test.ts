@@ -65,6 +65,14 @@ const variants: [string, V1Pod, RenderOptionsInput][] = [
     { agents: [{ name: "sandd", command: ["/opt/sandd", "--x='1'", "$(y)"] }] },
   ],
   [
+    "agents and the doorbell on",
+    typicalPod(),
+    {
+      agents: [{ name: "sandd", command: ["/opt/sandd", "--x='1'", "$(y)"] }],
+      doorbell: { queueUrl: "https://sqs.eu-west-1.amazonaws.com/123456789012/nebula-prod-events" },
+    },
+  ],
+  [
     "logs and metrics on",
     typicalPod(),
     { logs: { group: "/nebula/prod" }, metrics: { sampleSeconds: 10 } },

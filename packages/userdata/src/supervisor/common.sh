@@ -40,8 +40,8 @@ SPOT_REPORT_SECONDS=20
 # C<i>_FLAGS, C<i>_CMD, C<i>_ARGS, C<i>_HOSTIP, POD_NAME, POD_NAMESPACE, POD_UID, RESTART_POLICY, GRACE_SECONDS,
 # RESTART_LIMIT, BACKOFF_INITIAL, BACKOFF_MAX, BACKOFF_RESET, PULL_ATTEMPTS, REPORT_ATTEMPTS, REPORT_BASE_MS,
 # HOST_DIRS, FILE_PATH/FILE_MODE/FILE_DATA (files to write first), DOCKER_AUTH, and when turned on
-# LOG_GROUP (logs) and METRICS_NAMESPACE/METRICS_SAMPLE/METRICS_PUBLISH (metrics): from pod.sh, sourced by
-# main. With the Parameter Store delivery, pod.ref names the SSM parameters that hold pod.sh
+# LOG_GROUP (logs), METRICS_NAMESPACE/METRICS_SAMPLE/METRICS_PUBLISH (metrics) and DOORBELL_QUEUE_URL
+# (the doorbell): from pod.sh, sourced by main. With the Parameter Store delivery, pod.ref names the SSM parameters that hold pod.sh
 # (POD_PARAMETERS, POD_SHA256, PARAMETER_WAIT_SECONDS) and pod.sh is fetched into memory-backed /run.
 SECRETS=/run/nebula
 POD_DATA=$LIB/pod.sh

@@ -394,14 +394,28 @@ report() {
   [ -n "$INSTANCE_ID" ] || identify 1 || return 1
   tag_pairs
   if [ "$FINAL" = true ]; then
-    write_tags "${1:-0}" && log "report seq=$SEQ final=true written"
+    write_tags "${1:-0}" && log "report seq=$SEQ final=true written" && doorbell
     return 0
   fi
   if interruptible create_tags 0; then
     log "report seq=$SEQ final=false written"
+    doorbell &
     return 0
   fi
   [ -z "$TERM_REQUESTED" ] || return 0
-  { write_tags 0 1 && log "report seq=$SEQ final=false written"; } &
+  { write_tags 0 1 && log "report seq=$SEQ final=false written" && doorbell; } &
   WRITER=$!
+}
+
+# With DOORBELL_QUEUE_URL (pod.sh), once a report's tags are written: one SQS SendMessage of
+# {"v":1,"instance":"<id>","seq":<seq>}, so the controller reads this instance now. It proves
+# nothing (the tags do): one try of about 3 s; a failure is logged and forgotten (the poll reads it).
+doorbell() {
+  [ -n "${DOORBELL_QUEUE_URL:-}" ] || return 0
+  local ep=${AWS_ENDPOINT_URL_SQS:-${AWS_ENDPOINT_URL:-https://sqs.$REGION.amazonaws.com}} b
+  printf -v b '{"QueueUrl":"%s","MessageBody":"{\\"v\\":1,\\"instance\\":\\"%s\\",\\"seq\\":%s}"}' "$DOORBELL_QUEUE_URL" "$INSTANCE_ID" "$SEQ"
+  ATTEMPT_END=$(($(now) + 3))
+  b=$(sigv4_post sqs "${ep%/}" application/x-amz-json-1.0 AmazonSQS.SendMessage "$b" "$RUN/bell" "$RUN/bell.err")
+  [ "$b" = 200 ] || log "report seq=$SEQ: doorbell failed (HTTP ${b:-000})"
+  ATTEMPT_END=
 }

@@ -2,7 +2,8 @@
  * Test host for the generated user-data (unit tests only): runs the real script under bash in a
  * private mount namespace (the guest contract's paths bind-mounted from a temp dir), with recording
  * stand-ins for docker, aws, systemctl and shutdown on PATH and an in-process IMDSv2 + EC2 endpoint
- * that checks every CreateTags signature (SigV4) and keeps the instance's tags.
+ * that checks every CreateTags signature (SigV4) and keeps the instance's tags; the same endpoint
+ * plays SQS (`AWS_ENDPOINT_URL_SQS`) for the doorbell's SendMessage, also signature-checked.
  */
 import { spawn } from "node:child_process";
 import { createHash, createHmac } from "node:crypto";
@@ -65,6 +66,8 @@ export interface HostOptions {
   readonly failCreateTags?: number;
   /** aws CLI stand-in calls that fail before they succeed. */
   readonly awsFailures?: number;
+  /** The SQS endpoint answers every SendMessage (the doorbell) with `NonExistentQueue`. */
+  readonly failDoorbell?: boolean;
   /** `fake` (default): the recording stand-in; `podman`: real podman + runc through a docker wrapper. */
   readonly docker?: "fake" | "podman";
   /** Extra environment for the guest (e.g. `NEBULA_PODMAN_ROOT`). */
@@ -146,6 +149,18 @@ function goQuote(text: string): string {
 
 const key = (image: string) => image.replace(/[^A-Za-z0-9._-]/g, "_");
 
+/** A doorbell the SQS endpoint received: a signed `SendMessage` (JSON protocol). */
+export interface Doorbell {
+  /** The request's `QueueUrl`. */
+  readonly queueUrl: string;
+  /** The request's `MessageBody`, as sent. */
+  readonly body: string;
+  /** Tag writes the EC2 endpoint had accepted when it arrived. */
+  readonly afterTagWrites: number;
+  /** Whether the host had powered off when it arrived. */
+  readonly afterPowerOff: boolean;
+}
+
 /** One running guest. */
 export class TestHost {
   readonly dir: string;
@@ -153,6 +168,8 @@ export class TestHost {
   readonly tagWrites: Record<string, string>[] = [];
   /** The instance's tags, merged as EC2 merges them. */
   readonly tags: Record<string, string> = {};
+  /** Every SendMessage the SQS endpoint received with a good signature, in order (failed ones too). */
+  readonly doorbells: Doorbell[] = [];
   private server: Server | undefined;
   private failTags: number;
   private rejected = 0;
@@ -228,6 +245,7 @@ export class TestHost {
       FAKE_DOCKER_DIR: join(this.dir, "docker"),
       AWS_EC2_METADATA_SERVICE_ENDPOINT: `http://127.0.0.1:${port}`,
       AWS_ENDPOINT_URL_EC2: `http://127.0.0.1:${port}`,
+      AWS_ENDPOINT_URL_SQS: `http://127.0.0.1:${port}`,
       ...this.options.env,
     };
     return await new Promise((resolve, reject) => {
@@ -491,8 +509,35 @@ export class TestHost {
       const value = meta[path];
       return value === undefined ? [404, "not found"] : [200, value];
     }
+    if (req.method === "POST" && url === "/" && req.headers["x-amz-target"] !== undefined) {
+      if (
+        req.headers["x-amz-target"] !== "AmazonSQS.SendMessage" ||
+        req.headers["content-type"] !== "application/x-amz-json-1.0" ||
+        !this.verify(req, body, "sqs")
+      ) {
+        this.rejected++;
+        return [403, '{"__type":"com.amazon.coral.service#IncompleteSignatureException"}'];
+      }
+      const request = JSON.parse(body) as { QueueUrl: string; MessageBody: string };
+      this.doorbells.push({
+        queueUrl: request.QueueUrl,
+        body: request.MessageBody,
+        afterTagWrites: this.tagWrites.length,
+        afterPowerOff: this.poweredOff(),
+      });
+      if (this.options.failDoorbell)
+        return [
+          400,
+          '{"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"The specified queue does not exist."}',
+        ];
+      const md5 = createHash("md5").update(request.MessageBody, "utf8").digest("hex");
+      return [
+        200,
+        JSON.stringify({ MD5OfMessageBody: md5, MessageId: `m-${this.doorbells.length}` }),
+      ];
+    }
     if (req.method === "POST" && url === "/") {
-      if (!this.verify(req, body)) {
+      if (!this.verify(req, body, "ec2")) {
         this.rejected++;
         return [
           403,
@@ -519,18 +564,21 @@ export class TestHost {
     return [404, "not found"];
   }
 
-  /** Recomputes the SigV4 signature of a CreateTags request. */
-  private verify(req: IncomingMessage, body: string): boolean {
+  /** Recomputes the SigV4 signature of a request to `service` (CreateTags: `ec2`; SendMessage: `sqs`). */
+  private verify(req: IncomingMessage, body: string, service: string): boolean {
     const auth = String(req.headers.authorization ?? "");
     const match =
-      /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/ec2\/aws4_request, SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$/.exec(
+      /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/([a-z0-9]+)\/aws4_request, SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$/.exec(
         auth,
       );
     if (!match) return false;
-    const [, accessKey, day, region, signedHeaders, signature] = match as unknown as string[];
-    if (accessKey !== CREDS.AccessKeyId || region !== REGION) return false;
+    const [, accessKey, day, region, scoped, signedHeaders, signature] =
+      match as unknown as string[];
+    if (accessKey !== CREDS.AccessKeyId || region !== REGION || scoped !== service) return false;
     if (req.headers["x-amz-security-token"] !== CREDS.Token) return false;
     const names = (signedHeaders ?? "").split(";");
+    // SQS's JSON protocol names the action in X-Amz-Target: it must be signed too.
+    if (service === "sqs" && !names.includes("x-amz-target")) return false;
     const canonicalHeaders = names
       .map((n) => `${n}:${String(req.headers[n] ?? "").trim()}\n`)
       .join("");
@@ -540,13 +588,13 @@ export class TestHost {
     const toSign = [
       "AWS4-HMAC-SHA256",
       amzDate,
-      `${day}/${region}/ec2/aws4_request`,
+      `${day}/${region}/${service}/aws4_request`,
       hash(canonical),
     ].join("\n");
     const hmac = (k: Buffer | string, s: string) =>
       createHmac("sha256", k).update(s, "utf8").digest();
     let k = hmac(`AWS4${CREDS.SecretAccessKey}`, day ?? "");
-    for (const part of [region ?? "", "ec2", "aws4_request"]) k = hmac(k, part);
+    for (const part of [region ?? "", service, "aws4_request"]) k = hmac(k, part);
     return createHmac("sha256", k).update(toSign, "utf8").digest("hex") === signature;
   }
 }
