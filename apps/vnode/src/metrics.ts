@@ -1,6 +1,6 @@
 /** The app's Prometheus metrics (`nebula_vnode_*`, listed in the README), from one helper. */
 import type { V1Pod } from "@kubernetes/client-node";
-import type { Ec2PodProvider } from "@nebula/provider";
+import type { DoorbellBatch, Ec2PodProvider } from "@nebula/provider";
 import { virtualNodeMetrics } from "@nebula/virtual-node";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
@@ -71,7 +71,7 @@ export function vnodeMetrics(
     buckets: [0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
     registers,
   });
-  provider.onDoorbells((batch) => {
+  provider.onDoorbells((batch: DoorbellBatch) => {
     const read = batch.messages - batch.coalesced - batch.ignored - batch.unreadable;
     messages.inc({ outcome: "read" }, read);
     messages.inc({ outcome: "coalesced" }, batch.coalesced);

@@ -364,6 +364,14 @@ describe("renderOptionsOf", () => {
     expect(renderOptionsOf(config, { metrics: {} })).toMatchObject({ metrics: {} });
   });
 
+  it("has the hosts ring the event channel's queue when it is on, and only then", () => {
+    const queueUrl = "https://sqs.us-east-1.amazonaws.com/123456789012/nebula-events";
+    const on = parseProviderConfig(testConfig({ events: { queueUrl } }));
+    expect(renderOptionsOf(on, undefined).doorbell).toEqual({ queueUrl });
+    const off = parseProviderConfig(testConfig());
+    expect(renderOptionsOf(off, undefined)).not.toHaveProperty("doorbell");
+  });
+
   it("always delivers as configured, whatever the userData option says", () => {
     const config = parseProviderConfig(testConfig({ podDelivery: "parameters" }));
     expect(renderOptionsOf(config, { delivery: "user-data" }).delivery).toBe("parameters");

@@ -308,7 +308,8 @@ export class Admitter {
  * The options the provider gives `@nebula/userdata`'s `renderUserData`: `cluster` defaults to the
  * configured `clusterName` (the `userData` option may set it); `delivery` is always the configured
  * `podDelivery`; `logs` and `metrics` are the configured ones when set (so that the hosts write
- * where the virtual node reads), else whatever the `userData` option says; the host's grace is
+ * where the virtual node reads), else whatever the `userData` option says; the hosts ring the
+ * event channel's queue (`doorbell`) when `events` is on; the host's grace is
  * capped at the configured `maxGracePeriodSeconds`, as the teardown's is.
  */
 export function renderOptionsOf(
@@ -320,6 +321,7 @@ export function renderOptionsOf(
     ...userData,
     ...(config.logs === undefined ? {} : { logs: config.logs }),
     ...(config.metrics === undefined ? {} : { metrics: config.metrics }),
+    ...(config.events === undefined ? {} : { doorbell: { queueUrl: config.events.queueUrl } }),
     delivery: config.podDelivery,
     maxGracePeriodSeconds: config.maxGracePeriodSeconds,
   };

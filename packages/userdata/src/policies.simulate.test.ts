@@ -51,7 +51,7 @@ const doorbellPolicy: Policy = JSON.parse(
   read(new URL("../policies/instance-doorbell.json", import.meta.url))
     .replaceAll("${Region}", REGION)
     .replaceAll("${AccountId}", ACCOUNT)
-    .replaceAll("${QueueName}", QUEUE),
+    .replaceAll("${EventQueueName}", QUEUE),
 );
 
 const instanceArn = (id: string) => `arn:aws:ec2:${REGION}:${ACCOUNT}:instance/${id}`;

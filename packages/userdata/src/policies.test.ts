@@ -104,7 +104,7 @@ describe("the instance role's IAM policies (policies/*.json)", () => {
         Effect: "Allow",
         Action: "sqs:SendMessage",
         // biome-ignore lint/suspicious/noTemplateCurlyInString: the operator's placeholders, not a template
-        Resource: "arn:aws:sqs:${Region}:${AccountId}:${QueueName}",
+        Resource: "arn:aws:sqs:${Region}:${AccountId}:${EventQueueName}",
       },
     ]);
   });
