@@ -29,7 +29,7 @@ main() {
   [ -n "$INSTANCE_ID" ] || identify 30 || log "no instance identity from IMDS; reporting on the console only"
   # The aws CLI only when it really runs (a broken install or a file hiding it must not stop the reports).
   if command -v aws >/dev/null 2>&1 && aws --version >/dev/null 2>&1; then AWS_CLI=1; fi
-  if [ -n "$AWS_CLI" ]; then log "reports: CreateTags through the aws CLI"; else log "reports: CreateTags through curl + SigV4"; fi
+  log "reports: CreateTags through curl + SigV4${AWS_CLI:+, the aws CLI when that fails}"
   utf8_locale
   usage_start
   for ((i = 0; i < N; i++)); do

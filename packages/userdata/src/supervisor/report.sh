@@ -228,17 +228,17 @@ ec2_endpoint() {
   printf '%s' "${ep%/}"
 }
 
-# One CreateTags call with the tags in KEYS/VALUES: through the aws CLI when it runs here, and
-# through curl + SigV4 when it does not or when the CLI call fails (a broken CLI must not cost reports).
-# Each way is one attempt of at most ATTEMPT_SECONDS; $1: no attempt starts unless that much is left
-# before this epoch second (0: no deadline).
+# One CreateTags call with the tags in KEYS/VALUES: through curl + SigV4 (no interpreter to start:
+# the exit shows sooner), and through the aws CLI when that fails and the CLI runs here (a broken
+# signer or CLI must not cost reports). Each way is one attempt of at most ATTEMPT_SECONDS; $1: no
+# attempt starts unless that much is left before this epoch second (0: no deadline).
 create_tags() {
   local deadline=$1 rc=1
-  if [ -n "$AWS_CLI" ] && attempt_start "$deadline"; then
-    create_tags_cli && rc=0
-  fi
-  if ((rc != 0)) && { [ "$FINAL" = true ] || [ -z "$TERM_REQUESTED" ]; } && attempt_start "$deadline"; then
+  if attempt_start "$deadline"; then
     create_tags_sigv4 && rc=0
+  fi
+  if ((rc != 0)) && [ -n "$AWS_CLI" ] && { [ "$FINAL" = true ] || [ -z "$TERM_REQUESTED" ]; } && attempt_start "$deadline"; then
+    create_tags_cli && rc=0
   fi
   ATTEMPT_END=
   return "$rc"

@@ -1,0 +1,179 @@
+/**
+ * The event channel end to end (issue #30): two virtual nodes side by side in one run, one with
+ * the channel on (an SQS queue in moto its hosts ring after every report), one without (the poll
+ * every 10 s). The real supervisor in the instance-host simulator runs each Pod, whose container
+ * exits at a known time; the test watches the Pods through the API server and measures, per Pod,
+ * the container's exit (`finishedAt`, the host's clock) to the API server showing it. Printed, not
+ * asserted: what is asserted is that every exit arrives, and that on the "on" node it arrived
+ * through the channel (the vnode's own counters).
+ */
+import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { CoreV1Api } from "@kubernetes/client-node";
+import { type InstanceHosts, MOTO_CREDENTIALS } from "@nebula/test-peers";
+import { useTestPeers } from "@nebula/test-peers/vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  barePod,
+  deleteNode,
+  readPod,
+  scrape,
+  startVnode,
+  startWorld,
+  until,
+  VNODE_GROUPS,
+  VNODE_USER,
+  type VnodeProcess,
+  vnodeConfig,
+} from "./testing/e2e.js";
+
+const { controlPlane, moto } = useTestPeers();
+const admin = controlPlane.kubeConfig();
+const core = admin.makeApiClient(CoreV1Api);
+const ec2 = moto.ec2();
+/** Pods per node, exiting 4 s apart. */
+const PODS = 8;
+
+interface Side {
+  readonly node: string;
+  readonly hosts: InstanceHosts;
+  readonly vnode: VnodeProcess;
+}
+const sides: Side[] = [];
+
+async function side(node: string, events: boolean): Promise<Side> {
+  const world = await startWorld({ admin, ec2, moto, cluster: node, namespace: node });
+  const config = vnodeConfig({
+    cluster: node,
+    region: moto.region,
+    world,
+    endpoint: world.hosts.ec2Endpoint,
+    capacity: { cpu: "100", memory: "400Gi", pods: "50" },
+    pollIntervalSeconds: 10,
+    batchWindowMs: 50,
+  }) as { provider: Record<string, unknown> };
+  if (events) {
+    const sqs = new SQSClient({
+      endpoint: moto.endpoint,
+      region: moto.region,
+      credentials: MOTO_CREDENTIALS,
+    });
+    const queue = await sqs.send(new CreateQueueCommand({ QueueName: `${node}-events` }));
+    sqs.destroy();
+    // The vnode and the hosts both reach it through the simulator's endpoint (forwarded to moto).
+    config.provider.events = { queueUrl: queue.QueueUrl };
+  }
+  const vnode = await startVnode({
+    nodeName: node,
+    kubeconfig: controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS),
+    moto,
+    config,
+  });
+  const made = { node, hosts: world.hosts, vnode };
+  sides.push(made);
+  return made;
+}
+
+let on: Side;
+let off: Side;
+
+beforeAll(async () => {
+  [on, off] = await Promise.all([side("vnode-events-on", true), side("vnode-events-off", false)]);
+}, 300_000);
+
+afterAll(async () => {
+  const codes = await Promise.all(sides.map((s) => s.vnode.stop()));
+  for (const s of sides) {
+    await deleteNode(admin, s.node);
+    await s.hosts.close();
+  }
+  ec2.destroy();
+  expect(codes).toEqual(sides.map(() => 0));
+});
+
+const quantile = (sorted: number[], q: number) =>
+  sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)] ?? Number.NaN;
+
+describe("the event channel on a real host supervisor", () => {
+  it("every exit arrives on both nodes; on the channel's node through the channel", async () => {
+    // The same Pods on both nodes: container i exits 20 + 4·i s after it starts.
+    for (const s of [on, off]) {
+      for (let i = 0; i < PODS; i++) {
+        await core.createNamespacedPod({
+          namespace: s.node,
+          body: barePod(`exit-${i}`, s.node, {
+            command: ["sh", "-c", `sleep ${20 + 4 * i}; exit 0`],
+          }),
+        });
+      }
+    }
+    // Watch: when the API server first shows each Pod Succeeded.
+    const shownAt = new Map<string, number>();
+    const finishedAt = new Map<string, number>();
+    await until(
+      "every Pod Succeeded on both nodes",
+      async () => {
+        for (const s of [on, off]) {
+          for (let i = 0; i < PODS; i++) {
+            const key = `${s.node}/exit-${i}`;
+            if (shownAt.has(key)) continue;
+            const pod = await readPod(core, s.node, `exit-${i}`);
+            const terminated = pod?.status?.containerStatuses?.[0]?.state?.terminated;
+            if (pod?.status?.phase === "Succeeded" && terminated?.finishedAt) {
+              shownAt.set(key, Date.now());
+              finishedAt.set(key, new Date(terminated.finishedAt).getTime());
+            }
+          }
+        }
+        return shownAt.size === 2 * PODS ? true : undefined;
+      },
+      300_000,
+      200,
+    );
+    const latencies = (s: Side) =>
+      [...shownAt.keys()]
+        .filter((k) => k.startsWith(`${s.node}/`))
+        .map((k) => ((shownAt.get(k) ?? 0) - (finishedAt.get(k) ?? 0)) / 1000)
+        .sort((a, b) => a - b);
+    const figures = [on, off].map((s) => {
+      const l = latencies(s);
+      return `${s.node}: exit → shown p50 ${quantile(l, 0.5).toFixed(1)} s, max ${quantile(l, 1).toFixed(1)} s (n = ${l.length})`;
+    });
+    console.log(
+      `${figures.join("\n")}\n(finishedAt has one-second resolution; the watch reads every 200 ms)`,
+    );
+
+    // On the channel's node the exits came through the channel: the hosts rang, the vnode read.
+    const metrics = await scrape(on.vnode.url);
+    const offMetrics = await scrape(off.vnode.url);
+    const mean = (m: Map<string, number>, name: string) =>
+      ((m.get(`${name}_sum`) ?? 0) / (m.get(`${name}_count`) ?? 1)).toFixed(2);
+    console.log(
+      `vnode histograms: exit → status written, mean ${mean(metrics, "nebula_vnode_exit_to_status_seconds")} s (on), ${mean(offMetrics, "nebula_vnode_exit_to_status_seconds")} s (off); queue receipt → status published, mean ${mean(metrics, "nebula_vnode_event_to_status_seconds")} s (on)`,
+    );
+    expect(
+      metrics.get('nebula_vnode_event_messages_total{outcome="read"}') ?? 0,
+    ).toBeGreaterThanOrEqual(PODS);
+    expect(metrics.get("nebula_vnode_event_to_status_seconds_count") ?? 0).toBeGreaterThanOrEqual(
+      PODS,
+    );
+    expect(metrics.get('nebula_vnode_event_messages_total{outcome="unreadable"}') ?? 0).toBe(0);
+    // The node without the channel has none of it.
+    expect(offMetrics.get('nebula_vnode_event_messages_total{outcome="read"}') ?? 0).toBe(0);
+    for (const s of [on, off]) {
+      for (let i = 0; i < PODS; i++)
+        await core.deleteNamespacedPod({ name: `exit-${i}`, namespace: s.node });
+    }
+    await until(
+      "the Pods gone",
+      async () => {
+        for (const s of [on, off]) {
+          const list = await core.listNamespacedPod({ namespace: s.node });
+          if (list.items.length > 0) return undefined;
+        }
+        return true;
+      },
+      180_000,
+      1000,
+    );
+  }, 600_000);
+});
