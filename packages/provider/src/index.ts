@@ -23,6 +23,7 @@ export {
   ProviderConfigSchema,
   parseProviderConfig,
 } from "./config.js";
+export type { DoorbellBatch } from "./doorbells.js";
 export { ProviderError, type ProviderErrorCode } from "./errors.js";
 export type { Gateway, GatewayCall } from "./gateway.js";
 export type { CollectedParameterLeak, LeakCollection } from "./leak-collector.js";
@@ -30,6 +31,5 @@ export type { ContainerRunRef, LogLine } from "./log-events.js";
 export type { Ec2PodProviderOptions } from "./options.js";
 export type { ListedParameter } from "./parameters.js";
 export type { ObservedInstance, PollPage } from "./poll.js";
-export type { DoorbellBatch } from "./doorbells.js";
 export type { PollResult } from "./poller.js";
 export { Ec2PodProvider } from "./provider.js";
