@@ -15,6 +15,7 @@ import {
   deleteNode,
   kubectlWith,
   nodeInstances,
+  podWhen as podWhenIn,
   readPod,
   startKubeletApiWorld,
   until,
@@ -71,16 +72,8 @@ afterAll(async () => {
   expect(code).toBe(0);
 });
 
-async function podWhen(name: string, test: (pod: V1Pod) => boolean, ms = 180_000): Promise<V1Pod> {
-  return until(
-    `pod ${name}`,
-    async () => {
-      const pod = await readPod(core, NS, name);
-      return pod !== undefined && test(pod) ? pod : undefined;
-    },
-    ms,
-  );
-}
+const podWhen = (name: string, test: (pod: V1Pod) => boolean, ms?: number) =>
+  podWhenIn(core, NS, name, test, ms);
 
 describe("the kubelet's read endpoints through kubectl and the API server's node proxy", () => {
   it("/pods, /runningpods/, /stats/summary, /metrics/resource, /healthz and kubectl logs; a deleted Pod leaves /runningpods/ when it leaves the API", async () => {

@@ -20,7 +20,7 @@ import {
   hostAddress,
   kubectlWith,
   nodeInstances,
-  readPod,
+  podWhen as podWhenIn,
   startKubeletApiWorld,
   until,
   VNODE_GROUPS,
@@ -72,16 +72,8 @@ afterAll(async () => {
   expect(code).toBe(0);
 });
 
-async function podWhen(name: string, test: (pod: V1Pod) => boolean, ms = 180_000): Promise<V1Pod> {
-  return until(
-    `pod ${name}`,
-    async () => {
-      const pod = await readPod(core, NS, name);
-      return pod !== undefined && test(pod) ? pod : undefined;
-    },
-    ms,
-  );
-}
+const podWhen = (name: string, test: (pod: V1Pod) => boolean, ms?: number) =>
+  podWhenIn(core, NS, name, test, ms);
 
 async function instanceTerminated(uid: string): Promise<void> {
   await until(

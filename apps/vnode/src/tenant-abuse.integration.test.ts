@@ -35,6 +35,7 @@ import {
   barePod,
   deleteNode,
   nodeInstances,
+  podWhen as podWhenIn,
   readPod,
   scrape,
   startKubeletApiWorld,
@@ -86,16 +87,8 @@ afterAll(async () => {
   expect(code).toBe(0);
 });
 
-async function podWhen(name: string, test: (pod: V1Pod) => boolean, ms = 180_000): Promise<V1Pod> {
-  return until(
-    `pod ${name}`,
-    async () => {
-      const pod = await readPod(core, NS, name);
-      return pod !== undefined && test(pod) ? pod : undefined;
-    },
-    ms,
-  );
-}
+const podWhen = (name: string, test: (pod: V1Pod) => boolean, ms?: number) =>
+  podWhenIn(core, NS, name, test, ms);
 
 /** The EC2 states of the Pod's instances (the simulator's, as EC2 reports them). */
 async function instanceStates(uid: string): Promise<string[]> {

@@ -383,6 +383,24 @@ export async function readPod(
   }
 }
 
+/** The Pod once it exists and `test` holds for it; fails after `ms`. */
+export function podWhen(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+  test: (pod: V1Pod) => boolean,
+  ms = 180_000,
+): Promise<V1Pod> {
+  return until(
+    `pod ${name}`,
+    async () => {
+      const pod = await readPod(core, namespace, name);
+      return pod !== undefined && test(pod) ? pod : undefined;
+    },
+    ms,
+  );
+}
+
 /** This machine's first non-loopback IPv4 address. */
 export function hostAddress(): string {
   const address = Object.values(networkInterfaces())
