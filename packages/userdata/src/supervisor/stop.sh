@@ -75,11 +75,10 @@ finish() {
     why=RestartLimit
   fi
   stop_sidecars_last "$grace" "$why"
+  sandbox_down
   FINAL=true
   report "$deadline"
   : >"$STATE/final"
-  # The sandbox holds nothing the report needs: removed after it, so the exit shows sooner.
-  sandbox_down
   usage_flush "$deadline"
   if [ -n "$SPOT_ACTION" ]; then
     log "final report written after the Spot interruption notice: leaving the instance to EC2"
