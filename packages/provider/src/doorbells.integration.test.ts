@@ -1,22 +1,37 @@
 /**
  * The event channel against moto through the SDK (issue #30): a host's doorbell on a real SQS
  * queue brings its report into the Pod's status without waiting for the poll (here: a poll every
- * 10 minutes, so only the channel can deliver), and nothing in a message is trusted.
+ * 10 minutes, so only the channel can deliver), and nothing in a message is trusted. EC2's own
+ * state changes reach the queue as in AWS: the test peers play EC2's events (moto sends none) on
+ * moto's EventBridge, whose rule (the operator's) delivers them.
  */
 import { createHash } from "node:crypto";
-import { type EC2Client, TerminateInstancesCommand } from "@aws-sdk/client-ec2";
+import {
+  type EC2Client,
+  StopInstancesCommand,
+  TerminateInstancesCommand,
+} from "@aws-sdk/client-ec2";
 import {
   CreateQueueCommand,
+  DeleteMessageBatchCommand,
   GetQueueAttributesCommand,
+  ReceiveMessageCommand,
   SendMessageBatchCommand,
   SendMessageCommand,
   SQSClient,
 } from "@aws-sdk/client-sqs";
 import type { ExitReport } from "@nebula/state-mapping";
 import { MemoryPodLedger } from "@nebula/teardown";
-import { MOTO_CREDENTIALS, type Moto, startMoto } from "@nebula/test-peers";
+import {
+  createEc2EventRule,
+  MOTO_CREDENTIALS,
+  type Moto,
+  startEc2Events,
+  startMoto,
+} from "@nebula/test-peers";
 import type { PodStatusChange } from "@nebula/virtual-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Doorbell, parseDoorbell } from "./doorbell-message.js";
 import { Ec2PodProvider } from "./provider.js";
 import { startFaultProxy } from "./testing/fault-proxy.js";
 import { testPod } from "./testing/fixtures.js";
@@ -155,6 +170,103 @@ describe("the event channel (SQS in moto)", () => {
       await running;
     }
     await ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
+  }, 120_000);
+});
+
+describe("EC2's own events on the channel (the test peers play EC2 on moto's EventBridge)", () => {
+  it("each state change arrives as the state event parseDoorbell reads, in order; a stop whose doorbell was lost still delivers the exit", async () => {
+    const create = async (name: string) =>
+      (await sqs.send(new CreateQueueCommand({ QueueName: name }))).QueueUrl ?? "";
+    // The node's queue, and a second one the test reads itself (the same events, by its own rule).
+    const queueUrl = await create("nebula-ec2-events-it");
+    const watchUrl = await create("nebula-ec2-events-watch");
+    const rules = [
+      await createEc2EventRule(moto, queueUrl),
+      await createEc2EventRule(moto, watchUrl),
+    ];
+    const uid = "44444444-0000-4000-8000-000000000001";
+    const ledger = new MemoryPodLedger();
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "ec2-events-node", {
+        pollIntervalSeconds: 600,
+        maxPollIntervalSeconds: 600,
+        events: { queueUrl, windowMs: 100, waitSeconds: 1, pollIntervalSeconds: 600 },
+      }),
+      renderUserData: () => "#!/bin/bash\necho nebula\n",
+      livePodUids: () => [uid],
+      ledger,
+    });
+    const changes: PodStatusChange[] = [];
+    provider.notifyPods((change) => void changes.push(change));
+    const batches: { messages: number; instances: number }[] = [];
+    provider.onDoorbells((b) => void batches.push(b));
+    const events = await startEc2Events({ moto, pollIntervalMs: 100 });
+    const abort = new AbortController();
+    let running: Promise<void> | undefined;
+    let instanceId = "";
+    try {
+      await provider.createPod(testPod("ec2-events", uid));
+      instanceId = (await ledger.get(uid))?.launch.instanceId ?? "";
+      await writeReport(ec2, instanceId, report(1, false));
+      running = provider.run(abort.signal);
+      await until("Running from the first poll", () =>
+        changes.find((c) => c.status.phase === "Running"),
+      );
+      // The host writes its final report, its doorbell is lost, the instance powers off: only
+      // EC2's "stopping"/"stopped" can bring the exit before the poll (in 10 minutes).
+      await writeReport(ec2, instanceId, report(2, true, 3));
+      const stoppedAt = Date.now();
+      await ec2.send(new StopInstancesCommand({ InstanceIds: [instanceId] }));
+      const failed = await until("Failed through EC2's state event", () =>
+        changes.find((c) => c.status.phase === "Failed"),
+      );
+      console.log(
+        `StopInstances → status published: ${Date.now() - stoppedAt} ms (moto, emitter every 100 ms)`,
+      );
+      expect(failed.status.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(3);
+      // It came through the channel: a batch read the instance (notified after the publication).
+      await until("the batch that read it", () =>
+        batches.some((b) => b.instances > 0) ? true : undefined,
+      );
+      await ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
+      await events.look();
+
+      // What the queue held, as the node reads it.
+      const read: Doorbell[] = [];
+      const deadline = Date.now() + 20_000;
+      while (read.length < 6 && Date.now() < deadline) {
+        const answer = await sqs.send(
+          new ReceiveMessageCommand({
+            QueueUrl: watchUrl,
+            MaxNumberOfMessages: 10,
+            WaitTimeSeconds: 1,
+          }),
+        );
+        const messages = answer.Messages ?? [];
+        for (const m of messages) read.push(parseDoorbell(m.Body));
+        if (messages.length > 0) {
+          await sqs.send(
+            new DeleteMessageBatchCommand({
+              QueueUrl: watchUrl,
+              Entries: messages.map((m, i) => ({
+                Id: String(i),
+                ReceiptHandle: m.ReceiptHandle ?? "",
+              })),
+            }),
+          );
+        }
+      }
+      expect(read).toEqual(
+        ["pending", "running", "stopping", "stopped", "shutting-down", "terminated"].map(
+          (state) => ({ kind: "state", instanceId, state }),
+        ),
+      );
+    } finally {
+      abort.abort();
+      await running;
+      await events.stop();
+      for (const rule of rules) await rule.remove();
+    }
   }, 120_000);
 });
 

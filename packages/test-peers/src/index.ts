@@ -12,6 +12,19 @@ export {
   startControlPlane,
 } from "./control-plane.js";
 export {
+  createEc2EventRule,
+  EC2_EVENT_PATTERN,
+  type Ec2Event,
+  type Ec2EventRule,
+  type Ec2EventSent,
+  type Ec2Events,
+  type Ec2EventsOptions,
+  type Ec2InstanceState,
+  type EventBridgeTarget,
+  putEc2Events,
+  startEc2Events,
+} from "./ec2-events.js";
+export {
   type Ec2Behaviour,
   type Ec2ProxyCounts,
   type Ec2ProxyHandle,

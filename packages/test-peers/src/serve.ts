@@ -3,7 +3,7 @@
  * session), writes the admin kubeconfig to a file, prints the variables that point tools at the
  * peers, and stops everything on Ctrl-C.
  *
- *   npx nx run @nebula/test-peers:build && node packages/test-peers/dist/serve.js [--kubeconfig <path>] [--controllers] [--scheduler]
+ *   npx nx run @nebula/test-peers:build && node packages/test-peers/dist/serve.js [--kubeconfig <path>] [--controllers] [--scheduler] [--ec2-events]
  *   # then, in another shell, paste the printed `export` lines: kubectl get ns; aws ec2 describe-instances
  */
 import { rmSync, writeFileSync } from "node:fs";
@@ -17,6 +17,7 @@ const Args = z.object({
   kubeconfig: z.string().min(1).optional(),
   controllers: z.boolean().optional(),
   scheduler: z.boolean().optional(),
+  "ec2-events": z.boolean().optional(),
 });
 
 const { values } = parseArgs({
@@ -25,12 +26,15 @@ const { values } = parseArgs({
     // Also run kube-controller-manager (Deployments → Pods, GC, node leases) and kube-scheduler.
     controllers: { type: "boolean" },
     scheduler: { type: "boolean" },
+    // Play EC2's own events on moto's EventBridge (startEc2Events); rules deliver them.
+    "ec2-events": { type: "boolean" },
   },
   strict: true,
 });
 const args = Args.parse(values);
 const peers = await startTestPeers({
   controlPlane: { controllers: args.controllers ?? false, scheduler: args.scheduler ?? false },
+  ec2Events: args["ec2-events"] ?? false,
 });
 const info = peers.info();
 const kubeconfigPath = args.kubeconfig ?? join(process.cwd(), "nebula-test-peers.kubeconfig");
@@ -40,7 +44,7 @@ process.stdout.write(
   [
     `# kube-apiserver ${info.controlPlane?.version} at ${info.controlPlane?.server}`,
     `# controllers: ${info.controlPlane?.controllers?.join(",") || "none"}; scheduler: ${info.controlPlane?.scheduler ? "yes" : "no"}`,
-    `# moto at ${info.moto?.endpoint} (instance profile ${info.moto?.instanceProfiles[0]?.name})`,
+    `# moto at ${info.moto?.endpoint} (instance profile ${info.moto?.instanceProfiles[0]?.name})${info.ec2Events ? "; EC2's events go to its EventBridge" : ""}`,
     `# kubectl: ${kubectlPath()}`,
     ...Object.entries(env).map(([key, value]) => `export ${key}=${JSON.stringify(value)}`),
     "# Ctrl-C stops both and deletes their temporary files and this kubeconfig.",
