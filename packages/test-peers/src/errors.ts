@@ -15,6 +15,8 @@
  * - `ImageBuildFailed` — `podman import` of a test image failed.
  * - `Timeout` — a `waitFor…` helper gave up.
  * - `Closed` — the simulator was used after `close()`.
+ * - `ContainersLeft` — `close()` found containers of the run still there, or `podman ps` failed, so
+ *   that none could be ruled out.
  */
 export type TestPeerErrorCode =
   | "BinaryMissing"
@@ -28,7 +30,8 @@ export type TestPeerErrorCode =
   | "UnitInvalid"
   | "ImageBuildFailed"
   | "Timeout"
-  | "Closed";
+  | "Closed"
+  | "ContainersLeft";
 
 /**
  * The one error class `@nebula/test-peers` throws. Check `code`, not the message; the underlying

@@ -21,6 +21,13 @@ import {
   imdsCredentials,
   parseAwslogsOptions,
 } from "./awslogs.js";
+import {
+  existingContainers,
+  listContainers,
+  removeContainers,
+  trackedContainerIds,
+  warnLoudly,
+} from "./containers.js";
 import type { ImdsServer } from "./imds.js";
 import { dockerShim, shutdownShim, systemctlShim } from "./shims.js";
 import { parseServiceUnit, type ServiceUnit } from "./unit.js";
@@ -91,6 +98,8 @@ export interface GuestSettings {
   readonly runtime: string;
   /** The simulator run's ID (container label `nebula-sim.run`). */
   readonly runId: string;
+  /** The run's containers directory, where the `docker` shim records each container's ID. */
+  readonly containersDir: string;
   /** Called with the process group of every guest process the simulator spawns. */
   readonly onSpawn: (pgid: number) => void;
   /** `--ulimit` default for open files (`nofile=soft:hard`); empty: derived from the guest's limits. */
@@ -263,6 +272,7 @@ export class Guest {
         instanceId,
         runId: this.#settings.runId,
         stateDir: join(dir, "docker"),
+        containersDir: this.#settings.containersDir,
         runtime: this.#settings.runtime,
         nofile: this.#settings.nofile,
         nproc: this.#settings.nproc,
@@ -358,8 +368,9 @@ export class Guest {
         "unshare",
         [
           "--mount",
+          // The entry script makes every mount private but /run/netns (see ENTER_SCRIPT).
           "--propagation",
-          "private",
+          "unchanged",
           "--",
           "/bin/bash",
           this.#settings.enterScript,
@@ -676,20 +687,35 @@ export class Guest {
     }
   }
 
-  async #containerIds(all: boolean): Promise<string[]> {
-    const out = await this.#podman([
-      "ps",
-      ...(all ? ["-a"] : []),
-      "-q",
-      "--filter",
-      `label=nebula-sim.guest=${this.instanceId}`,
-    ]);
-    return out.split("\n").filter((line) => line !== "");
+  /** A cleanup problem: in events.log and on stderr. */
+  #warn(line: string): void {
+    this.event(line);
+    warnLoudly(`${this.instanceId}: ${line}`);
+  }
+
+  /**
+   * The guest's containers: the IDs its `docker` shim recorded, and (an extra sweep) those
+   * `podman ps` lists with the guest's label. A failing `podman ps` is reported, not taken for none.
+   */
+  async #containerIds(): Promise<string[]> {
+    const ids = new Set(trackedContainerIds(this.#settings.containersDir, this.instanceId));
+    const listed = await listContainers(
+      this.#settings.runtime,
+      `nebula-sim.guest=${this.instanceId}`,
+    );
+    if (listed.ok) for (const c of listed.containers) ids.add(c.id);
+    else
+      this.#warn(
+        `podman ps failed (removing the ${ids.size} containers recorded by ID only): ${listed.error}`,
+      );
+    return [...ids];
   }
 
   async #powerOffContainers(): Promise<void> {
-    const ids = await this.#containerIds(false);
-    if (ids.length > 0) await this.#podman(["kill", ...ids]);
+    const running = (
+      await existingContainers(this.#settings.runtime, await this.#containerIds())
+    ).filter((c) => c.running);
+    if (running.length > 0) await this.#podman(["kill", ...running.map((c) => c.id)]);
   }
 
   /**
@@ -829,8 +855,9 @@ export class Guest {
       signalGroup(this.#userData?.pid, "SIGKILL", true);
     };
     killAll();
-    const ids = await this.#containerIds(true);
-    if (ids.length > 0) await this.#podman(["rm", "-f", "-t", "0", ...ids]);
+    await removeContainers(this.#settings.runtime, await this.#containerIds(), (line) =>
+      this.#warn(line),
+    );
     await this.#drainAwslogs();
     await this.#imds?.close();
     this.#imds = undefined;

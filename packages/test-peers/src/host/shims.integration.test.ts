@@ -5,6 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { brokenContainer, containerExists, removeStrayNetns } from "../testing/podman.js";
+import { removeContainers, trackedContainerIds } from "./containers.js";
 import { ensureGuestImages } from "./images.js";
 import { dockerShim, ENTER_SCRIPT, WATCHDOG_SCRIPT } from "./shims.js";
 
@@ -16,11 +18,13 @@ const RUN = `shim${randomBytes(4).toString("hex")}`;
 
 // Two guests' docker CLIs, side by side, against the real podman + runc.
 let work: string;
+let containersDir: string;
 const docker: Record<"a" | "b", string> = { a: "", b: "" };
 
 beforeAll(async () => {
   await ensureGuestImages();
   work = mkdtempSync(join(tmpdir(), "nebula-shims-"));
+  containersDir = join(work, "containers");
   for (const guest of ["a", "b"] as const) {
     const dir = join(work, guest);
     mkdirSync(dir);
@@ -31,6 +35,7 @@ beforeAll(async () => {
         instanceId: `i-${RUN}${guest}`,
         runId: RUN,
         stateDir: join(dir, "state"),
+        containersDir,
         runtime: RUNTIME,
         nofile: "",
         nproc: "",
@@ -43,10 +48,14 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  if (work === undefined) return;
+  await removeContainers(RUNTIME, trackedContainerIds(containersDir), (line) => {
+    throw new Error(line);
+  });
+  // Every container the file's shims created was recorded by ID: podman lists none besides.
   const { stdout } = await run("podman", ["ps", "-aq", "--filter", `label=nebula-sim.run=${RUN}`]);
-  const ids = stdout.split("\n").filter((l) => l !== "");
-  if (ids.length > 0) await run("podman", ["rm", "-f", "-t", "0", ...ids]);
   rmSync(work, { recursive: true, force: true });
+  expect(stdout.trim()).toBe("");
 });
 
 async function dockerIn(
@@ -75,6 +84,9 @@ describe("the guest docker CLI", () => {
       "-c",
       "echo from-a; echo line2; sleep 30",
     );
+    const foreground = await dockerIn("a", "run", "busybox", "true");
+    const cidfile = join(work, "caller.cid");
+    const own = await dockerIn("a", "create", "--cidfile", cidfile, "busybox", "true");
     const b = await dockerIn(
       "b",
       "create",
@@ -89,6 +101,21 @@ describe("the guest docker CLI", () => {
     expect(b.code).toBe(0);
     expect(a.stdout.trim()).toMatch(/^[0-9a-f]{64}$/);
     expect(b.stdout.trim()).not.toBe(a.stdout.trim());
+    // Every container the shim creates is recorded by ID, per guest: detached, created, one run in
+    // the foreground (whose ID the shim never prints), and one with a --cidfile of the caller's,
+    // which podman still writes.
+    expect(foreground.code).toBe(0);
+    expect(own.code).toBe(0);
+    expect(readFileSync(cidfile, "utf8")).toBe(own.stdout.trim());
+    const ofA = trackedContainerIds(containersDir, `i-${RUN}a`);
+    expect(ofA).toHaveLength(3);
+    expect(ofA).toEqual(expect.arrayContaining([a.stdout.trim(), own.stdout.trim()]));
+    expect(trackedContainerIds(containersDir, `i-${RUN}b`)).toEqual([b.stdout.trim()]);
+    const [foregroundId] = ofA.filter((id) => id !== a.stdout.trim() && id !== own.stdout.trim());
+    expect(
+      await removeContainers(RUNTIME, [foregroundId ?? "", own.stdout.trim()], () => {}),
+    ).toEqual([]);
+    expect(await containerExists(foregroundId ?? "")).toBe(false);
 
     expect((await dockerIn("b", "start", "app")).stdout.trim()).toBe("app");
     expect((await dockerIn("b", "wait", "app")).stdout.trim()).toBe("3");
@@ -271,34 +298,48 @@ describe("docker stats", () => {
 });
 
 describe("the watchdog", () => {
-  it("kills the guests' process groups and removes the run's containers when the simulator's process dies", async () => {
+  it("kills the guests' process groups and removes the run's containers by ID when the simulator's process dies, while podman ps cannot list them", async () => {
     const parent = spawn("sleep", ["600"], { stdio: "ignore" });
     const guestProcess = spawn("sleep", ["600"], { detached: true, stdio: "ignore" });
     const pgids = join(work, "pgids");
     writeFileSync(pgids, `${guestProcess.pid}\n`);
     const container = await dockerIn("a", "run", "-d", "busybox", "sleep", "600");
     expect(container.code).toBe(0);
-    const watchdog = spawn(
-      "bash",
-      ["-c", WATCHDOG_SCRIPT, "watchdog", String(parent.pid), pgids, RUN, RUNTIME],
-      {
-        stdio: "ignore",
-      },
-    );
-    const guestGone = new Promise((resolve) =>
-      guestProcess.once("exit", (_code, signal) => resolve(signal)),
-    );
-    const watchdogDone = new Promise((resolve) => watchdog.once("exit", resolve));
-    parent.kill("SIGKILL");
-    expect(await guestGone).toBe("SIGKILL");
-    await watchdogDone;
-    const { stdout } = await run("podman", [
-      "ps",
-      "-aq",
-      "--filter",
-      `label=nebula-sim.run=${RUN}`,
-    ]);
-    expect(stdout.trim()).toBe("");
+    // A Pod sandbox of the run that breaks podman ps while it runs (see testing/podman.ts): the
+    // watchdog's label listing fails until its removal by ID has taken it away.
+    const broken = await brokenContainer(docker.a);
+    try {
+      await expect(
+        run("podman", ["ps", "-aq", "--filter", `label=nebula-sim.run=${RUN}`]),
+      ).rejects.toMatchObject({ stderr: expect.stringMatching(/unknown FS magic/) });
+      const watchdog = spawn(
+        "bash",
+        [
+          ...["-c", WATCHDOG_SCRIPT, "watchdog", String(parent.pid), pgids, RUN, RUNTIME],
+          containersDir,
+        ],
+        { stdio: "ignore" },
+      );
+      const guestGone = new Promise((resolve) =>
+        guestProcess.once("exit", (_code, signal) => resolve(signal)),
+      );
+      const watchdogDone = new Promise((resolve) => watchdog.once("exit", resolve));
+      parent.kill("SIGKILL");
+      expect(await guestGone).toBe("SIGKILL");
+      await watchdogDone;
+      expect(await containerExists(broken.id)).toBe(false);
+      expect(await containerExists(container.stdout.trim())).toBe(false);
+      const { stdout } = await run("podman", [
+        "ps",
+        "-aq",
+        "--filter",
+        `label=nebula-sim.run=${RUN}`,
+      ]);
+      expect(stdout.trim()).toBe("");
+    } finally {
+      await run("podman", ["rm", "-f", "-t", "0", "-i", broken.id]);
+      removeStrayNetns(broken.netns);
+    }
   });
 });
 

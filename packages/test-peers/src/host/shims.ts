@@ -20,6 +20,12 @@ export interface DockerShimSettings {
   readonly runId: string;
   /** A per-guest directory for the name map and the `docker.log` call log. */
   readonly stateDir: string;
+  /**
+   * The run's containers directory: podman writes the ID of every container the shim creates to
+   * a file of its own there (`<instance>.<pid>.<time>`, by `--cidfile`), so that the simulator
+   * removes the guest's containers by ID, even when `podman ps` cannot list them.
+   */
+  readonly containersDir: string;
   /** The OCI runtime podman uses. */
   readonly runtime: string;
   /** `--ulimit` value for open files, e.g. `nofile=1024:20000`; empty: `1024:<the caller's hard limit>`. */
@@ -53,6 +59,7 @@ set -u
 GUEST=${shellQuote(settings.instanceId)}
 RUN=${shellQuote(settings.runId)}
 STATE=${shellQuote(settings.stateDir)}
+CIDS=${shellQuote(settings.containersDir)}
 PODMAN=(podman --runtime ${shellQuote(settings.runtime)} --cgroup-manager=cgroupfs)
 NOFILE=${shellQuote(settings.nofile)}
 NPROC=${shellQuote(settings.nproc)}
@@ -66,7 +73,7 @@ hard_u=$(ulimit -Hu); [[ $hard_u == unlimited || $hard_u -gt $pid_max ]] && hard
 ((hard_u > 65536)) && hard_u=65536
 [[ -n $NOFILE ]] || NOFILE="nofile=$((hard_n < 1024 ? hard_n : 1024)):$hard_n"
 [[ -n $NPROC ]] || NPROC="nproc=$hard_u:$hard_u"
-mkdir -p "$STATE/names"
+mkdir -p "$STATE/names" "$CIDS"
 { printf '%s docker' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"; printf ' %q' "$@"; echo; } >>"$STATE/docker.log"
 
 # daemon PATH ARGS...: the simulator's side of Docker's daemon (log drivers); sets DCODE and DOUT.
@@ -135,7 +142,7 @@ translate() {
 BOOL=" -d --detach -i --interactive -t --tty --rm --privileged --init --read-only --no-healthcheck --oom-kill-disable -P --publish-all --sig-proxy --disable-content-trust -q --quiet "
 run_or_create() {  # $1 = run|create, then docker's arguments
   local verb=$1 a key val name="" detach=0 has_net=0 has_pull=0 has_nofile=0 has_nproc=0
-  local log_driver="" has_log=0 awslogs=0
+  local log_driver="" has_log=0 awslogs=0 cidfile=""
   local -a opts=() cmd=() opts_add=() log_opts=() log_podman=()
   shift
   while (($#)); do
@@ -156,6 +163,7 @@ run_or_create() {  # $1 = run|create, then docker's arguments
       -d|--detach) [[ $val == false ]] || detach=1 ;;
       --network|--net) has_net=1 ;;
       --pull) has_pull=1 ;;
+      --cidfile) cidfile=$val ;;
       --ulimit) [[ $val == nofile=* ]] && has_nofile=1; [[ $val == nproc=* ]] && has_nproc=1 ;;
     esac
     opts+=("\${opts_add[@]}")
@@ -210,16 +218,21 @@ run_or_create() {  # $1 = run|create, then docker's arguments
   ((has_nofile)) || extra+=(--ulimit "$NOFILE")
   ((has_nproc)) || extra+=(--ulimit "$NPROC")
   extra+=("\${log_podman[@]}")
+  # The simulator removes containers by these IDs. A --cidfile of the caller's wins (podman takes
+  # one); its ID is copied into the run's containers directory once podman returns.
+  local own_cid="$CIDS/$GUEST.$$.\${EPOCHREALTIME/./}"
+  [[ -n $cidfile ]] || extra+=(--cidfile "$own_cid")
   local id rc
   if [[ $verb == create || -n $outcome ]] || ((awslogs)); then
-    id=$("\${PODMAN[@]}" create "\${extra[@]}" "\${opts[@]}" "$image" "\${cmd[@]}") || return $?
+    id=$("\${PODMAN[@]}" create "\${extra[@]}" "\${opts[@]}" "$image" "\${cmd[@]}"); rc=$?
+  elif ((detach)); then
+    id=$("\${PODMAN[@]}" run "\${extra[@]}" "\${opts[@]}" "$image" "\${cmd[@]}"); rc=$?
   else
-    if ((detach)); then
-      id=$("\${PODMAN[@]}" run "\${extra[@]}" "\${opts[@]}" "$image" "\${cmd[@]}") || return $?
-    else
-      "\${PODMAN[@]}" run "\${extra[@]}" "\${opts[@]}" "$image" "\${cmd[@]}"; return $?
-    fi
+    "\${PODMAN[@]}" run "\${extra[@]}" "\${opts[@]}" "$image" "\${cmd[@]}"; rc=$?
   fi
+  [[ -z $cidfile || ! -s $cidfile ]] || cp -- "$cidfile" "$own_cid" 2>/dev/null
+  ((rc == 0)) || return $rc
+  [[ $verb == create || -n $outcome ]] || ((awslogs || detach)) || return 0
   id=\${id##*$'\\n'}
   [[ -n $name ]] && printf '%s' "$id" >"$STATE/names/$name"
   if ((awslogs)); then mkdir -p "$STATE/logopts"; printf '%s\\n' "\${log_opts[@]}" >"$STATE/logopts/$id"; fi
@@ -431,7 +444,15 @@ exit "\${code:-1}"
 }
 
 /**
- * The sandbox entry script, run as `unshare --mount -- bash enter.sh <mounts-file> <argv...>`.
+ * The sandbox entry script, run as
+ * `unshare --mount --propagation unchanged -- bash enter.sh <mounts-file> <argv...>`. First it
+ * makes every shared mount of the new mount namespace private, except `/run/netns` and what is
+ * under it: that one stays in the host's peer group (the simulator made it shared), so the network
+ * namespaces the guest's podman mounts there are seen by podman on the host too. (With all of them
+ * private, a running container with a network namespace of its own broke every `podman ps`
+ * outside its guest that listed it: `/run/netns/netns-…` is an empty file there, "unknown FS
+ * magic".)
+ *
  * Each line of the mounts file is `bind<TAB>source<TAB>target` (bind-mount, private to the new
  * mount namespace) or `hide<TAB><scratch-dir><TAB>path` (make `path` absent: its directory is
  * replaced by a view of symlinks to everything else in it, built on a tmpfs over the scratch
@@ -441,6 +462,16 @@ export const ENTER_SCRIPT = `#!/bin/bash
 # Enters a guest sandbox of the Nebula instance-host simulator (inside unshare --mount).
 set -e
 mounts=$1; shift
+while read -r -a f; do
+  shared=
+  for ((i = 6; i < \${#f[@]}; i++)); do
+    [[ \${f[i]} == - ]] && break
+    [[ \${f[i]} == shared:* ]] && shared=1
+  done
+  [[ -n $shared ]] || continue
+  mp=$(printf '%b' "\${f[4]}")
+  [[ $mp == /run/netns || $mp == /run/netns/* ]] || mount --make-private "$mp"
+done </proc/self/mountinfo
 n=0; scratch_ready=
 while IFS=$'\t' read -r kind src dst; do
   case $kind in
@@ -464,17 +495,28 @@ exec "$@"
 `;
 
 /**
- * The simulator's watchdog, run as
- * `bash -c WATCHDOG_SCRIPT watchdog <node-pid> <pgid-file> <run-id> <runtime> [<dir-to-remove>]`:
- * when the Node process that runs the simulator disappears without `close()` (SIGKILL, crash), it
- * kills every guest process group listed in the file, removes the run's containers and the
- * directory. `close()` ends it with SIGTERM first.
+ * The simulator's watchdog, run as `bash -c WATCHDOG_SCRIPT watchdog <node-pid> <pgid-file>
+ * <run-id> <runtime> <containers-dir> [<dir-to-remove>]`: when the Node process that runs the
+ * simulator disappears without `close()` (SIGKILL, crash), it kills every guest process group
+ * listed in the file, removes the run's containers by the IDs in the containers directory (see
+ * {@link DockerShimSettings.containersDir}), then those `podman ps` lists with the run's label,
+ * and removes the directory. What fails is said on its stderr. `close()` ends it with SIGTERM first.
  */
-export const WATCHDOG_SCRIPT = `parent=$1; pgids=$2; run=$3; runtime=$4; leftover=\${5-}; s=
+export const WATCHDOG_SCRIPT = `parent=$1; pgids=$2; run=$3; runtime=$4; cids=$5; leftover=\${6-}; s=
 trap 'kill "$s" 2>/dev/null; exit 0' TERM
 while kill -0 "$parent" 2>/dev/null; do sleep 1 & s=$!; wait "$s"; done
 while read -r pg; do [ -n "$pg" ] && kill -KILL -- "-$pg" 2>/dev/null; done <"$pgids"
-podman --runtime "$runtime" --cgroup-manager=cgroupfs ps -aq --filter "label=nebula-sim.run=$run" |
-  xargs -r podman --runtime "$runtime" --cgroup-manager=cgroupfs rm -f -t 0 >/dev/null 2>&1
+P=(podman --runtime "$runtime" --cgroup-manager=cgroupfs)
+say() { echo "$(date -u +%FT%TZ) nebula instance-host simulator watchdog (run $run): $*" >&2; }
+# One ID per file, without a newline: awk ends each file's line.
+mapfile -t ids < <(awk 1 "$cids"/* 2>/dev/null | grep -xE '[0-9a-f]{64}' | sort -u)
+((\${#ids[@]} == 0)) || "\${P[@]}" rm -f -t 0 -i --depend "\${ids[@]}" >/dev/null ||
+  say "podman rm of the run's \${#ids[@]} containers failed"
+if listed=$("\${P[@]}" ps -aq --filter "label=nebula-sim.run=$run"); then
+  [ -z "$listed" ] || "\${P[@]}" rm -f -t 0 -i --depend $listed >/dev/null ||
+    say "podman rm of the containers listed with the run's label failed"
+else
+  say "podman ps failed: containers of the run that were not recorded by ID may be left over"
+fi
 [ -z "$leftover" ] || rm -rf -- "$leftover"
 exit 0`;

@@ -2,9 +2,11 @@ import { execFileSync, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import {
   appendFileSync,
+  closeSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readFileSync,
   rmSync,
   writeFileSync,
@@ -21,6 +23,13 @@ import {
 } from "@aws-sdk/client-ec2";
 import { z } from "zod";
 import { TestPeerError } from "../errors.js";
+import {
+  listContainers,
+  removeContainers,
+  shareNetnsDir,
+  trackedContainerIds,
+  warnLoudly,
+} from "./containers.js";
 import {
   Guest,
   type GuestPhase,
@@ -172,7 +181,14 @@ export interface InstanceHosts {
     phases: GuestPhase | readonly GuestPhase[],
     timeoutMs?: number,
   ): Promise<InstanceHostGuest>;
-  /** Stops playing: kills every guest at once, removes their containers, closes the proxy. */
+  /**
+   * Stops playing: kills every guest at once, removes their containers (by the IDs their `docker`
+   * recorded, then those listed with the run's label), closes the proxy. Then it checks that
+   * nothing of the run is left.
+   *
+   * @throws {@link TestPeerError} `ContainersLeft` when containers of the run are still there
+   * (named in the message), or when `podman ps` fails, so that none can be ruled out.
+   */
   close(): Promise<void>;
   /** Same as `close()`, for `await using`. */
   [Symbol.asyncDispose](): Promise<void>;
@@ -269,6 +285,15 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
     );
   }
   await ensureGuestImages(o.busybox);
+  try {
+    shareNetnsDir();
+  } catch (error) {
+    throw new TestPeerError(
+      "PrerequisiteMissing",
+      `startInstanceHosts could not make /run/netns a shared mount point: ${String((error as { stderr?: unknown }).stderr ?? error)}`,
+      { cause: error },
+    );
+  }
   const ownDir = o.workDir === undefined;
   const workDir = o.workDir ?? mkdtempSync(join(tmpdir(), "nebula-hosts-"));
   const keepOutput = o.keepOutput ?? !ownDir;
@@ -288,14 +313,29 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
   const runId = randomUUID().slice(0, 8);
   const pgidFile = join(workDir, "pgids");
   writeFileSync(pgidFile, "");
+  const containersDir = join(workDir, "containers");
+  rmSync(containersDir, { recursive: true, force: true });
+  mkdirSync(containersDir, { recursive: true });
+  const watchdogLog = openSync(join(workDir, "watchdog.log"), "a");
   const watchdog = spawn(
     "bash",
-    ["-c", WATCHDOG_SCRIPT, "watchdog", String(process.pid), pgidFile, runId, runtime, socketDir],
+    [
+      "-c",
+      WATCHDOG_SCRIPT,
+      "watchdog",
+      String(process.pid),
+      pgidFile,
+      runId,
+      runtime,
+      containersDir,
+      socketDir,
+    ],
     {
       detached: true,
-      stdio: "ignore",
+      stdio: ["ignore", watchdogLog, watchdogLog],
     },
   );
+  closeSync(watchdogLog);
   watchdog.unref();
   const guests = new Map<string, Guest>();
   const starting = new Set<Promise<unknown>>();
@@ -379,6 +419,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       beforeBoot: o.beforeBoot,
       runtime,
       runId,
+      containersDir,
       onSpawn: (pgid: number) => appendFileSync(pgidFile, `${pgid}\n`),
       nofile,
       nproc,
@@ -566,6 +607,31 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
   };
   loop();
 
+  /**
+   * The last sweep of close(): removes whatever of the run is still there (recorded by ID, or
+   * listed with the run's label), then lists again. Answers what is left, or why it cannot be
+   * known (`podman ps` still fails), or `undefined` for nothing.
+   */
+  const sweepRun = async (): Promise<string | undefined> => {
+    const ids = new Set(trackedContainerIds(containersDir));
+    const listed = await listContainers(runtime, `nebula-sim.run=${runId}`);
+    if (listed.ok) for (const c of listed.containers) ids.add(c.id);
+    else warnLoudly(`run ${runId}: podman ps failed (removing by recorded ID): ${listed.error}`);
+    const left = await removeContainers(runtime, [...ids], () => undefined);
+    // Removing a broken container by its ID may have mended podman ps: ask again either way.
+    const again = await listContainers(runtime, `nebula-sim.run=${runId}`);
+    const names = new Set(left.map((c) => c.name));
+    if (again.ok) for (const c of again.containers) names.add(c.name);
+    const problems: string[] = [];
+    if (names.size > 0)
+      problems.push(`${names.size} containers of the run are left over: ${[...names].join(", ")}`);
+    if (!again.ok)
+      problems.push(
+        `podman ps failed, so containers of the run not recorded by ID cannot be ruled out: ${again.error}`,
+      );
+    return problems.length === 0 ? undefined : `run ${runId}: ${problems.join("; ")}`;
+  };
+
   const hosts: InstanceHosts = {
     ec2Endpoint: proxy.endpoint,
     motoEndpoint: o.ec2Endpoint,
@@ -598,6 +664,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       if (timer !== undefined) clearTimeout(timer);
       await Promise.allSettled([...guests.values()].map((g) => g.destroy()));
       await Promise.allSettled([...starting]);
+      const left = await sweepRun();
       if (watchdog.pid !== undefined) {
         try {
           process.kill(watchdog.pid, "SIGTERM");
@@ -609,6 +676,10 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       ec2.destroy();
       rmSync(socketDir, { recursive: true, force: true });
       if (!keepOutput) rmSync(workDir, { recursive: true, force: true });
+      if (left !== undefined) {
+        warnLoudly(left);
+        throw new TestPeerError("ContainersLeft", `instance-host simulator ${left}`);
+      }
     },
     [Symbol.asyncDispose]() {
       return hosts.close();
