@@ -2,8 +2,8 @@
  * The user-data of the Parameter Store delivery: a small bootstrap that reads the host supervisor
  * from its SSM parameters (shared by every Pod of the cluster and version, not secret), checks its
  * SHA-256, installs it with the names of the Pod's own parameters, and starts it. It signs the one
- * `GetParameters` call with SigV4 (openssl) and the instance role's IMDSv2 credentials, so it needs
- * bash, curl, openssl and coreutils, as the supervisor does.
+ * `GetParameters` call with curl's own SigV4 (`--aws-sigv4`, curl ≥ 7.75) and the instance role's
+ * IMDSv2 credentials, so it needs bash, curl and coreutils, as the supervisor does.
  */
 
 /**
@@ -29,10 +29,9 @@ I=\${AWS_EC2_METADATA_SERVICE_ENDPOINT:-http://169.254.169.254}
 I=\${I%/}
 T=
 md() { curl -sS -f --max-time 5 -H "X-aws-ec2-metadata-token: $T" "$I/latest/meta-data/$1"; }
-hx() { printf '%s' "$2" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" | awk '{print $NF}'; }
-h256() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+cq() { local v=\${1//\\\\/\\\\\\\\}; printf '%s' "\${v//\\"/\\\\\\"}"; }
 get() {
-  local b='{"Names":[${list}],"WithDecryption":true}' r n c k s t e h a d sc cr sg key
+  local b='{"Names":[${list}],"WithDecryption":true}' r n c k s t e
   T=$(curl -sS -f --max-time 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' "$I/latest/api/token") || return 1
   r=$(md placement/region) && n=$(md iam/security-credentials/) || return 1
   c=$(md "iam/security-credentials/\${n%%$'\\n'*}") || return 1
@@ -41,27 +40,11 @@ get() {
   t=
   [[ $c =~ \\"Token\\"[[:space:]]*:[[:space:]]*\\"([^\\"]+)\\" ]] && t=\${BASH_REMATCH[1]}
   e=\${AWS_ENDPOINT_URL_SSM:-\${AWS_ENDPOINT_URL:-https://ssm.$r.amazonaws.com}}
-  e=\${e%/}
-  h=\${e#*://}
-  h=\${h%%/*}
-  a=$(date -u +%Y%m%dT%H%M%SZ)
-  d=\${a:0:8}
-  sc="$d/$r/ssm/aws4_request"
-  cr="POST"$'\\n/\\n\\n'"content-type:application/x-amz-json-1.1"$'\\n'"host:$h"$'\\n'"x-amz-date:$a"$'\\n'
-  sg="content-type;host;x-amz-date"
-  local hd=(-H "Content-Type: application/x-amz-json-1.1" -H "X-Amz-Date: $a" -H "X-Amz-Target: AmazonSSM.GetParameters")
-  if [ -n "$t" ]; then
-    cr+="x-amz-security-token:$t"$'\\n'
-    sg+=";x-amz-security-token"
-    hd+=(-H "X-Amz-Security-Token: $t")
-  fi
-  sg+=";x-amz-target"
-  cr+="x-amz-target:AmazonSSM.GetParameters"$'\\n\\n'"$sg"$'\\n'"$(h256 "$b")"
-  key=$(printf '%s' "$d" | openssl dgst -sha256 -mac HMAC -macopt "key:AWS4$s" | awk '{print $NF}')
-  key=$(hx "$(hx "$(hx "$key" "$r")" ssm)" aws4_request)
-  hd+=(-H "Authorization: AWS4-HMAC-SHA256 Credential=$k/$sc, SignedHeaders=$sg, Signature=$(hx "$key" "AWS4-HMAC-SHA256"$'\\n'"$a"$'\\n'"$sc"$'\\n'"$(h256 "$cr")")")
+  local hd=(-H "Content-Type: application/x-amz-json-1.1" -H "X-Amz-Target: AmazonSSM.GetParameters")
   [ -z "\${AWS_CA_BUNDLE:-}" ] || hd+=(--cacert "$AWS_CA_BUNDLE")
-  curl -sS -f --max-time 20 -X POST "\${hd[@]}" --data-binary "$b" "$e/"
+  # curl signs (SigV4); the credentials reach it as a config on a pipe, never on a command line.
+  curl -sS -f --max-time 20 -X POST --aws-sigv4 "aws:amz:$r:ssm" "\${hd[@]}" --data-binary "$b" \\
+    -K <(printf 'user = "%s"\\n' "$(cq "$k:$s")"; [ -z "$t" ] || printf 'header = "X-Amz-Security-Token: %s"\\n' "$(cq "$t")") "\${e%/}/"
 }
 fetch() {
   local text o n p='' N=(${names.map((n) => `"${n}"`).join(" ")})

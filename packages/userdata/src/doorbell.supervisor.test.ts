@@ -10,7 +10,7 @@ import { join } from "node:path";
 import type { V1Pod } from "@kubernetes/client-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { type RenderOptionsInput, renderUserData } from "./index.js";
-import { type FakeImage, type HostOptions, INSTANCE_ID, TestHost } from "./testing/host.js";
+import { CREDS, type FakeImage, type HostOptions, INSTANCE_ID, TestHost } from "./testing/host.js";
 
 const QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/nebula-prod-doorbell";
 const FAST: RenderOptionsInput = {
@@ -69,6 +69,22 @@ describe("the doorbell on a host", () => {
     const unit = readFileSync(join(h.dir, "unit"), "utf8");
     expect(unit).toMatch(/^Environment=AWS_ENDPOINT_URL_SQS=http:\/\/127\.0\.0\.1:\d+$/m);
     expect(h.supervisorLog()).not.toContain("doorbell");
+  });
+
+  it("curl signs CreateTags and SendMessage (--aws-sigv4, checked by the AWS SDK's signer); the role's secret and token are in no process's arguments", async () => {
+    const h = await run({ doorbell: { queueUrl: QUEUE } });
+    expect(await h.finished()).toBe(0);
+    await h.until(() => h.doorbells.length >= h.tagReports().length, 10_000);
+    expect(h.tagWrites.length).toBeGreaterThan(0);
+    expect(h.badSignatures()).toBe(0);
+    const argv = h.argv();
+    expect(argv.filter((a) => a.startsWith("curl ") && a.includes("--aws-sigv4")).length).toBe(
+      h.tagWrites.length + h.doorbells.length,
+    );
+    for (const line of argv) {
+      expect(line).not.toContain(CREDS.SecretAccessKey);
+      expect(line).not.toContain(CREDS.Token);
+    }
   });
 
   it("rings after a report written by the background retries too", async () => {

@@ -220,7 +220,6 @@ urlencode() {
   printf '%s' "$out"
 }
 
-hmac_hex() { printf '%s' "$2" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" | awk '{print $NF}'; }
 sha256_hex() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 
 ec2_endpoint() {
@@ -267,7 +266,7 @@ create_tags_cli() {
   AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS/" AWS_MAX_ATTEMPTS=1 timeout -k 1 "$(call_time "$ATTEMPT_SECONDS")" aws "${args[@]}" >/dev/null 2>"$RUN/create-tags-cli.err"
 }
 
-# CreateTags over the EC2 Query API, signed with SigV4 (openssl) and the role's IMDS credentials.
+# CreateTags over the EC2 Query API, signed with SigV4 by curl with the role's IMDS credentials.
 create_tags_sigv4() {
   local j body status
   body="Action=CreateTags&Version=2016-11-15&ResourceId.1=$(urlencode "$INSTANCE_ID")"
@@ -281,12 +280,14 @@ create_tags_sigv4() {
   return 1
 }
 
-# One AWS API call over HTTPS POST, signed with SigV4 (openssl) and the role's IMDS credentials.
-# $1 service, $2 endpoint URL, $3 content type, $4 X-Amz-Target ("" for none), $5 body, $6 the
-# response body's file, $7 the error file. Prints the HTTP status.
+# One AWS API call over HTTPS POST, signed by curl itself (--aws-sigv4, curl >= 7.75) with the
+# role's IMDS credentials. The key, secret and session token reach curl through a config read from a
+# pipe, never a command line another process could read. $1 service, $2 endpoint URL, $3 content
+# type, $4 X-Amz-Target ("" for none), $5 body, $6 the response body's file, $7 the error file.
+# Prints the HTTP status.
 sigv4_post() {
   local service=$1 endpoint=$2 ctype=$3 target=$4 body=$5 out=$6 err=$7
-  local creds role key secret token host path amz day scope canonical signed sts k sig
+  local creds role key='' secret='' token=''
   TOKEN=$(imds_token) || return 1
   role=$(imds_get iam/security-credentials/) || return 1
   role=${role%%$'\n'*}
@@ -295,39 +296,22 @@ sigv4_post() {
   [[ $creds =~ \"SecretAccessKey\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && secret=${BASH_REMATCH[1]}
   [[ $creds =~ \"Token\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && token=${BASH_REMATCH[1]}
   [ -n "$key" ] && [ -n "$secret" ] || return 1
-  host=${endpoint#*://}
-  path=/
-  case $host in */*) path=/${host#*/} ;; esac
-  host=${host%%/*}
-  amz=$(date -u +%Y%m%dT%H%M%SZ)
-  day=${amz:0:8}
-  scope="$day/$REGION/$service/aws4_request"
-  canonical="POST"$'\n'"$path"$'\n\n'"content-type:$ctype"$'\n'"host:$host"$'\n'"x-amz-date:$amz"$'\n'
-  signed="content-type;host;x-amz-date"
-  if [ -n "$token" ]; then
-    canonical+="x-amz-security-token:$token"$'\n'
-    signed+=";x-amz-security-token"
-  fi
-  if [ -n "$target" ]; then
-    canonical+="x-amz-target:$target"$'\n'
-    signed+=";x-amz-target"
-  fi
-  canonical+=$'\n'"$signed"$'\n'"$(sha256_hex "$body")"
-  sts="AWS4-HMAC-SHA256"$'\n'"$amz"$'\n'"$scope"$'\n'"$(sha256_hex "$canonical")"
-  k=$(printf '%s' "$day" | openssl dgst -sha256 -mac HMAC -macopt "key:AWS4$secret" | awk '{print $NF}')
-  k=$(hmac_hex "$k" "$REGION")
-  k=$(hmac_hex "$k" "$service")
-  k=$(hmac_hex "$k" aws4_request)
-  sig=$(hmac_hex "$k" "$sts")
   local curl_args=(-sS --max-time "$(call_time 10)" -o "$out" -w '%{http_code}' -X POST
-    -H "Content-Type: $ctype"
-    -H "X-Amz-Date: $amz"
-    -H "Authorization: AWS4-HMAC-SHA256 Credential=$key/$scope, SignedHeaders=$signed, Signature=$sig"
-    --data-binary @-)
-  [ -z "$token" ] || curl_args+=(-H "X-Amz-Security-Token: $token")
+    --aws-sigv4 "aws:amz:$REGION:$service" -H "Content-Type: $ctype" --data-binary @-)
   [ -z "$target" ] || curl_args+=(-H "X-Amz-Target: $target")
   [ -z "${AWS_CA_BUNDLE:-}" ] || curl_args+=(--cacert "$AWS_CA_BUNDLE")
-  printf '%s' "$body" | curl "${curl_args[@]}" "$endpoint/" 2>"$err"
+  printf '%s' "$body" | curl "${curl_args[@]}" -K <(curl_credentials "$key" "$secret" "$token") "$endpoint/" 2>"$err"
+}
+
+# A curl config with the credentials: `user` (key:secret) and the session token's header. Printed
+# by builtins only, so no process ever has them in its arguments.
+curl_credentials() {
+  printf 'user = "%s"\n' "$(config_quote "$1:$2")"
+  [ -z "$3" ] || printf 'header = "X-Amz-Security-Token: %s"\n' "$(config_quote "$3")"
+}
+config_quote() {
+  local s=${1//\\/\\\\}
+  printf '%s' "${s//\"/\\\"}"
 }
 
 # Fills KEYS/VALUES with the tag channel of BODY: the header and the chunks.

@@ -6,7 +6,7 @@
  * plays SQS (`AWS_ENDPOINT_URL_SQS`) for the doorbell's SendMessage, also signature-checked.
  */
 import { spawn } from "node:child_process";
-import { createHash, createHmac } from "node:crypto";
+import { createHash, createHmac, type Hash, type Hmac } from "node:crypto";
 import {
   existsSync,
   mkdirSync,
@@ -25,6 +25,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { decodeConsoleOutput, decodeReportTags, type ExitReport } from "@nebula/state-mapping";
+import { SignatureV4 } from "@smithy/signature-v4";
 import { DEFAULT_SANDBOX_IMAGE } from "../options.js";
 import type { RenderedUserData } from "../render.js";
 
@@ -32,7 +33,8 @@ const STANDINS = fileURLToPath(new URL("./standins", import.meta.url));
 export const INSTANCE_ID = "i-0123456789abcdef0";
 const REGION = "us-east-1";
 export const HOST_IP = "10.0.0.7";
-const CREDS = {
+/** The instance role's credentials the test IMDS hands out. */
+export const CREDS = {
   AccessKeyId: "ASIATESTKEY",
   SecretAccessKey: "test/secret+key",
   Token: "session-token",
@@ -186,6 +188,19 @@ export class TestHost {
     writeFileSync(join(this.dir, "console"), "");
     writeFileSync(join(this.dir, "calls"), "");
     const standins = ["docker", "systemctl", "shutdown", ...(options.awsCli ? ["aws"] : [])];
+    // curl and openssl run for real, through a stand-in that records their arguments.
+    for (const name of ["curl", "openssl"]) {
+      const real = systemPathWithoutAws()
+        .split(":")
+        .map((dir) => join(dir, name))
+        .find((path) => existsSync(path));
+      if (real !== undefined)
+        writeFileSync(
+          join(this.dir, "bin", name),
+          `#!/bin/bash\n{ printf '%s' ${name}; printf ' %q' "$@"; printf '\\n'; } >>"$FAKE_HOST_DIR/argv"\nexec ${real} "$@"\n`,
+          { mode: 0o755 },
+        );
+    }
     // With real podman the IMDS block rule is real too; with the fake docker, iptables records.
     if (options.docker !== "podman") standins.push("iptables", "ip6tables");
     for (const name of standins) {
@@ -444,6 +459,12 @@ export class TestHost {
       });
   }
 
+  /** The arguments curl and openssl ran with, one line each (`%q`-quoted, as bash prints them). */
+  argv(): string[] {
+    const file = join(this.dir, "argv");
+    return existsSync(file) ? readFileSync(file, "utf8").split("\n").slice(0, -1) : [];
+  }
+
   /** Requests the endpoint refused because their signature did not verify. */
   badSignatures(): number {
     return this.rejected;
@@ -472,22 +493,29 @@ export class TestHost {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
+  private handling: Promise<void> = Promise.resolve();
+
   private async listen(): Promise<number> {
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
         const body = Buffer.concat(chunks).toString("utf8");
-        const [status, text] = this.handle(req, body);
-        res.writeHead(status, { "Content-Type": "text/plain" });
-        res.end(text);
+        // One request at a time, in the order they arrived (the signature check is async).
+        this.handling = this.handling
+          .then(() => this.handle(req, body))
+          .catch((e: unknown): [number, string] => [500, String(e)])
+          .then(([status, text]) => {
+            res.writeHead(status, { "Content-Type": "text/plain" });
+            res.end(text);
+          });
       });
     });
     await new Promise<void>((r) => this.server?.listen(0, "127.0.0.1", r));
     return (this.server.address() as AddressInfo).port;
   }
 
-  private handle(req: IncomingMessage, body: string): [number, string] {
+  private async handle(req: IncomingMessage, body: string): Promise<[number, string]> {
     const url = req.url ?? "/";
     if (req.method === "PUT" && url === "/latest/api/token") return [200, "imds-token"];
     if (url.startsWith("/latest/meta-data/")) {
@@ -513,7 +541,7 @@ export class TestHost {
       if (
         req.headers["x-amz-target"] !== "AmazonSQS.SendMessage" ||
         req.headers["content-type"] !== "application/x-amz-json-1.0" ||
-        !this.verify(req, body, "sqs")
+        !(await this.verify(req, body, "sqs"))
       ) {
         this.rejected++;
         return [403, '{"__type":"com.amazon.coral.service#IncompleteSignatureException"}'];
@@ -537,7 +565,7 @@ export class TestHost {
       ];
     }
     if (req.method === "POST" && url === "/") {
-      if (!this.verify(req, body, "ec2")) {
+      if (!(await this.verify(req, body, "ec2"))) {
         this.rejected++;
         return [
           403,
@@ -564,37 +592,80 @@ export class TestHost {
     return [404, "not found"];
   }
 
-  /** Recomputes the SigV4 signature of a request to `service` (CreateTags: `ec2`; SendMessage: `sqs`). */
-  private verify(req: IncomingMessage, body: string, service: string): boolean {
+  /**
+   * Checks the SigV4 signature of a request to `service` (CreateTags: `ec2`; SendMessage: `sqs`)
+   * by signing the same request with the AWS SDK's own signer (`@smithy/signature-v4`) at the
+   * request's `X-Amz-Date` over the headers it says it signed, and comparing.
+   */
+  private async verify(req: IncomingMessage, body: string, service: string): Promise<boolean> {
     const auth = String(req.headers.authorization ?? "");
     const match =
       /^AWS4-HMAC-SHA256 Credential=([^/]+)\/(\d{8})\/([^/]+)\/([a-z0-9]+)\/aws4_request, SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$/.exec(
         auth,
       );
     if (!match) return false;
-    const [, accessKey, day, region, scoped, signedHeaders, signature] =
+    const [, accessKey, , region, scoped, signedHeaders = "", signature] =
       match as unknown as string[];
     if (accessKey !== CREDS.AccessKeyId || region !== REGION || scoped !== service) return false;
     if (req.headers["x-amz-security-token"] !== CREDS.Token) return false;
-    const names = (signedHeaders ?? "").split(";");
-    // SQS's JSON protocol names the action in X-Amz-Target: it must be signed too.
+    const names = signedHeaders.split(";");
+    // The token, and for SQS's JSON protocol the action in X-Amz-Target, must be signed too.
+    if (!names.includes("x-amz-security-token")) return false;
     if (service === "sqs" && !names.includes("x-amz-target")) return false;
-    const canonicalHeaders = names
-      .map((n) => `${n}:${String(req.headers[n] ?? "").trim()}\n`)
-      .join("");
-    const hash = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");
-    const canonical = ["POST", "/", "", canonicalHeaders, signedHeaders, hash(body)].join("\n");
-    const amzDate = String(req.headers["x-amz-date"] ?? "");
-    const toSign = [
-      "AWS4-HMAC-SHA256",
-      amzDate,
-      `${day}/${region}/${service}/aws4_request`,
-      hash(canonical),
-    ].join("\n");
-    const hmac = (k: Buffer | string, s: string) =>
-      createHmac("sha256", k).update(s, "utf8").digest();
-    let k = hmac(`AWS4${CREDS.SecretAccessKey}`, day ?? "");
-    for (const part of [region ?? "", service, "aws4_request"]) k = hmac(k, part);
-    return createHmac("sha256", k).update(toSign, "utf8").digest("hex") === signature;
+    const amzDate = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(
+      String(req.headers["x-amz-date"] ?? ""),
+    );
+    if (!amzDate) return false;
+    const [, y, mo, d, h, mi, sec] = amzDate;
+    const headers = Object.fromEntries(names.map((n) => [n, String(req.headers[n] ?? "")]));
+    const signer = new SignatureV4({
+      service,
+      region: REGION,
+      credentials: {
+        accessKeyId: CREDS.AccessKeyId,
+        secretAccessKey: CREDS.SecretAccessKey,
+        sessionToken: CREDS.Token,
+      },
+      sha256: NodeSha256,
+      applyChecksum: false,
+    });
+    const signed = await signer.sign(
+      {
+        method: "POST",
+        protocol: "http:",
+        hostname: "127.0.0.1",
+        path: "/",
+        query: {},
+        headers,
+        body,
+      },
+      { signingDate: new Date(`${y}-${mo}-${d}T${h}:${mi}:${sec}Z`) },
+    );
+    const expected = String((signed.headers as Record<string, string>).authorization ?? "");
+    return (
+      expected ===
+      `AWS4-HMAC-SHA256 Credential=${accessKey}/${y}${mo}${d}/${region}/${service}/aws4_request, SignedHeaders=${signedHeaders}, Signature=${signature}`
+    );
   }
+}
+
+/** SHA-256 and HMAC-SHA-256 from node:crypto, in the shape the SDK's signer takes. */
+class NodeSha256 {
+  readonly #hash: Hash | Hmac;
+  constructor(secret?: string | ArrayBuffer | ArrayBufferView) {
+    this.#hash = secret === undefined ? createHash("sha256") : createHmac("sha256", bytes(secret));
+  }
+  update(chunk: string | ArrayBuffer | ArrayBufferView): void {
+    this.#hash.update(bytes(chunk));
+  }
+  async digest(): Promise<Uint8Array> {
+    return new Uint8Array(this.#hash.digest());
+  }
+  reset(): void {}
+}
+
+function bytes(data: string | ArrayBuffer | ArrayBufferView): Buffer {
+  if (typeof data === "string") return Buffer.from(data, "utf8");
+  if (ArrayBuffer.isView(data)) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  return Buffer.from(data);
 }
