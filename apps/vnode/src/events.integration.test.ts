@@ -1,15 +1,24 @@
 /**
  * The event channel end to end (issue #30): two virtual nodes side by side in one run, one with
- * the channel on (an SQS queue in moto its hosts ring after every report), one without (the poll
- * every 10 s). The real supervisor in the instance-host simulator runs each Pod, whose container
- * exits at a known time; the test watches the Pods through the API server and measures, per Pod,
- * the container's exit (`finishedAt`, the host's clock) to the API server showing it. Printed, not
- * asserted: what is asserted is that every exit arrives, and that on the "on" node it arrived
- * through the channel (the vnode's own counters).
+ * the channel on (an SQS queue in moto its hosts ring after every report, and which the
+ * operator's EventBridge rule fills with EC2's state changes, played on moto by the test peers as
+ * EC2 would send them), one without (the poll every 10 s). The real supervisor in the
+ * instance-host simulator runs each Pod, whose container exits at a known time; the test watches
+ * the Pods through the API server and measures, per Pod, the container's exit (`finishedAt`, the
+ * host's clock) to the API server showing it. Printed, not asserted: what is asserted is that
+ * every exit arrives, that on the "on" node it arrived through the channel (the vnode's own
+ * counters), and that EC2's events reached it.
  */
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { CoreV1Api } from "@kubernetes/client-node";
-import { type InstanceHosts, MOTO_CREDENTIALS } from "@nebula/test-peers";
+import {
+  createEc2EventRule,
+  type Ec2EventRule,
+  type Ec2Events,
+  type InstanceHosts,
+  MOTO_CREDENTIALS,
+  startEc2Events,
+} from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -39,6 +48,10 @@ interface Side {
   readonly vnode: VnodeProcess;
 }
 const sides: Side[] = [];
+/** The operator's rule: EC2's events to the channel's queue. */
+let rule: Ec2EventRule | undefined;
+/** EC2's events, played for the whole account (every node's instances, as in AWS). */
+let ec2Events: Ec2Events | undefined;
 
 async function side(node: string, events: boolean): Promise<Side> {
   const world = await startWorld({ admin, ec2, moto, cluster: node, namespace: node });
@@ -59,6 +72,7 @@ async function side(node: string, events: boolean): Promise<Side> {
     });
     const queue = await sqs.send(new CreateQueueCommand({ QueueName: `${node}-events` }));
     sqs.destroy();
+    rule = await createEc2EventRule(moto, queue.QueueUrl ?? "");
     // The vnode and the hosts both reach it through the simulator's endpoint (forwarded to moto).
     config.provider.events = { queueUrl: queue.QueueUrl };
   }
@@ -78,9 +92,14 @@ let off: Side;
 
 beforeAll(async () => {
   [on, off] = await Promise.all([side("vnode-events-on", true), side("vnode-events-off", false)]);
+  // Read through the "on" node's simulator: it shows pending, stopping and shutting-down while
+  // its guests really boot and shut down (moto alone jumps; the emitter fills those in).
+  ec2Events = await startEc2Events({ moto, ec2Endpoint: on.hosts.ec2Endpoint });
 }, 300_000);
 
 afterAll(async () => {
+  await ec2Events?.stop();
+  await rule?.remove();
   const codes = await Promise.all(sides.map((s) => s.vnode.stop()));
   for (const s of sides) {
     await deleteNode(admin, s.node);
@@ -157,6 +176,24 @@ describe("the event channel on a real host supervisor", () => {
       PODS,
     );
     expect(metrics.get('nebula_vnode_event_messages_total{outcome="unreadable"}') ?? 0).toBe(0);
+    // EC2's events came too: every instance of the "on" node said pending, running, stopping,
+    // stopped (its guest's power-off); the "off" node's instances' events, on the same account's
+    // rule, were ignored (no call).
+    const sent = ec2Events?.sent() ?? [];
+    const onInstances = on.hosts.guests().map((g) => g.instanceId);
+    expect(onInstances.length).toBe(PODS);
+    for (const id of onInstances) {
+      const states = sent.flatMap(({ event }) =>
+        event.kind === "state" && event.instanceId === id ? [event.state] : [],
+      );
+      expect(states.slice(0, 4)).toEqual(["pending", "running", "stopping", "stopped"]);
+    }
+    expect(
+      metrics.get('nebula_vnode_event_messages_total{outcome="ignored"}') ?? 0,
+    ).toBeGreaterThanOrEqual(2 * PODS);
+    console.log(
+      `EC2's events sent: ${sent.length}; on node's messages: read ${metrics.get('nebula_vnode_event_messages_total{outcome="read"}')}, coalesced ${metrics.get('nebula_vnode_event_messages_total{outcome="coalesced"}') ?? 0}, ignored ${metrics.get('nebula_vnode_event_messages_total{outcome="ignored"}') ?? 0}`,
+    );
     // The node without the channel has none of it.
     expect(offMetrics.get('nebula_vnode_event_messages_total{outcome="read"}') ?? 0).toBe(0);
     for (const s of [on, off]) {
