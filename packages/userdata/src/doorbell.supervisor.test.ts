@@ -88,12 +88,37 @@ describe("the doorbell on a host", () => {
   });
 
   it("rings after a report written by the background retries too", async () => {
-    // The first two CreateTags are throttled: the first report is written by its retries.
-    const h = await run({ doorbell: { queueUrl: QUEUE } }, { failCreateTags: 2 });
+    // The second report (the container started) is throttled twice: its background retries write
+    // it while the container runs, and then it rings.
+    const h = await run(
+      { doorbell: { queueUrl: QUEUE } },
+      {
+        failReport: { seq: 2, times: 2 },
+        images: { "fake/job:1": { script: "sleep 3; exit 1" } },
+      },
+    );
     expect(await h.finished()).toBe(0);
     const reports = h.tagReports();
+    expect(reports.map((r) => r.seq)).toEqual([1, 2, 3]);
     await h.until(() => h.doorbells.length >= reports.length, 10_000);
-    expect(h.doorbells.map((d) => d.body).sort()).toEqual(reports.map((r) => bell(r.seq)).sort());
+    expect(h.doorbells.map((d) => d.body)).toEqual(reports.map((r) => bell(r.seq)));
+    expect(h.badSignatures()).toBe(0);
+  });
+
+  it("retries replaced by a newer report ring only if they wrote the tags; every report seen written rings", async () => {
+    // The first two CreateTags are throttled, and the next report comes at once (the container
+    // starts): a newer report may replace retries whose CreateTags is in flight, and that one need
+    // not ring (the newer one does). Nothing rings that was not written.
+    const h = await run({ doorbell: { queueUrl: QUEUE } }, { failCreateTags: 2 });
+    expect(await h.finished()).toBe(0);
+    const written = h.tagReports().map((r) => r.seq);
+    const logged = [...h.supervisorLog().matchAll(/report seq=(\d+) final=\w+ written/g)].map((m) =>
+      Number(m[1]),
+    );
+    const rang = () => h.doorbells.map((d) => (JSON.parse(d.body) as { seq: number }).seq);
+    await h.until(() => logged.every((seq) => rang().includes(seq)), 10_000);
+    expect(logged.at(-1)).toBe(written.at(-1));
+    for (const seq of rang()) expect(written).toContain(seq);
     expect(h.badSignatures()).toBe(0);
   });
 

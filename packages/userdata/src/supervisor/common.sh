@@ -76,6 +76,8 @@ REGION=
 HOST_IP=
 TOKEN=
 AWS_CLI=
+WAKE_FD=
+WRITER_SEQ=
 declare -A S ALLOC U
 declare -a WATCHER
 
@@ -104,6 +106,30 @@ b64url() { printf '%s' "$1" | base64 -w0 | tr '+/' '-_' | tr -d '='; }
 pause() {
   [ -z "$TERM_REQUESTED" ] || return 1
   sleep "$1" &
+  wait "$!" 2>/dev/null
+  kill "$!" 2>/dev/null
+  [ -z "$TERM_REQUESTED" ]
+}
+
+# The main loop's wake pipe ($RUN/wake, held open read-write for the supervisor's life, so a line
+# written while the loop is busy waits for its next nap): an exit watcher writes a line when its
+# container exits, and the loop captures the exit at once instead of at its next tick.
+wake_open() {
+  rm -f "$RUN/wake"
+  if mkfifo -m 600 "$RUN/wake" 2>/dev/null && exec {WAKE_FD}<>"$RUN/wake"; then return 0; fi
+  WAKE_FD=
+  log "no wake pipe: exits are seen at the loop's next tick (up to 1 s later)"
+}
+wake() { [ -z "$WAKE_FD" ] || printf '\n' >&"$WAKE_FD"; }
+
+# Like pause, but ends early when the wake pipe has a line (and takes that one line).
+nap() {
+  [ -n "$WAKE_FD" ] || {
+    pause "$1"
+    return
+  }
+  [ -z "$TERM_REQUESTED" ] || return 1
+  read -r -t "$1" -u "$WAKE_FD" _ &
   wait "$!" 2>/dev/null
   kill "$!" 2>/dev/null
   [ -z "$TERM_REQUESTED" ]

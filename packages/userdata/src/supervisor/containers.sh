@@ -153,20 +153,28 @@ oom_recorded() {
   dmesg 2>/dev/null | grep -F 'oom_memcg=' | grep -qF "${S[cid.$i]}"
 }
 
-# Waits for container $1 to exit (marker $RUN/<i>.done), sampling its memory cgroup's OOM record
-# every half second meanwhile (marker $RUN/<i>.oom): the runtime removes the cgroup on exit.
+# Waits for container $1 to exit (marker $RUN/<i>.done, then a line on the wake pipe so the main
+# loop captures it at once), sampling its memory cgroup's OOM record every half second meanwhile
+# (marker $RUN/<i>.oom): the runtime removes the cgroup on exit. A `docker wait` that fails
+# (rather than reporting an exit) leaves the marker for the loop's next tick, without a wake.
 watch() {
   local i=$1 cg=${S[cg.$1]}
   rm -f "$RUN/$i.done"
   (
-    docker wait "${S[cid.$i]}" >/dev/null 2>&1 &
-    w=$!
-    while kill -0 "$w" 2>/dev/null; do
-      if [ -n "$cg" ] && [ ! -e "$RUN/$i.oom" ] && cgroup_oom "$cg"; then : >"$RUN/$i.oom"; fi
-      sleep 0.5 &
-      wait $!
-    done
+    s=
+    if [ -n "$cg" ]; then
+      while :; do
+        if [ ! -e "$RUN/$i.oom" ] && cgroup_oom "$cg"; then : >"$RUN/$i.oom"; fi
+        sleep 0.5
+      done &
+      s=$!
+    fi
+    docker wait "${S[cid.$i]}" >/dev/null 2>&1
+    rc=$?
+    [ -z "$s" ] || kill "$s" 2>/dev/null
+    if [ -n "$cg" ] && [ ! -e "$RUN/$i.oom" ] && cgroup_oom "$cg"; then : >"$RUN/$i.oom"; fi
     : >"$RUN/$i.done"
+    ((rc != 0)) || wake
   ) &
   WATCHER[i]=$!
 }

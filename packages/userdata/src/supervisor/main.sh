@@ -23,6 +23,7 @@ main() {
   fi
   # The stop time is recorded first, in the trap itself.
   trap '[ -n "$TERM_REQUESTED" ] || printf -v TERM_AT "%(%s)T" -1; TERM_REQUESTED=1' TERM INT
+  wake_open
   SUPERVISOR_AT=$(iso_now)
   load_pod
   log "supervising pod $POD_NAMESPACE/$POD_NAME ($N containers)"
@@ -81,7 +82,7 @@ main() {
     (($(now) < LAST_REPORT + 600 && PROBE_GAP)) || PROBE_GAP=10
     [ -z "$changed" ] && [ -n "$PROBE_DIRTY" ] && (($(now) >= LAST_REPORT + PROBE_GAP)) &&
       changed=1 && ((PROBE_GAP *= PROBE_GAP < 320 ? 2 : 1))
-    if [ -n "$changed" ]; then report; else pause 1; fi
+    if [ -n "$changed" ]; then report; else nap 1; fi
   done
 }
 

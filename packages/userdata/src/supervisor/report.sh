@@ -351,11 +351,15 @@ write_tags() {
   return 1
 }
 
-# Ends the background retries of an older report (a newer one replaces it).
+# Ends the background retries of an older report (a newer one replaces it). Retries that already
+# wrote the tags are left to finish: only their log line and doorbell are left.
 stop_writer() {
   [ -n "$WRITER" ] || return 0
-  kill_tree "$WRITER"
-  wait "$WRITER" 2>/dev/null
+  if [ ! -e "$RUN/written.$WRITER_SEQ" ]; then
+    kill_tree "$WRITER"
+    wait "$WRITER" 2>/dev/null
+  fi
+  rm -f "$RUN/written.$WRITER_SEQ"
   WRITER=
 }
 
@@ -387,8 +391,9 @@ report() {
     return 0
   fi
   [ -z "$TERM_REQUESTED" ] || return 0
-  { write_tags 0 1 && log "report seq=$SEQ final=false written" && doorbell; } &
+  { write_tags 0 1 && : >"$RUN/written.$SEQ" && log "report seq=$SEQ final=false written" && doorbell; } &
   WRITER=$!
+  WRITER_SEQ=$SEQ
 }
 
 # With DOORBELL_QUEUE_URL (pod.sh), once a report's tags are written: one SQS SendMessage of

@@ -66,6 +66,8 @@ export interface HostOptions {
   readonly awsCli?: boolean | "broken";
   /** CreateTags calls to the EC2 endpoint that fail (throttled) before they succeed. */
   readonly failCreateTags?: number;
+  /** Throttle the first `times` CreateTags of the report with this `seq` (`RequestLimitExceeded`). */
+  readonly failReport?: { readonly seq: number; readonly times: number };
   /** aws CLI stand-in calls that fail before they succeed. */
   readonly awsFailures?: number;
   /** The SQS endpoint answers every SendMessage (the doorbell) with `NonExistentQueue`. */
@@ -174,6 +176,7 @@ export class TestHost {
   readonly doorbells: Doorbell[] = [];
   private server: Server | undefined;
   private failTags: number;
+  private failedReport = 0;
   private rejected = 0;
   private spotNotice: string | undefined;
   private readonly instanceTags = new Map<string, string>();
@@ -571,6 +574,12 @@ export class TestHost {
           403,
           "<Response><Errors><Error><Code>SignatureDoesNotMatch</Code></Error></Errors></Response>",
         ];
+      }
+      const seq = /seq=(\d+)/.exec(new URLSearchParams(body).get("Tag.1.Value") ?? "")?.[1];
+      const failReport = this.options.failReport;
+      if (failReport && Number(seq) === failReport.seq && this.failedReport < failReport.times) {
+        this.failedReport++;
+        this.failTags++;
       }
       if (this.failTags > 0) {
         this.failTags--;
