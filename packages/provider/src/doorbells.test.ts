@@ -95,14 +95,14 @@ function tag(instance: FakeInstance, r: ExitReport): void {
   ];
 }
 
-function setup(options: { rereadMs?: number; rereads?: number } = {}) {
+function setup(options: { rereadMs?: number; rereads?: number; windowMs?: number } = {}) {
   const t = testContext();
   const publisher = new StatusPublisher(t.ctx);
   const changes: PodStatusChange[] = [];
   publisher.subscribe(async (change) => void changes.push(change));
   const queue = new MemoryQueue();
   const doorbells = new Doorbells(t.ctx, publisher, queue, {
-    windowMs: 0,
+    windowMs: options.windowMs ?? 0,
     waitSeconds: 20,
     rereadMs: options.rereadMs ?? 1,
     rereads: options.rereads ?? 3,
@@ -238,7 +238,8 @@ describe("Doorbells.handle", () => {
 
 describe("a burst", () => {
   it("10,000 doorbells for 20 Pods: read in batches of at most 1,000, each status written once", async () => {
-    const t = setup();
+    // Receiving goes on while a batch is gathered (the window) and read.
+    const t = setup({ windowMs: 20 });
     const pods = await Promise.all(Array.from({ length: 20 }, (_, i) => t.running(`uid-${i}`)));
     for (const p of pods) tag(p.instance, report(2, true));
     const before = t.changes.length;
@@ -261,6 +262,42 @@ describe("a burst", () => {
 });
 
 describe("Doorbells.run", () => {
+  it("keeps receiving while a read is in flight: what arrives meanwhile goes into the next read", async () => {
+    const t = setup();
+    const [a, b, c] = await Promise.all(["uid-a", "uid-b", "uid-c"].map((u) => t.running(u)));
+    for (const p of [a, b, c]) if (p) tag(p.instance, report(2, true));
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const reads: string[][] = [];
+    const describe = t.gateway.describeInstances.bind(t.gateway);
+    t.gateway.describeInstances = async (ids: readonly string[]) => {
+      reads.push([...ids].sort());
+      await gate;
+      return describe(ids);
+    };
+    const abort = new AbortController();
+    const running = t.doorbells.run(abort.signal);
+    t.queue.waiting.push(ring(a?.instance.InstanceId ?? "", 2));
+    await until(() => reads.length === 1, 5_000);
+    const receivesDuringRead = t.queue.receives;
+    t.queue.waiting.push(
+      ring(b?.instance.InstanceId ?? "", 2),
+      ring(c?.instance.InstanceId ?? "", 2),
+    );
+    await until(() => t.queue.waiting.length === 0 && t.queue.receives > receivesDuringRead, 5_000);
+    expect(reads.length).toBe(1);
+    release();
+    await until(() => t.queue.deleted.length === 3, 5_000);
+    abort.abort();
+    await running;
+    expect(reads).toEqual([
+      [a?.instance.InstanceId],
+      [b?.instance.InstanceId, c?.instance.InstanceId].sort(),
+    ]);
+  });
+
   it("receives until aborted, reports its health, and backs off a failing queue", async () => {
     const t = setup();
     const { instance } = await t.running("uid-1");

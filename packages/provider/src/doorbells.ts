@@ -64,6 +64,10 @@ export class Doorbells {
   readonly #listeners = new Set<(batch: DoorbellBatch) => void>();
   #healthy = false;
   #signal: AbortSignal | undefined;
+  /** Received, not yet taken into a read. */
+  readonly #pending: QueueMessage[] = [];
+  /** The read loop, while one runs. */
+  #reading: Promise<void> | undefined;
 
   constructor(
     ctx: ProviderContext,
@@ -89,20 +93,23 @@ export class Doorbells {
   }
 
   /**
-   * Receives and handles messages until `signal` aborts. A failed receive marks the channel
-   * unhealthy (the poll speeds back up) and is retried with back-off; never throws.
+   * Receives and handles messages until `signal` aborts. Receiving never waits for a read: what
+   * arrives while one is gathered or in flight goes into the next, so a burst is read in few calls
+   * and a lone doorbell waits only the window. A failed receive marks the channel unhealthy (the
+   * poll speeds back up) and is retried with back-off; never throws. Resolves once the last
+   * batch taken is handled.
    */
   async run(signal: AbortSignal): Promise<void> {
     this.#signal = signal;
     let backoffMs = 1000;
     while (!signal.aborted) {
-      let batch: QueueMessage[];
+      let batch: readonly QueueMessage[];
       try {
-        batch = [...(await this.#queue.receive(this.#options.waitSeconds, signal))];
+        batch = await this.#queue.receive(this.#options.waitSeconds, signal);
         this.#healthy = true;
         backoffMs = 1000;
       } catch (error) {
-        if (signal.aborted) return;
+        if (signal.aborted) break;
         if (this.#healthy) this.#ctx.log("warn", `event queue: ${String(error)}; polling faster`);
         this.#healthy = false;
         await sleep(backoffMs, signal);
@@ -110,14 +117,20 @@ export class Doorbells {
         continue;
       }
       if (batch.length === 0) continue;
-      // Gather what arrives within the window into the same read.
+      this.#pending.push(...batch);
+      this.#reading ??= this.#readPending(signal).finally(() => {
+        this.#reading = undefined;
+      });
+    }
+    await this.#reading;
+  }
+
+  /** Reads what is pending, one batch at a time, each after the window, until none is left. */
+  async #readPending(signal: AbortSignal): Promise<void> {
+    while (this.#pending.length > 0 && !signal.aborted) {
       await sleep(this.#options.windowMs, signal);
-      while (batch.length < MAX_BATCH && !signal.aborted) {
-        const more = await this.#queue.receive(0, signal).catch(() => []);
-        batch.push(...more);
-        if (more.length < 10) break;
-      }
-      await this.handle(batch);
+      if (signal.aborted) break;
+      await this.handle(this.#pending.splice(0, MAX_BATCH));
     }
   }
 
