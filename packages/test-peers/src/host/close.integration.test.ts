@@ -47,6 +47,30 @@ function processesWith(marker: string): string[] {
   }
 }
 
+/** Launches one instance through the simulator's EC2 endpoint; answers its ID. */
+async function launch(ec2: EC2Client, userData: string, podUid: string): Promise<string> {
+  const out = await ec2.send(
+    new RunInstancesCommand({
+      ImageId: "ami-12345678",
+      InstanceType: "m5.large",
+      MinCount: 1,
+      MaxCount: 1,
+      UserData: Buffer.from(userData).toString("base64"),
+      IamInstanceProfile: { Name: NEBULA_INSTANCE_PROFILE },
+      TagSpecifications: [
+        {
+          ResourceType: "instance",
+          Tags: [
+            { Key: "nebula:cluster", Value: "close-test" },
+            { Key: "nebula:pod-uid", Value: podUid },
+          ],
+        },
+      ],
+    }),
+  );
+  return out.Instances?.[0]?.InstanceId ?? "";
+}
+
 it("a boot that completes while the simulator closes starts nothing: no guest process outlives close()", async () => {
   let openGate: () => void = () => {};
   const gate = new Promise<void>((resolve) => {
@@ -65,26 +89,7 @@ it("a boot that completes while the simulator closes starts nothing: no guest pr
   });
   const marker = `nebula-close-race-${randomUUID()}`;
   try {
-    const out = await ec2.send(
-      new RunInstancesCommand({
-        ImageId: "ami-12345678",
-        InstanceType: "m5.large",
-        MinCount: 1,
-        MaxCount: 1,
-        UserData: Buffer.from(`#!/bin/bash\nexec -a ${marker} sleep 600\n`).toString("base64"),
-        IamInstanceProfile: { Name: NEBULA_INSTANCE_PROFILE },
-        TagSpecifications: [
-          {
-            ResourceType: "instance",
-            Tags: [
-              { Key: "nebula:cluster", Value: "close-test" },
-              { Key: "nebula:pod-uid", Value: "pod-close-race" },
-            ],
-          },
-        ],
-      }),
-    );
-    const id = out.Instances?.[0]?.InstanceId ?? "";
+    const id = await launch(ec2, `#!/bin/bash\nexec -a ${marker} sleep 600\n`, "pod-close-race");
     // Booting; once the boot delay has passed, the guest waits at the gate.
     await hosts.waitForPhase(id, "booting");
     await new Promise((r) => setTimeout(r, 500));
@@ -119,37 +124,20 @@ it("close() removes a guest's broken Pod sandbox and its app by ID, and fails wh
   let stray: BrokenContainer | undefined;
   const namespaces: string[] = [];
   try {
-    const out = await ec2.send(
-      new RunInstancesCommand({
-        ImageId: "ami-12345678",
-        InstanceType: "m5.large",
-        MinCount: 1,
-        MaxCount: 1,
-        UserData: Buffer.from(
-          [
-            "#!/bin/bash",
-            "set -e",
-            // The guest's Pod sandbox and an app container that joined it, in a mount namespace
-            // of the guest's own where /run/netns is private.
-            "unshare --mount --propagation private -- bash -ec '",
-            `  id=$(docker run -d --name sandbox --network=bridge ${GUEST_PAUSE_IMAGE})`,
-            '  docker run -d --name app --network="container:$id" busybox sleep 600',
-            "'",
-          ].join("\n"),
-        ).toString("base64"),
-        IamInstanceProfile: { Name: NEBULA_INSTANCE_PROFILE },
-        TagSpecifications: [
-          {
-            ResourceType: "instance",
-            Tags: [
-              { Key: "nebula:cluster", Value: "close-test" },
-              { Key: "nebula:pod-uid", Value: "pod-close-leftovers" },
-            ],
-          },
-        ],
-      }),
+    const id = await launch(
+      ec2,
+      [
+        "#!/bin/bash",
+        "set -e",
+        // The guest's Pod sandbox and an app container that joined it, in a mount namespace
+        // of the guest's own where /run/netns is private.
+        "unshare --mount --propagation private -- bash -ec '",
+        `  id=$(docker run -d --name sandbox --network=bridge ${GUEST_PAUSE_IMAGE})`,
+        '  docker run -d --name app --network="container:$id" busybox sleep 600',
+        "'",
+      ].join("\n"),
+      "pod-close-leftovers",
     );
-    const id = out.Instances?.[0]?.InstanceId ?? "";
     const guest = await hosts.waitForPhase(id, "running");
     for (let tries = 0; guest.userDataExit !== 0; tries++) {
       expect(tries, guest.console()).toBeLessThan(600);

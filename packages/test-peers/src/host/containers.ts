@@ -82,7 +82,10 @@ export async function listContainers(runtime: string, label: string): Promise<Li
       "--format",
       "{{.ID}} {{.Names}}",
     ]);
-    return { ok: true, containers: parse(stdout) };
+    return {
+      ok: true,
+      containers: rows(stdout).map(([id, name = ""]) => ({ id, name: name.replace(/^\//, "") })),
+    };
   } catch (error) {
     const e = error as { stderr?: string; message?: string };
     const why = (e.stderr ?? "").trim() || String(e.message ?? error);
@@ -90,12 +93,12 @@ export async function listContainers(runtime: string, label: string): Promise<Li
   }
 }
 
-function parse(stdout: string): SimContainer[] {
+/** The lines of podman's `--format "{{ID}} …"` output that start with a container ID, split. */
+function rows(stdout: string): [string, ...string[]][] {
   return stdout
     .split("\n")
     .map((line) => line.trim().split(" "))
-    .filter(([id]) => id !== undefined && ID.test(id))
-    .map(([id = "", name = ""]) => ({ id, name: name.replace(/^\//, "") }));
+    .filter((fields): fields is [string, ...string[]] => ID.test(fields[0] ?? ""));
 }
 
 /**
@@ -121,11 +124,11 @@ export async function existingContainers(
   } catch (error) {
     stdout = (error as { stdout?: string }).stdout ?? "";
   }
-  return stdout
-    .split("\n")
-    .map((line) => line.trim().split(" "))
-    .filter(([id]) => id !== undefined && ID.test(id))
-    .map(([id = "", name = "", running]) => ({ id, name, running: running === "true" }));
+  return rows(stdout).map(([id, name = "", running]) => ({
+    id,
+    name,
+    running: running === "true",
+  }));
 }
 
 /**
