@@ -87,6 +87,17 @@ describe("the doorbell on a host", () => {
     }
   });
 
+  it("the signed calls share the role's credentials: one IMDS read for every report and doorbell of the run", async () => {
+    const h = await run({ doorbell: { queueUrl: QUEUE } });
+    expect(await h.finished()).toBe(0);
+    await h.until(() => h.doorbells.length >= h.tagReports().length, 10_000);
+    // Three reports (pending, running, exited), each CreateTags and its doorbell: six signed
+    // calls within the credentials' minute, one read of them.
+    expect(h.tagWrites.length + h.doorbells.length).toBeGreaterThanOrEqual(6);
+    expect(h.credentialReads).toBe(1);
+    expect(h.badSignatures()).toBe(0);
+  });
+
   it("rings after a report written by the background retries too", async () => {
     // The second report (the container started) is throttled twice: its background retries write
     // it while the container runs, and then it rings.

@@ -280,27 +280,45 @@ create_tags_sigv4() {
   return 1
 }
 
-# One AWS API call over HTTPS POST, signed by curl itself (--aws-sigv4, curl >= 7.75) with the
-# role's IMDS credentials. The key, secret and session token reach curl through a config read from a
-# pipe, never a command line another process could read. $1 service, $2 endpoint URL, $3 content
-# type, $4 X-Amz-Target ("" for none), $5 body, $6 the response body's file, $7 the error file.
-# Prints the HTTP status.
-sigv4_post() {
-  local service=$1 endpoint=$2 ctype=$3 target=$4 body=$5 out=$6 err=$7
-  local creds role key='' secret='' token=''
+# The role's IMDS credentials, kept in this shell's CRED_* for CREDS_TTL seconds: the signed calls
+# of one report (CreateTags, its doorbell) share one fetch instead of three local calls each. EC2
+# offers new credentials at least five minutes before the old ones expire, so a minute-old copy is
+# never an expired one. sigv4_post runs in $(…), a subshell whose fetch is lost: a caller that
+# makes several calls fetches first, in its own shell (report does). Returns 1 when IMDS fails.
+CREDS_TTL=60
+CRED_KEY='' CRED_SECRET='' CRED_TOKEN='' CRED_AT=0
+aws_credentials() {
+  local t creds role
+  printf -v t '%(%s)T' -1
+  [ -n "$CRED_KEY" ] && ((t - CRED_AT < CREDS_TTL)) && return 0
+  CRED_KEY='' CRED_SECRET='' CRED_TOKEN=''
   TOKEN=$(imds_token) || return 1
   role=$(imds_get iam/security-credentials/) || return 1
   role=${role%%$'\n'*}
   creds=$(imds_get "iam/security-credentials/$role") || return 1
-  [[ $creds =~ \"AccessKeyId\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && key=${BASH_REMATCH[1]}
-  [[ $creds =~ \"SecretAccessKey\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && secret=${BASH_REMATCH[1]}
-  [[ $creds =~ \"Token\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && token=${BASH_REMATCH[1]}
-  [ -n "$key" ] && [ -n "$secret" ] || return 1
+  [[ $creds =~ \"AccessKeyId\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && CRED_KEY=${BASH_REMATCH[1]}
+  [[ $creds =~ \"SecretAccessKey\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && CRED_SECRET=${BASH_REMATCH[1]}
+  [[ $creds =~ \"Token\"[[:space:]]*:[[:space:]]*\"([^\"]+)\" ]] && CRED_TOKEN=${BASH_REMATCH[1]}
+  if [ -z "$CRED_KEY" ] || [ -z "$CRED_SECRET" ]; then
+    CRED_KEY='' CRED_SECRET='' CRED_TOKEN=''
+    return 1
+  fi
+  CRED_AT=$t
+}
+
+# One AWS API call over HTTPS POST, signed by curl itself (--aws-sigv4, curl >= 7.75) with the
+# role's IMDS credentials (aws_credentials). The key, secret and session token reach curl through a
+# config read from a pipe, never a command line another process could read. $1 service, $2 endpoint
+# URL, $3 content type, $4 X-Amz-Target ("" for none), $5 body, $6 the response body's file, $7 the
+# error file. Prints the HTTP status.
+sigv4_post() {
+  local service=$1 endpoint=$2 ctype=$3 target=$4 body=$5 out=$6 err=$7
+  aws_credentials || return 1
   local curl_args=(-sS --max-time "$(call_time 10)" -o "$out" -w '%{http_code}' -X POST
     --aws-sigv4 "aws:amz:$REGION:$service" -H "Content-Type: $ctype" --data-binary @-)
   [ -z "$target" ] || curl_args+=(-H "X-Amz-Target: $target")
   [ -z "${AWS_CA_BUNDLE:-}" ] || curl_args+=(--cacert "$AWS_CA_BUNDLE")
-  printf '%s' "$body" | curl "${curl_args[@]}" -K <(curl_credentials "$key" "$secret" "$token") "$endpoint/" 2>"$err"
+  printf '%s' "$body" | curl "${curl_args[@]}" -K <(curl_credentials "$CRED_KEY" "$CRED_SECRET" "$CRED_TOKEN") "$endpoint/" 2>"$err"
 }
 
 # A curl config with the credentials: `user` (key:secret) and the session token's header. Printed
@@ -380,6 +398,8 @@ report() {
   tag_body
   stop_writer
   [ -n "$INSTANCE_ID" ] || identify 1 || return 1
+  # Fetched here, in this shell: the tag writes and the doorbell below share them.
+  aws_credentials || true
   tag_pairs
   if [ "$FINAL" = true ]; then
     write_tags "${1:-0}" && log "report seq=$SEQ final=true written" && doorbell

@@ -174,6 +174,8 @@ export class TestHost {
   readonly tags: Record<string, string> = {};
   /** Every SendMessage the SQS endpoint received with a good signature, in order (failed ones too). */
   readonly doorbells: Doorbell[] = [];
+  /** How many times IMDS handed out the role's credentials. */
+  credentialReads = 0;
   private server: Server | undefined;
   private failTags: number;
   private failedReport = 0;
@@ -538,6 +540,7 @@ export class TestHost {
         ),
       };
       const value = meta[path];
+      if (path === "iam/security-credentials/nebula-host") this.credentialReads++;
       return value === undefined ? [404, "not found"] : [200, value];
     }
     if (req.method === "POST" && url === "/" && req.headers["x-amz-target"] !== undefined) {
