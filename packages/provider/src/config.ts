@@ -250,7 +250,7 @@ export const ProviderConfigSchema = z
         /** The queue's URL (`https://sqs.<region>.amazonaws.com/<account>/<name>`). */
         queueUrl: z.url().max(1024),
         /** How long doorbells are gathered into one `DescribeInstances` after the first. */
-        windowMs: z.number().int().min(0).max(5000).default(200),
+        windowMs: z.number().int().min(0).max(5000).default(100),
         /** `ReceiveMessage`'s long-poll wait (SQS allows 0 to 20). */
         waitSeconds: z.number().int().min(0).max(20).default(20),
         /** The safety-net poll's interval while the queue answers. */

@@ -20,6 +20,8 @@ export interface QueueMessage {
   readonly receipt: string;
   /** When SQS received it (ms since the epoch; `SentTimestamp`), when it said. */
   readonly sentAt: number | undefined;
+  /** When this node's receive returned it (ms since the epoch), when known. */
+  readonly receivedAt?: number;
   /** How many times it has been received, this time included (`ApproximateReceiveCount`). */
   readonly receiveCount: number;
   /** What it asks for. */
@@ -63,6 +65,7 @@ export class SqsDoorbellQueue implements DoorbellQueue {
     } catch (error) {
       throw toProviderError(error, `ReceiveMessage from ${this.#url}`);
     }
+    const receivedAt = Date.now();
     return (messages ?? []).flatMap((m) =>
       m.ReceiptHandle === undefined
         ? []
@@ -71,6 +74,7 @@ export class SqsDoorbellQueue implements DoorbellQueue {
               id: m.MessageId ?? "",
               receipt: m.ReceiptHandle,
               sentAt: numberOf(m.Attributes?.SentTimestamp),
+              receivedAt,
               receiveCount: numberOf(m.Attributes?.ApproximateReceiveCount) ?? 1,
               doorbell: parseDoorbell(m.Body),
             },

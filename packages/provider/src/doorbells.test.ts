@@ -3,7 +3,7 @@ import type { PodStatusChange } from "@nebula/virtual-node";
 import { describe, expect, it } from "vitest";
 import type { Doorbell } from "./doorbell-message.js";
 import type { DoorbellQueue, QueueMessage } from "./doorbell-queue.js";
-import { Doorbells } from "./doorbells.js";
+import { type DoorbellBatch, Doorbells } from "./doorbells.js";
 import { ProviderError } from "./errors.js";
 import { StatusPublisher } from "./publisher.js";
 import { observe, refreshState } from "./record.js";
@@ -296,6 +296,76 @@ describe("Doorbells.run", () => {
       [a?.instance.InstanceId],
       [b?.instance.InstanceId, c?.instance.InstanceId].sort(),
     ]);
+  });
+
+  it("a held status write holds no other batch's read; run() resolves only once it is written", async () => {
+    const t = setup();
+    const [a, b] = await Promise.all(["uid-a", "uid-b"].map((u) => t.running(u)));
+    for (const p of [a, b]) if (p) tag(p.instance, report(2, true));
+    // The API server hangs on a's status write.
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const written: string[] = [];
+    t.publisher.subscribe(async (change) => {
+      if (change.pod.metadata?.uid === "uid-a") await gate;
+      written.push(change.pod.metadata?.uid ?? "");
+    });
+    const reads: string[][] = [];
+    const describe = t.gateway.describeInstances.bind(t.gateway);
+    t.gateway.describeInstances = async (ids: readonly string[]) => {
+      reads.push([...ids]);
+      return describe(ids);
+    };
+    const abort = new AbortController();
+    let ended = false;
+    const running = t.doorbells.run(abort.signal).then(() => {
+      ended = true;
+    });
+    t.queue.waiting.push(ring(a?.instance.InstanceId ?? "", 2));
+    await until(() => reads.length === 1, 5_000);
+    t.queue.waiting.push(ring(b?.instance.InstanceId ?? "", 2));
+    // b is read and written while a's write still hangs.
+    await until(() => written.includes("uid-b"), 5_000);
+    expect(reads).toEqual([[a?.instance.InstanceId], [b?.instance.InstanceId]]);
+    expect(written).toEqual(["uid-b"]);
+    abort.abort();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(ended).toBe(false);
+    release();
+    await running;
+    expect(written).toEqual(["uid-b", "uid-a"]);
+  });
+
+  it("reports where each batch's time went: delivery, wait, read, publish", async () => {
+    const t = setup();
+    const { instance } = await t.running("uid-1");
+    tag(instance, report(2, true));
+    const batches: DoorbellBatch[] = [];
+    t.doorbells.onBatch((b) => batches.push(b));
+    const describe = t.gateway.describeInstances.bind(t.gateway);
+    t.gateway.describeInstances = async (ids: readonly string[]) => {
+      t.clock.advance(300);
+      return describe(ids);
+    };
+    t.publisher.subscribe(async () => {
+      t.clock.advance(50);
+    });
+    t.clock.now = T0 + 1000;
+    await t.doorbells.handle([
+      ring(instance.InstanceId, 2),
+      message(
+        { kind: "report", instanceId: instance.InstanceId, seq: 2 },
+        { receivedAt: T0 + 200 },
+      ),
+    ]);
+    expect(batches[0]?.timings).toEqual({
+      deliverySeconds: [0.2],
+      waitSeconds: 0.8,
+      readSeconds: 0.3,
+      publishSeconds: [0.05],
+    });
   });
 
   it("receives until aborted, reports its health, and backs off a failing queue", async () => {

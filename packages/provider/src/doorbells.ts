@@ -34,8 +34,22 @@ export interface DoorbellBatch {
   readonly unreadable: number;
   /** Seconds from SQS's receipt of each message to its Pod's status published. */
   readonly lagSeconds: readonly number[];
+  /** Where the batch's time went (the event channel's breakdown). */
+  readonly timings: DoorbellTimings;
   /** The read's error, when it failed (the messages are then received again later). */
   readonly error?: ProviderError;
+}
+
+/** Where one batch's time went, in seconds: each stage of a doorbell's way to its Pod's status. */
+export interface DoorbellTimings {
+  /** Per message with both times: SQS's receipt (`SentTimestamp`) to this node's receive returning it. */
+  readonly deliverySeconds: readonly number[];
+  /** The batch's first receive to its read starting (the window, and any read still in flight). */
+  readonly waitSeconds: number | undefined;
+  /** The batch's `DescribeInstances` (`undefined` when nothing was read). */
+  readonly readSeconds: number | undefined;
+  /** Per instance published: the read's end to its status delivered to every listener. */
+  readonly publishSeconds: readonly number[];
 }
 
 /** Options of {@link Doorbells}. */
@@ -68,6 +82,8 @@ export class Doorbells {
   readonly #pending: QueueMessage[] = [];
   /** The read loop, while one runs. */
   #reading: Promise<void> | undefined;
+  /** Batches read whose statuses are still being written. */
+  readonly #handling = new Set<Promise<DoorbellBatch>>();
 
   constructor(
     ctx: ProviderContext,
@@ -96,8 +112,8 @@ export class Doorbells {
    * Receives and handles messages until `signal` aborts. Receiving never waits for a read: what
    * arrives while one is gathered or in flight goes into the next, so a burst is read in few calls
    * and a lone doorbell waits only the window. A failed receive marks the channel unhealthy (the
-   * poll speeds back up) and is retried with back-off; never throws. Resolves once the last
-   * batch taken is handled.
+   * poll speeds back up) and is retried with back-off; never throws. Resolves once every batch
+   * taken is handled (its statuses written or failed).
    */
   async run(signal: AbortSignal): Promise<void> {
     this.#signal = signal;
@@ -123,14 +139,27 @@ export class Doorbells {
       });
     }
     await this.#reading;
+    await Promise.all(this.#handling);
   }
 
-  /** Reads what is pending, one batch at a time, each after the window, until none is left. */
+  /**
+   * Reads what is pending, one batch at a time, each after the window, until none is left. A
+   * batch's read waits for the previous batch's read, not for its statuses to be written: those
+   * go on meanwhile (one publication per Pod at a time, newest observation wins).
+   */
   async #readPending(signal: AbortSignal): Promise<void> {
+    const handling = this.#handling;
     while (this.#pending.length > 0 && !signal.aborted) {
       await sleep(this.#options.windowMs, signal);
       if (signal.aborted) break;
-      await this.handle(this.#pending.splice(0, MAX_BATCH));
+      let readDone = () => {};
+      const read = new Promise<void>((resolve) => {
+        readDone = resolve;
+      });
+      const handled = this.#handle(this.#pending.splice(0, MAX_BATCH), readDone);
+      handling.add(handled);
+      void handled.finally(() => handling.delete(handled));
+      await Promise.race([read, handled]);
     }
   }
 
@@ -138,7 +167,12 @@ export class Doorbells {
    * Handles received messages: reads the recorded instances they name, publishes, deletes the
    * messages handled. Never throws.
    */
-  async handle(messages: readonly QueueMessage[]): Promise<DoorbellBatch> {
+  handle(messages: readonly QueueMessage[]): Promise<DoorbellBatch> {
+    return this.#handle(messages, () => {});
+  }
+
+  /** {@link Doorbells.handle}, calling `readDone` once its read has returned (or failed). */
+  async #handle(messages: readonly QueueMessage[], readDone: () => void): Promise<DoorbellBatch> {
     const ctx = this.#ctx;
     const byInstance = new Map<string, PodRecord>();
     for (const record of ctx.records.values()) {
@@ -176,6 +210,8 @@ export class Doorbells {
       error = toProviderError(e, "reading the instances of the event queue's messages");
       ctx.log("warn", error.message);
     }
+    const readEnd = ctx.now();
+    readDone();
     const published = new Map<string, number>();
     if (error === undefined) {
       await Promise.all(
@@ -203,6 +239,18 @@ export class Doorbells {
       const at = id === undefined ? undefined : published.get(id);
       return at === undefined || m.sentAt === undefined ? [] : [Math.max(0, at - m.sentAt) / 1000];
     });
+    const received = messages.flatMap((m) => (m.receivedAt === undefined ? [] : [m.receivedAt]));
+    const timings: DoorbellTimings = {
+      deliverySeconds: messages.flatMap((m) =>
+        m.receivedAt === undefined || m.sentAt === undefined
+          ? []
+          : [Math.max(0, m.receivedAt - m.sentAt) / 1000],
+      ),
+      waitSeconds:
+        received.length === 0 ? undefined : Math.max(0, readAt - Math.min(...received)) / 1000,
+      readSeconds: ids.size === 0 ? undefined : (readEnd - readAt) / 1000,
+      publishSeconds: [...published.values()].map((at) => Math.max(0, at - readEnd) / 1000),
+    };
     const batch: DoorbellBatch = {
       messages: messages.length,
       instances: ids.size,
@@ -210,6 +258,7 @@ export class Doorbells {
       ignored,
       unreadable,
       lagSeconds,
+      timings,
       ...(error === undefined ? {} : { error }),
     };
     notifyAll(this.#listeners, (listener) => listener(batch));

@@ -23,7 +23,7 @@ export {
   ProviderConfigSchema,
   parseProviderConfig,
 } from "./config.js";
-export type { DoorbellBatch } from "./doorbells.js";
+export type { DoorbellBatch, DoorbellTimings } from "./doorbells.js";
 export { ProviderError, type ProviderErrorCode } from "./errors.js";
 export type { Gateway, GatewayCall } from "./gateway.js";
 export type { CollectedParameterLeak, LeakCollection } from "./leak-collector.js";
