@@ -100,6 +100,7 @@ export function createVnode(options: VnodeOptions): Vnode {
     headroomSeconds: provider.config.apiHeadroomSeconds,
     maxGraceSeconds: provider.config.maxGracePeriodSeconds,
     events,
+    onTerminateSent: (podUid) => pods.terminateSent(podUid),
     onTeardownEvent: (event) => {
       if (event.type === "error") logger.warn({ key: event.key, err: event.error }, "teardown");
     },

@@ -20,7 +20,8 @@ interface VirtualNodeMetrics {
  * Registers the virtual node's metrics on `registry` (a `prom-client` registry, e.g. `@nebula/kube`'s
  * `Manager.registry`): `<prefix>pods` (the Pods bound to the Node by phase, read at scrape time),
  * `<prefix>pod_status_writes_total`, `<prefix>exit_to_status_seconds`,
- * `<prefix>terminal_to_terminated_seconds` and `<prefix>kubelet_api_requests_total`.
+ * `<prefix>terminal_to_terminated_seconds`, `<prefix>terminal_to_terminate_seconds` and
+ * `<prefix>kubelet_api_requests_total`.
  *
  * @example
  * ```ts
@@ -45,6 +46,11 @@ export function virtualNodeMetrics(
     "terminal_to_terminated_seconds",
     "From a Pod turning terminal to its instance confirmed terminated",
     [1, 5, 10, 20, 30, 60, 120, 300, 600],
+  );
+  const terminalToTerminate = histogram(
+    "terminal_to_terminate_seconds",
+    "From a Pod's terminal status written to TerminateInstances sent for its instance",
+    [0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120],
   );
   const statusWrites = new Counter({
     name: `${prefix}pod_status_writes_total`,
@@ -78,6 +84,7 @@ export function virtualNodeMetrics(
       statusWrite: (outcome) => statusWrites.inc({ outcome }),
       exitToStatus: (s) => exitToStatus.observe(s),
       terminalToTerminated: (s) => terminalToTerminated.observe(s),
+      terminalToTerminate: (s) => terminalToTerminate.observe(s),
     },
     kubeletRequest: (route, status) => kubeletRequests.inc({ route, status: String(status) }),
   };

@@ -160,6 +160,99 @@ describe("PodController", () => {
     expect(told).toBeLessThan(world.log.indexOf("findInstance uid-1"));
   });
 
+  it("terminalToTerminate: from the terminal status written to the teardown's TerminateInstances, once per Pod", async () => {
+    const now = { t: 1_000_000 };
+    const world = new World();
+    const finished = new Date(now.t - 500).toISOString();
+    world.getPodStatus = () => ({
+      phase: "Succeeded",
+      containerStatuses: [
+        {
+          name: "app",
+          image: "busybox",
+          imageID: "",
+          ready: false,
+          restartCount: 0,
+          state: {
+            terminated: { exitCode: 0, reason: "Completed", finishedAt: new Date(finished) },
+          },
+        },
+      ],
+    });
+    world.states.set("uid-1", "stopped");
+    world.present.add("uid-1");
+    world.pods.set("default/job-0", {
+      metadata: {
+        namespace: "default",
+        name: "job-0",
+        uid: "uid-1",
+        finalizers: [FINALIZER],
+        resourceVersion: "1",
+      },
+      spec: {
+        nodeName: "vnode-test",
+        restartPolicy: "Never",
+        containers: [{ name: "app", image: "busybox" }],
+      },
+      status: { phase: "Running" },
+    });
+    const ledger = new MemoryPodLedger();
+    await ledger.recordLaunch(
+      { podUid: "uid-1", namespace: "default", name: "job-0" },
+      { instanceId: INSTANCE },
+    );
+    const measured: number[] = [];
+    const api: PodApi = {
+      addFinalizer: async () => undefined,
+      removeFinalizer: async (ref: PodRef) => void world.log.push(`removeFinalizer ${ref.name}`),
+      annotate: async () => undefined,
+      deleteNow: async () => undefined,
+      exists: async (ref: PodRef) => world.present.has(ref.uid),
+    };
+    const teardown = new PodTeardown({
+      store: ledger,
+      reclaimer: world,
+      removePod: (ref) => api.deleteNow(ref),
+      podPresent: (ref) => api.exists(ref),
+      headroomSeconds: 1,
+      now: () => now.t,
+      onTerminateSent: (uid) => controller.terminateSent(uid),
+    });
+    const controller: PodController = new PodController({
+      config: parseVirtualNodeConfig({ nodeName: "vnode-test" }),
+      pods: { get: (key) => world.pods.get(key), list: () => [...world.pods.values()] },
+      provider: world,
+      teardown,
+      api,
+      // The API server as the informer shows it: the written status is what the next reconcile reads.
+      status: {
+        write: async (address, desired) => {
+          const pod = world.pods.get(`${address.namespace}/${address.name}`);
+          if (pod !== undefined)
+            world.pods.set(`${address.namespace}/${address.name}`, { ...pod, status: desired });
+          now.t += 100;
+          return { outcome: "written" as const };
+        },
+      },
+      enqueue: () => undefined,
+      metrics: { terminalToTerminate: (seconds) => measured.push(seconds) },
+      now: () => now.t,
+    });
+    const written = now.t + 100;
+    for (let i = 0; i < 10 && !world.log.includes(`terminate ${INSTANCE}`); i++) {
+      await controller.reconcile("default/job-0");
+      now.t += 250;
+    }
+    expect(world.log).toContain(`terminate ${INSTANCE}`);
+    // Measured from the status written (not from the exit, 0.6 s earlier), once.
+    expect(measured).toHaveLength(1);
+    expect(measured[0]).toBeGreaterThan(0);
+    expect(measured[0]).toBeCloseTo((now.t - 250 - written) / 1000, 5);
+    controller.terminateSent("uid-1");
+    controller.terminateSent("uid-other");
+    expect(measured).toHaveLength(1);
+  });
+
   it("sweepLedger: a launch whose Pod is gone (proven by a read) is torn down and forgotten; a live Pod's and another node's are left alone", async () => {
     const gone: RecordedLaunch = {
       podUid: "uid-gone",

@@ -60,6 +60,11 @@ export interface PodControllerMetrics {
   exitToStatus?(seconds: number): void;
   /** Seconds from a Pod turning terminal (its last `finishedAt`) to its instance confirmed terminated. */
   terminalToTerminated?(seconds: number): void;
+  /**
+   * Seconds from a Pod's terminal status written to `TerminateInstances` sent for its instance
+   * (reported through {@link PodController.terminateSent}).
+   */
+  terminalToTerminate?(seconds: number): void;
 }
 
 /**
@@ -158,6 +163,8 @@ interface Known {
   launched: boolean;
   resourceVersion?: string | undefined;
   terminalAt?: number | undefined;
+  /** When this controller wrote the Pod's terminal status (until its terminate is sent). */
+  terminalWrittenAt?: number | undefined;
 }
 
 /**
@@ -282,6 +289,22 @@ export class PodController {
       this.#waiters.set(key, list);
       this.#o.enqueue(key);
     });
+  }
+
+  /**
+   * The teardown sent `TerminateInstances` for the instance of the Pod with this UID
+   * (`PodTeardown`'s `onTerminateSent`): measures the time since this controller wrote the Pod's
+   * terminal status (`metrics.terminalToTerminate`), once per Pod. A Pod deleted while running is
+   * not measured.
+   */
+  terminateSent(podUid: string): void {
+    for (const known of this.#known.values()) {
+      if (known.ref.uid !== podUid || known.terminalWrittenAt === undefined) continue;
+      this.#o.metrics?.terminalToTerminate?.(
+        Math.max(0, (this.#now() - known.terminalWrittenAt) / 1000),
+      );
+      known.terminalWrittenAt = undefined;
+    }
   }
 
   /** The UIDs of the Pods bound to this node (the leak collector's notion of "live"). */
@@ -509,6 +532,7 @@ export class PodController {
     const known = this.#known.get(keyOf(ref));
     if (known && isTerminalPhase(desired.phase) && !isTerminalPhase(pod.status?.phase)) {
       known.terminalAt = lastFinish(desired) ?? now;
+      known.terminalWrittenAt = now;
     }
     for (const event of podStatusEvents(pod, pod.status, desired)) this.#event(ref, event);
   }

@@ -104,6 +104,38 @@ describe("PodTeardown", () => {
     expect(s.recorded[0]?.regarding).toMatchObject({ kind: "Pod", uid: "uid-1" });
   });
 
+  it("onTerminateSent: told the Pod's UID once the terminate was sent, not for a terminate skipped", async () => {
+    const now = { t: 1_000_000 };
+    const sent: { uid: string; calls: string[] }[] = [];
+    const account = new Account();
+    const s = setup(now, new MemoryPodLedger(), account, {
+      onTerminateSent: (uid) => sent.push({ uid, calls: [...account.calls] }),
+    });
+    s.account.byPod.set("uid-1", "i-0123456789abcdef0");
+    s.account.states.set("i-0123456789abcdef0", "running");
+    await s.ledger.recordLaunch(
+      { podUid: "uid-1", namespace: "default", name: "web-0" },
+      { instanceId: "i-0123456789abcdef0" },
+    );
+    await drive(s.teardown, { deleting: true, graceSeconds: 5 }, now);
+    // Called after the call, with it in the log.
+    expect(sent).toEqual([
+      { uid: "uid-1", calls: ["stop i-0123456789abcdef0", "terminate i-0123456789abcdef0"] },
+    ]);
+
+    // An instance already terminated is not terminated again, and nothing is reported.
+    const other = { t: 1_000_000 };
+    const skipped: string[] = [];
+    const gone = setup(other, new MemoryPodLedger(), new Account(), {
+      onTerminateSent: (uid) => skipped.push(uid),
+    });
+    gone.account.byPod.set("uid-1", "i-0123456789abcdef0");
+    gone.account.states.set("i-0123456789abcdef0", "terminated");
+    await drive(gone.teardown, { deleting: true, graceSeconds: 5 }, other);
+    expect(gone.account.calls).toEqual([]);
+    expect(skipped).toEqual([]);
+  });
+
   it("the reclaimer is told the Pod's UID on the stop and on the terminate (it acts only on that Pod's instance)", async () => {
     const now = { t: 1_000_000 };
     const s = setup(now);

@@ -61,6 +61,11 @@ export interface PodTeardownOptions {
   readonly events?: EventSink;
   /** Receives every raw teardown event (logs, metrics). Must not throw. */
   readonly onTeardownEvent?: (event: TeardownEvent) => void;
+  /**
+   * Called once `TerminateInstances` was sent for the instance of the Pod with this UID (its
+   * latency is a metric: `PodController.terminateSent`). Must not throw.
+   */
+  readonly onTerminateSent?: (podUid: string) => void;
   /** The clock in epoch ms (default `Date.now`). */
   readonly now?: () => number;
 }
@@ -176,6 +181,7 @@ export class PodTeardown {
           const id = effect.instanceId ?? (await this.#find(effect.podUid));
           if (id === undefined || this.#already(effect.podUid, id, GONE)) return;
           await options.reclaimer.terminateInstance(id, { podUid: effect.podUid });
+          options.onTerminateSent?.(effect.podUid);
         },
         // What the provider said the Pod holds besides its instance (its Parameter Store parameters).
         DeleteAuxiliary: async (effect) => {
