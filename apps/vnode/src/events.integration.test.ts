@@ -167,10 +167,10 @@ describe("the event channel on a real host supervisor", () => {
     const mean = (m: Map<string, number>, name: string) =>
       ((m.get(`${name}_sum`) ?? 0) / (m.get(`${name}_count`) ?? 1)).toFixed(2);
     console.log(
-      `vnode histograms: exit → status written, mean ${mean(metrics, "nebula_vnode_exit_to_status_seconds")} s (on), ${mean(offMetrics, "nebula_vnode_exit_to_status_seconds")} s (off); queue receipt → status published, mean ${mean(metrics, "nebula_vnode_event_to_status_seconds")} s (on); Pod terminal → instance seen terminated, mean ${mean(metrics, "nebula_vnode_terminal_to_terminated_seconds")} s (on), ${mean(offMetrics, "nebula_vnode_terminal_to_terminated_seconds")} s (off)`,
+      `vnode histograms: exit → status written, mean ${mean(metrics, "nebula_vnode_exit_to_status_seconds")} s (on), ${mean(offMetrics, "nebula_vnode_exit_to_status_seconds")} s (off); queue receipt → status published, mean ${mean(metrics, "nebula_vnode_event_to_status_seconds")} s (on); Pod terminal → instance seen terminated, mean ${mean(metrics, "nebula_vnode_terminal_to_terminated_seconds")} s (on), ${mean(offMetrics, "nebula_vnode_terminal_to_terminated_seconds")} s (off); terminal status written → TerminateInstances sent, mean ${mean(metrics, "nebula_vnode_terminal_to_terminate_seconds")} s (on), ${mean(offMetrics, "nebula_vnode_terminal_to_terminate_seconds")} s (off)`,
     );
     console.log(
-      `the channel's stages, means (on): ${["delivery", "wait", "read", "publish"]
+      `the channel's stages, means (on): ${["host", "delivery", "wait", "read", "publish"]
         .map((s) => {
           const sum = metrics.get(`nebula_vnode_event_stage_seconds_sum{stage="${s}"}`) ?? 0;
           const count = metrics.get(`nebula_vnode_event_stage_seconds_count{stage="${s}"}`) ?? 1;

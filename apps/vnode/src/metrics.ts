@@ -73,13 +73,14 @@ export function vnodeMetrics(
   });
   const stages = new Histogram({
     name: name("event_stage_seconds"),
-    help: "The event channel's breakdown: delivery (the queue's receipt to this node's receive), wait (the batch's first receive to its read), read (the batch's DescribeInstances), publish (the read's end to the Pod's status written)",
+    help: "The event channel's breakdown: host (a container's exit to the queue's receipt of its doorbell), delivery (the queue's receipt to this node's receive), wait (the batch's first receive to its read), read (the batch's DescribeInstances), publish (the read's end to the Pod's status written)",
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
     labelNames: ["stage"],
     registers,
   });
   provider.onDoorbells((batch: DoorbellBatch) => {
     const t = batch.timings;
+    for (const s of t.hostSeconds) stages.observe({ stage: "host" }, s);
     for (const s of t.deliverySeconds) stages.observe({ stage: "delivery" }, s);
     if (t.waitSeconds !== undefined) stages.observe({ stage: "wait" }, t.waitSeconds);
     if (t.readSeconds !== undefined) stages.observe({ stage: "read" }, t.readSeconds);

@@ -338,7 +338,7 @@ describe("Doorbells.run", () => {
     expect(written).toEqual(["uid-b", "uid-a"]);
   });
 
-  it("reports where each batch's time went: delivery, wait, read, publish", async () => {
+  it("reports where each batch's time went: host, delivery, wait, read, publish", async () => {
     const t = setup();
     const { instance } = await t.running("uid-1");
     tag(instance, report(2, true));
@@ -353,19 +353,24 @@ describe("Doorbells.run", () => {
       t.clock.advance(50);
     });
     t.clock.now = T0 + 1000;
+    const rung = { kind: "report", instanceId: instance.InstanceId, seq: 2 } as const;
     await t.doorbells.handle([
-      ring(instance.InstanceId, 2),
-      message(
-        { kind: "report", instanceId: instance.InstanceId, seq: 2 },
-        { receivedAt: T0 + 200 },
-      ),
+      // SQS received the first 0.7 s after the exit (finishedAt T0): the host's part.
+      message(rung, { sentAt: T0 + 700 }),
+      message(rung, { receivedAt: T0 + 200 }),
     ]);
     expect(batches[0]?.timings).toEqual({
+      // One exit, timed once (by the first doorbell carrying it).
+      hostSeconds: [0.7],
       deliverySeconds: [0.2],
       waitSeconds: 0.8,
       readSeconds: 0.3,
       publishSeconds: [0.05],
     });
+    // A later report carrying the same exit does not time it again.
+    tag(instance, report(3, true));
+    await t.doorbells.handle([message({ ...rung, seq: 3 }, { sentAt: T0 + 9000 })]);
+    expect(batches[1]?.timings.hostSeconds).toEqual([]);
   });
 
   it("receives until aborted, reports its health, and backs off a failing queue", async () => {

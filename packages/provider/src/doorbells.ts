@@ -6,6 +6,7 @@
  * at most one read and changes nothing. The poll stays the safety net for whatever the channel
  * misses.
  */
+import type { ExitReport } from "@nebula/state-mapping";
 import type { DoorbellQueue, QueueMessage } from "./doorbell-queue.js";
 import { type ProviderError, toProviderError } from "./errors.js";
 import { notifyAll } from "./listeners.js";
@@ -42,6 +43,12 @@ export interface DoorbellBatch {
 
 /** Where one batch's time went, in seconds: each stage of a doorbell's way to its Pod's status. */
 export interface DoorbellTimings {
+  /**
+   * Per container exit carried for the first time by a doorbell of this batch: the exit
+   * (`finishedAt`, the host's clock) to SQS's receipt of the doorbell, i.e. the host's part
+   * (capturing the exit, writing the report's tags, ringing). Exits over 5 minutes old are left out.
+   */
+  readonly hostSeconds: readonly number[];
   /** Per message with both times: SQS's receipt (`SentTimestamp`) to this node's receive returning it. */
   readonly deliverySeconds: readonly number[];
   /** The batch's first receive to its read starting (the window, and any read still in flight). */
@@ -64,6 +71,16 @@ export interface DoorbellsOptions {
   readonly rereads?: number;
 }
 
+/** An exit older than this when its doorbell arrives is not timed (it was carried by a later report). */
+const HOST_TIMING_LIMIT_MS = 5 * 60 * 1000;
+
+/** The exits (`finishedAt`) a report carries: each container's current and last termination. */
+function exitTimes(report: ExitReport): string[] {
+  return report.containers.flatMap((c) =>
+    [c.finishedAt, c.last?.finishedAt].filter((t): t is string => t !== undefined),
+  );
+}
+
 /** Messages read per batch at most (a burst is read in several). */
 const MAX_BATCH = 1000;
 /** A message of no known shape received this often is deleted (a queue without a dead-letter queue). */
@@ -82,6 +99,8 @@ export class Doorbells {
   readonly #pending: QueueMessage[] = [];
   /** The read loop, while one runs. */
   #reading: Promise<void> | undefined;
+  /** The exits already timed on their way through the host, per Pod. */
+  readonly #hostTimed = new WeakMap<PodRecord, Set<string>>();
   /** Batches read whose statuses are still being written. */
   readonly #handling = new Set<Promise<DoorbellBatch>>();
 
@@ -240,7 +259,9 @@ export class Doorbells {
       return at === undefined || m.sentAt === undefined ? [] : [Math.max(0, at - m.sentAt) / 1000];
     });
     const received = messages.flatMap((m) => (m.receivedAt === undefined ? [] : [m.receivedAt]));
+    const hostSeconds = error === undefined ? this.#hostTimes(messages, byInstance) : [];
     const timings: DoorbellTimings = {
+      hostSeconds,
       deliverySeconds: messages.flatMap((m) =>
         m.receivedAt === undefined || m.sentAt === undefined
           ? []
@@ -263,6 +284,27 @@ export class Doorbells {
     };
     notifyAll(this.#listeners, (listener) => listener(batch));
     return batch;
+  }
+
+  /** The host's part of each exit first carried by one of these doorbells (see {@link DoorbellTimings}). */
+  #hostTimes(messages: readonly QueueMessage[], byInstance: Map<string, PodRecord>): number[] {
+    const out: number[] = [];
+    for (const m of messages) {
+      const d = m.doorbell;
+      if (d.kind !== "report" || m.sentAt === undefined) continue;
+      const record = byInstance.get(d.instanceId);
+      const report = record?.state?.report;
+      if (record === undefined || report === undefined || report.seq !== d.seq) continue;
+      let timed = this.#hostTimed.get(record);
+      if (timed === undefined) this.#hostTimed.set(record, (timed = new Set()));
+      for (const exit of exitTimes(report)) {
+        if (timed.has(exit)) continue;
+        timed.add(exit);
+        const ms = m.sentAt - Date.parse(exit);
+        if (ms >= 0 && ms <= HOST_TIMING_LIMIT_MS) out.push(ms / 1000);
+      }
+    }
+    return out;
   }
 
   /**
