@@ -49,8 +49,9 @@ export const USAGE = `npm run demo [-- <flags>]
 
 Starts a whole local world on this machine — kube-apiserver + etcd + kube-controller-manager +
 kube-scheduler, the moto EC2 server, the instance-host simulator (each instance runs its real
-user-data, with podman as its Docker) — then nebula-vnode and nebula-operator from their bundles,
-applies the samples in samples/, shows a live table, and ends with a summary of what each scenario
+user-data, with podman as its Docker), the event channel (an SQS queue, EventBridge, EC2's
+events) — then two nebula-vnodes (one with the channel, one polling) and nebula-operator from their
+bundles, applies the samples in samples/, shows a live table, and ends with a summary of what each scenario
 should show against what it showed. Everything it started is stopped on exit, on Ctrl-C and on
 errors.
 
@@ -64,6 +65,7 @@ Scenarios (samples/):
   oom-killed         a Pod that runs out of memory: Failed/OOMKilled, instance terminated
                      (locally with the simulator's image nebula-sim/oomkill: it cannot OOM-kill)
   kubectl-delete     kubectl delete of a running Pod: instance terminated, then the Pod is gone
+  event-channel      the same 5 Pods on both vnodes: every exit shown; exit → status side by side
 From the first scenario to the end a watch checks each second's sample: no Workload or
 WorkloadDeployment Available=True while none of its Pods is available (a crash loop included),
 no ContainerStatusUnknown for an instance that reported, no deleted Pod past its deadline.

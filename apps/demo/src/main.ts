@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { DEFAULT_STABILITY_WINDOW_SECONDS } from "@nebula/state-mapping";
+import { channelPodList } from "./channel.js";
 import { type DemoOptions, parseDemoArgs, USAGE } from "./cli.js";
 import { vnodeLatencies } from "./metrics.js";
 import { EMPTY_SNAPSHOT, type Snapshot } from "./model.js";
@@ -22,6 +23,8 @@ import { progressKey, progressLine, redraw, renderTable, type TableView } from "
 import { violationLine, Watch, type WatchOptions } from "./watch.js";
 import {
   DEMO_NAMESPACE,
+  NODE_NAME,
+  POLLED_NODE_NAME,
   REPO_ROOT,
   startWorld,
   VNODE_API_HEADROOM_SECONDS,
@@ -128,6 +131,7 @@ interface RunState {
   /** Seconds into the run when the scenarios' deadline passed, if it did. */
   scenarioDeadlinePassedAt: number | undefined;
   vnodeLatencies: VnodeLatencies | undefined;
+  polledLatencies: VnodeLatencies | undefined;
 }
 
 function blockFor(tracker: Tracker, ids: readonly ScenarioId[], why: string): void {
@@ -150,6 +154,29 @@ async function applySamples(world: World, options: DemoOptions, state: RunState,
       ui.note(why);
       blockFor(state.tracker, sample.scenarios.length > 0 ? sample.scenarios : SCENARIO_IDS, why);
     }
+  }
+}
+
+/** Seconds after its start the first comparison Pod's container exits (the rest 3 s apart). */
+const CHANNEL_FIRST_EXIT_SECONDS = 20;
+
+/** Applies the event channel's comparison Pods (the same on both virtual nodes) with kubectl. */
+async function applyChannelPods(world: World, state: RunState, ui: Ui): Promise<void> {
+  const list = channelPodList({
+    namespace: DEMO_NAMESPACE,
+    nodes: { on: NODE_NAME, off: POLLED_NODE_NAME },
+    firstExitSeconds: CHANNEL_FIRST_EXIT_SECONDS,
+  });
+  try {
+    await world.kubectl(["apply", "-f", "-"], JSON.stringify(list));
+    ui.note(
+      `kubectl apply: the event channel's comparison, the same Pods on ${NODE_NAME} (channel) and ${POLLED_NODE_NAME} (poll)`,
+    );
+  } catch (error) {
+    state.tracker.block(
+      "event-channel",
+      `kubectl apply of the comparison Pods failed: ${(error as Error).message}`,
+    );
   }
 }
 
@@ -301,6 +328,7 @@ async function main(argv: readonly string[]): Promise<number> {
     podsLeft: [],
     scenarioDeadlinePassedAt: undefined,
     vnodeLatencies: undefined,
+    polledLatencies: undefined,
   };
 
   let signals = 0;
@@ -348,6 +376,13 @@ async function main(argv: readonly string[]): Promise<number> {
   if (world !== undefined) {
     const vnodeProblem = world.unusable.get("nebula-vnode");
     const operatorProblem = world.unusable.get("nebula-operator");
+    const polledProblem = world.unusable.get("nebula-vnode-polled");
+    if (polledProblem !== undefined)
+      blockFor(
+        state.tracker,
+        ["event-channel"],
+        `nebula-vnode-polled is not usable: ${polledProblem}`,
+      );
     if (vnodeProblem !== undefined)
       blockFor(state.tracker, SCENARIO_IDS, `nebula-vnode is not usable: ${vnodeProblem}`);
     if (operatorProblem !== undefined)
@@ -359,6 +394,7 @@ async function main(argv: readonly string[]): Promise<number> {
     try {
       if (vnodeProblem === undefined && !stop.signal.aborted) {
         await applySamples(world, options, state, ui);
+        if (polledProblem === undefined) await applyChannelPods(world, state, ui);
         await runScenarios(world, state, ui, startedAt, deadline - RECLAIM_RESERVE_MS, stop.signal);
       }
       const metrics = await scrapeVnode(world);
@@ -384,6 +420,8 @@ async function main(argv: readonly string[]): Promise<number> {
       }
       const after = await scrapeVnode(world);
       state.vnodeLatencies = after === undefined ? latencies : vnodeLatencies(after);
+      const polled = await scrapeVnode(world, "nebula-vnode-polled");
+      state.polledLatencies = polled === undefined ? undefined : vnodeLatencies(polled);
     } catch (error) {
       state.aborted ??= `error: ${(error as Error).message}`;
     } finally {
@@ -421,6 +459,7 @@ function summaryInput(
     verdicts: state.tracker.verdicts(),
     latencies: state.tracker.latencies(),
     vnodeLatencies: latencies,
+    polledLatencies: state.polledLatencies,
     instancesLeft: state.instancesLeft,
     podsLeft: state.podsLeft,
     elapsedMs: Date.now() - startedAt,

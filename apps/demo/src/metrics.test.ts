@@ -12,6 +12,15 @@ nebula_vnode_exit_to_status_seconds_sum 12.5
 nebula_vnode_exit_to_status_seconds_count 5
 nebula_vnode_terminal_to_terminated_seconds_sum 0
 nebula_vnode_terminal_to_terminated_seconds_count 0
+nebula_vnode_terminal_to_terminate_seconds_sum 3
+nebula_vnode_terminal_to_terminate_seconds_count 2
+nebula_vnode_event_to_status_seconds_sum 2
+nebula_vnode_event_to_status_seconds_count 4
+nebula_vnode_event_stage_seconds_bucket{le="0.1",stage="delivery"} 1
+nebula_vnode_event_stage_seconds_sum{stage="delivery"} 1
+nebula_vnode_event_stage_seconds_count{stage="delivery"} 4
+nebula_vnode_event_stage_seconds_sum{stage="read"} 0.2
+nebula_vnode_event_stage_seconds_count{stage="read"} 1
 garbage line
 `;
 
@@ -31,9 +40,19 @@ describe("vnode metrics", () => {
   });
 
   it("reads the histograms as means; none without samples", () => {
+    const none = { count: 0, meanSeconds: null };
     expect(vnodeLatencies(parseMetrics(TEXT))).toEqual({
       exitToStatus: { count: 5, meanSeconds: 2.5 },
-      terminalToTerminated: { count: 0, meanSeconds: null },
+      terminalToTerminated: none,
+      terminalToTerminate: { count: 2, meanSeconds: 1.5 },
+      eventToStatus: { count: 4, meanSeconds: 0.5 },
+      stages: {
+        host: none,
+        delivery: { count: 4, meanSeconds: 0.25 },
+        wait: none,
+        read: { count: 1, meanSeconds: 0.2 },
+        publish: none,
+      },
     });
     expect(vnodeLatencies(new Map()).exitToStatus).toEqual({ count: 0, meanSeconds: null });
   });

@@ -28,16 +28,29 @@ export function ec2CallsByAction(metrics: ReadonlyMap<string, number>): Record<s
   return out;
 }
 
-function mean(metrics: ReadonlyMap<string, number>, name: string) {
-  const count = metrics.get(`${name}_count`) ?? 0;
-  const sum = metrics.get(`${name}_sum`) ?? 0;
+function mean(metrics: ReadonlyMap<string, number>, name: string, labels = "") {
+  const count = metrics.get(`${name}_count${labels}`) ?? 0;
+  const sum = metrics.get(`${name}_sum${labels}`) ?? 0;
   return { count, meanSeconds: count > 0 ? sum / count : null };
 }
 
-/** The vnode's own exit-to-status and terminal-to-terminated histograms, as means. */
+/** The event channel's stages, in the order a doorbell goes through them. */
+const STAGES = ["host", "delivery", "wait", "read", "publish"] as const;
+
+/**
+ * The vnode's own latency histograms, as means: exit → status written, terminal → instance
+ * terminated, terminal status written → `TerminateInstances` sent, and the event channel's
+ * receipt → status published and its stages (no samples on a node without the channel).
+ */
 export function vnodeLatencies(metrics: ReadonlyMap<string, number>): VnodeLatencies {
+  const stages: Record<string, { count: number; meanSeconds: number | null }> = {};
+  for (const stage of STAGES)
+    stages[stage] = mean(metrics, "nebula_vnode_event_stage_seconds", `{stage="${stage}"}`);
   return {
     exitToStatus: mean(metrics, "nebula_vnode_exit_to_status_seconds"),
     terminalToTerminated: mean(metrics, "nebula_vnode_terminal_to_terminated_seconds"),
+    terminalToTerminate: mean(metrics, "nebula_vnode_terminal_to_terminate_seconds"),
+    eventToStatus: mean(metrics, "nebula_vnode_event_to_status_seconds"),
+    stages,
   };
 }

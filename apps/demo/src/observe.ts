@@ -65,8 +65,11 @@ async function listWorkloads(world: World): Promise<WorkloadView[]> {
 }
 
 /** The vnode's `/metrics`, parsed; `undefined` when it cannot be read. */
-export async function scrapeVnode(world: World): Promise<Map<string, number> | undefined> {
-  const vnode = world.apps.get("nebula-vnode");
+export async function scrapeVnode(
+  world: World,
+  app: "nebula-vnode" | "nebula-vnode-polled" = "nebula-vnode",
+): Promise<Map<string, number> | undefined> {
+  const vnode = world.apps.get(app);
   if (vnode === undefined) return undefined;
   try {
     const response = await fetch(`${vnode.url}/metrics`, { signal: AbortSignal.timeout(5_000) });

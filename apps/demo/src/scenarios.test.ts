@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { CHANNEL_PODS } from "./channel.js";
 import {
   DELETE_POD,
   LOGS_EXPECTED,
@@ -231,6 +232,60 @@ describe("Tracker", () => {
     const verdict = byId(tracker.verdicts()).get("kubectl-delete");
     expect(verdict?.ok).toBe(false);
     expect(verdict?.observed).toContain("the Pod went before its instance");
+  });
+
+  it("event-channel: ok once every comparison Pod on both nodes Succeeded; each side's exit → shown apart", () => {
+    const tracker = new Tracker(1);
+    const done = (name: string, finished: number) =>
+      pod(name, {
+        phase: "Succeeded",
+        exit: { code: 0, reason: "Completed", finishedAt: iso(finished) },
+      });
+    const running = (name: string) => pod(name, { phase: "Running" });
+    const names = (side: string) =>
+      Array.from({ length: CHANNEL_PODS }, (_, i) => `channel-${side}-${i}`);
+    // At 20 s the "on" side shows every exit (1 s after each); "off" shows none yet.
+    tracker.observe(
+      snapshot(20, {
+        pods: [...names("on").map((n) => done(n, 19)), ...names("off").map(running)],
+      }),
+    );
+    let verdict = byId(tracker.verdicts()).get("event-channel");
+    expect(verdict?.ok).toBe(false);
+    expect(verdict?.observed).toBe(
+      `on: ${CHANNEL_PODS}/${CHANNEL_PODS} Succeeded, exit → shown median 1.0 s, max 1.0 s; off: 0/${CHANNEL_PODS} Succeeded`,
+    );
+    // At 27 s "off" shows them, 8 s after the exits; the other Pods of the demo are neither side.
+    tracker.observe(
+      snapshot(27, {
+        pods: [
+          ...names("on").map((n) => done(n, 19)),
+          ...names("off").map((n) => done(n, 19)),
+          done("job-completes", 20),
+        ],
+      }),
+    );
+    verdict = byId(tracker.verdicts()).get("event-channel");
+    expect(verdict?.ok).toBe(true);
+    expect(tracker.latencies().channel).toEqual({
+      on: names("on").map(() => 1000),
+      off: names("off").map(() => 8000),
+    });
+    // A failed Pod on one side is not ok.
+    const failing = new Tracker(1);
+    failing.observe(
+      snapshot(30, {
+        pods: [
+          ...names("on").map((n) => done(n, 19)),
+          ...names("off").map((n, i) =>
+            i === 0
+              ? pod(n, { phase: "Failed", exit: { code: 1, reason: "Error", finishedAt: iso(19) } })
+              : done(n, 19),
+          ),
+        ],
+      }),
+    );
+    expect(byId(failing.verdicts()).get("event-channel")?.ok).toBe(false);
   });
 
   it("a blocked scenario says why and is never ok", () => {

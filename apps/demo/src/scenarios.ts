@@ -3,6 +3,7 @@
  * from the snapshot, never from a clock), remembers when things first happened, and judges each
  * scenario: what it should show, what it showed, and whether that is it.
  */
+import { CHANNEL_PODS, type ChannelSide, channelSide } from "./channel.js";
 import type { PodView, Snapshot, WorkloadView } from "./model.js";
 
 /** The scenario ids, in the order the summary lists them. */
@@ -16,6 +17,7 @@ export const SCENARIO_IDS = [
   "logs-after-terminated",
   "oom-killed",
   "kubectl-delete",
+  "event-channel",
 ] as const;
 
 /** A scenario id. */
@@ -51,6 +53,8 @@ function expectedOf(id: ScenarioId, replicas: number): string {
       return "Pod Failed (OOMKilled, exit 137), its instance terminated";
     case "kubectl-delete":
       return "after kubectl delete: instance terminated, then the Pod gone";
+    case "event-channel":
+      return `${CHANNEL_PODS}/${CHANNEL_PODS} Pods on each virtual node show their exit (Succeeded, exit 0): through the event channel on one, by the poll on the other`;
   }
 }
 
@@ -68,9 +72,20 @@ export interface Latencies {
   readonly exitToStatus: readonly number[];
   /** The demo first reads a terminal Pod → first reads its instance `terminated`. */
   readonly terminalToTerminated: readonly number[];
+  /** The event channel's comparison Pods: their exit → first read in their status, per side. */
+  readonly channel: Readonly<Record<ChannelSide, readonly number[]>>;
 }
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+
+/** The median of sorted samples (0 for none). */
+const median = (sorted: readonly number[]): number => {
+  const mid = Math.floor(sorted.length / 2);
+  if (sorted.length === 0) return 0;
+  return sorted.length % 2 === 1
+    ? (sorted[mid] ?? 0)
+    : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+};
 
 const describeExit = (pod: PodView): string => {
   const exit = pod.exit ?? pod.lastExit;
@@ -87,6 +102,8 @@ export class Tracker {
   readonly #goneAt = new Map<string, number>();
   readonly #instanceTerminatedAt = new Map<string, number>();
   readonly #exitsSeen = new Map<string, number>();
+  /** The comparison Pods' first exit seen, by UID. */
+  readonly #channelExits = new Map<string, { side: ChannelSide; ms: number }>();
   readonly #blocked = new Map<ScenarioId, string>();
   readonly #settled = new Map<ScenarioId, Verdict>();
   #deleteRequestedAt: number | undefined;
@@ -114,6 +131,9 @@ export class Tracker {
         const key = `${pod.uid}/${exit.finishedAt}`;
         if (!this.#exitsSeen.has(key))
           this.#exitsSeen.set(key, Math.max(0, snapshot.at - finished));
+        const side = channelSide(pod.name);
+        if (side !== undefined && !this.#channelExits.has(pod.uid))
+          this.#channelExits.set(pod.uid, { side, ms: Math.max(0, snapshot.at - finished) });
       }
     }
     for (const uid of this.#uidByName.values()) {
@@ -190,7 +210,9 @@ export class Tracker {
       const terminated = this.#instanceTerminatedAt.get(uid);
       if (terminated !== undefined) terminalToTerminated.push(Math.max(0, terminated - at));
     }
-    return { exitToStatus: [...this.#exitsSeen.values()], terminalToTerminated };
+    const channel: Record<ChannelSide, number[]> = { on: [], off: [] };
+    for (const { side, ms } of this.#channelExits.values()) channel[side].push(ms);
+    return { exitToStatus: [...this.#exitsSeen.values()], terminalToTerminated, channel };
   }
 
   #judgeAll(snapshot: Snapshot | undefined): Verdict[] {
@@ -255,7 +277,30 @@ export class Tracker {
         return this.#judgeLogs(snapshot);
       case "kubectl-delete":
         return this.#judgeDelete(snapshot);
+      case "event-channel":
+        return this.#judgeChannel(snapshot);
     }
+  }
+
+  #judgeChannel(snapshot: Snapshot): { observed: string; ok: boolean } {
+    const sides = (["on", "off"] as const).map((side) => {
+      const pods = snapshot.pods.filter((p) => channelSide(p.name) === side && !p.deleting);
+      const done = pods.filter((p) => p.phase === "Succeeded" && p.exit?.code === 0);
+      const seen = [...this.#channelExits.values()]
+        .filter((e) => e.side === side)
+        .map((e) => e.ms)
+        .sort((a, b) => a - b);
+      const figures =
+        seen.length === 0
+          ? ""
+          : `, exit → shown median ${seconds(median(seen))}, max ${seconds(seen.at(-1) ?? 0)}`;
+      return {
+        side,
+        ok: done.length === CHANNEL_PODS,
+        text: `${side}: ${done.length}/${CHANNEL_PODS} Succeeded${figures}`,
+      };
+    });
+    return { observed: sides.map((s) => s.text).join("; "), ok: sides.every((s) => s.ok) };
   }
 
   #judgeLogs(snapshot: Snapshot): { observed: string; ok: boolean } {

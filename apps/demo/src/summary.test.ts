@@ -21,8 +21,13 @@ const BAD: Verdict = { id: "oom-killed", expected: "OOMKilled", observed: "Runni
 
 const input = (fields: Partial<SummaryInput> = {}): SummaryInput => ({
   verdicts: [OK],
-  latencies: { exitToStatus: [3000, 1000, 2000], terminalToTerminated: [] },
+  latencies: {
+    exitToStatus: [3000, 1000, 2000],
+    terminalToTerminated: [],
+    channel: { on: [], off: [] },
+  },
   vnodeLatencies: undefined,
+  polledLatencies: undefined,
   instancesLeft: 0,
   podsLeft: [],
   keep: false,
@@ -120,6 +125,9 @@ describe("the summary", () => {
         vnodeLatencies: {
           exitToStatus: { count: 4, meanSeconds: 1.5 },
           terminalToTerminated: { count: 0, meanSeconds: null },
+          terminalToTerminate: { count: 0, meanSeconds: null },
+          eventToStatus: { count: 0, meanSeconds: null },
+          stages: {},
         },
         podsLeft: ["job-completes (Succeeded)"],
       }),
@@ -133,6 +141,57 @@ describe("the summary", () => {
     expect(text).toContain("mean 1.5 s (n=4)");
     expect(text).toContain("instances left running: 0");
     expect(text).toContain("job-completes (Succeeded)");
+  });
+
+  it("the event channel's comparison: the same Pods on and off side by side, in the text and the JSON", () => {
+    const mean = (count: number, meanSeconds: number | null) => ({ count, meanSeconds });
+    const none = mean(0, null);
+    const on = {
+      exitToStatus: mean(12, 0.9),
+      terminalToTerminated: mean(6, 3),
+      terminalToTerminate: mean(6, 2.5),
+      eventToStatus: mean(30, 0.6),
+      stages: {
+        delivery: mean(30, 0.2),
+        wait: mean(20, 0.15),
+        read: mean(20, 0.2),
+        publish: mean(25, 0.1),
+      },
+    };
+    const off = {
+      ...on,
+      exitToStatus: mean(5, 6.5),
+      terminalToTerminate: mean(5, 0.8),
+      eventToStatus: none,
+      stages: { delivery: none, wait: none, read: none, publish: none },
+    };
+    const given = input({
+      latencies: {
+        exitToStatus: [1000, 7000],
+        terminalToTerminated: [],
+        channel: { on: [1000, 2000, 1000], off: [7000, 9000, 5000] },
+      },
+      vnodeLatencies: on,
+      polledLatencies: off,
+    });
+    const text = summaryLines(given).join("\n");
+    expect(text).toContain(
+      "exit -> status, observed by the demo:   on median 1.0 s, max 2.0 s (n=3); off median 7.0 s, max 9.0 s (n=3)",
+    );
+    expect(text).toContain(
+      "exit -> status written (vnode):         on mean 0.90 s (n=12); off mean 6.50 s (n=5)",
+    );
+    expect(text).toContain(
+      "terminal -> TerminateInstances (vnode): on mean 2.50 s (n=6); off mean 0.80 s (n=5)",
+    );
+    expect(text).toContain(
+      "its stages (means): delivery 0.200 s, wait 0.150 s, read 0.200 s, publish 0.100 s",
+    );
+    const json = summaryJson(given);
+    expect(json.latencies.channel.on.exitToStatus).toEqual({ n: 3, medianMs: 1000, maxMs: 2000 });
+    expect(json.latencies.channel.off.vnode?.exitToStatus).toEqual(mean(5, 6.5));
+    // Without the comparison (its node unusable, no Pods seen) there is no such block.
+    expect(summaryLines(input()).join("\n")).not.toContain("the event channel");
   });
 
   it("says why the instances were not counted", () => {

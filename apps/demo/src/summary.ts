@@ -24,10 +24,22 @@ export function stats(samples: readonly number[]): Stats {
   return { n: finite.length, medianMs: median, maxMs: finite[finite.length - 1] as number };
 }
 
+/** A histogram of nebula-vnode as its mean. */
+export interface Mean {
+  readonly count: number;
+  readonly meanSeconds: number | null;
+}
+
 /** The latency figures nebula-vnode itself measured (from its histograms), when it was reachable. */
 export interface VnodeLatencies {
-  readonly exitToStatus: { readonly count: number; readonly meanSeconds: number | null };
-  readonly terminalToTerminated: { readonly count: number; readonly meanSeconds: number | null };
+  readonly exitToStatus: Mean;
+  readonly terminalToTerminated: Mean;
+  /** A Pod's terminal status written → `TerminateInstances` sent for its instance. */
+  readonly terminalToTerminate: Mean;
+  /** The event channel: SQS's receipt of a message → its Pod's status published. */
+  readonly eventToStatus: Mean;
+  /** The event channel's stages: `delivery`, `wait`, `read`, `publish`. */
+  readonly stages: Readonly<Record<string, Mean>>;
 }
 
 /** What the summary is made from. */
@@ -35,6 +47,8 @@ export interface SummaryInput {
   readonly verdicts: readonly Verdict[];
   readonly latencies: Latencies;
   readonly vnodeLatencies: VnodeLatencies | undefined;
+  /** The polling-only nebula-vnode's histograms (the channel's comparison), when it was reachable. */
+  readonly polledLatencies: VnodeLatencies | undefined;
   /** Instances not terminated at the end; `undefined` when they were not counted. */
   readonly instancesLeft: number | undefined;
   /**
@@ -63,6 +77,11 @@ export interface SummaryJson {
     readonly exitToStatus: Stats;
     readonly terminalToTerminated: Stats;
     readonly vnode: VnodeLatencies | null;
+    /** The event channel's comparison: the same Pods with the channel on and off, one run. */
+    readonly channel: {
+      readonly on: { readonly exitToStatus: Stats; readonly vnode: VnodeLatencies | null };
+      readonly off: { readonly exitToStatus: Stats; readonly vnode: VnodeLatencies | null };
+    };
   };
   readonly elapsedSeconds: number;
   readonly aborted: string | null;
@@ -96,6 +115,16 @@ export function summaryJson(input: SummaryInput): SummaryJson {
       exitToStatus: stats(input.latencies.exitToStatus),
       terminalToTerminated: stats(input.latencies.terminalToTerminated),
       vnode: input.vnodeLatencies ?? null,
+      channel: {
+        on: {
+          exitToStatus: stats(input.latencies.channel.on),
+          vnode: input.vnodeLatencies ?? null,
+        },
+        off: {
+          exitToStatus: stats(input.latencies.channel.off),
+          vnode: input.polledLatencies ?? null,
+        },
+      },
     },
     elapsedSeconds: Math.round(input.elapsedMs / 100) / 10,
     aborted: input.aborted ?? null,
@@ -109,10 +138,10 @@ const sec = (ms: number | null): string => (ms === null ? "-" : `${(ms / 1000).t
 const statsText = (s: Stats): string =>
   s.n === 0 ? "no samples" : `median ${sec(s.medianMs)}, max ${sec(s.maxMs)} (n=${s.n})`;
 
-const vnodeText = (v: { count: number; meanSeconds: number | null }): string =>
-  v.count === 0 || v.meanSeconds === null
+const vnodeText = (v: Mean | undefined, digits = 1): string =>
+  v === undefined || v.count === 0 || v.meanSeconds === null
     ? "no samples"
-    : `mean ${v.meanSeconds.toFixed(1)} s (n=${v.count})`;
+    : `mean ${v.meanSeconds.toFixed(digits)} s (n=${v.count})`;
 
 /** The human summary, one string per line. */
 export function summaryLines(input: SummaryInput): string[] {
@@ -150,7 +179,11 @@ export function summaryLines(input: SummaryInput): string[] {
     lines.push(
       `    terminal -> instance terminated:             ${vnodeText(input.vnodeLatencies.terminalToTerminated)}`,
     );
+    lines.push(
+      `    terminal status -> TerminateInstances sent:  ${vnodeText(input.vnodeLatencies.terminalToTerminate)}`,
+    );
   }
+  lines.push(...channelLines(input, json));
   lines.push(
     input.instancesLeft === undefined
       ? input.keep
@@ -162,6 +195,32 @@ export function summaryLines(input: SummaryInput): string[] {
     lines.push(
       `  Pods not removed after their deletion (their instances are terminated): ${input.podsLeft.join(", ")}`,
     );
+  return lines;
+}
+
+/** The event channel's comparison: the same Pods with the channel on and off, side by side. */
+function channelLines(input: SummaryInput, json: SummaryJson): string[] {
+  const { on, off } = json.latencies.channel;
+  if (on.exitToStatus.n === 0 && off.exitToStatus.n === 0 && input.polledLatencies === undefined)
+    return [];
+  const lines = [
+    "  the event channel, the same Pods on two nodes (on: nebula-demo, off: nebula-demo-polled):",
+    `    exit -> status, observed by the demo:   on ${statsText(on.exitToStatus)}; off ${statsText(off.exitToStatus)}`,
+    `    exit -> status written (vnode):         on ${vnodeText(on.vnode?.exitToStatus, 2)}; off ${vnodeText(off.vnode?.exitToStatus, 2)}`,
+    `    terminal -> TerminateInstances (vnode): on ${vnodeText(on.vnode?.terminalToTerminate, 2)}; off ${vnodeText(off.vnode?.terminalToTerminate, 2)}`,
+  ];
+  const v = input.vnodeLatencies;
+  if (v !== undefined && v.eventToStatus.count > 0) {
+    const stages = Object.entries(v.stages)
+      .map(
+        ([stage, m]) =>
+          `${stage} ${m.meanSeconds === null ? "-" : `${m.meanSeconds.toFixed(3)} s`}`,
+      )
+      .join(", ");
+    lines.push(
+      `    on: queue receipt -> status published ${vnodeText(v.eventToStatus, 2)}; its stages (means): ${stages}`,
+    );
+  }
   return lines;
 }
 

@@ -1,7 +1,9 @@
 /**
  * The local world the demo runs in, started and stopped in order: kube-apiserver + etcd +
  * kube-controller-manager + kube-scheduler, moto, the instance-host simulator, the EC2 proxy in
- * front of it, then nebula-vnode and nebula-operator as real processes from their bundles.
+ * front of it, the event channel (an SQS queue, the EventBridge rule, EC2's state events played
+ * as EC2 sends them), then two nebula-vnodes (one with the channel, one polling) and
+ * nebula-operator as real processes from their bundles.
  */
 import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { networkInterfaces } from "node:os";
@@ -14,10 +16,12 @@ import {
   CreateVpcCommand,
   EC2Client,
 } from "@aws-sdk/client-ec2";
+import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { CoreV1Api, CustomObjectsApi } from "@kubernetes/client-node";
 import {
   type ControlPlane,
   cacheDir,
+  createEc2EventRule,
   type Ec2ProxyHandle,
   freePort,
   type InstanceHosts,
@@ -26,6 +30,7 @@ import {
   type Moto,
   NEBULA_INSTANCE_PROFILE,
   startControlPlane,
+  startEc2Events,
   startEc2Proxy,
   startInstanceHosts,
   startMoto,
@@ -34,8 +39,13 @@ import { type AppProcess, run, startApp } from "./proc.js";
 
 /** The repository's root (this file is in apps/demo/src or bundled into apps/demo/dist). */
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
-/** The virtual Node's name, also every instance's `nebula:node` tag. */
-const NODE_NAME = "nebula-demo";
+/** The virtual Node's name (the event channel on), also its instances' `nebula:node` tag. */
+export const NODE_NAME = "nebula-demo";
+/**
+ * The second virtual Node (the event channel off, polling only): it runs the channel's
+ * comparison Pods and nothing else (its `type` label is not the samples' `virtual-kubelet`).
+ */
+export const POLLED_NODE_NAME = "nebula-demo-polled";
 /** Every instance's `nebula:cluster` tag. */
 export const CLUSTER = "nebula-demo";
 /** The namespace of the samples. */
@@ -44,8 +54,14 @@ export const DEMO_NAMESPACE = "nebula-demo";
 const SYSTEM_NAMESPACE = "nebula-system";
 /** The CloudWatch Logs group (in moto) the demo's containers log to. */
 const LOG_GROUP = "/nebula/nebula-demo/containers";
-/** The vnode's EC2 poll interval in the demo (`provider.pollIntervalSeconds`). */
-export const VNODE_POLL_INTERVAL_SECONDS = 2;
+/**
+ * The vnodes' EC2 poll interval in the demo: the polled node's `provider.pollIntervalSeconds` (the
+ * product's default), and the channel's node's safety net (`provider.events.pollIntervalSeconds`,
+ * shorter than the product's 60 s so the watch's allowances, which add it, stay short).
+ */
+export const VNODE_POLL_INTERVAL_SECONDS = 10;
+/** The event channel's queue in moto (the hosts of {@link NODE_NAME} ring it, EventBridge fills it). */
+const EVENT_QUEUE = "nebula-demo-events";
 /** The vnode's API headroom on a stop's wait in the demo (`provider.apiHeadroomSeconds`). */
 export const VNODE_API_HEADROOM_SECONDS = 5;
 
@@ -63,7 +79,7 @@ function hostAddress(): string {
 }
 
 /** The two apps. */
-type AppName = "nebula-vnode" | "nebula-operator";
+type AppName = "nebula-vnode" | "nebula-vnode-polled" | "nebula-operator";
 
 /** A running world. */
 export interface World {
@@ -188,6 +204,34 @@ export async function startWorld(options: {
     cleanups.push({ name: "the EC2 client", run: async () => ec2.destroy() });
     checkAbort();
 
+    const queueUrl = await step(
+      report,
+      "event channel: SQS queue, EventBridge rule, EC2's state events (moto)",
+      async () => {
+        const sqs = new SQSClient({
+          endpoint: moto.endpoint,
+          region: moto.region,
+          credentials: { ...MOTO_CREDENTIALS },
+        });
+        let url: string;
+        try {
+          const queue = await sqs.send(new CreateQueueCommand({ QueueName: EVENT_QUEUE }));
+          url = queue.QueueUrl ?? "";
+        } finally {
+          sqs.destroy();
+        }
+        if (url === "") throw new Error(`moto created queue ${EVENT_QUEUE} without a URL`);
+        const rule = await createEc2EventRule(moto, url);
+        cleanups.push({ name: "the EventBridge rule", run: () => rule.remove() });
+        // Read through the simulator: it shows pending, stopping and shutting-down as its guests
+        // really boot and shut down (moto alone jumps); every instance's, as in an account.
+        const events = await startEc2Events({ moto, ec2Endpoint: hosts.ec2Endpoint });
+        cleanups.push({ name: "EC2's state events", run: () => events.stop() });
+        return url;
+      },
+    );
+    checkAbort();
+
     const kubectl = (args: readonly string[], input?: string) =>
       run(kubectlPath(), ["--kubeconfig", controlPlane.kubeconfigPath ?? "", ...args], {
         ...(input === undefined ? {} : { input }),
@@ -273,37 +317,53 @@ export async function startWorld(options: {
         logs.destroy();
       }
     });
-    const vnodeConfig = join(logDir, "vnode-config.json");
-    writeFileSync(
-      vnodeConfig,
-      JSON.stringify(
-        {
-          node: {
-            capacity: { cpu: "100", memory: "400Gi", pods: "60" },
-            // kube-apiserver reaches the kubelet API here; it refuses loopback addresses, and
-            // 10250 may belong to a real kubelet on this machine.
-            internalIP: hostAddress(),
-            kubeletPort: await freePort(),
-          },
-          provider: {
-            clusterName: CLUSTER,
-            region: moto.region,
-            subnetIds: [network.subnetId],
-            securityGroupIds: [network.securityGroupId],
-            imageId: "ami-0a1b2c3d",
-            instanceProfile: NEBULA_INSTANCE_PROFILE,
-            instanceTypes: { default: "t3.micro" },
-            endpoint: proxy.endpoint,
-            pollIntervalSeconds: VNODE_POLL_INTERVAL_SECONDS,
-            apiHeadroomSeconds: VNODE_API_HEADROOM_SECONDS,
-            batchWindowMs: 50,
-            logs: { group: LOG_GROUP },
-            metrics: { sampleSeconds: 5, publishSeconds: 15 },
-          },
+    const vnodeConfig = async (
+      file: string,
+      node: Record<string, unknown>,
+      provider: Record<string, unknown>,
+    ): Promise<string> => {
+      const path = join(logDir, file);
+      const config = {
+        node: {
+          capacity: { cpu: "100", memory: "400Gi", pods: "60" },
+          // kube-apiserver reaches the kubelet API here; it refuses loopback addresses, and
+          // 10250 may belong to a real kubelet on this machine.
+          internalIP: hostAddress(),
+          kubeletPort: await freePort(),
+          ...node,
         },
-        null,
-        2,
-      ),
+        provider: {
+          clusterName: CLUSTER,
+          region: moto.region,
+          subnetIds: [network.subnetId],
+          securityGroupIds: [network.securityGroupId],
+          imageId: "ami-0a1b2c3d",
+          instanceProfile: NEBULA_INSTANCE_PROFILE,
+          instanceTypes: { default: "t3.micro" },
+          endpoint: proxy.endpoint,
+          pollIntervalSeconds: VNODE_POLL_INTERVAL_SECONDS,
+          apiHeadroomSeconds: VNODE_API_HEADROOM_SECONDS,
+          batchWindowMs: 50,
+          logs: { group: LOG_GROUP },
+          metrics: { sampleSeconds: 5, publishSeconds: 15 },
+          ...provider,
+        },
+      };
+      writeFileSync(path, JSON.stringify(config, null, 2));
+      return path;
+    };
+    // The channel's node: its hosts ring the queue after every report, and it reads the
+    // instances a message names at once (its SQS calls go through the same endpoint).
+    const channelConfig = await vnodeConfig(
+      "vnode-config.json",
+      {},
+      { events: { queueUrl, pollIntervalSeconds: VNODE_POLL_INTERVAL_SECONDS } },
+    );
+    // The polled node: no channel; a label that keeps the samples off it.
+    const polledConfig = await vnodeConfig(
+      "vnode-polled-config.json",
+      { labels: { type: "nebula-demo-polled" } },
+      {},
     );
     const starts: [AppName, "vnode" | "operator", string[]][] = [
       [
@@ -313,7 +373,21 @@ export async function startWorld(options: {
           "--node-name",
           NODE_NAME,
           "--config",
-          vnodeConfig,
+          channelConfig,
+          "--kubeconfig",
+          saKubeconfig("nebula-vnode"),
+          "--namespace",
+          SYSTEM_NAMESPACE,
+        ],
+      ],
+      [
+        "nebula-vnode-polled",
+        "vnode",
+        [
+          "--node-name",
+          POLLED_NODE_NAME,
+          "--config",
+          polledConfig,
           "--kubeconfig",
           saKubeconfig("nebula-vnode"),
           "--namespace",
@@ -353,9 +427,13 @@ export async function startWorld(options: {
       }
       checkAbort();
     }
-    if (apps.has("nebula-vnode")) {
-      await step(report, `virtual Node ${NODE_NAME} Ready`, () =>
-        kubectl(["wait", "--for", "condition=Ready", `node/${NODE_NAME}`, "--timeout=60s"]).catch(
+    for (const [app, node] of [
+      ["nebula-vnode", NODE_NAME],
+      ["nebula-vnode-polled", POLLED_NODE_NAME],
+    ] as const) {
+      if (!apps.has(app)) continue;
+      await step(report, `virtual Node ${node} Ready`, () =>
+        kubectl(["wait", "--for", "condition=Ready", `node/${node}`, "--timeout=60s"]).catch(
           async () => {
             // `kubectl wait` fails at once while the Node does not exist yet.
             const deadline = Date.now() + 60_000;
@@ -363,12 +441,12 @@ export async function startWorld(options: {
               const out = await kubectl([
                 "get",
                 "node",
-                NODE_NAME,
+                node,
                 "-o",
                 'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
               ]).catch(() => "");
               if (out.trim() === "True") return "";
-              if (Date.now() > deadline) throw new Error(`Node ${NODE_NAME} not Ready in 60 s`);
+              if (Date.now() > deadline) throw new Error(`Node ${node} not Ready in 60 s`);
               checkAbort();
               await new Promise((r) => setTimeout(r, 500));
             }
