@@ -25,7 +25,7 @@ export function stats(samples: readonly number[]): Stats {
 }
 
 /** A histogram of nebula-vnode as its mean. */
-export interface Mean {
+interface Mean {
   readonly count: number;
   readonly meanSeconds: number | null;
 }

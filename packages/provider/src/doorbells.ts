@@ -295,8 +295,8 @@ export class Doorbells {
       const record = byInstance.get(d.instanceId);
       const report = record?.state?.report;
       if (record === undefined || report === undefined || report.seq !== d.seq) continue;
-      let timed = this.#hostTimed.get(record);
-      if (timed === undefined) this.#hostTimed.set(record, (timed = new Set()));
+      const timed = this.#hostTimed.get(record) ?? new Set<string>();
+      this.#hostTimed.set(record, timed);
       for (const exit of exitTimes(report)) {
         if (timed.has(exit)) continue;
         timed.add(exit);
