@@ -69,11 +69,15 @@ image_list() {
   done <<<"$out"
 }
 
-# Reads the exit of container $1 from docker inspect into the t.* fields.
+# What capture reads of a container (docker inspect's format): code|oom|running|started|finished|image.
+EXIT_FORMAT='{{.State.ExitCode}}|{{.State.OOMKilled}}|{{.State.Running}}|{{.State.StartedAt}}|{{.State.FinishedAt}}|{{.Image}}'
+
+# Reads the exit of container $1 into the t.* fields: from $5 when given (EXIT_FORMAT's line of an
+# inspect the caller just made), else from docker inspect. $2 code, $3 reason, $4 message override.
 capture() {
-  local i=$1 id=${S[cid.$1]} info code oom started finished image file msg=
+  local i=$1 id=${S[cid.$1]} info=${5-} code oom started finished image file msg=
   usage_mark "$i"
-  info=$(docker inspect --format '{{.State.ExitCode}}|{{.State.OOMKilled}}|{{.State.Running}}|{{.State.StartedAt}}|{{.State.FinishedAt}}|{{.Image}}' "$id" 2>/dev/null)
+  [ -n "$info" ] || info=$(docker inspect --format "$EXIT_FORMAT" "$id" 2>/dev/null)
   IFS='|' read -r code oom _ started finished image <<<"$info"
   set -- "$1" "$2" "$3" "$4"
   if ! [[ $code =~ ^-?[0-9]+$ ]] && [ -z "$3" ]; then

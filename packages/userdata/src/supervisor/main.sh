@@ -15,7 +15,7 @@ pod_done() {
 }
 
 main() {
-  local i changed t
+  local i changed t info
   mkdir -p "$RUN" "$STATE/containers"
   if [ -e "$STATE/final" ]; then
     log "the final report was already written; nothing to run"
@@ -53,13 +53,15 @@ main() {
     changed=
     for ((i = 0; i < N; i++)); do
       if [ "${S[st.$i]}" = running ] && [ -e "$RUN/$i.done" ]; then
-        t=$(docker inspect --format '{{.State.Running}}' "${S[cid.$i]}" 2>/dev/null)
+        # One inspect: whether it still runs (a watcher's wait that failed), and its exit.
+        info=$(docker inspect --format "$EXIT_FORMAT" "${S[cid.$i]}" 2>/dev/null)
+        IFS='|' read -r _ _ t _ <<<"$info"
         if [ "$t" = true ]; then
           watch "$i"
           continue
         fi
         probes_stop "$i"
-        capture "$i" "" "" "$(probe_verdict "$i")"
+        capture "$i" "" "" "$(probe_verdict "$i")" "$info"
         decide "$i"
         changed=1
       fi
