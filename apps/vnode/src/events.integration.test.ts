@@ -169,6 +169,11 @@ describe("the event channel on a real host supervisor", () => {
     console.log(
       `vnode histograms: exit → status written, mean ${mean(metrics, "nebula_vnode_exit_to_status_seconds")} s (on), ${mean(offMetrics, "nebula_vnode_exit_to_status_seconds")} s (off); queue receipt → status published, mean ${mean(metrics, "nebula_vnode_event_to_status_seconds")} s (on); Pod terminal → instance seen terminated, mean ${mean(metrics, "nebula_vnode_terminal_to_terminated_seconds")} s (on), ${mean(offMetrics, "nebula_vnode_terminal_to_terminated_seconds")} s (off); terminal status written → TerminateInstances sent, mean ${mean(metrics, "nebula_vnode_terminal_to_terminate_seconds")} s (on), ${mean(offMetrics, "nebula_vnode_terminal_to_terminate_seconds")} s (off)`,
     );
+    const within = (m: Map<string, number>, le: string) =>
+      `${m.get(`nebula_vnode_exit_to_status_seconds_bucket{le="${le}"}`) ?? 0}/${m.get("nebula_vnode_exit_to_status_seconds_count") ?? 0}`;
+    console.log(
+      `exit → status written within 1 s: ${within(metrics, "1")} (on), ${within(offMetrics, "1")} (off); within 2 s: ${within(metrics, "2")} (on), ${within(offMetrics, "2")} (off)`,
+    );
     console.log(
       `the channel's stages, means (on): ${["host", "delivery", "wait", "read", "publish"]
         .map((s) => {
