@@ -1,5 +1,6 @@
 import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
 import type { PodStatusChange } from "@nebula/virtual-node";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { Doorbell } from "./doorbell-message.js";
 import type { DoorbellQueue, QueueMessage } from "./doorbell-queue.js";
@@ -405,3 +406,90 @@ async function until(test: () => boolean, ms = 2000): Promise<void> {
     await new Promise((r) => setTimeout(r, 2));
   }
 }
+
+describe("Doorbells over time (property)", () => {
+  /** A running report whose container's restart count is its seq: the status shows which report it came from. */
+  const numbered = (seq: number): ExitReport => {
+    const r = report(seq, false);
+    return { ...r, containers: r.containers.map((c) => ({ ...c, restarts: seq })) } as ExitReport;
+  };
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it("whatever the order, duplicates and delays of doorbells, reads and status writes: a Pod's published status never goes back, and ends at its latest report", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            pod: fc.integer({ min: 0, max: 2 }),
+            kind: fc.constantFrom("advance", "advance", "ring-old", "ring-twice"),
+            readMs: fc.integer({ min: 0, max: 4 }),
+            writeMs: fc.integer({ min: 0, max: 20 }),
+            gapMs: fc.integer({ min: 0, max: 3 }),
+          }),
+          { minLength: 1, maxLength: 12 },
+        ),
+        async (steps) => {
+          const t = setup();
+          // Every read starts at its own moment (the older-read guard compares start times).
+          let tick = 0;
+          Object.defineProperty(t.clock, "now", {
+            get: () => T0 + ++tick,
+            set: () => undefined,
+            configurable: true,
+          });
+          const pods = await Promise.all(["uid-0", "uid-1", "uid-2"].map((u) => t.running(u)));
+          const seqs = pods.map(() => 1);
+          // Reads and status writes take as long as the steps say, in turn.
+          let reads = 0;
+          let writes = 0;
+          const describe = t.gateway.describeInstances.bind(t.gateway);
+          t.gateway.describeInstances = async (ids: readonly string[]) => {
+            const found = await describe(ids);
+            await pause(steps[reads++ % steps.length]?.readMs ?? 0);
+            return found;
+          };
+          const shown = new Map<string, number[]>();
+          t.publisher.subscribe(async (change) => {
+            await pause(steps[writes++ % steps.length]?.writeMs ?? 0);
+            const uid = change.pod.metadata?.uid ?? "";
+            const restarts = change.status.containerStatuses?.[0]?.restartCount ?? -1;
+            shown.set(uid, [...(shown.get(uid) ?? []), restarts]);
+          });
+          const abort = new AbortController();
+          const running = t.doorbells.run(abort.signal);
+          let rung = 0;
+          for (const step of steps) {
+            const p = pods[step.pod];
+            if (p === undefined) continue;
+            const id = p.instance.InstanceId;
+            const i = step.pod;
+            if (step.kind === "advance") {
+              seqs[i] = (seqs[i] ?? 1) + 1;
+              tag(p.instance, numbered(seqs[i] ?? 1));
+              t.queue.waiting.push(ring(id, seqs[i] ?? 1));
+              rung++;
+            } else if (step.kind === "ring-old") {
+              t.queue.waiting.push(ring(id, Math.max(1, (seqs[i] ?? 1) - 1)));
+              rung++;
+            } else {
+              t.queue.waiting.push(ring(id, seqs[i] ?? 1), ring(id, seqs[i] ?? 1));
+              rung += 2;
+            }
+            await pause(step.gapMs);
+          }
+          await until(() => t.queue.deleted.length === rung, 10_000);
+          abort.abort();
+          await running;
+          pods.forEach((p, i) => {
+            const seen = shown.get(p?.record.facts.uid ?? "") ?? [];
+            for (let k = 1; k < seen.length; k++)
+              expect(seen[k]).toBeGreaterThanOrEqual(seen[k - 1] ?? 0);
+            // A Pod whose report moved on shows the latest one last.
+            if ((seqs[i] ?? 1) > 1) expect(seen.at(-1)).toBe(seqs[i]);
+          });
+        },
+      ),
+      { numRuns: 40 },
+    );
+  }, 60_000);
+});
