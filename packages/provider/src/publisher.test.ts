@@ -58,6 +58,24 @@ describe("StatusPublisher.publish", () => {
     expect(t.changes).toHaveLength(2);
   });
 
+  it("delivers an EC2 state change that leaves the status as it was (a teardown waits for it), once", async () => {
+    const t = setup();
+    const { record, instance } = launched(t, "uid-1", "stopping");
+    await t.publisher.publish(record);
+    expect(t.changes).toHaveLength(1);
+    // Stopping → shutting-down → terminated: the Pod's status stays as it was, and each state
+    // is delivered once all the same.
+    for (const state of ["shutting-down", "terminated"]) {
+      t.gateway.setState(instance.InstanceId, state);
+      observe(t.ctx, record, observed(instance));
+      refreshState(t.ctx, record);
+      const before = t.changes.length;
+      await t.publisher.publish(record);
+      await t.publisher.publish(record);
+      expect(t.changes.length, state).toBe(before + 1);
+    }
+  });
+
   it("re-delivers after a listener rejection, and Events once after it succeeded", async () => {
     const t = setup();
     let fail = true;

@@ -246,10 +246,13 @@ export function pickKeeper(
 }
 
 /**
- * What a delivery carries: the status and the instance facts. A fact first observed after the
+ * What a delivery carries: the status, the instance facts and its EC2 state (a teardown waiting for
+ * the instance to stop or go hears of it from the publication). A fact first observed after the
  * launch (its Availability Zone) is delivered when it is observed, not by the next process to
  * start (which would then write a Pod a quiet world should leave alone).
  */
 export function deliveryKey(record: PodRecord, status: V1PodStatus | undefined): string {
-  return JSON.stringify([status, instanceInfo(record)]);
+  // The instance's EC2 state too: a teardown waiting for it to stop (or go) hears of it at once
+  // through the publication, instead of at its next look.
+  return JSON.stringify([status, instanceInfo(record), record.observed?.state]);
 }
