@@ -75,12 +75,10 @@ finish() {
     why=RestartLimit
   fi
   stop_sidecars_last "$grace" "$why"
+  sandbox_down
   FINAL=true
   report "$deadline"
   : >"$STATE/final"
-  # The sandbox goes after the report: its removal changes nothing the report says, and the exit
-  # reaches the tags (and the doorbell) that much sooner.
-  sandbox_down
   usage_flush "$deadline"
   if [ -n "$SPOT_ACTION" ]; then
     log "final report written after the Spot interruption notice: leaving the instance to EC2"
