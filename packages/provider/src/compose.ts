@@ -66,6 +66,7 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
       clientToken: config.ownership.clientToken,
     },
     listing: undefined,
+    listingReadAt: undefined,
   };
   const admitter = new Admitter(ctx, options);
   const parameters = new ParameterDelivery(ctx);

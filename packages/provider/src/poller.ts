@@ -102,6 +102,7 @@ export class Poller {
       return { ok: false, instances: 0, describeCalls: 0, consoleCalls: 0, error: wrapped };
     }
     ctx.listing = listing.instances;
+    ctx.listingReadAt = readAt;
     await this.#health(undefined);
     const { byUid, duplicates } = planListing(
       listing.instances,

@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from "vitest";
 import { ProviderError } from "./errors.js";
 import { Reclaimer } from "./reclaimer.js";
-import { addOwnedInstance, T0, testContext, testRecord } from "./testing/context.js";
+import { observe } from "./record.js";
+import { addOwnedInstance, observed, T0, testContext, testRecord } from "./testing/context.js";
 import type { FakeInstance } from "./testing/fake-gateway.js";
 import { testPod } from "./testing/fixtures.js";
 
@@ -43,6 +44,37 @@ describe("Reclaimer.findInstance", () => {
     expect(record.state).toBeDefined();
     expect(found).toEqual(["uid-1"]);
     expect(gateway.count("describeInstance")).toBe(1);
+  });
+
+  it("a poll's listing older than the node's own later read (an event's) neither hides the stop it saw nor replaces it", async () => {
+    const { ctx, gateway, reclaimer, clock } = setup();
+    const instance = addOwnedInstance(gateway, "uid-1");
+    const record = testRecord(ctx, testPod("a", "uid-1"), {
+      instanceId: instance.InstanceId,
+      launchRequested: true,
+      launchedAt: new Date(T0 - 600_000),
+    });
+    // The poll listed it running (a minute's safety net with the event channel) …
+    ctx.listing = [observed(instance)];
+    ctx.listingReadAt = clock.now;
+    observe(ctx, record, observed(instance), clock.now);
+    // … then the channel read it stopped.
+    clock.advance(5_000);
+    gateway.setState(instance.InstanceId, "stopped");
+    observe(ctx, record, observed(instance), clock.now);
+    expect(await reclaimer.findInstance("uid-1")).toEqual({
+      instanceId: instance.InstanceId,
+      state: "stopped",
+    });
+    expect(record.observed?.state).toBe("stopped");
+    expect(gateway.count("describeInstance")).toBe(0);
+    // A newer listing wins again.
+    clock.advance(5_000);
+    gateway.setState(instance.InstanceId, "terminated");
+    ctx.listing = [observed(instance)];
+    ctx.listingReadAt = clock.now;
+    expect(await reclaimer.findInstance("uid-1")).toMatchObject({ state: "terminated" });
+    expect(record.observed?.state).toBe("terminated");
   });
 
   it("falls back to the Pod UID tag when nothing was recorded (a crash before the ledger write)", async () => {

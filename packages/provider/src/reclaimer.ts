@@ -54,8 +54,9 @@ export class Reclaimer {
     }
     const entry = record?.instanceId === undefined ? await this.#ctx.ledger.get(podUid) : undefined;
     const recorded = record?.instanceId ?? entry?.launch.instanceId;
-    const found = await this.provenInstance(podUid, recorded);
-    if (found) {
+    const proven = await this.#proven(podUid, recorded);
+    const found = proven?.instance;
+    if (proven !== undefined && found !== undefined) {
       if (
         record?.mode === "launch" &&
         (record.instanceId ?? found.instanceId) === found.instanceId
@@ -63,7 +64,8 @@ export class Reclaimer {
         // What the teardown sees is an observation too: the final report a stopping host wrote is
         // in the Pod's status before the teardown goes on to terminate (the next status write
         // carries it), not left to a poll that may come after the instance is gone.
-        observe(this.#ctx, record, found);
+        // As old as the read it comes from: a listing older than an event's read changes nothing.
+        observe(this.#ctx, record, found, proven.readAt);
         refreshState(this.#ctx, record);
         this.onFound(record);
       }
@@ -100,32 +102,57 @@ export class Reclaimer {
 
   /**
    * The Pod's instance, proven to belong to it: the recorded one when it proves it (from the latest
-   * poll, else described by ID, terminated included), else one found by its `nebula:pod-uid` tag.
+   * poll, or this node's own later read of it, else described by ID, terminated included), else one
+   * found by its `nebula:pod-uid` tag.
    */
   async provenInstance(
     podUid: string,
     recorded: string | undefined,
   ): Promise<ObservedInstance | undefined> {
+    return (await this.#proven(podUid, recorded))?.instance;
+  }
+
+  /** {@link Reclaimer.provenInstance}, with when the read it comes from started (ms). */
+  async #proven(
+    podUid: string,
+    recorded: string | undefined,
+  ): Promise<{ readonly instance: ObservedInstance; readonly readAt: number } | undefined> {
     const ctx = this.#ctx;
     if (recorded !== undefined) {
-      const fresh = ctx.health.current.ready
+      const listed = ctx.health.current.ready
         ? ctx.listing?.find((i) => i.instanceId === recorded)
         : undefined;
-      const instance = fresh ?? (await ctx.gateway.describeInstance(recorded));
+      // A listing is up to a poll interval old (a minute with the event channel): an event's read
+      // of the instance since then (its stop, say) is newer, and is what the instance is now.
+      const record = ctx.records.get(podUid);
+      const own =
+        listed !== undefined &&
+        record?.observed?.instanceId === recorded &&
+        record.observedReadAt !== undefined &&
+        record.observedReadAt > (ctx.listingReadAt ?? 0)
+          ? { instance: record.observed, readAt: record.observedReadAt }
+          : undefined;
+      const readAt = ctx.now();
+      const fresh =
+        own ??
+        (listed === undefined ? undefined : { instance: listed, readAt: ctx.listingReadAt ?? 0 });
+      const instance = fresh?.instance ?? (await ctx.gateway.describeInstance(recorded));
       if (instance !== undefined) {
+        const at = fresh?.readAt ?? readAt;
         // Nothing is ever done to a terminated or shutting-down instance, so it needs no proof to
         // be observed (EC2 may drop its instance profile once it is shutting down).
-        if (isGone(instance, podUid)) return instance;
+        if (isGone(instance, podUid)) return { instance, readAt: at };
         const why = disprove(ctx, instance, podUid);
-        if (why === undefined) return instance;
+        if (why === undefined) return { instance, readAt: at };
         ctx.log("warn", `not acting on ${recorded} for pod ${podUid}: ${why}`);
       }
     }
+    const readAt = ctx.now();
     const found = await ctx.gateway.instancesOfPod(podUid);
     const proven = found.filter((i) => disprove(ctx, i, podUid) === undefined || isGone(i, podUid));
     if (proven.length === 0) return undefined;
     const live = proven.filter((i) => !isGone(i, podUid));
-    return pickKeeper(live.length > 0 ? live : proven, recorded);
+    return { instance: pickKeeper(live.length > 0 ? live : proven, recorded), readAt };
   }
 
   /**

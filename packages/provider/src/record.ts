@@ -116,6 +116,8 @@ export interface ProviderContext {
   readonly ownership: OwnershipRules;
   /** The latest poll's listing of this node's live instances; `undefined` before the first. */
   listing: readonly ObservedInstance[] | undefined;
+  /** When the read of {@link ProviderContext.listing} started (ms); `undefined` before the first. */
+  listingReadAt: number | undefined;
 }
 
 /** Why `instance` does not prove it was launched for `podUid` (any Pod: `undefined`), or `undefined`. */

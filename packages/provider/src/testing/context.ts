@@ -65,6 +65,7 @@ export function testContext(overrides: Partial<ProviderConfigInput> = {}): TestC
       clientToken: config.ownership.clientToken,
     },
     listing: undefined,
+    listingReadAt: undefined,
   };
   return { ctx, gateway, ledger, clock, logs };
 }
