@@ -72,6 +72,16 @@ function setup(
   return { teardown, ledger, account, removed, events, recorded, present: () => present };
 }
 
+/** The Pod's instance running, and its launch recorded in the ledger. */
+async function launched(s: ReturnType<typeof setup>): Promise<void> {
+  s.account.byPod.set("uid-1", "i-0123456789abcdef0");
+  s.account.states.set("i-0123456789abcdef0", "running");
+  await s.ledger.recordLaunch(
+    { podUid: "uid-1", namespace: "default", name: "web-0" },
+    { instanceId: "i-0123456789abcdef0" },
+  );
+}
+
 async function drive(
   teardown: PodTeardown,
   how: { deleting: boolean; graceSeconds: number },
@@ -89,12 +99,7 @@ describe("PodTeardown", () => {
   it("deleted Pod: stop, terminate, then the Pod is removed (grace 0, UID), with Events", async () => {
     const now = { t: 1_000_000 };
     const s = setup(now);
-    s.account.byPod.set("uid-1", "i-0123456789abcdef0");
-    s.account.states.set("i-0123456789abcdef0", "running");
-    await s.ledger.recordLaunch(
-      { podUid: "uid-1", namespace: "default", name: "web-0" },
-      { instanceId: "i-0123456789abcdef0" },
-    );
+    await launched(s);
     const result = await drive(s.teardown, { deleting: true, graceSeconds: 5 }, now);
     expect(result).toMatchObject({ status: "complete", instanceId: "i-0123456789abcdef0" });
     expect(s.account.calls).toEqual(["stop i-0123456789abcdef0", "terminate i-0123456789abcdef0"]);
@@ -111,12 +116,7 @@ describe("PodTeardown", () => {
     const s = setup(now, new MemoryPodLedger(), account, {
       onTerminateSent: (uid) => sent.push({ uid, calls: [...account.calls] }),
     });
-    s.account.byPod.set("uid-1", "i-0123456789abcdef0");
-    s.account.states.set("i-0123456789abcdef0", "running");
-    await s.ledger.recordLaunch(
-      { podUid: "uid-1", namespace: "default", name: "web-0" },
-      { instanceId: "i-0123456789abcdef0" },
-    );
+    await launched(s);
     await drive(s.teardown, { deleting: true, graceSeconds: 5 }, now);
     // Called after the call, with it in the log.
     expect(sent).toEqual([
@@ -139,12 +139,7 @@ describe("PodTeardown", () => {
   it("the reclaimer is told the Pod's UID on the stop and on the terminate (it acts only on that Pod's instance)", async () => {
     const now = { t: 1_000_000 };
     const s = setup(now);
-    s.account.byPod.set("uid-1", "i-0123456789abcdef0");
-    s.account.states.set("i-0123456789abcdef0", "running");
-    await s.ledger.recordLaunch(
-      { podUid: "uid-1", namespace: "default", name: "web-0" },
-      { instanceId: "i-0123456789abcdef0" },
-    );
+    await launched(s);
     await drive(s.teardown, { deleting: true, graceSeconds: 5 }, now);
     expect(s.account.options).toEqual([
       { call: "stop i-0123456789abcdef0", options: { graceSeconds: 5, podUid: "uid-1" } },
@@ -162,12 +157,7 @@ describe("PodTeardown", () => {
   ])("a grace of %s: a Stop is sent with the bounded grace (%#)", async (_, grace, extra, sent) => {
     const now = { t: 1_000_000 };
     const s = setup(now, new MemoryPodLedger(), new Account(), extra);
-    s.account.byPod.set("uid-1", "i-0123456789abcdef0");
-    s.account.states.set("i-0123456789abcdef0", "running");
-    await s.ledger.recordLaunch(
-      { podUid: "uid-1", namespace: "default", name: "web-0" },
-      { instanceId: "i-0123456789abcdef0" },
-    );
+    await launched(s);
     const first = await s.teardown.reconcile(pod, { deleting: true, graceSeconds: grace });
     expect(first.status).not.toBe("error");
     expect(s.account.options[0]).toEqual({
@@ -209,12 +199,7 @@ describe("PodTeardown", () => {
     const now = { t: 1_000_000 };
     // A headroom over the teardown's limit (a day) makes the parameters invalid.
     const s = setup(now, new MemoryPodLedger(), new Account(), { headroomSeconds: 100_000 });
-    s.account.byPod.set("uid-1", "i-0123456789abcdef0");
-    s.account.states.set("i-0123456789abcdef0", "running");
-    await s.ledger.recordLaunch(
-      { podUid: "uid-1", namespace: "default", name: "web-0" },
-      { instanceId: "i-0123456789abcdef0" },
-    );
+    await launched(s);
     await drive(s.teardown, { deleting: true, graceSeconds: 30 }, now);
     expect(s.account.options[0]).toEqual({
       call: "stop i-0123456789abcdef0",
