@@ -78,7 +78,7 @@ function hostAddress(): string {
   return address;
 }
 
-/** The two apps. */
+/** The apps: the two vnodes (the channel on, polling only) and the operator. */
 type AppName = "nebula-vnode" | "nebula-vnode-polled" | "nebula-operator";
 
 /** A running world. */

@@ -55,8 +55,8 @@ export class Reclaimer {
     const entry = record?.instanceId === undefined ? await this.#ctx.ledger.get(podUid) : undefined;
     const recorded = record?.instanceId ?? entry?.launch.instanceId;
     const proven = await this.#proven(podUid, recorded);
-    const found = proven?.instance;
-    if (proven !== undefined && found !== undefined) {
+    if (proven !== undefined) {
+      const found = proven.instance;
       if (
         record?.mode === "launch" &&
         (record.instanceId ?? found.instanceId) === found.instanceId
