@@ -47,6 +47,27 @@ export const VirtualNodeConfigSchema = z.strictObject({
   labels: z.record(z.string().regex(labelKey), z.string().max(63).regex(labelValue)).default({}),
   /** The taint's effect (`NoSchedule` by default). */
   taintEffect: z.enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]).default("NoSchedule"),
+  /**
+   * Extra Node taints, after the `virtual-kubelet.io/provider` one: a pool of virtual nodes only
+   * the Pods that tolerate them reach. One taint removed from here stays on the Node until
+   * `kubectl taint node <node> <key>-` (the vnode cannot tell it from a taint someone else added).
+   */
+  taints: z
+    .array(
+      z.strictObject({
+        key: z.string().regex(labelKey),
+        value: z.string().max(63).regex(labelValue).optional(),
+        effect: z.enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+      }),
+    )
+    .default([]),
+  /**
+   * Drain: the Node is cordoned (`spec.unschedulable`, so no new Pod is scheduled to it), its
+   * Pods keep running and are torn down as usual when they end or are deleted (never deleted by
+   * the vnode), and its `Drained` condition turns `True` once no Pod and no instance is left. Off
+   * again: the vnode uncordons the Node if it was the one that cordoned it.
+   */
+  drain: z.boolean().default(false),
   /** The Node's `InternalIP` (the address of the virtual node's Pod). */
   internalIP: z.string().min(1).default("127.0.0.1"),
   /** The port of the kubelet API the Node advertises in `daemonEndpoints`. */

@@ -1,8 +1,16 @@
-import { CoordinationV1Api, CoreV1Api } from "@kubernetes/client-node";
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  type KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Node,
+} from "@kubernetes/client-node";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseVirtualNodeConfig } from "./config.js";
 import type { NodeHealth, NodeHealthSource } from "./lifecycle.js";
+import type { DrainProgress } from "./node.js";
 import { NodeController } from "./node-controller.js";
 import { applyManifest, SERVICE_ACCOUNT_GROUPS, VNODE_SERVICE_ACCOUNT } from "./testing/rbac.js";
 
@@ -165,5 +173,126 @@ describe("NodeController against kube-apiserver, as the app's ServiceAccount", (
     await controller.updateStatus(true);
     const node = await core.readNode({ name: config.nodeName });
     expect(node.status?.addresses).toEqual([{ type: "InternalIP", address: "127.0.0.1" }]);
+  });
+});
+
+describe("NodeController with drain (node.drain), as the app's ServiceAccount", () => {
+  const nodeName = "vnode-it-drain";
+  const draining = parseVirtualNodeConfig({ nodeName, leaseRenewIntervalSeconds: 1, drain: true });
+  const health = new Switch();
+  /** What the test says is left, as the app's Pod cache and poll would. */
+  const progress: { pods: number | undefined; instances: number | undefined } = {
+    pods: undefined,
+    instances: undefined,
+  };
+  const drained = (node: V1Node) => node.status?.conditions?.find((c) => c.type === "Drained");
+  let asApp: KubeConfig;
+
+  beforeAll(async () => {
+    await applyManifest(admin, "namespace.yaml");
+    await applyManifest(admin, "rbac.yaml");
+    asApp = controlPlane.clientFor(VNODE_SERVICE_ACCOUNT, SERVICE_ACCOUNT_GROUPS);
+  });
+  afterAll(async () => {
+    await core.deleteNode({ name: nodeName }).catch(() => undefined);
+  });
+
+  /** Runs a controller until `body` is done. */
+  async function running(
+    config: ReturnType<typeof parseVirtualNodeConfig>,
+    body: (controller: NodeController) => Promise<void>,
+  ): Promise<void> {
+    const stop = new AbortController();
+    const controller = new NodeController({
+      kubeConfig: asApp,
+      config,
+      health,
+      drainProgress: (): DrainProgress => ({ ...progress }),
+    });
+    const run = controller.run(stop.signal);
+    try {
+      await body(controller);
+    } finally {
+      stop.abort();
+      await run;
+    }
+  }
+
+  it("registers cordoned, says nothing is known until observed, follows what is left, undoes an uncordon, turns Drained at zero; off again, uncordons and drops the condition", async () => {
+    // An uncordoned Node from before the drain, with someone else's condition.
+    await running(parseVirtualNodeConfig({ nodeName, leaseRenewIntervalSeconds: 1 }), async () => {
+      await until("registered", () => core.readNode({ name: nodeName }));
+    });
+    await running(draining, async (controller) => {
+      const unknown = await until("cordoned, not known yet", async () => {
+        const node = await core.readNode({ name: nodeName });
+        return node.spec?.unschedulable === true &&
+          drained(node)?.message?.includes("not known yet")
+          ? node
+          : undefined;
+      });
+      expect(drained(unknown)).toMatchObject({ status: "False", reason: "Draining" });
+      expect(unknown.metadata?.annotations?.["nebula.dev/drain-cordoned"]).toBe("true");
+      Object.assign(progress, { pods: 2, instances: 2 });
+      await until("2 Pods and 2 instances left", async () => {
+        const node = await core.readNode({ name: nodeName });
+        return drained(node)?.message?.includes("2 Pods bound and 2 instances") ? node : undefined;
+      });
+      // Someone uncordons it: the cordon is back within a tick.
+      await core.patchNode(
+        { name: nodeName, body: { spec: { unschedulable: false } } },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
+      await until("cordoned again", async () =>
+        (await core.readNode({ name: nodeName })).spec?.unschedulable === true ? true : undefined,
+      );
+      // The Pods finished but an instance is not terminated yet: not drained.
+      Object.assign(progress, { pods: 0, instances: 1 });
+      await until("0 Pods and 1 instance left", async () => {
+        const node = await core.readNode({ name: nodeName });
+        return drained(node)?.message?.includes("0 Pods bound and 1 instance") ? node : undefined;
+      });
+      expect(controller.drained()).toBe(false);
+      Object.assign(progress, { pods: 0, instances: 0 });
+      const done = await until("Drained", async () => {
+        const node = await core.readNode({ name: nodeName });
+        return drained(node)?.status === "True" ? node : undefined;
+      });
+      expect(drained(done)?.reason).toBe("Drained");
+      expect(controller.drained()).toBe(true);
+      // Nothing changes: nothing is written, though the drain is checked every tick.
+      const writes = controller.stats().statusWrites;
+      await new Promise((r) => setTimeout(r, 3_000));
+      expect(controller.stats().statusWrites).toBe(writes);
+    });
+    await running(parseVirtualNodeConfig({ nodeName, leaseRenewIntervalSeconds: 1 }), async () => {
+      const back = await until("uncordoned, no Drained condition", async () => {
+        const node = await core.readNode({ name: nodeName });
+        return node.spec?.unschedulable !== true && drained(node) === undefined ? node : undefined;
+      });
+      expect(back.metadata?.annotations?.["nebula.dev/drain-cordoned"]).toBeUndefined();
+      expect(back.status?.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
+    });
+  });
+
+  it("leaves a Node cordoned by hand cordoned when the drain goes off", async () => {
+    await core.patchNode(
+      { name: nodeName, body: { spec: { unschedulable: true } } },
+      setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+    );
+    await running(draining, async () => {
+      await until("Draining", async () =>
+        drained(await core.readNode({ name: nodeName })) ? true : undefined,
+      );
+    });
+    await running(parseVirtualNodeConfig({ nodeName, leaseRenewIntervalSeconds: 1 }), async () => {
+      await until("the condition gone", async () =>
+        drained(await core.readNode({ name: nodeName })) === undefined ? true : undefined,
+      );
+      // Not ours to undo: no mark was set, since the Node was cordoned already.
+      const node = await core.readNode({ name: nodeName });
+      expect(node.spec?.unschedulable).toBe(true);
+      expect(node.metadata?.annotations?.["nebula.dev/drain-cordoned"]).toBeUndefined();
+    });
   });
 });

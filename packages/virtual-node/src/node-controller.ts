@@ -21,7 +21,13 @@ import type { NodeHealth, NodeHealthSource } from "./lifecycle.js";
 import {
   buildLease,
   buildNode,
+  DRAIN_CORDON_ANNOTATION,
+  DRAINED_CONDITION,
+  type DrainProgress,
+  drainCondition,
+  isDrained,
   NODE_LEASE_NAMESPACE,
+  nodeSpecPatch,
   nodeStatus,
   nodeStatusChanged,
 } from "./node.js";
@@ -34,6 +40,12 @@ export interface NodeControllerOptions {
   readonly config: VirtualNodeConfig;
   /** The provider's health, for the Node's conditions. */
   readonly health: NodeHealthSource;
+  /**
+   * With `config.drain`: what is left on the node (Pods bound, instances not terminated), for
+   * the `Drained` condition. Without it nothing is ever observed, so the drain is never reported
+   * done.
+   */
+  readonly drainProgress?: () => DrainProgress;
   /** The clock in epoch ms (default `Date.now`). */
   readonly now?: () => number;
   /** One-line diagnostics. */
@@ -56,11 +68,16 @@ function statusCode(error: unknown): number | undefined {
 }
 
 /**
- * Registers the Node (creating it, or bringing its labels and taint up to date), writes its status
+ * Registers the Node (creating it, or bringing its labels and taints up to date), writes its status
  * when the provider's health changes and at least every `statusUpdateIntervalSeconds`, and renews
  * its Lease every `leaseRenewIntervalSeconds` (duration `leaseDurationSeconds`). Needs `get`,
  * `create`, `patch` on `nodes`, `patch` on `nodes/status`, and `get`, `create`, `update` on
  * `leases` in `kube-node-lease`.
+ *
+ * With `config.drain` it cordons the Node (`spec.unschedulable`, again on the next tick if someone
+ * uncordons it), keeps a `Drained` condition from `drainProgress` (checked every tick) and logs
+ * once when nothing is left; it never deletes a Pod. With the drain off again it uncordons a
+ * Node it cordoned and removes the condition.
  *
  * @example
  * ```ts
@@ -78,6 +95,7 @@ export class NodeController {
   #lastStatusAt = 0;
   #healthChanged = true;
   #wake: (() => void) | undefined;
+  #drained = false;
   #stats = { statusWrites: 0, leaseRenewals: 0, leaseFailures: 0 };
 
   constructor(options: NodeControllerOptions) {
@@ -117,8 +135,21 @@ export class NodeController {
             await this.renewLease();
             nextLeaseAt = now + config.leaseRenewIntervalSeconds * 1000;
           }
+          // A drain (or the end of one) is checked on every tick: the cordon is put back if
+          // someone uncordoned the Node, and the Drained condition follows what is left.
+          // While draining the Node is read afresh (one GET a tick), so that an uncordon by
+          // someone else is seen at once, not at the next status write.
+          if (config.drain && this.#node !== undefined)
+            this.#node = await this.#core.readNode({ name: config.nodeName });
+          const draining = config.drain || this.#marked();
+          if (draining) await this.reconcileSpec();
           const due = now - this.#lastStatusAt >= config.statusUpdateIntervalSeconds * 1000;
           if (due || this.#healthChanged) await this.updateStatus(due);
+          else if (draining || this.#hasDrainedCondition()) {
+            // Only a change of the Drained condition is written between the periodic updates.
+            if (this.#drainConditionChanged()) await this.updateStatus(true);
+          }
+          this.#reportDrained();
         } catch (error) {
           this.#log("warn", `node ${config.nodeName}: ${(error as Error).message}`);
         }
@@ -140,7 +171,13 @@ export class NodeController {
   /** Creates the Node, or brings the labels and taint of an existing one up to date. */
   async registerNode(): Promise<V1Node> {
     const { config, health } = this.#options;
-    const desired = buildNode(config, health.health(), new Date(this.#now()));
+    const desired = buildNode(
+      config,
+      health.health(),
+      new Date(this.#now()),
+      undefined,
+      this.#progress(),
+    );
     let node: V1Node;
     try {
       node = await this.#core.readNode({ name: config.nodeName });
@@ -159,28 +196,97 @@ export class NodeController {
         node = await this.#core.readNode({ name: config.nodeName });
       }
     }
-    const labels = desired.metadata?.labels ?? {};
-    const stale =
-      Object.entries(labels).some(([k, v]) => node.metadata?.labels?.[k] !== v) ||
-      JSON.stringify(node.spec?.taints ?? []) !== JSON.stringify(desired.spec?.taints);
-    if (stale) {
-      const others = (node.spec?.taints ?? []).filter(
-        (t) => !desired.spec?.taints?.some((d) => d.key === t.key && d.effect === t.effect),
-      );
-      node = await this.#core.patchNode(
-        {
-          name: config.nodeName,
-          body: {
-            metadata: { labels },
-            spec: { taints: [...(desired.spec?.taints ?? []), ...others] },
-          },
-        },
-        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
-      );
-    }
     this.#node = node;
     this.#healthChanged = true;
-    return node;
+    try {
+      await this.reconcileSpec();
+    } catch (error) {
+      // Not registered until its labels, taints and cordon are right: tried again next tick.
+      this.#node = undefined;
+      throw error;
+    }
+    return this.#node ?? node;
+  }
+
+  /**
+   * Brings the registered Node's labels, taints and drain cordon up to date ({@link nodeSpecPatch})
+   * with one merge patch; returns whether it wrote. A cordon or uncordon is logged.
+   */
+  async reconcileSpec(): Promise<boolean> {
+    const { config, health } = this.#options;
+    const stored = this.#node;
+    if (stored === undefined) return false;
+    const desired = buildNode(config, health.health(), new Date(this.#now()));
+    const patch = nodeSpecPatch(desired, stored, config.drain);
+    if (patch === undefined) return false;
+    try {
+      this.#node = await this.#core.patchNode(
+        { name: config.nodeName, body: patch },
+        setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+      );
+    } catch (error) {
+      if (statusCode(error) === 404) {
+        this.#node = undefined;
+        this.#lease = undefined;
+      }
+      throw this.#failure("PATCH node", error);
+    }
+    if (patch.spec?.unschedulable === true)
+      this.#log("info", `node ${config.nodeName}: drain is on, cordoned (no new Pod is scheduled)`);
+    if (patch.spec?.unschedulable === false)
+      this.#log("info", `node ${config.nodeName}: drain is off, uncordoned`);
+    return true;
+  }
+
+  /** True when the stored Node carries the drain's cordon mark. */
+  #marked(): boolean {
+    return this.#node?.metadata?.annotations?.[DRAIN_CORDON_ANNOTATION] !== undefined;
+  }
+
+  /** True when the stored Node still has a Drained condition although the drain is off. */
+  #hasDrainedCondition(): boolean {
+    return (
+      !this.#options.config.drain &&
+      (this.#node?.status?.conditions ?? []).some((c) => c.type === DRAINED_CONDITION)
+    );
+  }
+
+  /** True when the stored Drained condition is not what the drain says now (or is left over). */
+  #drainConditionChanged(): boolean {
+    const stored = this.#node?.status?.conditions?.find((c) => c.type === DRAINED_CONDITION);
+    if (!this.#options.config.drain) return stored !== undefined;
+    const want = drainCondition(
+      this.#progress() ?? { pods: undefined, instances: undefined },
+      new Date(this.#now()),
+      undefined,
+    );
+    return (
+      stored?.status !== want.status ||
+      stored.reason !== want.reason ||
+      stored.message !== want.message
+    );
+  }
+
+  #progress(): DrainProgress | undefined {
+    return this.#options.config.drain ? this.#options.drainProgress?.() : undefined;
+  }
+
+  /** Logs once when the drain is done (and again if it was undone and done again). */
+  #reportDrained(): void {
+    if (!this.#options.config.drain) return;
+    const progress = this.#progress();
+    const drained = progress !== undefined && isDrained(progress);
+    if (drained && !this.#drained)
+      this.#log(
+        "info",
+        `node ${this.#options.config.nodeName} drained: no Pod is bound and no instance is left; it can be removed`,
+      );
+    this.#drained = drained;
+  }
+
+  /** True once a drain is done (see {@link isDrained}); false while not draining. */
+  drained(): boolean {
+    return this.#drained;
   }
 
   /**
@@ -197,8 +303,13 @@ export class NodeController {
       health.health(),
       new Date(this.#now()),
       node.status?.conditions,
+      this.#progress(),
     );
-    if (!force && !nodeStatusChanged(node.status, desired)) return false;
+    // A drain turned off takes its condition with it (a strategic merge keeps conditions the
+    // patch does not name, so it is deleted by name).
+    const stale =
+      !config.drain && node.status?.conditions?.some((c) => c.type === DRAINED_CONDITION) === true;
+    if (!force && !stale && !nodeStatusChanged(node.status, desired)) return false;
     try {
       this.#node = await this.#core.patchNodeStatus(
         {
@@ -208,6 +319,10 @@ export class NodeController {
           body: {
             status: {
               ...desired,
+              conditions: [
+                ...(desired.conditions ?? []),
+                ...(stale ? [{ type: DRAINED_CONDITION, $patch: "delete" }] : []),
+              ],
               addresses: [{ $patch: "replace" }, ...(desired.addresses ?? [])],
             },
           },

@@ -3,7 +3,17 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { parseVirtualNodeConfig, VirtualNodeConfigSchema } from "./config.js";
 import { VirtualNodeError } from "./errors.js";
-import { buildLease, buildNode, nodeConditions, nodeStatus, nodeStatusChanged } from "./node.js";
+import {
+  buildLease,
+  buildNode,
+  DRAIN_CORDON_ANNOTATION,
+  drainCondition,
+  isDrained,
+  nodeConditions,
+  nodeSpecPatch,
+  nodeStatus,
+  nodeStatusChanged,
+} from "./node.js";
 
 const config = parseVirtualNodeConfig({
   nodeName: "nebula-1",
@@ -161,5 +171,141 @@ describe("parseVirtualNodeConfig", () => {
         },
       ),
     );
+  });
+});
+
+describe("drain", () => {
+  const draining = parseVirtualNodeConfig({ nodeName: "nebula-2", drain: true });
+  const plain = parseVirtualNodeConfig({ nodeName: "nebula-2" });
+
+  it("is off by default; with it the Node registers cordoned and marked as cordoned by the drain", () => {
+    expect(plain.drain).toBe(false);
+    expect(buildNode(plain, healthy, t0).spec?.unschedulable).toBeUndefined();
+    const node = buildNode(draining, healthy, t0, undefined, { pods: 3, instances: 3 });
+    expect(node.spec?.unschedulable).toBe(true);
+    expect(node.metadata?.annotations).toEqual({ [DRAIN_CORDON_ANNOTATION]: "true" });
+    expect(node.status?.conditions?.at(-1)).toMatchObject({
+      type: "Drained",
+      status: "False",
+      reason: "Draining",
+    });
+    expect(buildNode(plain, healthy, t0).status?.conditions?.map((c) => c.type)).not.toContain(
+      "Drained",
+    );
+  });
+
+  it("is done only when no Pod and no instance is left, both observed", () => {
+    expect(isDrained({ pods: 0, instances: 0 })).toBe(true);
+    expect(isDrained({ pods: 0, instances: 1 })).toBe(false);
+    expect(isDrained({ pods: 1, instances: 0 })).toBe(false);
+    expect(isDrained({ pods: undefined, instances: 0 })).toBe(false);
+    expect(isDrained({ pods: 0, instances: undefined })).toBe(false);
+  });
+
+  it("Drained says what is left, turns True at zero, and keeps its transition time while unchanged", () => {
+    const left = drainCondition({ pods: 2, instances: 1 }, t0, undefined);
+    expect(left).toMatchObject({ status: "False", reason: "Draining" });
+    expect(left.message).toContain("2 Pods bound and 1 instance not terminated");
+    expect(drainCondition({ pods: undefined, instances: 0 }, t0, undefined).message).toContain(
+      "not known yet",
+    );
+    const later = new Date(t0.getTime() + 30_000);
+    expect(drainCondition({ pods: 1, instances: 1 }, later, [left]).lastTransitionTime).toEqual(
+      new Date("2026-11-30T15:00:00.000Z"),
+    );
+    const done = drainCondition({ pods: 0, instances: 0 }, later, [left]);
+    expect(done).toMatchObject({ status: "True", reason: "Drained" });
+    expect(done.lastTransitionTime).toEqual(new Date("2026-11-30T15:00:30.000Z"));
+    // A count that changes is a status change (written); the same counts are not.
+    const status = (p: { pods: number; instances: number }) =>
+      nodeStatus(draining, healthy, t0, undefined, p);
+    expect(
+      nodeStatusChanged(status({ pods: 2, instances: 2 }), status({ pods: 1, instances: 2 })),
+    ).toBe(true);
+    expect(
+      nodeStatusChanged(status({ pods: 2, instances: 2 }), status({ pods: 2, instances: 2 })),
+    ).toBe(false);
+  });
+
+  const stored = (
+    config: typeof plain,
+    spec: { unschedulable?: boolean; marked?: boolean; extraTaints?: object[] } = {},
+  ) => {
+    const node = buildNode(config, healthy, t0);
+    return {
+      ...node,
+      metadata: {
+        ...node.metadata,
+        annotations: spec.marked ? { [DRAIN_CORDON_ANNOTATION]: "true" } : {},
+      },
+      spec: {
+        taints: [...(node.spec?.taints ?? []), ...((spec.extraTaints ?? []) as [])],
+        ...(spec.unschedulable === undefined ? {} : { unschedulable: spec.unschedulable }),
+      },
+    };
+  };
+
+  it("cordons an uncordoned Node and marks it; leaves a cordoned one alone", () => {
+    const desired = buildNode(draining, healthy, t0);
+    expect(nodeSpecPatch(desired, stored(plain), true)).toEqual({
+      metadata: {
+        labels: desired.metadata?.labels,
+        annotations: { [DRAIN_CORDON_ANNOTATION]: "true" },
+      },
+      spec: { unschedulable: true },
+    });
+    // Cordoned by hand (no mark) or by the drain: nothing to do.
+    expect(nodeSpecPatch(desired, stored(plain, { unschedulable: true }), true)).toBeUndefined();
+    expect(
+      nodeSpecPatch(desired, stored(plain, { unschedulable: true, marked: true }), true),
+    ).toBeUndefined();
+  });
+
+  it("with the drain off, uncordons only a Node the drain cordoned", () => {
+    const desired = buildNode(plain, healthy, t0);
+    expect(
+      nodeSpecPatch(desired, stored(plain, { unschedulable: true, marked: true }), false),
+    ).toEqual({
+      metadata: {
+        labels: desired.metadata?.labels,
+        annotations: { [DRAIN_CORDON_ANNOTATION]: null },
+      },
+      spec: { unschedulable: false },
+    });
+    expect(nodeSpecPatch(desired, stored(plain, { unschedulable: true }), false)).toBeUndefined();
+    expect(nodeSpecPatch(desired, stored(plain), false)).toBeUndefined();
+  });
+
+  it("keeps others' taints (the controller manager's unschedulable one) and adds the configured ones", () => {
+    const pool = parseVirtualNodeConfig({
+      nodeName: "gpu-1",
+      labels: { "nebula.dev/pool": "gpu" },
+      taints: [{ key: "nebula.dev/pool", value: "gpu", effect: "NoSchedule" }],
+    });
+    const desired = buildNode(pool, healthy, t0);
+    expect(desired.spec?.taints).toEqual([
+      { key: "virtual-kubelet.io/provider", value: "nebula", effect: "NoSchedule" },
+      { key: "nebula.dev/pool", value: "gpu", effect: "NoSchedule" },
+    ]);
+    const kcm = { key: "node.kubernetes.io/unschedulable", effect: "NoSchedule" };
+    // Registered before the pool's taint was configured, then cordoned.
+    const before = stored(plain, { unschedulable: true, extraTaints: [kcm] });
+    expect(nodeSpecPatch(desired, before, false)?.spec).toEqual({
+      taints: [...(desired.spec?.taints ?? []), kcm],
+    });
+    // Up to date, with someone else's taint: nothing to write (the order does not matter).
+    const current = { ...before, spec: { taints: [kcm, ...(desired.spec?.taints ?? [])] } };
+    expect(
+      nodeSpecPatch(desired, { ...current, metadata: desired.metadata ?? {} }, false),
+    ).toBeUndefined();
+  });
+
+  it("rejects a bad taint in the configuration", () => {
+    expect(() =>
+      parseVirtualNodeConfig({ nodeName: "n", taints: [{ key: "bad key", effect: "NoSchedule" }] }),
+    ).toThrow(VirtualNodeError);
+    expect(() =>
+      parseVirtualNodeConfig({ nodeName: "n", taints: [{ key: "k", effect: "Sometimes" }] }),
+    ).toThrow(/taints/);
   });
 });

@@ -9,9 +9,31 @@ import {
   V1MicroTime,
   type V1Node,
   type V1NodeCondition,
+  type V1Taint,
 } from "@kubernetes/client-node";
 import { PROVIDER_LABEL, VIRTUAL_KUBELET_TAINT_KEY, type VirtualNodeConfig } from "./config.js";
 import type { NodeHealth } from "./lifecycle.js";
+
+/**
+ * The annotation the vnode puts on its Node when it cordoned it for a drain: only a Node it
+ * cordoned is uncordoned when the drain is turned off (a `kubectl cordon` of its own stays).
+ */
+export const DRAIN_CORDON_ANNOTATION = "nebula.dev/drain-cordoned";
+
+/** The Node condition a draining vnode keeps: `True` once no Pod and no instance is left. */
+export const DRAINED_CONDITION = "Drained";
+
+/**
+ * What a draining virtual node still has: the Pods bound to its Node and its instances that are
+ * not terminated. `undefined` means not observed yet (the Pod cache not synced, no poll yet): no
+ * drain is reported done from no observation.
+ */
+export interface DrainProgress {
+  /** Pods bound to the Node (terminating ones included: their instances are not reclaimed yet). */
+  readonly pods: number | undefined;
+  /** This node's instances in any state but `terminated`. */
+  readonly instances: number | undefined;
+}
 
 /** The namespace of Node heartbeat Leases. */
 export const NODE_LEASE_NAMESPACE = "kube-node-lease";
@@ -115,31 +137,52 @@ export function buildNode(
   health: NodeHealth,
   now: Date,
   previousConditions?: readonly V1NodeCondition[],
+  drain?: DrainProgress,
 ): V1Node {
   return {
     apiVersion: "v1",
     kind: "Node",
-    metadata: { name: config.nodeName, labels: nodeLabels(config) },
+    metadata: {
+      name: config.nodeName,
+      labels: nodeLabels(config),
+      ...(config.drain ? { annotations: { [DRAIN_CORDON_ANNOTATION]: "true" } } : {}),
+    },
     spec: {
       taints: [
         { key: VIRTUAL_KUBELET_TAINT_KEY, value: config.provider, effect: config.taintEffect },
+        ...config.taints.map((t) => ({
+          key: t.key,
+          ...(t.value === undefined ? {} : { value: t.value }),
+          effect: t.effect,
+        })),
       ],
+      ...(config.drain ? { unschedulable: true } : {}),
     },
-    status: nodeStatus(config, health, now, previousConditions),
+    status: nodeStatus(config, health, now, previousConditions, drain),
   };
 }
 
-/** The Node's `status` (see {@link buildNode}). */
+/**
+ * The Node's `status` (see {@link buildNode}). With `config.drain`, the conditions end with
+ * {@link drainCondition} from `drain` (not observed yet when absent).
+ */
 export function nodeStatus(
   config: VirtualNodeConfig,
   health: NodeHealth,
   now: Date,
   previousConditions?: readonly V1NodeCondition[],
+  drain?: DrainProgress,
 ): NonNullable<V1Node["status"]> {
+  const conditions = nodeConditions(health, now, previousConditions);
+  if (config.drain) {
+    conditions.push(
+      drainCondition(drain ?? { pods: undefined, instances: undefined }, now, previousConditions),
+    );
+  }
   return {
     capacity: { ...config.capacity },
     allocatable: { ...(config.allocatable ?? config.capacity) },
-    conditions: nodeConditions(health, now, previousConditions),
+    conditions,
     // InternalIP only, as virtual-kubelet advertises: kube-apiserver's default
     // --kubelet-preferred-address-types tries Hostname first, and the Node's name resolves to
     // nothing, so `kubectl logs` would fail in a cluster with default flags.
@@ -157,6 +200,116 @@ export function nodeStatus(
       osImage: "",
       systemUUID: "",
     },
+  };
+}
+
+/** True when the drain is done: no Pod and no instance left, both observed. */
+export function isDrained(progress: DrainProgress): boolean {
+  return progress.pods === 0 && progress.instances === 0;
+}
+
+const plural = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+
+/**
+ * The `Drained` Node condition of a draining vnode: `True` (reason `Drained`) once
+ * {@link isDrained}, else `False` (reason `Draining`) with what is left. `lastTransitionTime`
+ * is kept from `previous` while the status is unchanged; `lastHeartbeatTime` is `now`.
+ *
+ * @example
+ * ```ts
+ * drainCondition({ pods: 2, instances: 2 }, new Date(), node.status?.conditions);
+ * // { type: "Drained", status: "False", reason: "Draining", message: "2 Pods bound and 2 instances not terminated; ..." }
+ * ```
+ */
+export function drainCondition(
+  progress: DrainProgress,
+  now: Date,
+  previous: readonly V1NodeCondition[] | undefined,
+): V1NodeCondition {
+  const at = toSeconds(now);
+  const done = isDrained(progress);
+  const status = done ? "True" : "False";
+  const left =
+    progress.pods === undefined || progress.instances === undefined
+      ? "the Pods and instances left are not known yet"
+      : `${plural(progress.pods, "Pod", "Pods")} bound and ${plural(progress.instances, "instance", "instances")} not terminated`;
+  const message = done
+    ? "drain is on and no Pod or instance is left: this virtual node can be removed"
+    : `drain is on: ${left}; no new Pod is scheduled here, the bound ones run until they end or are deleted`;
+  const before = previous?.find((c) => c.type === DRAINED_CONDITION);
+  const since =
+    before !== undefined && before.status === status && before.lastTransitionTime
+      ? toSeconds(new Date(before.lastTransitionTime))
+      : at;
+  return {
+    type: DRAINED_CONDITION,
+    status,
+    reason: done ? "Drained" : "Draining",
+    message,
+    lastHeartbeatTime: at,
+    lastTransitionTime: since,
+  };
+}
+
+/** A merge patch of a Node's labels, annotations, taints and `unschedulable`. */
+export interface NodeSpecPatch {
+  /** Labels and annotations; an annotation set to `null` is removed. */
+  readonly metadata?: {
+    readonly labels?: Record<string, string>;
+    readonly annotations?: Record<string, string | null>;
+  };
+  /** The whole taint list, and the cordon. */
+  readonly spec?: { readonly taints?: V1Taint[]; readonly unschedulable?: boolean };
+}
+
+/**
+ * What to merge-patch on the stored Node so that it carries `desired`'s labels and taints (taints
+ * of others are kept, after ours; one of ours with another value is replaced) and the drain's
+ * cordon: with `drain`, an uncordoned Node is cordoned and marked with
+ * {@link DRAIN_CORDON_ANNOTATION}; without it, a Node so marked is uncordoned and unmarked (a
+ * cordon without the mark is someone else's and stays). `undefined` when nothing is to change.
+ *
+ * @example
+ * ```ts
+ * const patch = nodeSpecPatch(buildNode(config, health, now), stored, config.drain);
+ * if (patch) await core.patchNode({ name, body: patch }, mergePatch);
+ * ```
+ */
+export function nodeSpecPatch(
+  desired: V1Node,
+  stored: V1Node,
+  drain: boolean,
+): NodeSpecPatch | undefined {
+  const labels = desired.metadata?.labels ?? {};
+  const want = desired.spec?.taints ?? [];
+  const have = stored.spec?.taints ?? [];
+  const labelsStale = Object.entries(labels).some(([k, v]) => stored.metadata?.labels?.[k] !== v);
+  const taintsStale = want.some(
+    (w) =>
+      !have.some(
+        (h) => h.key === w.key && h.effect === w.effect && (h.value ?? "") === (w.value ?? ""),
+      ),
+  );
+  const marked = stored.metadata?.annotations?.[DRAIN_CORDON_ANNOTATION] !== undefined;
+  const cordon = drain && stored.spec?.unschedulable !== true;
+  const uncordon = !drain && marked;
+  if (!labelsStale && !taintsStale && !cordon && !uncordon) return undefined;
+  const others = have.filter((t) => !want.some((w) => w.key === t.key && w.effect === t.effect));
+  const annotations = cordon
+    ? { [DRAIN_CORDON_ANNOTATION]: "true" }
+    : uncordon
+      ? { [DRAIN_CORDON_ANNOTATION]: null }
+      : undefined;
+  return {
+    metadata: { labels, ...(annotations === undefined ? {} : { annotations }) },
+    ...(taintsStale || cordon || uncordon
+      ? {
+          spec: {
+            ...(taintsStale ? { taints: [...want, ...others] } : {}),
+            ...(cordon ? { unschedulable: true } : uncordon ? { unschedulable: false } : {}),
+          },
+        }
+      : {}),
   };
 }
 
