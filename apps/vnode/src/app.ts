@@ -77,7 +77,26 @@ export function createVnode(options: VnodeOptions): Vnode {
   });
   // The app checks, at compile time, that the provider satisfies the interfaces the package owns.
   provider satisfies PodLifecycle & InstanceReclaimer & NodeHealthSource & Runnable;
-  const metrics = vnodeMetrics(manager.registry, informer, provider);
+  // What a drain (node.drain) waits for: no Pod bound and no instance of this node left, each
+  // only once observed (the Pod cache synced, a poll done).
+  let polled = false;
+  provider.onPoll((result) => {
+    if (result.ok) polled = true;
+  });
+  const drainProgress = () => ({
+    pods: informer.hasSynced() ? informer.list().length : undefined,
+    instances: polled
+      ? Object.entries(provider.instanceCounts())
+          .filter(([state]) => state !== "terminated")
+          .reduce((sum, [, count]) => sum + count, 0)
+      : undefined,
+  });
+  const metrics = vnodeMetrics(
+    manager.registry,
+    informer,
+    provider,
+    config.node.drain ? drainProgress : undefined,
+  );
 
   const api = new KubernetesPodApi(kubeConfig);
   const events = new EventRecorder(kubeConfig, {
@@ -129,7 +148,13 @@ export function createVnode(options: VnodeOptions): Vnode {
     metrics: metrics.pods,
     log,
   });
-  const nodes = new NodeController({ kubeConfig, config: config.node, health: provider, log });
+  const nodes = new NodeController({
+    kubeConfig,
+    config: config.node,
+    health: provider,
+    drainProgress,
+    log,
+  });
   if (config.kubeletApi.enabled) {
     // The listener: every replica serves it (reading logs and usage changes nothing).
     const serve = kubeletApiServer({

@@ -4,6 +4,12 @@ import type { DoorbellBatch, Ec2PodProvider } from "@nebula/provider";
 import { virtualNodeMetrics } from "@nebula/virtual-node";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
+/** What a drain waits for (`NodeController`'s `drainProgress`); `undefined`: not observed yet. */
+interface DrainLeft {
+  readonly pods: number | undefined;
+  readonly instances: number | undefined;
+}
+
 type Observed = Pick<
   Ec2PodProvider,
   "gateway" | "instanceCounts" | "onLeakCollected" | "onPoll" | "onDoorbells"
@@ -13,17 +19,35 @@ type Observed = Pick<
  * Registers the virtual node's metrics on `registry` and binds them: the virtual node's own
  * (`@nebula/virtual-node`'s), the provider's EC2 calls (counted by its gateway), polls and
  * collected leaks, the event channel's messages (`provider.events`), and instances by state (read
- * at scrape time). Returns what the Pod controller
- * and the kubelet API report into.
+ * at scrape time), and while `node.drain` is on (`drain` given) what the drain waits for. Returns
+ * what the Pod controller and the kubelet API report into.
  */
 export function vnodeMetrics(
   registry: Registry,
   pods: { list(): readonly V1Pod[] },
   provider: Observed,
+  drain?: () => DrainLeft,
 ): ReturnType<typeof virtualNodeMetrics> {
   const registers = [registry];
   const name = (suffix: string) => `nebula_vnode_${suffix}`;
   const reported = virtualNodeMetrics(registry, pods);
+  if (drain !== undefined) {
+    // Only while draining; NaN until observed, so that an unknown count never reads as 0.
+    const left = (what: keyof DrainLeft, help: string) =>
+      new Gauge({
+        name: name(`drain_${what}_left`),
+        help,
+        registers,
+        collect() {
+          this.set(drain()[what] ?? Number.NaN);
+        },
+      });
+    left("pods", "While draining: Pods still bound to this node (NaN until the Pod cache synced)");
+    left(
+      "instances",
+      "While draining: this node's instances not terminated (NaN until the first poll)",
+    );
+  }
   const ec2Calls = new Counter({
     name: name("ec2_calls_total"),
     help: "EC2 API calls by action and outcome",
