@@ -5,28 +5,44 @@
 // provider does), lets a provider adopt the N Pods, and measures poll
 // cycles: API calls by operation (counted in the SDK middleware stack), CPU time of this process
 // (process.cpuUsage: SDK, XML parsing, state mapping, status computation) and wall time (which
-// includes moto's own work in its process).
+// includes moto's own work in its process). Beside each poll, in the same round, it times the
+// floor: the same DescribeInstances pages through the same SDK and nothing else (the request and
+// the response's XML parsed into objects), so "CPU per instance" reads against what any reader of
+// the same response pays. The ratio is the median of the rounds' ratios.
+//
+// NEBULA_BENCH_PROFILE=<dir> writes a V8 CPU profile of each size's measured rounds there.
 //
 // With NEBULA_BENCH_OUT=<file> set (the root `npm run bench` sets it) each figure is also appended
 // to that file as a JSON line {package, figure, value, unit, baseline, baselineLabel, ratio, goal}.
-import { appendFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
+import { join } from "node:path";
 import {
   CreateSecurityGroupCommand,
   CreateSubnetCommand,
   CreateVpcCommand,
+  DescribeInstancesCommand,
   RunInstancesCommand,
 } from "@aws-sdk/client-ec2";
 import { Ec2PodProvider } from "@nebula/provider";
 import { MOTO_CREDENTIALS, startMoto } from "@nebula/test-peers";
 
 const SIZES = (process.env.NEBULA_BENCH_SIZES ?? "10,100,1000,5000").split(",").map(Number);
-const CYCLES = Number(process.env.NEBULA_BENCH_CYCLES ?? 3);
+const CYCLES = Number(process.env.NEBULA_BENCH_CYCLES ?? 5);
 
 /** Appends one figure to NEBULA_BENCH_OUT as a JSON line, when it is set. */
-function record(figure, value, unit, baseline = null, baselineLabel = null, goal = null) {
+function record(
+  figure,
+  value,
+  unit,
+  baseline = null,
+  baselineLabel = null,
+  goal = null,
+  measuredRatio = undefined,
+) {
   const out = process.env.NEBULA_BENCH_OUT;
   if (!out) return;
-  const ratio = baseline ? Math.round((value / baseline) * 100) / 100 : null;
+  const ratio = measuredRatio ?? (baseline ? Math.round((value / baseline) * 100) / 100 : null);
   const row = {
     package: "@nebula/provider",
     figure,
@@ -85,6 +101,67 @@ async function inParallel(items, limit, task) {
       while (next < items.length) await task(items[next++]);
     }),
   );
+}
+
+/**
+ * With NEBULA_BENCH_PROFILE=<dir>, a V8 CPU profile of the measured cycles only (not the launch),
+ * written to <dir>/<name>.cpuprofile (open it in Chrome's DevTools or speedscope).
+ */
+async function startProfile() {
+  const dir = process.env.NEBULA_BENCH_PROFILE;
+  if (!dir) return undefined;
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  return {
+    async save(name) {
+      const { profile } = await session.post("Profiler.stop");
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, `${name}.cpuprofile`), JSON.stringify(profile));
+      session.disconnect();
+      progress(`CPU profile of the cycles: ${join(dir, `${name}.cpuprofile`)}`);
+    },
+  };
+}
+
+/** The median of a list of numbers. */
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/**
+ * The floor of a poll: the same tag-filtered, paginated DescribeInstances sequence through the
+ * same SDK (the request, the response's XML parsed into objects), and nothing else. Returns the
+ * CPU time it took (µs); fails when it does not see `size` instances.
+ */
+async function floorRead(client, nodeName, size) {
+  const cpu = process.cpuUsage();
+  let seen = 0;
+  let NextToken;
+  do {
+    const page = await client.send(
+      new DescribeInstancesCommand({
+        Filters: [
+          { Name: "tag:nebula:cluster", Values: ["bench"] },
+          { Name: "tag:nebula:node", Values: [nodeName] },
+          {
+            Name: "instance-state-name",
+            Values: ["pending", "running", "stopping", "stopped", "shutting-down"],
+          },
+        ],
+        MaxResults: 1000,
+        NextToken,
+      }),
+    );
+    for (const reservation of page.Reservations ?? []) seen += reservation.Instances?.length ?? 0;
+    NextToken = page.NextToken || undefined;
+  } while (NextToken);
+  const used = process.cpuUsage(cpu);
+  if (seen !== size) throw new Error(`the floor read saw ${seen} of ${size}`);
+  return used.user + used.system;
 }
 
 /** CPU this process burns while only waiting (GC and runtime threads), in ms per second of wall time. */
@@ -157,6 +234,7 @@ try {
       livePodUids: () => [],
     });
     const calls = countCalls(provider.client);
+    const floorClient = moto.ec2();
     await provider.pollOnce();
     for (let i = 0; i < size; i++) await provider.createPod(pod(`p-${i}`, uid(i, size)));
     if (calls.get("RunInstancesCommand"))
@@ -164,16 +242,28 @@ try {
     calls.clear();
     let cpuUs = 0;
     let wallMs = 0;
+    let floorUs = 0;
+    const ratios = [];
+    const profiler = await startProfile();
+    // Rounds of one provider poll and one floor read back to back (the order alternating), so a
+    // change in the machine's load hits both alike.
     for (let c = 0; c < CYCLES; c++) {
+      const floorFirst = c % 2 === 1;
+      const floorCpu = floorFirst ? await floorRead(floorClient, nodeName, size) : 0;
       const cpu = process.cpuUsage();
       const start = performance.now();
       const result = await provider.pollOnce();
       wallMs += performance.now() - start;
       const used = process.cpuUsage(cpu);
-      cpuUs += used.user + used.system;
+      const pollCpu = used.user + used.system;
+      cpuUs += pollCpu;
       if (!result.ok || result.instances !== size)
         throw new Error(`poll saw ${result.instances} of ${size}`);
+      const floor = floorFirst ? floorCpu : await floorRead(floorClient, nodeName, size);
+      floorUs += floor;
+      ratios.push(pollCpu / floor);
     }
+    await profiler?.save(`poll-${size}`);
     // Idle baseline with this size's state in memory: a cycle waits on moto most of its wall time.
     const idle = await idleCpuRate(5000);
     const perCycle = (name) => (calls.get(name) ?? 0) / CYCLES;
@@ -187,6 +277,10 @@ try {
       "wall ms/cycle (incl. moto)": Math.round(wallMs / CYCLES),
       "idle CPU ms/s": Math.round(idle * 10) / 10,
       "CPU ms/cycle net of idle": Math.round((cpuUs / 1000 - (idle * wallMs) / 1000) / CYCLES),
+      "floor CPU ms/cycle": Math.round(floorUs / CYCLES / 100) / 10,
+      "CPU µs/instance": Math.round(cpuUs / CYCLES / size),
+      "floor µs/instance": Math.round(floorUs / CYCLES / size),
+      "ratio to floor (median)": Math.round(median(ratios) * 100) / 100,
     });
     progress(`${size}: ${JSON.stringify(rows.at(-1))}`);
     const row = rows.at(-1);
@@ -214,12 +308,22 @@ try {
       "idle process, same wall time",
     );
     record(
+      `provider CPU per poll per instance, ${size} instances`,
+      row["CPU µs/instance"] / 1000,
+      "ms",
+      row["floor µs/instance"] / 1000,
+      "the SDK's DescribeInstances alone (same pages, request + XML parse)",
+      size === 1000 ? "≤ 2× the floor and ≤ 0.1 ms" : "≤ 2× the floor",
+      row["ratio to floor (median)"],
+    );
+    record(
       `wall time per poll incl. moto, ${size} instances (no baseline, no goal)`,
       row["wall ms/cycle (incl. moto)"],
       "ms",
     );
     await provider.stop();
     provider.client.destroy();
+    floorClient.destroy();
   }
 } finally {
   ec2.destroy();

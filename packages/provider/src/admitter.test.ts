@@ -90,7 +90,7 @@ describe("Admitter.load", () => {
     const record = await load(pod);
     expect(record.mode).toBe("terminal");
     expect(record.status).toEqual({ phase: "Succeeded", reason: "Completed" });
-    expect(record.deliveredKey).toBeDefined();
+    expect(record.delivered?.[0]).toEqual({ phase: "Succeeded", reason: "Completed" });
     expect(record.userData).toBeUndefined();
   });
 

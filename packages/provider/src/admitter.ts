@@ -16,7 +16,7 @@ import { ProviderError, toProviderError } from "./errors.js";
 import { buildRunInstancesInput, type LaunchInput } from "./launch.js";
 import { type PodFacts, podFacts } from "./pod.js";
 import type { ObservedInstance } from "./poll.js";
-import { deliveryKey, disprove, observe, type PodRecord, type ProviderContext } from "./record.js";
+import { deliveryOf, disprove, observe, type PodRecord, type ProviderContext } from "./record.js";
 import { CREATE_CONTAINER_CONFIG_ERROR, configErrorStatus, LAUNCHED_CONDITION } from "./status.js";
 
 /**
@@ -119,7 +119,7 @@ export class Admitter {
       record.mode = "terminal";
       if (pod.status) {
         record.status = structuredClone(pod.status);
-        record.deliveredKey = deliveryKey(record, pod.status);
+        record.delivered = deliveryOf(record, record.status);
       }
       return record;
     }

@@ -2,11 +2,11 @@ import { needsConsoleOutput } from "@nebula/state-mapping";
 import type { PodStatusChange, PodStatusListener } from "@nebula/virtual-node";
 import { toProviderError } from "./errors.js";
 import {
-  deliveryKey,
-  instanceInfo,
+  deliveryOf,
   type PodRecord,
   type ProviderContext,
   refreshState,
+  sameDelivery,
   withStatus,
 } from "./record.js";
 import { isTerminalStatus, podStatus } from "./status.js";
@@ -92,13 +92,14 @@ export class StatusPublisher {
     if (record.mode === "launch" && !this.computeStatus(record)) return;
     const status = record.status;
     if (status === undefined) return;
-    const key = deliveryKey(record, status);
-    if (key === record.deliveredKey && record.events.length === 0) return;
+    const delivery = deliveryOf(record, status);
+    if (sameDelivery(record.delivered, delivery) && record.events.length === 0) return;
     const events = record.events;
-    const instance = instanceInfo(record);
+    const [, instance] = delivery;
+    const copy = structuredClone(status);
     const change: PodStatusChange = {
       pod: withStatus(record),
-      status: structuredClone(status),
+      status: copy,
       terminal: isTerminalStatus(status),
       events: [...events],
       ...(instance ? { instance } : {}),
@@ -112,7 +113,7 @@ export class StatusPublisher {
       );
       return;
     }
-    record.deliveredKey = key;
+    record.delivered = [structuredClone(copy), instance, delivery[2]];
     record.events = record.events.slice(events.length);
   }
 }

@@ -2,6 +2,7 @@
  * What the provider keeps per Pod (one {@link PodRecord} per Pod UID), the context its
  * collaborators share, and the small pure helpers over both.
  */
+
 import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
 import { type InstanceState, toInstanceState } from "@nebula/state-mapping";
 import { COMPLETE_PHASE, decodeRecord, type LaunchEntry, type PodLedger } from "@nebula/teardown";
@@ -12,6 +13,7 @@ import type { ProviderConfig } from "./config.js";
 import type { ProviderError } from "./errors.js";
 import type { Gateway } from "./gateway.js";
 import type { HealthTracker } from "./health.js";
+import { jsonEqual } from "./json-equal.js";
 import type { LaunchInput } from "./launch.js";
 import { disproveOwnership, type OwnershipRules } from "./ownership.js";
 import type { PodFacts } from "./pod.js";
@@ -93,7 +95,8 @@ export interface PodRecord {
   consoleReadAt?: number;
   consoleOutput?: string;
   status?: V1PodStatus;
-  deliveredKey?: string;
+  /** What was last delivered (see {@link deliveryOf}); nothing is delivered again while it stands. */
+  delivered?: Delivery;
   /** The publication in progress (one at a time per Pod, so no Event is delivered twice). */
   publishing?: Promise<void> | undefined;
   events: PodEventNote[];
@@ -253,8 +256,23 @@ export function pickKeeper(
  * launch (its Availability Zone) is delivered when it is observed, not by the next process to
  * start (which would then write a Pod a quiet world should leave alone).
  */
-export function deliveryKey(record: PodRecord, status: V1PodStatus | undefined): string {
+export type Delivery = readonly [
+  status: V1PodStatus | undefined,
+  instance: PodInstanceInfo | undefined,
+  ec2State: string | undefined,
+];
+
+/** The delivery of `status` for this record now (the status is not copied: pass a copy to keep). */
+export function deliveryOf(record: PodRecord, status: V1PodStatus | undefined): Delivery {
   // The instance's EC2 state too: a teardown waiting for it to stop (or go) hears of it at once
   // through the publication, instead of at its next look.
-  return JSON.stringify([status, instanceInfo(record), record.observed?.state]);
+  return [status, instanceInfo(record), record.observed?.state];
+}
+
+/**
+ * True when `next` delivers nothing `last` did not: equal as JSON (keys in any order, undefined
+ * properties absent), compared without serializing either (the poll asks this of every Pod).
+ */
+export function sameDelivery(last: Delivery | undefined, next: Delivery): boolean {
+  return last !== undefined && jsonEqual(last, next);
 }

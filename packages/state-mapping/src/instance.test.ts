@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { parseEc2Instance } from "./index.js";
-import { ec2Cause, instanceTags, parseDescribeInstancesPage } from "./instance.js";
+import { Ec2Instance, ec2Cause, instanceTags, parseDescribeInstancesPage } from "./instance.js";
 import { ec2, LAUNCH } from "./test-fixtures.js";
 
 describe("parseEc2Instance", () => {
@@ -49,6 +49,90 @@ describe("parseEc2Instance", () => {
         expect(typeof parseEc2Instance(value).ok).toBe("boolean");
       }),
     );
+  });
+});
+
+/** Instance-like inputs: the named fields valid, invalid or absent, and unknown keys at each level. */
+const extra = fc.dictionary(
+  fc.constantFrom("Extra", "Architecture", "Code", "Hypervisor", "constructor", "toString"),
+  fc.oneof(
+    fc.string({ maxLength: 3 }),
+    fc.integer(),
+    fc.constant(null),
+    fc.jsonValue({ maxDepth: 1 }),
+  ),
+  { maxKeys: 3 },
+);
+const maybe = <T>(arb: fc.Arbitrary<T>) =>
+  fc.oneof(
+    arb,
+    fc.constant(undefined),
+    fc.constant(null),
+    fc.integer(),
+    fc.string({ maxLength: 2 }),
+  );
+const instanceLike = fc
+  .record(
+    {
+      InstanceId: maybe(fc.constantFrom("i-1", "")),
+      State: maybe(
+        fc
+          .tuple(extra, maybe(fc.constantFrom("running", "stopped", "")))
+          .map(([x, Name]) => ({ ...x, Name })),
+      ),
+      StateReason: maybe(
+        fc.tuple(extra, maybe(fc.string({ maxLength: 4 }))).map(([x, Code]) => ({ ...x, Code })),
+      ),
+      StateTransitionReason: maybe(fc.string({ maxLength: 4 })),
+      LaunchTime: maybe(
+        fc.constantFrom(
+          new Date("2026-11-30T05:50:00Z"),
+          new Date(Number.NaN),
+          "2026-11-30T05:50:00Z",
+          "x",
+        ),
+      ),
+      PrivateIpAddress: maybe(fc.constant("10.0.0.1")),
+      Tags: maybe(
+        fc.array(
+          fc
+            .tuple(
+              extra,
+              maybe(fc.constantFrom("nebula:pod", "k")),
+              maybe(fc.string({ maxLength: 3 })),
+            )
+            .map(([x, Key, Value]) => ({ ...x, Key, Value })),
+          { maxLength: 3 },
+        ),
+      ),
+    },
+    { requiredKeys: [] },
+  )
+  .chain((fields) => extra.map((x) => ({ ...x, ...fields })));
+
+describe("parseEc2Instance against the Ec2Instance schema", () => {
+  it("gives what the loose schema gives, unknown keys kept at every level, and fails where it fails", () => {
+    fc.assert(
+      fc.property(instanceLike, (value) => {
+        const fast = parseEc2Instance(value);
+        const loose = Ec2Instance.safeParse(value);
+        expect(fast.ok).toBe(loose.success);
+        if (fast.ok && loose.success) expect(fast.instance).toEqual(loose.data);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("keeps an own __proto__ key as data: it never becomes the instance's prototype", () => {
+    const value = JSON.parse(
+      '{"InstanceId":"i-1","State":{"Name":"running"},"__proto__":{"polluted":true}}',
+    );
+    const parsed = parseEc2Instance(value);
+    expect(parsed.ok).toBe(true);
+    if (!parsed.ok) return;
+    expect(Object.getPrototypeOf(parsed.instance)).toBe(Object.prototype);
+    expect((parsed.instance as Record<string, unknown>).polluted).toBeUndefined();
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 });
 
