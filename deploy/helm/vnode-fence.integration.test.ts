@@ -16,7 +16,11 @@
  *    "can" works.
  *
  * The "cans" are the virtual node's own requests, in the shapes it sends them
- * (packages/virtual-node: pod-api.ts, node-controller.ts; the status writer; the leader elector).
+ * (packages/virtual-node: pod-api.ts, node-controller.ts, a drain's cordon; the status writer; the
+ * leader elector).
+ *
+ * Then several virtual nodes of one install (vnode.nodes): each one's ServiceAccount is fenced to
+ * its own Node, Leases and Pods; the other's are refused.
  */
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -497,6 +501,21 @@ describe.each([
         },
         setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
       );
+      // A drain (node.drain): the cordon and its mark, then uncordoned again, as node.ts patches.
+      for (const [unschedulable, mark] of [
+        [true, "true"],
+        [false, null],
+      ] as const)
+        await core.patchNode(
+          {
+            name: NODE,
+            body: {
+              metadata: { annotations: { "nebula.dev/drain-cordoned": mark } },
+              spec: { unschedulable },
+            },
+          },
+          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+        );
       await core.patchNodeStatus(
         {
           name: NODE,
@@ -646,4 +665,141 @@ it("the policies type-check clean (no expression warnings in their status)", asy
     kcm.kill("SIGTERM");
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+describe("several virtual nodes of one install (vnode.nodes): each is fenced from the others", () => {
+  const release = "fences";
+  const [A, B] = ["fence-a", "fence-b"] as const;
+  const userOf = (node: string) =>
+    `system:serviceaccount:${NAMESPACE}:${release}-nebula-vnode-${node}`;
+  let asA: KubeConfig;
+
+  beforeAll(async () => {
+    const { stdout } = await run(
+      helmPath(),
+      [
+        "template",
+        release,
+        CHART,
+        "--namespace",
+        NAMESPACE,
+        "-f",
+        TEST_VALUES,
+        "--set",
+        `vnode.nodes[0].name=${A},vnode.nodes[1].name=${B}`,
+        "--set",
+        "operator.enabled=false",
+      ],
+      { maxBuffer: 64 * 1024 * 1024 },
+    );
+    const objects = parseAllDocuments(stdout)
+      .map((d) => d.toJSON() as Manifest | null)
+      .filter(
+        (o): o is Manifest => o !== null && o.kind !== "ConfigMap" && o.kind !== "Deployment",
+      );
+    for (const o of objects) await apply(o);
+    asA = useTestPeers().controlPlane.clientFor(userOf(A), [
+      "system:serviceaccounts",
+      `system:serviceaccounts:${NAMESPACE}`,
+      "system:authenticated",
+    ]);
+    const core = admin.makeApiClient(CoreV1Api);
+    const coordination = admin.makeApiClient(CoordinationV1Api);
+    for (const node of [A, B]) {
+      await core.createNode({
+        body: { metadata: { name: node, labels: { type: "virtual-kubelet" } } },
+      });
+      for (const [namespace, name] of [
+        ["kube-node-lease", node],
+        [NAMESPACE, `nebula-vnode-${node}`],
+      ] as const)
+        await coordination.createNamespacedLease({
+          namespace,
+          body: { metadata: { name }, spec: { holderIdentity: node, leaseDurationSeconds: 40 } },
+        });
+      await core.createNamespacedPod({ namespace: TENANT, body: pod(`on-${node}`, TENANT, node) });
+    }
+    // In force once the other Node's cordon is refused by name (RBAC) and A's own is allowed.
+    const cordon = (name: string) =>
+      asA
+        .makeApiClient(CoreV1Api)
+        .patchNode(
+          { name, body: { spec: { unschedulable: true } }, dryRun: "All" },
+          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+        );
+    // And the Pod policy once the API server's admission informer has it and its binding.
+    const podStatus = (name: string) =>
+      asA
+        .makeApiClient(CoreV1Api)
+        .patchNamespacedPodStatus(
+          { name, namespace: TENANT, body: { status: { phase: "Running" } }, dryRun: "All" },
+          setHeaderOptions("Content-Type", PatchStrategy.MergePatch),
+        );
+    await until("the second install's fence in force", async () => {
+      const own = await attempt(() => cordon(A));
+      const other = await attempt(() => cordon(B));
+      const ownPod = await attempt(() => podStatus(`on-${A}`));
+      const otherPod = await attempt(() => podStatus(`on-${B}`));
+      return own.ok && !other.ok && other.code === 403 && ownPod.ok && !otherPod.ok
+        ? true
+        : undefined;
+    });
+  });
+
+  it(`${A}'s vnode cannot touch ${B}'s Node, Leases or Pods, and can cordon its own Node and write its own Pods`, async () => {
+    const core = asA.makeApiClient(CoreV1Api);
+    const coordination = asA.makeApiClient(CoordinationV1Api);
+    const merge = setHeaderOptions("Content-Type", PatchStrategy.MergePatch);
+    const renew = async (namespace: string, name: string) => {
+      const lease = await admin
+        .makeApiClient(CoordinationV1Api)
+        .readNamespacedLease({ name, namespace });
+      await coordination.replaceNamespacedLease({
+        name,
+        namespace,
+        body: { ...lease, spec: { ...lease.spec, renewTime: new V1MicroTime(Date.now()) } },
+      });
+    };
+    const cannot: Array<[string, () => Promise<unknown>]> = [
+      [
+        "cordon the other Node",
+        () => core.patchNode({ name: B, body: { spec: { unschedulable: true } } }, merge),
+      ],
+      [
+        "write the other Node's status",
+        () => core.patchNodeStatus({ name: B, body: { status: { phase: "Running" } } }, merge),
+      ],
+      ["renew the other Node's Lease", () => renew("kube-node-lease", B)],
+      ["take the other node's leader Lease", () => renew(NAMESPACE, `nebula-vnode-${B}`)],
+      [
+        "write the status of a Pod bound to the other Node",
+        () =>
+          core.patchNamespacedPodStatus(
+            { name: `on-${B}`, namespace: TENANT, body: { status: { phase: "Failed" } } },
+            merge,
+          ),
+      ],
+      [
+        "delete a Pod bound to the other Node",
+        () => core.deleteNamespacedPod({ name: `on-${B}`, namespace: TENANT }),
+      ],
+    ];
+    const outcomes: Array<[string, string]> = [];
+    for (const [what, request] of cannot) {
+      const result = await attempt(request);
+      outcomes.push([what, result.ok ? "succeeded" : String(result.code)]);
+    }
+    expect(outcomes).toEqual(cannot.map(([what]) => [what, "403"]));
+    // Its own: the cordon, a Lease renewal, a Pod's status.
+    await core.patchNode({ name: A, body: { spec: { unschedulable: true } } }, merge);
+    await renew("kube-node-lease", A);
+    await renew(NAMESPACE, `nebula-vnode-${A}`);
+    await core.patchNamespacedPodStatus(
+      { name: `on-${A}`, namespace: TENANT, body: { status: { phase: "Running" } } },
+      merge,
+    );
+    expect((await admin.makeApiClient(CoreV1Api).readNode({ name: A })).spec?.unschedulable).toBe(
+      true,
+    );
+  });
 });

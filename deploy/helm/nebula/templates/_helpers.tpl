@@ -36,10 +36,13 @@ app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 {{- end }}
 {{- end -}}
 
-{{/* The labels a Deployment selects its Pods by. */}}
+{{/* The labels a Deployment selects its Pods by; an entry of vnode.nodes adds its Node's name. */}}
 {{- define "nebula.selectorLabels" -}}
 app.kubernetes.io/name: nebula-{{ .component }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- with .node }}
+nebula.dev/node: {{ . }}
+{{- end }}
 {{- end -}}
 
 {{/* image: repository:tag, the tag defaulting to the chart's appVersion. */}}
