@@ -554,6 +554,59 @@ describe("helm template", () => {
     expect(find(objects, "Deployment", "nebula-vnode")).toBeUndefined();
   });
 
+  it("deploy/vnodes/nebula-b, a second virtual node in plain manifests, is what the chart renders for vnode.nodes [nebula-b]: the same objects, RBAC rule for rule, admission policies, pinned to its names", async () => {
+    const chart = (
+      await template("-f", TEST_VALUES, "--set", "vnode.nodes[0].name=nebula-b")
+    ).filter((o) => o.metadata.name.startsWith("nebula-vnode"));
+    const { stdout } = await run(kubectlPath(), ["kustomize", join(DEPLOY, "vnodes", "nebula-b")], {
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    const plain = parseObjects(stdout);
+    // The chart names them nebula-vnode-nebula-b[-<part>], kustomize's suffix nebula-vnode[-<part>]-nebula-b.
+    const part = (o: K8sObject) =>
+      `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name.replace("nebula-vnode-nebula-b", "nebula-vnode").replace(/-nebula-b$/, "")}`;
+    const normalized = (value: unknown) =>
+      JSON.parse(
+        JSON.stringify(value ?? null)
+          .replaceAll("nebula-vnode-nebula-b", "nebula-vnode")
+          .replace(/(nebula-vnode-[a-z-]+?)-nebula-b\b/g, "$1")
+          // The policies' messages name the ServiceAccount (the chart's) or not (the base's).
+          .replace(/"message":"[^"]*"/g, '"message":""'),
+      );
+    expect(plain.map(part).sort()).toEqual(chart.map(part).sort());
+    for (const o of plain) {
+      const twin = chart.find((x) => part(x) === part(o));
+      expect(o.metadata.labels?.["nebula.dev/node"], idOf(o)).toBe("nebula-b");
+      if (o.rules) expect(o.rules, idOf(o)).toEqual(twin?.rules);
+      if (o.kind.startsWith("ValidatingAdmissionPolicy") || o.kind.endsWith("Binding"))
+        expect(normalized({ ...o, metadata: {} }), idOf(o)).toEqual(
+          normalized({ ...twin, metadata: {} }),
+        );
+    }
+    // Pinned to its own names: the ServiceAccount the policies match, the Node, the leader Lease.
+    const policy = (list: K8sObject[]) =>
+      list.find((o) => o.kind === "ValidatingAdmissionPolicy")?.spec as
+        | {
+            matchConditions: Array<{ expression: string }>;
+            variables: Array<{ expression: string }>;
+          }
+        | undefined;
+    expect(policy(plain)?.matchConditions[0]?.expression).toBe(
+      "request.userInfo.username == 'system:serviceaccount:nebula-system:nebula-vnode-nebula-b'",
+    );
+    expect(policy(plain)?.variables[0]?.expression).toBe("'nebula-b'");
+    const named = plain.flatMap((o) => o.rules ?? []).flatMap((r) => r.resourceNames ?? []);
+    expect(named.sort()).toEqual(["nebula-b", "nebula-b", "nebula-b", "nebula-vnode-nebula-b"]);
+    const pod = deploymentOf(plain, "nebula-vnode-nebula-b")?.spec?.template.spec;
+    expect(pod?.containers[0]?.args).toContain("--node-name=nebula-b");
+    expect(pod?.serviceAccountName).toBe("nebula-vnode-nebula-b");
+    expect(pod?.volumes?.[0]?.configMap?.name).toBe("nebula-vnode-nebula-b");
+    expect(deploymentOf(plain, "nebula-vnode-nebula-b")?.spec?.selector.matchLabels).toEqual({
+      "app.kubernetes.io/name": "nebula-vnode",
+      "nebula.dev/node": "nebula-b",
+    });
+  });
+
   it("grants exactly the RBAC and the admission policy of the plain manifests, and renders the objects `kubectl apply -k deploy/` does", async () => {
     const objects = await template("-f", TEST_VALUES);
     // The kustomization (kubectl's built-in kustomize): the plain manifests with the vnode's RBAC
