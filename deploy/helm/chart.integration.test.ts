@@ -42,7 +42,7 @@ import {
 import { freePort, helmPath, kubectlPath, NEBULA_INSTANCE_PROFILE } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseAllDocuments } from "yaml";
+import { parse, parseAllDocuments } from "yaml";
 
 const run = promisify(execFile);
 const DEPLOY = fileURLToPath(new URL("../", import.meta.url));
@@ -185,6 +185,7 @@ interface Started {
   readonly app: string;
   readonly lines: string[];
   readonly probe: string;
+  readonly child: ChildProcess;
 }
 
 /**
@@ -257,7 +258,7 @@ async function runAsDeployment(
   const lines: string[] = [];
   if (child.stdout) createInterface({ input: child.stdout }).on("line", (l) => lines.push(l));
   if (child.stderr) createInterface({ input: child.stderr }).on("line", (l) => lines.push(l));
-  return { app: label, lines, probe: `http://127.0.0.1:${probePort}${chartProbe}` };
+  return { app: label, lines, probe: `http://127.0.0.1:${probePort}${chartProbe}`, child };
 }
 
 /** Waits until a started app answers its readiness probe. */
@@ -957,6 +958,69 @@ describe("helm install of three virtual nodes (vnode.nodes)", () => {
         s.lines.filter((l) => /forbidden/i.test(l)),
         s.app,
       ).toEqual([]);
+  });
+
+  it("scales down after the drain and up: the removed node's objects go, the others' Deployments are not touched (no vnode restarts, no Pod moves)", async () => {
+    const apps = admin.makeApiClient(AppsV1Api);
+    const core = admin.makeApiClient(CoreV1Api);
+    const kept = ["pool-a", "pool-gpu"].map((n) => `pool-nebula-vnode-${n}`);
+    const before = await Promise.all(
+      kept.map((name) => apps.readNamespacedDeployment({ name, namespace })),
+    );
+    // pool-old is drained (the test above): its Deployment goes, and its vnode with it.
+    started[2]?.child.kill("SIGTERM");
+    const values = parse(readFileSync(POOL_VALUES, "utf8")) as {
+      vnode: { nodes: Array<{ name: string }> };
+    };
+    values.vnode.nodes = [
+      ...values.vnode.nodes.filter((n) => n.name !== "pool-old"),
+      { name: "pool-new" },
+    ];
+    writeFileSync(join(work, "pool-scaled.json"), JSON.stringify(values));
+    const out = await helm([
+      "upgrade",
+      release,
+      CHART,
+      "--namespace",
+      namespace,
+      "--kubeconfig",
+      adminKubeconfig,
+      "-f",
+      TEST_VALUES,
+      "-f",
+      join(work, "pool-scaled.json"),
+      "-f",
+      join(work, "pool.json"),
+      "--set",
+      "operator.enabled=false",
+    ]);
+    expect(out.code, out.stderr).toBe(0);
+    const left = await run(kubectlPath(), [
+      "--kubeconfig",
+      adminKubeconfig,
+      "get",
+      "clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings,deployments,configmaps,serviceaccounts,roles,rolebindings",
+      "-A",
+      "-l",
+      "nebula.dev/node=pool-old",
+      "-o",
+      "name",
+    ]);
+    expect(left.stdout.trim()).toBe("");
+    await apps.readNamespacedDeployment({ name: "pool-nebula-vnode-pool-new", namespace });
+    const after = await Promise.all(
+      kept.map((name) => apps.readNamespacedDeployment({ name, namespace })),
+    );
+    for (const [i, deployment] of after.entries()) {
+      expect(deployment.metadata?.generation, kept[i]).toBe(before[i]?.metadata?.generation);
+      expect(deployment.spec?.template, kept[i]).toEqual(before[i]?.spec?.template);
+    }
+    // What the vnode made itself stays until removed by hand (docs/operating.md).
+    await core.readNode({ name: "pool-old" });
+    await core.deleteNode({ name: "pool-old" });
+    await admin
+      .makeApiClient(CoordinationV1Api)
+      .deleteNamespacedLease({ name: "nebula-vnode-pool-old", namespace });
   });
 
   it("uninstalls what it installed", async () => {
