@@ -104,14 +104,20 @@ describe(`a Deployment of ${REPLICAS} replicas that print and exit`, () => {
         },
       },
     });
-    await until("the vnode's metrics count the Deployment's instances and its polls", async () => {
-      const m = await scrape(vnode.url);
-      const live = [...m.entries()].filter(
-        ([k]) => k.startsWith("nebula_vnode_instances{") && !k.includes('"terminated"'),
-      );
-      const polls = m.get('nebula_vnode_poll_duration_seconds_count{outcome="ok"}') ?? 0;
-      return live.reduce((sum, [, v]) => sum + v, 0) > 0 && polls > 0 ? m : undefined;
-    });
+    const counted = await until(
+      "the vnode's metrics count the Deployment's instances and its polls",
+      async () => {
+        const m = await scrape(vnode.url);
+        const live = [...m.entries()].filter(
+          ([k]) => k.startsWith("nebula_vnode_instances{") && !k.includes('"terminated"'),
+        );
+        const polls = m.get('nebula_vnode_poll_duration_seconds_count{outcome="ok"}') ?? 0;
+        return live.reduce((sum, [, v]) => sum + v, 0) > 0 && polls > 0 ? m : undefined;
+      },
+    );
+    // The EC2 budget as configured by default: nothing throttled, so each API at its full share.
+    expect(counted.get('nebula_vnode_ec2_budget_rate{action="DescribeInstances"}')).toBe(10);
+    expect(counted.get('nebula_vnode_ec2_budget_rate{action="RunInstances"}')).toBe(2);
     const seen = new Map<string, V1Pod>();
     const restartsSeen = new Set<string>();
     const firstTerminalAt = new Map<string, number>();

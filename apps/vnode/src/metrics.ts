@@ -58,6 +58,26 @@ export function vnodeMetrics(
     if (service === "ec2") ec2Calls.inc({ action, outcome });
   });
   new Gauge({
+    name: name("ec2_budget_rate"),
+    help: "This node's EC2 budget by action: the calls per second it allows now (the configured share, or less after EC2 throttled)",
+    labelNames: ["action"],
+    registers,
+    collect() {
+      for (const { action, rate } of provider.gateway.budgetState()) this.set({ action }, rate);
+    },
+  });
+  new Gauge({
+    name: name("ec2_budget_waiting"),
+    help: "EC2 calls waiting for their turn in this node's budget, by action",
+    labelNames: ["action"],
+    registers,
+    collect() {
+      for (const { action, waiting } of provider.gateway.budgetState()) {
+        this.set({ action }, waiting);
+      }
+    },
+  });
+  new Gauge({
     name: name("instances"),
     help: "This node's EC2 instances by state, from the latest poll",
     labelNames: ["state"],

@@ -193,6 +193,39 @@ export const ProviderConfigSchema = z
     /** SDK attempts per call (adaptive retry mode). */
     maxAttempts: z.number().int().min(1).max(20).default(5),
     /**
+     * This node's share of the account's EC2 request budget, per API (EC2 throttles each API per
+     * account and Region; several virtual nodes and the hosts' own report writes share it). Reads
+     * are Describe/Get/List/Search APIs, writes every other one. EC2's published defaults are a
+     * bucket of 100 with 20 calls/s for most reads and 50 with 5 calls/s for most writes (plus
+     * `RunInstances`' 2 instances/s of launch tokens): with N virtual nodes, give each at most a
+     * 1/N share (docs/operating.md#sizing). When EC2 throttles anyway, the node halves its rate
+     * and climbs back as calls go through.
+     */
+    ec2Budget: z
+      .strictObject({
+        /** Calls per second and burst of each read API. */
+        reads: z
+          .strictObject({
+            perSecond: z.number().positive().max(10_000).default(10),
+            burst: z.number().int().min(1).max(10_000).default(50),
+          })
+          .default({ perSecond: 10, burst: 50 }),
+        /** Calls per second and burst of each write API. */
+        writes: z
+          .strictObject({
+            perSecond: z.number().positive().max(10_000).default(2),
+            burst: z.number().int().min(1).max(10_000).default(20),
+          })
+          .default({ perSecond: 2, burst: 20 }),
+        /** A call that would wait longer than this for its turn fails as `Throttled` and is retried later. */
+        maxWaitSeconds: z.number().min(0).max(600).default(10),
+      })
+      .default({
+        reads: { perSecond: 10, burst: 50 },
+        writes: { perSecond: 2, burst: 20 },
+        maxWaitSeconds: 10,
+      }),
+    /**
      * Where a Pod's rendered spec goes (`@nebula/userdata`'s `delivery`). `user-data`: into the
      * instance's user-data, readable by anyone allowed `ec2:DescribeInstanceAttribute`; a Pod that
      * takes a value from a Secret or a ConfigMap is refused. `parameters` (default): into SSM

@@ -127,6 +127,56 @@ describe("faults between the SDK and EC2", () => {
     await provider.stop();
   });
 
+  it("spends only its EC2 budget: a call past the share fails as Throttled before it reaches EC2", async () => {
+    proxy.clear();
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "budget"),
+        endpoint: proxy.endpoint,
+        // Two reads at once, then (practically) none: the third poll would wait far too long.
+        ec2Budget: { reads: { perSecond: 0.001, burst: 2 }, maxWaitSeconds: 1 },
+      },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    const before = proxy.received.get("DescribeInstances") ?? 0;
+    expect((await provider.pollOnce()).ok).toBe(true);
+    expect((await provider.pollOnce()).ok).toBe(true);
+    const third = await provider.pollOnce();
+    expect(third.error?.code).toBe("Throttled");
+    expect(third.error?.message).toContain("EC2 budget");
+    expect((proxy.received.get("DescribeInstances") ?? 0) - before).toBe(2);
+    await provider.stop();
+  });
+
+  it("halves an API's rate when EC2 throttles it, and climbs back to its share", async () => {
+    proxy.clear();
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "budget-aimd"),
+        endpoint: proxy.endpoint,
+        maxAttempts: 1,
+        ec2Budget: { reads: { perSecond: 40, burst: 100 } },
+      },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+    });
+    const rate = () =>
+      provider.gateway.budgetState().find((b) => b.action === "DescribeInstances")?.rate;
+    proxy.inject({ action: "DescribeInstances", kind: "throttle", times: 2 });
+    expect((await provider.pollOnce()).error?.code).toBe("Throttled");
+    expect(rate()).toBe(20);
+    expect((await provider.pollOnce()).error?.code).toBe("Throttled");
+    expect(rate()).toBe(10);
+    const rates = [];
+    for (let i = 0; i < 8; i++) {
+      expect((await provider.pollOnce()).ok).toBe(true);
+      rates.push(rate());
+    }
+    expect(rates).toEqual([14, 18, 22, 26, 30, 34, 38, 40]);
+    await provider.stop();
+  });
+
   it("reports a region outage on the Node and the Pods, then recovers", async () => {
     proxy.clear();
     const log = statusLog();

@@ -21,7 +21,8 @@ import type { SSMClient } from "@aws-sdk/client-ssm";
 import type { PodParameter } from "@nebula/userdata";
 import { type BatchOutcome, chunk, InstanceBatcher } from "./batch.js";
 import type { ProviderConfig } from "./config.js";
-import { toProviderError } from "./errors.js";
+import { Ec2Budget, type Ec2BudgetState } from "./ec2-budget.js";
+import { classifyAwsError, toProviderError } from "./errors.js";
 import {
   defaultParameterKeyId,
   deleteParameters,
@@ -108,6 +109,8 @@ export interface Gateway {
   deletePodParameters(podUid: string): Promise<string[]>;
   /** Subscribes to every call made; returns the unsubscribe. */
   onCall(listener: (call: GatewayCall) => void): () => void;
+  /** This node's EC2 budget as it stands: each API called so far, its rate and waiting calls. */
+  budgetState(): readonly Ec2BudgetState[];
 }
 
 /** The {@link Gateway} over the AWS SDK (adaptive retry as configured on the clients). */
@@ -118,6 +121,7 @@ export class AwsGateway implements Gateway {
   readonly #stop: InstanceBatcher;
   readonly #terminate: InstanceBatcher;
   readonly #listeners = new Set<(call: GatewayCall) => void>();
+  readonly #budget: Ec2Budget;
 
   /**
    * @param clients - the EC2 and SSM clients (see `createAwsClients`).
@@ -127,7 +131,9 @@ export class AwsGateway implements Gateway {
     this.#ec2 = clients.ec2;
     this.#ssm = clients.ssm;
     this.#config = config;
+    this.#budget = new Ec2Budget(config.ec2Budget);
     this.#countCalls();
+    this.#paceEc2();
     const batch = { batchSize: config.batchSize, windowMs: config.batchWindowMs };
     this.#stop = new InstanceBatcher(
       (ids) => this.#ec2.send(new StopInstancesCommand({ InstanceIds: ids })),
@@ -307,6 +313,10 @@ export class AwsGateway implements Gateway {
     return () => this.#listeners.delete(listener);
   }
 
+  budgetState(): readonly Ec2BudgetState[] {
+    return this.#budget.state();
+  }
+
   #scope() {
     return {
       clusterName: this.#config.clusterName,
@@ -321,6 +331,31 @@ export class AwsGateway implements Gateway {
     } catch (error) {
       throw toProviderError(error, action);
     }
+  }
+
+  /**
+   * Every EC2 call waits for its API's token in this node's budget first (one per call; the SDK's
+   * adaptive retry paces its own retries), and its answer tells the budget whether EC2 throttled.
+   */
+  #paceEc2(): void {
+    this.#ec2.middlewareStack.add(
+      (next, context) => {
+        const action = String(context.commandName ?? "unknown").replace(/Command$/, "");
+        return async (args) => {
+          await this.#budget.take(action);
+          try {
+            const result = await next(args);
+            this.#budget.result(action, false);
+            return result;
+          } catch (error) {
+            this.#budget.result(action, classifyAwsError(error) === "Throttled");
+            throw error;
+          }
+        };
+      },
+      // Outside the call counter: a call the budget refuses never reached EC2.
+      { step: "initialize", name: "nebulaEc2Budget", priority: "high" },
+    );
   }
 
   /** Counts every request a client sends (one per call, after the SDK's retries). */

@@ -24,6 +24,7 @@ export {
   parseProviderConfig,
 } from "./config.js";
 export type { DoorbellBatch, DoorbellTimings } from "./doorbells.js";
+export type { Ec2BudgetState } from "./ec2-budget.js";
 export { ProviderError, type ProviderErrorCode } from "./errors.js";
 export type { Gateway, GatewayCall } from "./gateway.js";
 export type { CollectedParameterLeak, LeakCollection } from "./leak-collector.js";

@@ -199,7 +199,7 @@ export function refreshState(ctx: ProviderContext, record: PodRecord): void {
 }
 
 /** What the Pod runs on, once its instance is known. */
-export function instanceInfo(record: PodRecord): PodInstanceInfo | undefined {
+function instanceInfo(record: PodRecord): PodInstanceInfo | undefined {
   const id = record.instanceId;
   if (id === undefined) return undefined;
   const seen = record.observed;

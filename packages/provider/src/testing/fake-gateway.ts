@@ -4,9 +4,11 @@
  * call is logged, and any call can be made to fail. What it answers is what EC2 would for the
  * same filters; the moto integration suites check the real {@link AwsGateway} against that.
  */
+
 import type { RunInstancesCommandInput } from "@aws-sdk/client-ec2";
 import type { PodParameter } from "@nebula/userdata";
 import type { BatchOutcome } from "../batch.js";
+import type { Ec2BudgetState } from "../ec2-budget.js";
 import { ProviderError } from "../errors.js";
 import type { Gateway, GatewayCall } from "../gateway.js";
 import type { ListedParameter } from "../parameters.js";
@@ -27,7 +29,7 @@ export interface FakeInstance {
 }
 
 /** Names of the fake's calls, as {@link FakeGateway.calls} logs them. */
-export type FakeAction = Exclude<keyof Gateway, "onCall">;
+export type FakeAction = Exclude<keyof Gateway, "onCall" | "budgetState">;
 
 /** A {@link Gateway} in memory. */
 export class FakeGateway implements Gateway {
@@ -244,6 +246,11 @@ export class FakeGateway implements Gateway {
   onCall(listener: (call: GatewayCall) => void): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /** The fake has no budget: every call goes at once. */
+  budgetState(): readonly Ec2BudgetState[] {
+    return [];
   }
 
   #put(name: string, value: string): void {
