@@ -11,6 +11,8 @@
 // the exit code is non-zero only when a bench crashed (or wrote no figure).
 //
 // Options (environment):
+//   NEBULA_BENCH_VNODES=10 NEBULA_BENCH_PER_VNODE=500
+//                                       the many-vnodes bench's size (default 10 × 20 here)
 //   NEBULA_BENCH_ONLY=rollup,provider   run only the benches whose package name contains one of these
 //   NEBULA_BENCH_SIZES=10,100,1000,5000 the provider's instance counts (default 10,100,1000 here; the
 //                                       5,000 size alone takes about half an hour against moto)
@@ -59,6 +61,13 @@ const BENCHES = [
     dir: "packages/provider",
     args: [node, "bench/poll-cycle.mjs"],
     env: { NEBULA_BENCH_SIZES: process.env.NEBULA_BENCH_SIZES ?? "10,100,1000" },
+  },
+  {
+    pkg: "@nebula/provider",
+    label:
+      "provider: 10 vnodes sharing one account's EC2 budget, with and without shares, against moto",
+    dir: "packages/provider",
+    args: [node, "bench/many-vnodes.mjs"],
   },
   {
     pkg: "@nebula/provider",
