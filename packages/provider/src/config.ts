@@ -214,15 +214,15 @@ export const ProviderConfigSchema = z
         writes: z
           .strictObject({
             perSecond: z.number().positive().max(10_000).default(2),
-            burst: z.number().int().min(1).max(10_000).default(20),
+            burst: z.number().int().min(1).max(10_000).default(50),
           })
-          .default({ perSecond: 2, burst: 20 }),
+          .default({ perSecond: 2, burst: 50 }),
         /** A call that would wait longer than this for its turn fails as `Throttled` and is retried later. */
         maxWaitSeconds: z.number().min(0).max(600).default(10),
       })
       .default({
         reads: { perSecond: 10, burst: 50 },
-        writes: { perSecond: 2, burst: 20 },
+        writes: { perSecond: 2, burst: 50 },
         maxWaitSeconds: 10,
       }),
     /**
