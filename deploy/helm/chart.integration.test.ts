@@ -336,6 +336,11 @@ describe("helm lint and the values schema", () => {
       "vnode.nodes[0].name=a,vnode.nodes[1].name=a",
       /vnode.nodes\[1\]: the name "a" is listed twice/,
     ],
+    [
+      "two virtual nodes on one event queue",
+      "vnode.config.provider.events.queueUrl=https://sqs.eu-west-1.amazonaws.com/1/q,vnode.nodes[0].name=a,vnode.nodes[1].name=b",
+      /vnode.nodes\[1\] \(b\): provider.events.queueUrl https:\/\/sqs.eu-west-1.amazonaws.com\/1\/q is also a's/,
+    ],
   ])("refuses %s, naming its path (--set %s)", async (_what, set, message) => {
     const out = await helm(["template", RELEASE, CHART, "-f", TEST_VALUES, "--set", set]);
     expect(out.code).not.toBe(0);
