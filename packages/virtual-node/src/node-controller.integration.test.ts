@@ -296,3 +296,41 @@ describe("NodeController with drain (node.drain), as the app's ServiceAccount", 
     });
   });
 });
+
+describe("NodeController with quantities the API server respells", () => {
+  const nodeName = "vnode-it-quantities";
+  // Stored as "1k", "4Ti" and "1k": the same values, spelled otherwise.
+  const config = parseVirtualNodeConfig({
+    nodeName,
+    capacity: { cpu: "1000", memory: "4096Gi", pods: "1000" },
+    leaseRenewIntervalSeconds: 1,
+    statusUpdateIntervalSeconds: 60,
+  });
+
+  afterAll(async () => {
+    await core.deleteNode({ name: nodeName }).catch(() => undefined);
+  });
+
+  it("sees no change in its own capacity as stored, so a quiet Node is not written", async () => {
+    await applyManifest(admin, "namespace.yaml");
+    await applyManifest(admin, "rbac.yaml");
+    const asApp = controlPlane.clientFor(VNODE_SERVICE_ACCOUNT, SERVICE_ACCOUNT_GROUPS);
+    const stop = new AbortController();
+    const controller = new NodeController({ kubeConfig: asApp, config, health: new Switch() });
+    const run = controller.run(stop.signal);
+    try {
+      const node = await until("the Node registered with its status", async () => {
+        const n = await core.readNode({ name: nodeName });
+        return n.status?.capacity?.pods === undefined ? undefined : n;
+      });
+      expect(node.status?.capacity).toMatchObject({ cpu: "1k", memory: "4Ti", pods: "1k" });
+      await controller.updateStatus(true);
+      const writes = controller.stats().statusWrites;
+      expect(await controller.updateStatus(false)).toBe(false);
+      expect(controller.stats().statusWrites).toBe(writes);
+    } finally {
+      stop.abort();
+      await run;
+    }
+  });
+});

@@ -110,6 +110,29 @@ describe("nodeStatusChanged", () => {
     expect(nodeStatusChanged(a, nodeStatus(bigger, healthy, t0))).toBe(true);
     expect(nodeStatusChanged(undefined, a)).toBe(true);
   });
+
+  it("reads quantities by value, as the API server stores them (1000 comes back as 1k)", () => {
+    const written = nodeStatus(
+      parseVirtualNodeConfig({
+        ...config,
+        capacity: { cpu: "1000", memory: "4398046511104", pods: "1000", storage: "0.5" },
+      }),
+      healthy,
+      t0,
+    );
+    const stored = {
+      ...written,
+      capacity: { cpu: "1k", memory: "4Ti", pods: "1e3", storage: "500m" },
+      allocatable: { cpu: "1k", memory: "4Ti", pods: "1e3", storage: "500m" },
+    };
+    expect(nodeStatusChanged(stored, written)).toBe(false);
+    expect(
+      nodeStatusChanged({ ...stored, capacity: { ...stored.capacity, pods: "1001" } }, written),
+    ).toBe(true);
+    expect(
+      nodeStatusChanged({ ...stored, capacity: { ...stored.capacity, pods: "x" } }, written),
+    ).toBe(true);
+  });
 });
 
 describe("buildLease", () => {

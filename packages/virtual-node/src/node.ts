@@ -347,8 +347,42 @@ function canonicalNodeStatus(status: V1Node["status"] | undefined): string {
   });
 }
 
+/** Resource quantities by value, not spelling: the API server stores `"1000"` as `"1k"`. */
 function sortedEntries(map: Record<string, string> | undefined): [string, string][] {
-  return Object.entries(map ?? {}).sort(([a], [b]) => a.localeCompare(b));
+  return Object.entries(map ?? {})
+    .map(([name, quantity]): [string, string] => [name, quantityValue(quantity)])
+    .sort(([a], [b]) => a.localeCompare(b));
+}
+
+const QUANTITY =
+  /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[munkMGTPE]))?$/;
+const SCALE: Readonly<Record<string, number>> = {
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+};
+
+/** A quantity's value as text (`"1k"` and `"1000"` alike); anything else as it is. */
+function quantityValue(quantity: string): string {
+  const match = QUANTITY.exec(quantity);
+  if (!match) return quantity;
+  const [, mantissa, exponent, suffix] = match;
+  const value =
+    Number(mantissa) *
+    (exponent === undefined ? (SCALE[suffix ?? ""] ?? 1) : 10 ** Number(exponent));
+  return Number.isFinite(value) ? String(value) : quantity;
 }
 
 /**
