@@ -79,6 +79,37 @@ let admin: KubeConfig;
 let adminKubeconfig: string;
 const children: ChildProcess[] = [];
 
+/**
+ * `helm uninstall --wait` of `release` (which must succeed), then the names of what is left with
+ * its instance label, of every kind the chart creates ("" when nothing is).
+ */
+async function uninstall(release: string, namespace: string): Promise<string> {
+  const out = await helm([
+    "uninstall",
+    release,
+    "--namespace",
+    namespace,
+    "--kubeconfig",
+    adminKubeconfig,
+    "--wait",
+    "--timeout",
+    "120s",
+  ]);
+  expect(out.code).toBe(0);
+  const left = await run(kubectlPath(), [
+    "--kubeconfig",
+    adminKubeconfig,
+    "get",
+    "clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings,deployments,configmaps,serviceaccounts,roles,rolebindings",
+    "-A",
+    "-l",
+    `app.kubernetes.io/instance=${release}`,
+    "-o",
+    "name",
+  ]);
+  return left.stdout.trim();
+}
+
 async function helm(
   args: readonly string[],
 ): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -775,30 +806,7 @@ describe("helm install into the control plane", () => {
 
   it("uninstalls what it installed and keeps the CRDs", async () => {
     for (const child of children) child.kill("SIGTERM");
-    const out = await helm([
-      "uninstall",
-      RELEASE,
-      "--namespace",
-      NAMESPACE,
-      "--kubeconfig",
-      adminKubeconfig,
-      "--wait",
-      "--timeout",
-      "120s",
-    ]);
-    expect(out.code).toBe(0);
-    const left = await run(kubectlPath(), [
-      "--kubeconfig",
-      adminKubeconfig,
-      "get",
-      "clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings,deployments,configmaps,serviceaccounts",
-      "-A",
-      "-l",
-      `app.kubernetes.io/instance=${RELEASE}`,
-      "-o",
-      "name",
-    ]);
-    expect(left.stdout.trim()).toBe("");
+    expect(await uninstall(RELEASE, NAMESPACE)).toBe("");
     const crds = await run(kubectlPath(), [
       "--kubeconfig",
       adminKubeconfig,
@@ -1030,30 +1038,7 @@ describe("helm install of three virtual nodes (vnode.nodes)", () => {
 
   it("uninstalls what it installed", async () => {
     for (const child of children) child.kill("SIGTERM");
-    const out = await helm([
-      "uninstall",
-      release,
-      "--namespace",
-      namespace,
-      "--kubeconfig",
-      adminKubeconfig,
-      "--wait",
-      "--timeout",
-      "120s",
-    ]);
-    expect(out.code).toBe(0);
-    const left = await run(kubectlPath(), [
-      "--kubeconfig",
-      adminKubeconfig,
-      "get",
-      "clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings,deployments,configmaps,serviceaccounts,roles,rolebindings",
-      "-A",
-      "-l",
-      `app.kubernetes.io/instance=${release}`,
-      "-o",
-      "name",
-    ]);
-    expect(left.stdout.trim()).toBe("");
+    expect(await uninstall(release, namespace)).toBe("");
     // The Nodes are the vnodes' own, not the chart's: removed by hand, as docs/operating.md says.
     const core = admin.makeApiClient(CoreV1Api);
     for (const name of POOL)
