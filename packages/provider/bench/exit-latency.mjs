@@ -15,7 +15,7 @@
 // arrive within one window).
 //
 // With NEBULA_BENCH_OUT=<file> each figure is appended as a JSON line (see scripts/bench.mjs).
-import { appendFileSync } from "node:fs";
+
 import {
   CreateSecurityGroupCommand,
   CreateSubnetCommand,
@@ -27,21 +27,12 @@ import { Ec2PodProvider } from "@nebula/provider";
 import { encodeReportTags } from "@nebula/state-mapping";
 import { MemoryPodLedger } from "@nebula/teardown";
 import { MOTO_CREDENTIALS, startMoto } from "@nebula/test-peers";
+import { record } from "./common.mjs";
 
 const EXITS = Number(process.env.NEBULA_BENCH_EXITS ?? 30);
 const SPREAD_MS = Number(process.env.NEBULA_BENCH_SPREAD_S ?? 30) * 1000;
 const QUIET_MS = Number(process.env.NEBULA_BENCH_QUIET_S ?? 130) * 1000;
 const progress = (message) => process.stderr.write(`[bench] ${message}\n`);
-
-function record(figure, value, unit, baseline = null, baselineLabel = null, goal = null) {
-  const out = process.env.NEBULA_BENCH_OUT;
-  if (!out) return;
-  const ratio = baseline ? Math.round((value / baseline) * 100) / 100 : null;
-  appendFileSync(
-    out,
-    `${JSON.stringify({ package: "@nebula/provider", figure, value, unit, baseline, baselineLabel, ratio, goal })}\n`,
-  );
-}
 
 const report = (seq, final) => {
   const now = new Date().toISOString();

@@ -21,7 +21,7 @@
 // takes about 10 minutes to launch in moto), NEBULA_BENCH_SECONDS (30), NEBULA_BENCH_ACCOUNT_RATE
 // (1), NEBULA_BENCH_ACCOUNT_BURST (10). With NEBULA_BENCH_OUT=<file> (the root `npm run bench` sets
 // it) each figure is appended to that file as a JSON line.
-import { appendFileSync } from "node:fs";
+
 import { createServer, request } from "node:http";
 import {
   CreateSecurityGroupCommand,
@@ -31,6 +31,7 @@ import {
 } from "@aws-sdk/client-ec2";
 import { Ec2PodProvider } from "@nebula/provider";
 import { MOTO_CREDENTIALS, startMoto } from "@nebula/test-peers";
+import { inParallel, record } from "./common.mjs";
 
 const VNODES = Number(process.env.NEBULA_BENCH_VNODES ?? 10);
 const PER_VNODE = Number(process.env.NEBULA_BENCH_PER_VNODE ?? 20);
@@ -39,24 +40,6 @@ const ACCOUNT_RATE = Number(process.env.NEBULA_BENCH_ACCOUNT_RATE ?? 1);
 const ACCOUNT_BURST = Number(process.env.NEBULA_BENCH_ACCOUNT_BURST ?? 10);
 
 const progress = (message) => process.stderr.write(`[bench] ${message}\n`);
-
-/** Appends one figure to NEBULA_BENCH_OUT as a JSON line, when it is set. */
-function record(figure, value, unit, baseline = null, baselineLabel = null, goal = null) {
-  const out = process.env.NEBULA_BENCH_OUT;
-  if (!out) return;
-  const ratio = baseline ? Math.round((value / baseline) * 100) / 100 : null;
-  const row = {
-    package: "@nebula/provider",
-    figure,
-    value,
-    unit,
-    baseline,
-    baselineLabel,
-    ratio,
-    goal,
-  };
-  appendFileSync(out, `${JSON.stringify(row)}\n`);
-}
 
 /**
  * A proxy in front of moto that plays the account's DescribeInstances bucket (EC2's token bucket:
@@ -131,15 +114,6 @@ async function startAccount(target, rate, burst) {
 
 function uid(v, i) {
   return `${v.toString(16).padStart(8, "0")}-0000-4000-8000-${i.toString().padStart(12, "0")}`;
-}
-
-async function inParallel(items, limit, task) {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: limit }, async () => {
-      while (next < items.length) await task(items[next++]);
-    }),
-  );
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

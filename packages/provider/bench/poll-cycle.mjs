@@ -14,7 +14,8 @@
 //
 // With NEBULA_BENCH_OUT=<file> set (the root `npm run bench` sets it) each figure is also appended
 // to that file as a JSON line {package, figure, value, unit, baseline, baselineLabel, ratio, goal}.
-import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+
+import { mkdirSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { join } from "node:path";
 import {
@@ -26,35 +27,10 @@ import {
 } from "@aws-sdk/client-ec2";
 import { Ec2PodProvider } from "@nebula/provider";
 import { MOTO_CREDENTIALS, startMoto } from "@nebula/test-peers";
+import { inParallel, median, record } from "./common.mjs";
 
 const SIZES = (process.env.NEBULA_BENCH_SIZES ?? "10,100,1000,5000").split(",").map(Number);
 const CYCLES = Number(process.env.NEBULA_BENCH_CYCLES ?? 5);
-
-/** Appends one figure to NEBULA_BENCH_OUT as a JSON line, when it is set. */
-function record(
-  figure,
-  value,
-  unit,
-  baseline = null,
-  baselineLabel = null,
-  goal = null,
-  measuredRatio = undefined,
-) {
-  const out = process.env.NEBULA_BENCH_OUT;
-  if (!out) return;
-  const ratio = measuredRatio ?? (baseline ? Math.round((value / baseline) * 100) / 100 : null);
-  const row = {
-    package: "@nebula/provider",
-    figure,
-    value,
-    unit,
-    baseline,
-    baselineLabel,
-    ratio,
-    goal,
-  };
-  appendFileSync(out, `${JSON.stringify(row)}\n`);
-}
 
 function uid(n, size) {
   return `${size.toString(16).padStart(8, "0")}-0000-4000-8000-${n.toString().padStart(12, "0")}`;
@@ -93,16 +69,6 @@ const ec2 = moto.ec2();
 const rows = [];
 const progress = (message) => process.stderr.write(`[bench] ${message}\n`);
 
-/** Runs `task` over `items` with `limit` calls in flight. */
-async function inParallel(items, limit, task) {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: limit }, async () => {
-      while (next < items.length) await task(items[next++]);
-    }),
-  );
-}
-
 /**
  * With NEBULA_BENCH_PROFILE=<dir>, a V8 CPU profile of the measured cycles only (not the launch),
  * written to <dir>/<name>.cpuprofile (open it in Chrome's DevTools or speedscope).
@@ -123,13 +89,6 @@ async function startProfile() {
       progress(`CPU profile of the cycles: ${join(dir, `${name}.cpuprofile`)}`);
     },
   };
-}
-
-/** The median of a list of numbers. */
-function median(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 /**
