@@ -228,6 +228,10 @@ describe("EC2's own events on the channel (the test peers play EC2 on moto's Eve
       await until("the batch that read it", () =>
         batches.some((b) => b.instances > 0) ? true : undefined,
       );
+      // The emitter has seen the stop before the terminate: under load its look can take longer
+      // than the Pod took to turn Failed (the node may read it on the launch's own events), and a
+      // look that first sees the instance terminated cannot know it was ever stopped.
+      await events.look();
       await ec2.send(new TerminateInstancesCommand({ InstanceIds: [instanceId] }));
       await events.look();
 
