@@ -23,15 +23,9 @@
 // it) each figure is appended to that file as a JSON line.
 
 import { createServer, request } from "node:http";
-import {
-  CreateSecurityGroupCommand,
-  CreateSubnetCommand,
-  CreateVpcCommand,
-  RunInstancesCommand,
-} from "@aws-sdk/client-ec2";
 import { Ec2PodProvider } from "@nebula/provider";
 import { MOTO_CREDENTIALS, startMoto } from "@nebula/test-peers";
-import { inParallel, record } from "./common.mjs";
+import { inParallel, launchTagged, prepareNetwork, record } from "./common.mjs";
 
 const VNODES = Number(process.env.NEBULA_BENCH_VNODES ?? 10);
 const PER_VNODE = Number(process.env.NEBULA_BENCH_PER_VNODE ?? 20);
@@ -125,38 +119,16 @@ const ec2 = moto.ec2();
 const account = await startAccount(moto.endpoint, ACCOUNT_RATE, ACCOUNT_BURST);
 const rows = [];
 try {
-  const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.0.0.0/16" }));
-  const subnet = await ec2.send(
-    new CreateSubnetCommand({ VpcId: vpc.Vpc.VpcId, CidrBlock: "10.0.0.0/16" }),
-  );
-  const sg = await ec2.send(
-    new CreateSecurityGroupCommand({ VpcId: vpc.Vpc.VpcId, GroupName: "bench", Description: "b" }),
-  );
+  const { subnetId, securityGroupId } = await prepareNetwork(ec2);
   progress(`launching ${VNODES} × ${PER_VNODE} instances`);
   const launches = [];
   for (let v = 0; v < VNODES; v++) for (let i = 0; i < PER_VNODE; i++) launches.push([v, i]);
   await inParallel(launches, 8, ([v, i]) =>
-    ec2.send(
-      new RunInstancesCommand({
-        ImageId: "ami-0a1b2c3d",
-        InstanceType: "t3.micro",
-        MinCount: 1,
-        MaxCount: 1,
-        SubnetId: subnet.Subnet.SubnetId,
-        IamInstanceProfile: { Name: "nebula-host" },
-        TagSpecifications: [
-          {
-            ResourceType: "instance",
-            Tags: [
-              { Key: "nebula:cluster", Value: "bench" },
-              { Key: "nebula:node", Value: `vnode-${v}` },
-              { Key: "nebula:pod-uid", Value: uid(v, i) },
-              { Key: "nebula:pod", Value: `bench/v${v}-p${i}` },
-            ],
-          },
-        ],
-      }),
-    ),
+    launchTagged(ec2, subnetId, {
+      node: `vnode-${v}`,
+      podUid: uid(v, i),
+      pod: `bench/v${v}-p${i}`,
+    }),
   );
 
   /** One phase: V vnodes with the given read budget, polling for SECONDS. */
@@ -168,8 +140,8 @@ try {
           clusterName: "bench",
           nodeName: `vnode-${v}`,
           region: moto.region,
-          subnetIds: [subnet.Subnet.SubnetId],
-          securityGroupIds: [sg.GroupId],
+          subnetIds: [subnetId],
+          securityGroupIds: [securityGroupId],
           imageId: "ami-0a1b2c3d",
           instanceProfile: "nebula-host",
           instanceTypes: { default: "t3.micro" },

@@ -18,16 +18,10 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { join } from "node:path";
-import {
-  CreateSecurityGroupCommand,
-  CreateSubnetCommand,
-  CreateVpcCommand,
-  DescribeInstancesCommand,
-  RunInstancesCommand,
-} from "@aws-sdk/client-ec2";
+import { DescribeInstancesCommand } from "@aws-sdk/client-ec2";
 import { Ec2PodProvider } from "@nebula/provider";
 import { MOTO_CREDENTIALS, startMoto } from "@nebula/test-peers";
-import { inParallel, median, record } from "./common.mjs";
+import { inParallel, launchTagged, median, prepareNetwork, record } from "./common.mjs";
 
 const SIZES = (process.env.NEBULA_BENCH_SIZES ?? "10,100,1000,5000").split(",").map(Number);
 const CYCLES = Number(process.env.NEBULA_BENCH_CYCLES ?? 5);
@@ -136,44 +130,11 @@ try {
   for (const size of SIZES) {
     // A fresh moto state per size, so each measurement sees only its own instances.
     await moto.reset();
-    const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.0.0.0/16" }));
-    const subnet = await ec2.send(
-      new CreateSubnetCommand({ VpcId: vpc.Vpc.VpcId, CidrBlock: "10.0.0.0/16" }),
-    );
-    const sg = await ec2.send(
-      new CreateSecurityGroupCommand({
-        VpcId: vpc.Vpc.VpcId,
-        GroupName: "bench",
-        Description: "bench",
-      }),
-    );
+    const { subnetId, securityGroupId } = await prepareNetwork(ec2);
     const nodeName = `bench-${size}`;
     progress(`${size}: launching`);
-    // One RunInstances per instance, as the provider launches (one reservation per Pod: moto's
-    // MaxResults counts reservations, EC2's counts instances; this makes both the same).
     await inParallel([...Array(size).keys()], 8, (i) =>
-      ec2.send(
-        new RunInstancesCommand({
-          ImageId: "ami-0a1b2c3d",
-          InstanceType: "t3.micro",
-          MinCount: 1,
-          MaxCount: 1,
-          SubnetId: subnet.Subnet.SubnetId,
-          // The host profile: the provider adopts only instances that prove Nebula launched them.
-          IamInstanceProfile: { Name: "nebula-host" },
-          TagSpecifications: [
-            {
-              ResourceType: "instance",
-              Tags: [
-                { Key: "nebula:cluster", Value: "bench" },
-                { Key: "nebula:node", Value: nodeName },
-                { Key: "nebula:pod-uid", Value: uid(i, size) },
-                { Key: "nebula:pod", Value: `bench/p-${i}` },
-              ],
-            },
-          ],
-        }),
-      ),
+      launchTagged(ec2, subnetId, { node: nodeName, podUid: uid(i, size), pod: `bench/p-${i}` }),
     );
     progress(`${size}: measuring`);
     const provider = new Ec2PodProvider({
@@ -181,8 +142,8 @@ try {
         clusterName: "bench",
         nodeName,
         region: moto.region,
-        subnetIds: [subnet.Subnet.SubnetId],
-        securityGroupIds: [sg.GroupId],
+        subnetIds: [subnetId],
+        securityGroupIds: [securityGroupId],
         imageId: "ami-0a1b2c3d",
         instanceProfile: "nebula-host",
         instanceTypes: { default: "t3.micro" },
