@@ -355,13 +355,16 @@ describe("the roll-up over sequences of Pod states in time (stability window)", 
           const steps = [...observations];
           for (let i = 0; i < steps.length; i++) {
             const o = steps[i] as Observation;
-            // The requeue fires before a later observation, with no new Pod state.
-            if (requeueAt !== undefined && requeueAt <= o.t) {
+            // The requeue fires before a later observation, with no new Pod state. One due at the
+            // very moment of an observation reads that observation's state (the cache holds it), so
+            // the observation's own evaluation is that requeue.
+            if (requeueAt !== undefined && requeueAt < o.t) {
               steps.splice(i, 0, { ...o, t: requeueAt, status: steps[i - 1]?.status ?? o.status });
               requeueAt = undefined;
               i--;
               continue;
             }
+            if (requeueAt === o.t) requeueAt = undefined;
             const { judged, wd, wl } = evaluate(o.status, at(o.t), stored);
             stored.deployment = wd.conditions;
             stored.workload = wl.conditions;
@@ -396,7 +399,9 @@ describe("the roll-up over sequences of Pod states in time (stability window)", 
           if (runs.length > 0) expect(windowEnd).toBe(true);
         },
       ),
-      { numRuns: 100 },
+      // The requeue due at the very moment of the last start (440 + 160 = 600 s, the window),
+      // found at 20,000 runs while chasing a flaky CI run: kept as a fixed example.
+      { numRuns: 100, examples: [[[0, 0, 0, 0, 440], 0, [0]]] },
     );
   });
 });
