@@ -250,6 +250,7 @@ async function runScenarios(
     if (Date.now() > until) {
       // The clean-up goes on; scenarios still settling (a deletion finishing) may still get there.
       state.scenarioDeadlinePassedAt = Math.round((Date.now() - startedAt) / 1000);
+      state.tracker.close();
       return;
     }
     // One sample a second: the rest of the second after the tick and its actions.

@@ -288,6 +288,60 @@ describe("Tracker", () => {
     expect(byId(failing.verdicts()).get("event-channel")?.ok).toBe(false);
   });
 
+  it("event-channel counts only the planned exit (code 0), not a kill by the clean-up", () => {
+    const tracker = new Tracker(1);
+    tracker.observe(
+      snapshot(40, {
+        pods: [
+          pod("channel-on-0", {
+            phase: "Failed",
+            exit: { code: 137, reason: "Error", finishedAt: iso(39) },
+          }),
+          pod("channel-off-0", {
+            phase: "Succeeded",
+            exit: { code: 0, reason: "Completed", finishedAt: iso(30) },
+          }),
+        ],
+      }),
+    );
+    expect(tracker.latencies().channel).toEqual({ on: [], off: [10_000] });
+  });
+
+  it("once the time runs out, a scenario not there is reported as it stood then, and can still get there", () => {
+    const tracker = new Tracker(1);
+    const names = (side: string) =>
+      Array.from({ length: CHANNEL_PODS }, (_, i) => `channel-${side}-${i}`);
+    const done = (name: string) =>
+      pod(name, {
+        phase: "Succeeded",
+        exit: { code: 0, reason: "Completed", finishedAt: iso(19) },
+      });
+    tracker.observe(
+      snapshot(20, {
+        pods: [...names("on").map(done), ...names("off").map((n) => pod(n, { phase: "Running" }))],
+      }),
+    );
+    tracker.close();
+    // The clean-up deletes every Pod: the report keeps what the deadline saw.
+    tracker.observe(
+      snapshot(25, {
+        pods: [...names("on"), ...names("off")].map((n) =>
+          pod(n, { phase: "Running", deleting: true }),
+        ),
+      }),
+    );
+    const verdict = byId(tracker.verdicts()).get("event-channel");
+    expect(verdict?.ok).toBe(false);
+    expect(verdict?.observed).toMatch(
+      new RegExp(
+        `^on: ${CHANNEL_PODS}/${CHANNEL_PODS} Succeeded.*; off: 0/${CHANNEL_PODS} Succeeded$`,
+      ),
+    );
+    // A scenario that gets there during the clean-up is ok.
+    tracker.observe(snapshot(30, { pods: [...names("on"), ...names("off")].map(done) }));
+    expect(byId(tracker.verdicts()).get("event-channel")?.ok).toBe(true);
+  });
+
   it("a blocked scenario says why and is never ok", () => {
     const tracker = new Tracker(1);
     tracker.block("workload", "nebula-operator is not usable: exited with code 1");

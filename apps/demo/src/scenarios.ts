@@ -76,6 +76,9 @@ export interface Latencies {
   readonly channel: Readonly<Record<ChannelSide, readonly number[]>>;
 }
 
+const byScenario = (verdicts: readonly Verdict[]): Map<ScenarioId, Verdict> =>
+  new Map(verdicts.map((v) => [v.id, v]));
+
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 
 /** The median of sorted samples (0 for none). */
@@ -110,6 +113,8 @@ export class Tracker {
   #deleteUid: string | undefined;
   #logs: { text: string; afterTerminated: boolean } | undefined;
   #last: Snapshot | undefined;
+  /** The verdicts when the scenarios' time ran out, if it did. */
+  #closed: Map<ScenarioId, Verdict> | undefined;
 
   /** @param replicas the print-and-exit Deployment's replicas */
   constructor(replicas: number) {
@@ -131,8 +136,9 @@ export class Tracker {
         const key = `${pod.uid}/${exit.finishedAt}`;
         if (!this.#exitsSeen.has(key))
           this.#exitsSeen.set(key, Math.max(0, snapshot.at - finished));
+        // The comparison measures the planned exit (code 0), not a kill by the clean-up.
         const side = channelSide(pod.name);
-        if (side !== undefined && !this.#channelExits.has(pod.uid))
+        if (side !== undefined && exit.code === 0 && !this.#channelExits.has(pod.uid))
           this.#channelExits.set(pod.uid, { side, ms: Math.max(0, snapshot.at - finished) });
       }
     }
@@ -185,10 +191,21 @@ export class Tracker {
     if (!this.#blocked.has(id)) this.#blocked.set(id, why);
   }
 
-  /** The verdict of every scenario: the first ok verdict once reached, else the latest. */
+  /**
+   * Records that the scenarios' time ran out: a scenario that never got there is reported as it
+   * stood then, not as the clean-up (which deletes every Pod) leaves it.
+   */
+  close(): void {
+    this.#closed ??= byScenario(this.#judgeAll(this.#last));
+  }
+
+  /**
+   * The verdict of every scenario: the first ok verdict once reached, else the latest (after
+   * {@link Tracker.close}, the one when the time ran out).
+   */
   verdicts(): Verdict[] {
     const latest = this.#judgeAll(this.#last);
-    return latest.map((v) => this.#settled.get(v.id) ?? v);
+    return latest.map((v) => this.#settled.get(v.id) ?? this.#closed?.get(v.id) ?? v);
   }
 
   /** Every scenario has an ok verdict. */
