@@ -91,7 +91,19 @@ case "$command_name" in
 test)
   prepare
   npm run lint
-  node_modules/.bin/nx run-many -t typecheck test check-package test-integration --outputStyle=static "$@"
+  # nx writes each task's start and duration to NX_PROFILE (a path relative to here); the table at
+  # the end shows them per project, beside the previous whole run's on this machine.
+  profile=node_modules/.cache/nebula/nx-profile.json
+  mkdir -p "$(dirname "$profile")"
+  rm -f "$profile"
+  history=()
+  [ "$#" -eq 0 ] && history=(--history "$cache_dir/test-times.json")
+  mkdir -p "$cache_dir"
+  status=0
+  NX_PROFILE="$profile" node_modules/.bin/nx run-many -t typecheck test check-package test-integration \
+    --outputStyle=static "$@" || status=$?
+  node scripts/time-table.mjs "$profile" "${history[@]}" || true
+  exit "$status"
   ;;
 demo)
   if wants_help "$@"; then
