@@ -703,5 +703,22 @@ describe("apiServerClientCa", () => {
     expect(error).toBeInstanceOf(VirtualNodeError);
     expect(error).toMatchObject({ code: "RequestFailed", cause: { code: 403 } });
     expect((error as Error).message).toContain("extension-apiserver-authentication-reader");
+    // An API server that does not answer is not an RBAC problem, and the message does not say so.
+    const away = {
+      readNamespacedConfigMap: async () => {
+        throw new TypeError("fetch failed");
+      },
+    };
+    const unreachable = (await apiServerClientCa(away).catch((e: unknown) => e)) as Error;
+    expect(unreachable.message).toContain("got no answer from the API server (fetch failed)");
+    expect(unreachable.message).not.toContain("Role");
+    const missing = {
+      readNamespacedConfigMap: async () => {
+        throw Object.assign(new Error("not found"), { code: 404 });
+      },
+    };
+    expect(
+      ((await apiServerClientCa(missing).catch((e: unknown) => e)) as Error).message,
+    ).toContain("found no such ConfigMap");
   });
 });

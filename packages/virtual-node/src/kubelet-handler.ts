@@ -372,11 +372,18 @@ export async function apiServerClientCa(
       namespace: "kube-system",
     });
   } catch (error) {
-    throw new VirtualNodeError(
-      "RequestFailed",
-      `reading ConfigMap kube-system/extension-apiserver-authentication for the client CA failed (${(error as Error).message}); grant the Role extension-apiserver-authentication-reader`,
-      { cause: error },
-    );
+    const code = (error as { code?: unknown }).code;
+    const what =
+      "reading ConfigMap kube-system/extension-apiserver-authentication for the client CA";
+    const why =
+      code === 401 || code === 403
+        ? `was refused (${code}): bind the Role kube-system/extension-apiserver-authentication-reader to this identity (deploy/vnode/rbac.yaml does)`
+        : code === 404
+          ? "found no such ConfigMap: kube-apiserver publishes it once it has started with --client-ca-file"
+          : typeof code === "number"
+            ? `failed with ${code} (${(error as Error).message})`
+            : `got no answer from the API server (${(error as Error).message}): is it reachable from here?`;
+    throw new VirtualNodeError("RequestFailed", `${what} ${why}`, { cause: error });
   }
   const ca = z.object({ data: z.object({ "client-ca-file": z.string().min(1) }) }).safeParse(map);
   if (!ca.success) {

@@ -5,6 +5,7 @@
  *
  * @packageDocumentation
  */
+import { X509Certificate } from "node:crypto";
 import { once } from "node:events";
 import { readFile } from "node:fs/promises";
 import { createServer } from "node:https";
@@ -41,6 +42,11 @@ export const KubeletApiConfigSchema = z
      */
     clientCaFile: z.string().min(1).optional(),
     /**
+     * How often the client CA is read again, in seconds (default 60): a rotated CA (the file
+     * rewritten, or the ConfigMap changed) is served from the next read on, without a restart.
+     */
+    clientCaReloadSeconds: z.number().int().min(1).max(86_400).default(60),
+    /**
      * How long one read of container usage from CloudWatch serves `/stats/summary` and
      * `/metrics/resource`, in seconds (default 60: the hosts publish once a minute).
      */
@@ -63,6 +69,7 @@ export const KubeletApiConfigSchema = z
   .default({
     enabled: true,
     bindAddress: "0.0.0.0",
+    clientCaReloadSeconds: 60,
     usageCacheSeconds: 60,
     maxLogStreams: 32,
     maxLogStreamsPerUser: 4,
@@ -91,7 +98,15 @@ export interface KubeletApiServerOptions
   readonly logger: KubeletHandlerOptions["logger"] & {
     info(fields: Record<string, unknown>, message: string): void;
   };
+  /**
+   * The waits between attempts to read the API server's client CA at start, in milliseconds
+   * (default 1 s doubling to 30 s; the last repeats until the read succeeds or the signal aborts).
+   */
+  readonly clientCaRetryDelaysMs?: readonly number[];
 }
+
+/** Start-up read attempts of the client CA: 1 s doubling to 30 s, the last repeated. */
+const CLIENT_CA_RETRY_DELAYS_MS = [1_000, 2_000, 4_000, 8_000, 16_000, 30_000];
 
 /** Reads a file the settings name, saying which setting named it when it cannot. */
 async function readConfigured(setting: string, path: string): Promise<string> {
@@ -136,6 +151,20 @@ export function kubeletApiServer(
     logger,
   });
   const { tlsCertFile, tlsPrivateKeyFile, clientCaFile, bindAddress } = settings;
+  const readCa = async (): Promise<string> =>
+    clientCaFile !== undefined
+      ? certificates(
+          `kubeletApi.clientCaFile: ${clientCaFile}`,
+          await readConfigured("clientCaFile", clientCaFile),
+        )
+      : certificates(
+          "kube-system/extension-apiserver-authentication client-ca-file",
+          await apiServerClientCa(core).catch((error: Error) => {
+            throw new Error(`kubelet API: ${error.message}; or set kubeletApi.clientCaFile`, {
+              cause: error,
+            });
+          }),
+        );
   return async (signal) => {
     const serving =
       tlsCertFile !== undefined && tlsPrivateKeyFile !== undefined
@@ -144,18 +173,24 @@ export function kubeletApiServer(
             key: await readConfigured("tlsPrivateKeyFile", tlsPrivateKeyFile),
           }
         : await selfSignedServingCert(hosts);
-    const ca =
+    // A configured file that cannot be read is a mistake to fix; the API server may only be
+    // briefly away (or its Role not yet bound): that read is retried until it answers.
+    const first =
       clientCaFile !== undefined
-        ? await readConfigured("clientCaFile", clientCaFile)
-        : await apiServerClientCa(core).catch((error: Error) => {
-            throw new Error(`kubelet API: ${error.message}; or set kubeletApi.clientCaFile`, {
-              cause: error,
-            });
+        ? await readCa()
+        : await untilRead(readCa, options.clientCaRetryDelaysMs ?? CLIENT_CA_RETRY_DELAYS_MS, {
+            signal,
+            logger,
           });
+    if (first === undefined) return;
     // Client certificates are verified against the CA per request: a client without one may
     // still present a bearer token.
-    const tls = { ...serving, ca, requestCert: true, rejectUnauthorized: false };
-    const server = createServer(tls, kubelet.handle).listen(port, bindAddress);
+    let ca = first;
+    const tls = (caPem: string) => ({ ...serving, ca: caPem, requestCert: true });
+    const server = createServer({ ...tls(ca), rejectUnauthorized: false }, kubelet.handle).listen(
+      port,
+      bindAddress,
+    );
     try {
       await once(server, "listening");
     } catch (error) {
@@ -166,11 +201,99 @@ export function kubeletApiServer(
     }
     const bound = (server.address() as AddressInfo).port;
     logger.info({ port: bound, address: bindAddress }, "kubelet API listening");
-    if (!signal.aborted) await once(signal, "abort");
+    // A rotated CA is served from the next read on; a read that fails keeps the CA in use.
+    const reload = setInterval(() => {
+      readCa()
+        .then((next) => {
+          if (next === ca || signal.aborted) return;
+          server.setSecureContext(tls(next));
+          ca = next;
+          logger.info({ certificates: pemCount(next) }, "kubelet API: client CA reloaded");
+        })
+        .catch((error: unknown) =>
+          logger.warn(
+            { err: error },
+            "kubelet API: the client CA read again is not usable; keeping the one in use",
+          ),
+        );
+    }, settings.clientCaReloadSeconds * 1000);
+    reload.unref();
+    try {
+      if (!signal.aborted) await once(signal, "abort");
+    } finally {
+      clearInterval(reload);
+    }
     kubelet.close();
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
       server.closeAllConnections();
     });
   };
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+
+/** How many certificates a PEM bundle holds. */
+function pemCount(pem: string): number {
+  return pem.match(PEM_CERTIFICATE)?.length ?? 0;
+}
+
+/**
+ * `pem` when it is a bundle of one or more certificates that parse; else an error naming `source`
+ * (TLS itself takes any text as a CA and then trusts nobody).
+ */
+function certificates(source: string, pem: string): string {
+  const blocks = pem.match(PEM_CERTIFICATE) ?? [];
+  if (blocks.length === 0) throw new Error(`${source}: holds no PEM certificate`);
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block);
+    } catch (error) {
+      throw new Error(
+        `${source}: a certificate in it cannot be read (${(error as Error).message})`,
+        {
+          cause: error,
+        },
+      );
+    }
+  }
+  return pem;
+}
+
+/**
+ * `read()` until it resolves, waiting `delays[i]` after the i-th failure (the last repeating) and
+ * warning each time with the failure's own message; `undefined` once `signal` aborts.
+ */
+async function untilRead(
+  read: () => Promise<string>,
+  delays: readonly number[],
+  context: { signal: AbortSignal; logger: KubeletApiServerOptions["logger"] },
+): Promise<string | undefined> {
+  for (let attempt = 1; !context.signal.aborted; attempt++) {
+    try {
+      return await read();
+    } catch (error) {
+      const wait = delays[Math.min(attempt - 1, delays.length - 1)] ?? 30_000;
+      context.logger.warn(
+        { err: error, attempt, retryInSeconds: wait / 1000 },
+        "kubelet API: the client CA could not be read yet; not serving until it is, retrying",
+      );
+      await sleep(wait, context.signal);
+    }
+  }
+  return undefined;
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
