@@ -12,11 +12,12 @@ const bundle = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 
 describe("parseCommandLine", () => {
   it("applies defaults", () => {
-    const result = parseCommandLine(["--cluster", "prod"]);
+    const result = parseCommandLine(["--cluster", "prod", "--config", "config.json"]);
     expect(result).toEqual({
       ok: true,
       flags: {
         cluster: "prod",
+        config: "config.json",
         "node-name": "nebula-vnode",
         "log-level": "info",
         "leader-elect": false,
@@ -60,13 +61,14 @@ describe("the bundled binary", () => {
 });
 
 describe("the bundled binary refusing to start", () => {
-  it("exits 1 naming a missing --config", () => {
+  it("exits 2 naming a missing --config, with the usage (bad input, as any other flag)", () => {
     const run = spawnSync(process.execPath, [bundle, "--cluster", "test"], {
       encoding: "utf8",
       timeout: 60_000,
     });
-    expect(run.status).toBe(1);
-    expect(run.stderr).toContain("--config: is required");
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain("nebula-vnode: --config: is required");
+    expect(run.stderr).toContain("Usage: nebula-vnode");
   });
 
   it("exits 1 listing every problem of the configuration file", () => {

@@ -30,6 +30,7 @@ on a dedicated EC2 instance (one Pod = one instance), reporting truthful Pod sta
       placeholder: "<path>",
       description:
         "configuration file (JSON: { node, provider }; see deploy/vnode/README.md) (required to run)",
+      requiredToRun: true,
     },
     namespace: {
       type: "string",

@@ -16,6 +16,7 @@ process.exitCode = await runCli(
   { version: String(pkg.version) },
   async (flags) => {
     const logger = createLogger({ level: flags["log-level"], name: cli.name });
+    // The command line's parse already refused a run without --config (exit code 2).
     if (flags.config === undefined) throw new Error("--config: is required");
     const config = loadAppConfig(flags.config, {
       nodeName: flags["node-name"],

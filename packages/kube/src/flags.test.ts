@@ -180,6 +180,34 @@ describe("runCli", () => {
     expect(bad.err.join("")).toMatch(/^demo: --log-level: .*\n\nUsage: demo/s);
   });
 
+  it("a flag required to run: missing is bad input (2), but --help and --version need it not", async () => {
+    const withConfig = defineCli({
+      name: "needs",
+      summary: "Needs a configuration.",
+      flags: {
+        config: {
+          type: "string",
+          schema: z.string().min(1).optional(),
+          description: "configuration file (required to run)",
+          requiredToRun: true,
+        },
+      },
+    });
+    let ran = 0;
+    const main = () => {
+      ran++;
+      return 0;
+    };
+    const missing = io();
+    expect(await runCli(withConfig, [], missing.options, main)).toBe(2);
+    expect(missing.err.join("")).toMatch(/^needs: --config: is required\n\nUsage: needs/s);
+    expect(await runCli(withConfig, ["--help"], io().options, main)).toBe(0);
+    expect(await runCli(withConfig, ["--version"], io().options, main)).toBe(0);
+    expect(ran).toBe(0);
+    expect(await runCli(withConfig, ["--config", "c.json"], io().options, main)).toBe(0);
+    expect(ran).toBe(1);
+  });
+
   it("runs main with the flags and returns its code; a failing main gives 1", async () => {
     const ok = io();
     expect(

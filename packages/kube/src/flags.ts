@@ -26,6 +26,11 @@ interface FlagDefinition<S extends z.ZodType = z.ZodType> {
   readonly placeholder?: string;
   /** One-letter alias, e.g. `n` for `-n`. */
   readonly short?: string;
+  /**
+   * The program cannot run without it, though `--help` and `--version` can: a command line that
+   * runs and lacks it is bad input (exit code 2 from {@link runCli}).
+   */
+  readonly requiredToRun?: boolean;
 }
 
 /** Options by long name (without `--`). */
@@ -202,6 +207,13 @@ export function defineCli<F extends FlagDefinitions = Record<never, never>>(
       if (!parsed.success) {
         const issue = parsed.error.issues[0];
         return { ok: false, message: `--${String(issue?.path[0])}: ${issue?.message}` };
+      }
+      const data = parsed.data as Record<string, unknown>;
+      if (data.help !== true && data.version !== true) {
+        const missing = Object.entries(all).find(
+          ([name, def]) => def.requiredToRun === true && data[name] === undefined,
+        );
+        if (missing !== undefined) return { ok: false, message: `--${missing[0]}: is required` };
       }
       return { ok: true, flags: parsed.data as CliFlags<F> };
     },
