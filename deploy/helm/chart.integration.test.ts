@@ -51,6 +51,8 @@ const TEST_VALUES = join(CHART, "ci", "test-values.yaml");
 /** Three virtual nodes: a plain one, a pool with a label and a taint, a draining one. */
 const POOL_VALUES = join(CHART, "ci", "pool-values.yaml");
 const POOL = ["pool-a", "pool-gpu", "pool-old"];
+/** Production settings: PDB, ServiceMonitor, priority class, spread, affinity, extra volumes, labels. */
+const PRODUCTION_VALUES = join(CHART, "ci", "production-values.yaml");
 const BUNDLES = {
   vnode: fileURLToPath(new URL("../../apps/vnode/dist/main.js", import.meta.url)),
   operator: fileURLToPath(new URL("../../apps/operator/dist/main.js", import.meta.url)),
@@ -327,6 +329,17 @@ describe("helm lint and the values schema", () => {
     const pool = await helm(["lint", "--strict", CHART, "-f", TEST_VALUES, "-f", POOL_VALUES]);
     expect(pool.stderr + pool.stdout).toContain("1 chart(s) linted, 0 chart(s) failed");
     expect(pool.code).toBe(0);
+    const production = await helm([
+      "lint",
+      "--strict",
+      CHART,
+      "-f",
+      TEST_VALUES,
+      "-f",
+      PRODUCTION_VALUES,
+    ]);
+    expect(production.stderr + production.stdout).toContain("1 chart(s) linted, 0 chart(s) failed");
+    expect(production.code).toBe(0);
   });
 
   it("refuses to render without the provider's required values, naming the one missing", async () => {
@@ -372,6 +385,21 @@ describe("helm lint and the values schema", () => {
       "vnode.config.provider.events.queueUrl=https://sqs.eu-west-1.amazonaws.com/1/q,vnode.nodes[0].name=a,vnode.nodes[1].name=b",
       /vnode.nodes\[1\] \(b\): provider.events.queueUrl https:\/\/sqs.eu-west-1.amazonaws.com\/1\/q is also a's/,
     ],
+    [
+      "a ServiceMonitor without its Service",
+      "metrics.service.enabled=false,metrics.serviceMonitor.enabled=true",
+      /metrics.serviceMonitor.enabled needs metrics.service.enabled/,
+    ],
+    [
+      "a disruption budget that is no count or percent",
+      "vnode.podDisruptionBudget.maxUnavailable=lots",
+      /at '\/vnode\/podDisruptionBudget\/maxUnavailable'/,
+    ],
+    [
+      "a topology spread constraint without its topologyKey",
+      "operator.topologySpreadConstraints[0].maxSkew=1,operator.topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+      /missing property 'topologyKey'/,
+    ],
   ])("refuses %s, naming its path (--set %s)", async (_what, set, message) => {
     const out = await helm(["template", RELEASE, CHART, "-f", TEST_VALUES, "--set", set]);
     expect(out.code).not.toBe(0);
@@ -416,6 +444,96 @@ describe("helm template", () => {
     }
     for (const o of objects.filter((x) => x.kind !== "CustomResourceDefinition"))
       expect(o.metadata.labels?.["app.kubernetes.io/instance"], idOf(o)).toBe(RELEASE);
+  });
+
+  it("renders each Deployment's disruption budget and metrics Service selecting its Pods; with production values the ServiceMonitors, priority class, spread, affinity, extra volumes and Pod labels", async () => {
+    const selects = (selector: Record<string, string> | undefined, deployment: V1Deployment) =>
+      selector !== undefined &&
+      Object.keys(selector).length > 0 &&
+      Object.entries(selector).every(
+        ([k, v]) => deployment.spec?.template.metadata?.labels?.[k] === v,
+      );
+    const spec = (o: K8sObject | undefined) =>
+      o?.spec as
+        | {
+            maxUnavailable?: number | string;
+            selector?: Record<string, string> & { matchLabels?: Record<string, string> };
+            ports?: Array<{ name: string; port: number; targetPort: string }>;
+            endpoints?: Array<{ port: string; path: string; interval: string }>;
+          }
+        | undefined;
+    for (const values of [[], ["-f", POOL_VALUES]]) {
+      const objects = await template("-f", TEST_VALUES, ...values);
+      const deployments = objects.filter((o) => o.kind === "Deployment");
+      expect(deployments.length).toBeGreaterThanOrEqual(2);
+      for (const d of deployments) {
+        const deployment = d as unknown as V1Deployment;
+        const name = d.metadata.name;
+        const pdb = find(objects, "PodDisruptionBudget", name, NAMESPACE);
+        expect(spec(pdb)?.maxUnavailable, name).toBe(1);
+        expect(selects(spec(pdb)?.selector?.matchLabels, deployment), name).toBe(true);
+        const service = find(objects, "Service", `${name}-metrics`, NAMESPACE);
+        expect(spec(service)?.ports, name).toEqual([
+          { name: "metrics", port: 8080, targetPort: "metrics" },
+        ]);
+        const { matchLabels: _none, ...serviceSelector } = spec(service)?.selector ?? {};
+        expect(selects(serviceSelector as Record<string, string>, deployment), name).toBe(true);
+        // Each budget and Service selects its own Deployment's Pods and no other's.
+        for (const other of deployments.filter((o) => o !== d))
+          expect(selects(spec(pdb)?.selector?.matchLabels, other as unknown as V1Deployment)).toBe(
+            false,
+          );
+      }
+      expect(objects.filter((o) => o.kind === "ServiceMonitor")).toEqual([]);
+    }
+    const objects = await template("-f", TEST_VALUES, "-f", PRODUCTION_VALUES);
+    const vnode = deploymentOf(objects, "nebula-vnode")?.spec?.template;
+    const operator = deploymentOf(objects, "nebula-operator")?.spec?.template;
+    expect(vnode?.metadata?.labels?.team).toBe("platform");
+    expect(vnode?.spec?.priorityClassName).toBe("system-cluster-critical");
+    // The constraint given without a labelSelector gets the Deployment's.
+    expect(vnode?.spec?.topologySpreadConstraints).toEqual([
+      {
+        maxSkew: 1,
+        topologyKey: "topology.kubernetes.io/zone",
+        whenUnsatisfiable: "ScheduleAnyway",
+        labelSelector: {
+          matchLabels: {
+            "app.kubernetes.io/name": "nebula-vnode",
+            "app.kubernetes.io/instance": RELEASE,
+          },
+        },
+      },
+    ]);
+    // The vnode keeps the chart's affinity; the operator's is replaced by its own.
+    expect(vnode?.spec?.affinity?.podAntiAffinity).toBeDefined();
+    expect(operator?.spec?.affinity?.podAntiAffinity).toBeUndefined();
+    expect(operator?.spec?.affinity?.nodeAffinity).toBeDefined();
+    // Extra volumes beside the chart's, mounted where asked.
+    expect(vnode?.spec?.volumes?.map((v) => v.name)).toEqual(["config", "kubelet-tls"]);
+    expect(vnode?.spec?.containers[0]?.volumeMounts?.map((m) => [m.name, m.mountPath])).toEqual([
+      ["config", "/etc/nebula"],
+      ["kubelet-tls", "/etc/nebula/tls"],
+    ]);
+    expect(operator?.spec?.volumes).toEqual([{ name: "scratch", emptyDir: {} }]);
+    expect(operator?.spec?.containers[0]?.volumeMounts).toEqual([
+      { name: "scratch", mountPath: "/scratch" },
+    ]);
+    expect(
+      spec(find(objects, "PodDisruptionBudget", "nebula-operator", NAMESPACE))?.maxUnavailable,
+    ).toBe("50%");
+    for (const name of ["nebula-vnode", "nebula-operator"]) {
+      const monitor = find(objects, "ServiceMonitor", name, NAMESPACE);
+      expect(monitor?.apiVersion).toBe("monitoring.coreos.com/v1");
+      expect(monitor?.metadata.labels?.release).toBe("prom");
+      expect(spec(monitor)?.endpoints).toEqual([
+        { port: "metrics", path: "/metrics", interval: "30s" },
+      ]);
+      // It selects its metrics Service by the Service's labels.
+      const service = find(objects, "Service", `${name}-metrics`, NAMESPACE);
+      for (const [k, v] of Object.entries(spec(monitor)?.selector?.matchLabels ?? {}))
+        expect(service?.metadata.labels?.[k], `${name} ${k}`).toBe(v);
+    }
   });
 
   it("installs either app alone", async () => {

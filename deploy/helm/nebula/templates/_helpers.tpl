@@ -87,3 +87,98 @@ affinity:
             matchLabels:
               {{- include "nebula.selectorLabels" . | nindent 14 }}
 {{- end -}}
+
+{{/*
+Where an app's Pods run: its priority class, the chart's affinity (unless the app's `affinity`
+replaces it), its topology spread (a constraint without labelSelector gets the Deployment's).
+The dict: root, component, node (an entry of vnode.nodes), values (.Values.vnode or .operator).
+*/}}
+{{- define "nebula.placement" -}}
+{{- $values := .values }}
+{{- with $values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- if $values.affinity }}
+affinity:
+  {{- toYaml $values.affinity | nindent 2 }}
+{{- else }}
+{{ include "nebula.affinity" . }}
+{{- end }}
+{{- with $values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- range . }}
+  {{- $constraint := deepCopy . }}
+  {{- if not (hasKey $constraint "labelSelector") }}
+  {{- $_ := set $constraint "labelSelector" (dict "matchLabels" (include "nebula.selectorLabels" $ | fromYaml)) }}
+  {{- end }}
+  - {{- toYaml $constraint | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Beside an app's Deployment: its PodDisruptionBudget, its metrics Service and ServiceMonitor. The
+dict: root, component, node, values, name (the Deployment's name).
+*/}}
+{{- define "nebula.serving" -}}
+{{- $root := .root }}
+{{- if .values.podDisruptionBudget.enabled }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "nebula.labels" . | nindent 4 }}
+spec:
+  maxUnavailable: {{ .values.podDisruptionBudget.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "nebula.selectorLabels" . | nindent 6 }}
+{{- end }}
+{{- if $root.Values.metrics.service.enabled }}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .name }}-metrics
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "nebula.labels" . | nindent 4 }}
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "nebula.selectorLabels" . | nindent 4 }}
+  ports:
+    - name: metrics
+      port: {{ $root.Values.metricsPort }}
+      targetPort: metrics
+{{- end }}
+{{- if $root.Values.metrics.serviceMonitor.enabled }}
+{{- if not $root.Values.metrics.service.enabled }}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled: the ServiceMonitor selects the metrics Service" }}
+{{- end }}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: {{ .name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "nebula.labels" . | nindent 4 }}
+    {{- with $root.Values.metrics.serviceMonitor.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  namespaceSelector:
+    matchNames: [{{ $root.Release.Namespace | quote }}]
+  selector:
+    matchLabels:
+      {{- include "nebula.selectorLabels" . | nindent 6 }}
+  endpoints:
+    - port: metrics
+      path: /metrics
+      interval: {{ $root.Values.metrics.serviceMonitor.interval }}
+{{- end }}
+{{- end -}}

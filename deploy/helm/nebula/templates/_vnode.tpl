@@ -14,7 +14,7 @@ vnode.nodeName, or once per entry of vnode.nodes. The dict:
 {{- $name := .name }}
 {{- $node := .node }}
 {{- $config := .config }}
-{{- $ctx := dict "root" $root "component" "vnode" }}
+{{- $ctx := dict "root" $root "component" "vnode" "values" $root.Values.vnode }}
 {{- if .pool }}{{- $_ := set $ctx "node" $node }}{{- end }}
 {{- $provider := $config.provider }}
 {{- $_ := required "vnode.config.provider.clusterName is required: the nebula:cluster tag of every instance (one name per cluster)" $provider.clusterName }}
@@ -358,6 +358,9 @@ spec:
     metadata:
       labels:
         {{- include "nebula.labels" $ctx | nindent 8 }}
+        {{- with $root.Values.vnode.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
       annotations:
         # A new configuration rolls the Pods.
         nebula.dev/config-sha256: {{ $config | toJson | sha256sum }}
@@ -366,7 +369,7 @@ spec:
         {{- end }}
     spec:
       serviceAccountName: {{ $name }}
-      {{- include "nebula.affinity" $ctx | nindent 6 }}
+      {{- include "nebula.placement" $ctx | nindent 6 }}
       {{- with $root.Values.vnode.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}
@@ -436,8 +439,15 @@ spec:
             - name: config
               mountPath: /etc/nebula
               readOnly: true
+            {{- with $root.Values.vnode.extraVolumeMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
       volumes:
         - name: config
           configMap:
             name: {{ $name }}
+        {{- with $root.Values.vnode.extraVolumes }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+{{ include "nebula.serving" (merge (dict "name" $name) $ctx) }}
 {{- end -}}
