@@ -386,6 +386,21 @@ describe("helm lint and the values schema", () => {
       /vnode.nodes\[1\] \(b\): provider.events.queueUrl https:\/\/sqs.eu-west-1.amazonaws.com\/1\/q is also a's/,
     ],
     [
+      "a typo in the provider's configuration (the app's own schema)",
+      "vnode.config.provider.regoin=eu-west-1",
+      /at '\/vnode\/config\/provider': additional properties 'regoin' not allowed/,
+    ],
+    [
+      "a wrong type in a virtual node's own configuration",
+      "vnode.nodes[0].name=a,vnode.nodes[0].config.provider.pollIntervalSeconds=fast",
+      /at '\/vnode\/nodes\/0\/config\/provider\/pollIntervalSeconds': got string, want number/,
+    ],
+    [
+      "an unknown kubelet API setting",
+      "vnode.config.kubeletApi.clientCAFile=/etc/ca.crt",
+      /at '\/vnode\/config\/kubeletApi': additional properties 'clientCAFile' not allowed/,
+    ],
+    [
       "a ServiceMonitor without its Service",
       "metrics.service.enabled=false,metrics.serviceMonitor.enabled=true",
       /metrics.serviceMonitor.enabled needs metrics.service.enabled/,
