@@ -3,7 +3,7 @@
 # run installs and builds nothing.
 #
 #   bash scripts/bootstrap.sh                 # everything
-#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, control-plane, helm, kstatus, metrics-server
+#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, zizmor, control-plane, helm, kstatus, metrics-server
 #
 # Steps:
 #   apt            Debian packages the tests need (podman runc busybox-static shellcheck awscli
@@ -13,6 +13,8 @@
 #                  at $NEBULA_CACHE_DIR/moto-venv.
 #   parliament     A Python virtual environment with the IAM policy linter parliament pinned to
 #                  $NEBULA_PARLIAMENT_VERSION, at $NEBULA_CACHE_DIR/parliament-venv.
+#   zizmor         A Python virtual environment with the GitHub Actions auditor zizmor pinned to
+#                  $NEBULA_ZIZMOR_VERSION, at $NEBULA_CACHE_DIR/zizmor-venv.
 #   control-plane  kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd built
 #                  from their Go modules with the machine's Go (CGO_ENABLED=0, version ldflags), at
 #                  $NEBULA_CACHE_DIR/control-plane/<k8s-version>/. Each binary is cached on its own;
@@ -34,6 +36,7 @@
 # including the Go module and build caches ($NEBULA_CACHE_DIR/go/{mod,build}).
 # Versions: NEBULA_K8S_VERSION (default v1.35.4), NEBULA_ETCD_VERSION (default v3.6.13),
 # NEBULA_MOTO_VERSION (default 5.2.5), NEBULA_PARLIAMENT_VERSION (default 1.6.4),
+# NEBULA_ZIZMOR_VERSION (default 1.32.0),
 # NEBULA_HELM_VERSION (default v4.3.1), NEBULA_METRICS_SERVER_VERSION (default v0.8.0).
 # packages/test-peers reads the same defaults.
 set -euo pipefail
@@ -43,6 +46,7 @@ k8s_version="${NEBULA_K8S_VERSION:-v1.35.4}"
 etcd_version="${NEBULA_ETCD_VERSION:-v3.6.13}"
 moto_version="${NEBULA_MOTO_VERSION:-5.2.5}"
 parliament_version="${NEBULA_PARLIAMENT_VERSION:-1.6.4}"
+zizmor_version="${NEBULA_ZIZMOR_VERSION:-1.32.0}"
 helm_version="${NEBULA_HELM_VERSION:-v4.3.1}"
 metrics_server_version="${NEBULA_METRICS_SERVER_VERSION:-v0.8.0}"
 
@@ -124,6 +128,23 @@ step_parliament() {
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "parliament==$parliament_version"
   "$venv/bin/parliament" --help >/dev/null
+  touch "$stamp"
+}
+
+# --- zizmor ----------------------------------------------------------------------------------
+
+step_zizmor() {
+  local venv="$cache_dir/zizmor-venv"
+  local stamp="$venv/.nebula-zizmor-$zizmor_version"
+  if [ -f "$stamp" ] && [ -x "$venv/bin/zizmor" ]; then
+    log "zizmor: $zizmor_version cached in $venv"
+    return 0
+  fi
+  log "zizmor: installing zizmor==$zizmor_version into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "zizmor==$zizmor_version"
+  "$venv/bin/zizmor" --version >/dev/null
   touch "$stamp"
 }
 
@@ -332,17 +353,18 @@ step_metrics_server() {
 # --- main ------------------------------------------------------------------------------------
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(apt moto parliament control-plane helm kstatus metrics-server)
+[ "${#steps[@]}" -gt 0 ] || steps=(apt moto parliament zizmor control-plane helm kstatus metrics-server)
 for step in "${steps[@]}"; do
   case "$step" in
   apt) with_lock apt step_apt ;;
   moto) with_lock moto step_moto ;;
   parliament) with_lock parliament step_parliament ;;
+  zizmor) with_lock zizmor step_zizmor ;;
   control-plane) with_lock control-plane step_control_plane ;;
   helm) with_lock helm step_helm ;;
   kstatus) with_lock kstatus step_kstatus ;;
   metrics-server) with_lock metrics-server step_metrics_server ;;
-  *) die "unknown step '$step' (apt, moto, parliament, control-plane, helm, kstatus, metrics-server)" ;;
+  *) die "unknown step '$step' (apt, moto, parliament, zizmor, control-plane, helm, kstatus, metrics-server)" ;;
   esac
 done
 log "done"
