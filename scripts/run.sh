@@ -30,8 +30,10 @@ die() {
 cache_dir="${NEBULA_CACHE_DIR:-$HOME/.cache/nebula}"
 k8s_version="${NEBULA_K8S_VERSION:-v1.35.4}"
 
-# Says, before bootstrap.sh starts, what is missing and how long preparing it takes.
+# Says, before bootstrap.sh starts, what is missing of the given steps (all when none are given)
+# and how long preparing it takes.
 announce_preparation() {
+  local wanted=" ${*:-control-plane helm metrics-server moto} "
   local out="$cache_dir/control-plane/$k8s_version" missing=() name
   for name in etcd kube-apiserver kubectl kube-scheduler kube-controller-manager; do
     [ -x "$out/$name" ] || missing+=("$name")
@@ -39,28 +41,31 @@ announce_preparation() {
   if [ -n "${KUBEBUILDER_ASSETS:-}${TEST_ASSET_KUBE_APISERVER:-}" ]; then
     missing=()
   fi
+  case "$wanted" in *" control-plane "*) ;; *) missing=() ;; esac
   if [ "${#missing[@]}" -gt 0 ]; then
     log "first use: building ${missing[*]} $k8s_version from source into $out"
     log "  this takes about 16 minutes on 2 cores (less when only some are missing), once; later runs reuse it in about 1 s"
   fi
-  if [ ! -x "$cache_dir/helm/${NEBULA_HELM_VERSION:-v4.3.1}/helm" ]; then
+  if [[ "$wanted" == *" helm "* ]] && [ ! -x "$cache_dir/helm/${NEBULA_HELM_VERSION:-v4.3.1}/helm" ]; then
     log "first use: building helm ${NEBULA_HELM_VERSION:-v4.3.1} from source (about 3 minutes on 2 cores, once)"
   fi
-  if [ ! -x "$cache_dir/metrics-server/${NEBULA_METRICS_SERVER_VERSION:-v0.8.0}/metrics-server" ]; then
+  if [[ "$wanted" == *" metrics-server "* ]] &&
+    [ ! -x "$cache_dir/metrics-server/${NEBULA_METRICS_SERVER_VERSION:-v0.8.0}/metrics-server" ]; then
     log "first use: building metrics-server ${NEBULA_METRICS_SERVER_VERSION:-v0.8.0} from source (about 3 minutes on 2 cores, once)"
   fi
-  if [ ! -x "$cache_dir/moto-venv/bin/moto_server" ]; then
+  if [[ "$wanted" == *" moto "* ]] && [ ! -x "$cache_dir/moto-venv/bin/moto_server" ]; then
     log "first use: installing moto into $cache_dir/moto-venv (a few minutes: pip, quiet)"
   fi
 }
 
+# Prepares the given bootstrap.sh steps (every step when none are given).
 prepare() {
   local started=$SECONDS
   [ -d node_modules ] || die "run 'npm ci' first (node_modules is missing)"
   # shellcheck source=scripts/use-node24.sh
   source scripts/use-node24.sh
-  announce_preparation
-  bash scripts/bootstrap.sh
+  announce_preparation "$@"
+  bash scripts/bootstrap.sh "$@"
   export NX_DAEMON="${NX_DAEMON:-false}" NX_NO_CLOUD="${NX_NO_CLOUD:-true}"
   log "prepared in $((SECONDS - started)) s"
 }
@@ -129,7 +134,9 @@ demo)
       die "could not build apps/demo"
     exec node apps/demo/dist/main.js "$@"
   fi
-  prepare
+  # The demo's world needs the Debian packages, moto and the control plane; not Helm,
+  # metrics-server or the linters, which only the tests use.
+  prepare apt moto control-plane
   build_demo
   exec node apps/demo/dist/main.js "$@"
   ;;
