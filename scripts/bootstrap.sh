@@ -18,7 +18,7 @@
 #   control-plane  kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd built
 #                  from their Go modules with the machine's Go (CGO_ENABLED=0, version ldflags), at
 #                  $NEBULA_CACHE_DIR/control-plane/<k8s-version>/. Each binary is cached on its own;
-#                  a cold build takes 20-30 minutes on 2 cores (the controller manager is the
+#                  a cold build takes 16 to 30 minutes on 2 cores (the controller manager is the
 #                  longest), a cached run under a second.
 #                  Builds nothing when KUBEBUILDER_ASSETS, or both TEST_ASSET_KUBE_APISERVER and
 #                  TEST_ASSET_ETCD, point at existing binaries.
@@ -167,6 +167,34 @@ use_go() {
   go_env
 }
 
+# Runs `go "$@"` with its output (on a cold cache, hundreds of "go: downloading" lines) kept in a
+# log instead of the terminal; says every 30 s that it is still at it, with the time so far; on a
+# failure prints the log's last lines. $1 labels the lines (the step and what it builds).
+quiet_go() {
+  local label="$1"
+  shift
+  local output status=0 started=$SECONDS next
+  mkdir -p "$cache_dir"
+  output="$(mktemp "$cache_dir/.go-output.XXXXXX")"
+  go "$@" >"$output" 2>&1 &
+  local pid=$!
+  next=$((started + 30))
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if [ "$SECONDS" -ge "$next" ] && kill -0 "$pid" 2>/dev/null; then
+      log "$label: still at go $1, $((SECONDS - started)) s so far"
+      next=$((next + 30))
+    fi
+  done
+  wait "$pid" || status=$?
+  if [ "$status" -ne 0 ]; then
+    log "$label: go $* failed (status $status); its last lines:"
+    tail -n 40 "$output" >&2
+  fi
+  rm -f "$output"
+  return "$status"
+}
+
 go_env() {
   export GOMODCACHE="$cache_dir/go/mod" GOCACHE="$cache_dir/go/build"
   export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=mod" GOWORK=off
@@ -205,7 +233,7 @@ build_kube_binaries() {
   grep -q '=> k8s.io/api ' go.mod || die "control-plane: found no staging replaces in $gomod"
   local name
   for name in "$@"; do
-    go get "k8s.io/kubernetes/cmd/$name@$k8s_version"
+    quiet_go "control-plane: $name" get "k8s.io/kubernetes/cmd/$name@$k8s_version"
   done
   local pkg=k8s.io/component-base/version cpkg=k8s.io/client-go/pkg/version ldflags="-s -w" key val
   local commit date
@@ -221,7 +249,7 @@ build_kube_binaries() {
   for name in "$@"; do
     started=$SECONDS
     log "control-plane: building $name $k8s_version (cold: several minutes; the controller manager ~15 min on 2 cores)"
-    go build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "k8s.io/kubernetes/cmd/$name"
+    quiet_go "control-plane: $name" build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "k8s.io/kubernetes/cmd/$name"
     mv "$out/$name.tmp" "$out/$name"
     log "control-plane: $name built in $((SECONDS - started))s"
   done
@@ -232,8 +260,8 @@ build_etcd() {
   mkdir -p "$work/etcd"
   cd "$work/etcd"
   printf 'module nebula.local/build/etcd\n\ngo 1.24\n' >go.mod
-  go get "go.etcd.io/etcd/server/v3@$etcd_version"
-  go build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3
+  quiet_go "control-plane: etcd" get "go.etcd.io/etcd/server/v3@$etcd_version"
+  quiet_go "control-plane: etcd" build -trimpath -ldflags "-s -w" -o "$out/etcd.tmp" go.etcd.io/etcd/server/v3
   mv "$out/etcd.tmp" "$out/etcd"
 }
 
@@ -273,7 +301,7 @@ step_control_plane() {
       echo "$etcd_version" >"$out/etcd.version"
     fi
     if [ "${#missing[@]}" -gt 0 ]; then
-      log "control-plane: to build: ${missing[*]} (first time: 20-30 minutes on 2 cores, then cached)"
+      log "control-plane: to build: ${missing[*]} (first time: 16 to 30 minutes on 2 cores, then cached)"
       build_kube_binaries "$out" "$work" "${missing[@]}"
     fi
   )
@@ -307,7 +335,7 @@ step_kstatus() {
   use_go kstatus 1.25
   mkdir -p "$out"
   local started=$SECONDS
-  (cd "$repo_dir/apps/operator/kstatus" && go build -trimpath -ldflags "-s -w" -o "$out/kstatus.tmp" .)
+  (cd "$repo_dir/apps/operator/kstatus" && quiet_go kstatus build -trimpath -ldflags "-s -w" -o "$out/kstatus.tmp" .)
   mv "$out/kstatus.tmp" "$out/kstatus"
   log "kstatus: built in $((SECONDS - started))s into $out"
 }
@@ -332,8 +360,8 @@ build_go_program() {
     trap 'rm -rf "$work"' EXIT
     cd "$work"
     printf 'module nebula.local/build/%s\n\ngo 1.25\n' "$name" >go.mod
-    go get "$package@$version"
-    go build -trimpath -ldflags "-s -w $extra_ldflags" -o "$out/$name.tmp" "$package"
+    quiet_go "$name" get "$package@$version"
+    quiet_go "$name" build -trimpath -ldflags "-s -w $extra_ldflags" -o "$out/$name.tmp" "$package"
   )
   mv "$out/$name.tmp" "$out/$name"
   log "$name: built in $((SECONDS - started))s into $out"
