@@ -7,7 +7,8 @@
  *   ignores SIGTERM, deleted: Stop is sent at once, the grace is capped (`maxGracePeriodSeconds`),
  *   and the Pod and its instance are gone within the cap; the teardown never refuses its own
  *   parameters (it once did: "parameters are invalid", and no Stop was ever sent).
- * - **A 500 MB log read.** `kubectl logs` of a stream of 500 MB, through the API server and the
+ * - **A large log read.** `kubectl logs` of a stream of 200 MB in CI (500 MB with
+ *   `NEBULA_E2E_LOG_MB=500`, which `npm run test:full` sets), through the API server and the
  *   kubelet API: all of it arrives, in order, while the virtual node's memory grows by a small
  *   fraction of it and its health endpoint keeps answering (it once read the whole stream into
  *   memory: 150 MB cost 242 MiB of heap, 400 MB crashed it).
@@ -54,6 +55,11 @@ const NS = "vnode-abuse";
 const GROUP = "/nebula/vnode-abuse/containers";
 /** The virtual node's grace cap in this world (the default is 3,600 s). */
 const MAX_GRACE_SECONDS = 20;
+/**
+ * The log stream's size in MB. 200 in CI: a stream held whole would still add 100 MB in the read's
+ * second half, above the 64 MiB the test allows; writing and reading 500 MB took 3 to 8 minutes.
+ */
+const LOG_MB = Number(process.env.NEBULA_E2E_LOG_MB ?? "200");
 
 let hosts: InstanceHosts;
 let vnode: VnodeProcess;
@@ -80,7 +86,7 @@ afterAll(async () => {
   const code = await vnode?.stop();
   await deleteNode(admin, NODE);
   await hosts?.close();
-  // The 500 MB stream lives in moto's memory until its group is gone.
+  // The stream lives in moto's memory until its group is gone.
   await logs.send(new DeleteLogGroupCommand({ logGroupName: GROUP })).catch(() => undefined);
   logs.destroy();
   ec2.destroy();
@@ -144,7 +150,7 @@ describe("a hostile tenant's own Pods cannot hold an instance, or take the virtu
     );
   }, 400_000);
 
-  it("kubectl logs of a 500 MB stream arrives whole and in order, in a small fraction of that memory, and the node keeps answering", async () => {
+  it(`kubectl logs of a ${LOG_MB} MB stream arrives whole and in order, in a small fraction of that memory, and the node keeps answering`, async () => {
     await core.createNamespacedPod({
       namespace: NS,
       body: barePod("chatty", NODE, { command: ["sh", "-c", "while true; do sleep 1; done"] }),
@@ -154,10 +160,10 @@ describe("a hostile tenant's own Pods cannot hold an instance, or take the virtu
 
     // What a chatty container leaves in its stream, written straight into it (the awslogs driver
     // would take hours): 1,000-byte numbered lines, 1,000 per PutLogEvents call (1 MB, the API's
-    // limit), 500 calls. The silent container wrote nothing itself.
+    // limit), one call per MB. The silent container wrote nothing itself.
     const LINE = 999;
     const PER_CALL = 1000;
-    const CALLS = 500;
+    const CALLS = LOG_MB;
     const total = CALLS * PER_CALL * (LINE + 1);
     await logs
       .send(new CreateLogStreamCommand({ logGroupName: GROUP, logStreamName: stream }))
@@ -249,7 +255,7 @@ describe("a hostile tenant's own Pods cannot hold an instance, or take the virtu
     const growth = { rss: peak.rss - before.rss, heap: peak.heap - before.heap };
     const mib = (n: number) => (n / 2 ** 20).toFixed(1);
     console.log(
-      `500 MB log read: ${samples} samples, before rss ${mib(before.rss)} MiB heap ${mib(before.heap)} MiB; peak growth rss ${mib(growth.rss)} MiB, heap ${mib(growth.heap)} MiB`,
+      `${LOG_MB} MB log read: ${samples} samples, before rss ${mib(before.rss)} MiB heap ${mib(before.heap)} MiB; peak growth rss ${mib(growth.rss)} MiB, heap ${mib(growth.heap)} MiB`,
     );
     for (let i = 0; i < curve.length; i += Math.ceil(curve.length / 12)) {
       const c = curve[i];
@@ -270,8 +276,9 @@ describe("a hostile tenant's own Pods cannot hold an instance, or take the virtu
     expect(half(true, "rss") - half(false, "rss")).toBeLessThan(64 * 2 ** 20);
     expect(half(true, "heap") - half(false, "heap")).toBeLessThan(64 * 2 ** 20);
     // And at no point near the stream's size (the old whole read grew the heap by more than the
-    // bytes it read: 242 MiB for 150 MB).
-    expect(growth.heap).toBeLessThan(total / 4);
+    // bytes it read: 242 MiB for 150 MB). A page-bounded read grows it by about 60 MiB whatever
+    // the stream's size (measured at 500 MB): the bound is a quarter of the stream, at least 128 MiB.
+    expect(growth.heap).toBeLessThan(Math.max(total / 4, 128 * 2 ** 20));
     expect(healthFailures).toBe(0);
     // And the node is still the node: a bounded read of the same stream answers at once.
     const tail = await new Promise<string>((resolve, reject) => {
