@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves that a run left nothing behind: no simulator container (podman, label nebula-sim.run), no
-# conmon, and no process started from this checkout or the cache (the control plane, moto)
-# outlives it. `.ci/run` takes a snapshot before
+# conmon, no network namespace in /run/netns, and no process started from this checkout or the
+# cache (the control plane, moto) outlives it. `.ci/run` takes a snapshot before
 # the tests and checks after them; what was there before (another checkout's run, the machine's
 # own) is not counted.
 #
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 cache="${NEBULA_CACHE_DIR:-$HOME/.cache/nebula}"
 
-# One line per item: "container <id> <name>", "conmon <pid>", "process <pid> <command>".
+# One line per item: "container <id>", "conmon <pid>", "netns <name>", "process <pid> <command>".
 items() {
   local ids
   if command -v podman >/dev/null 2>&1; then
@@ -26,6 +26,12 @@ items() {
       echo "leftovers: podman ps failed (the conmon and process lists still count): $ids" >&2
     fi
   fi
+  # A Pod sandbox's network namespace, mounted under /run/netns by podman, outlives its container
+  # when the clean-up misses it.
+  local ns
+  for ns in /run/netns/*; do
+    [ -e "$ns" ] && echo "netns ${ns#/run/netns/}"
+  done
   local pid comm
   for comm in /proc/[0-9]*/comm; do
     [ "$(cat "$comm" 2>/dev/null)" = conmon ] || continue
@@ -44,7 +50,7 @@ items() {
     [ "$pid" = "$self" ] && continue
     case "$ancestors" in *" $pid "*) continue ;; esac
     local cmd
-    cmd="$(tr '\0' ' ' <"$dir/cmdline" 2>/dev/null || true)"
+    cmd="$({ tr '\0' ' ' <"$dir/cmdline"; } 2>/dev/null || true)"
     [ -n "$cmd" ] || continue
     case "$cmd" in
     *"$root/"* | *"$root "* | *"$cache/"*) echo "process $pid ${cmd:0:200}" ;;
@@ -79,10 +85,10 @@ check)
   if [ -n "$left" ]; then
     echo "leftovers: the run left these behind (they were not there before it):" >&2
     printf '%s\n' "$left" | sed 's/^/  /' >&2
-    echo "  remove them (podman rm -f <id>; kill <pid>) and find the test whose clean-up missed them" >&2
+    echo "  remove them (podman rm -f <id>; kill <pid>; ip netns delete <name>) and find the test whose clean-up missed them" >&2
     exit 1
   fi
-  echo "leftovers: nothing of the run survives it (no new simulator container, conmon or process of $root)" >&2
+  echo "leftovers: nothing of the run survives it (no new simulator container, conmon, network namespace or process of $root)" >&2
   ;;
 *)
   echo "usage: bash scripts/leftovers.sh snapshot|check <file>" >&2
