@@ -97,56 +97,33 @@ step_apt() {
     "${missing[@]}" >/dev/null
 }
 
-# --- moto ------------------------------------------------------------------------------------
+# --- Python tools: moto, parliament, zizmor --------------------------------------------------
 
-step_moto() {
-  local venv="$cache_dir/moto-venv"
-  local stamp="$venv/.nebula-moto-$moto_version"
-  if [ -f "$stamp" ] && [ -x "$venv/bin/moto_server" ]; then
-    log "moto: $moto_version cached in $venv"
+# Installs a Python tool from PyPI into its own cached virtual environment,
+# $NEBULA_CACHE_DIR/<name>-venv, pinned; a stamp file records the version, so a second run only
+# checks it. $1 the name, $2 the pip requirement, $3 the version, $4 the command it installs,
+# $5 an argument that makes that command answer (the install's check).
+python_tool() {
+  local name="$1" requirement="$2" version="$3" command="$4" check="$5"
+  local venv="$cache_dir/$name-venv"
+  local stamp="$venv/.nebula-$name-$version"
+  if [ -f "$stamp" ] && [ -x "$venv/bin/$command" ]; then
+    log "$name: $version cached in $venv"
     return 0
   fi
-  log "moto: installing moto[server]==$moto_version into $venv"
+  log "$name: installing $requirement into $venv"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$moto_version"
-  "$venv/bin/moto_server" --help >/dev/null
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$requirement"
+  "$venv/bin/$command" "$check" >/dev/null
   touch "$stamp"
 }
 
-# --- parliament ------------------------------------------------------------------------------
-
+step_moto() { python_tool moto "moto[server]==$moto_version" "$moto_version" moto_server --help; }
 step_parliament() {
-  local venv="$cache_dir/parliament-venv"
-  local stamp="$venv/.nebula-parliament-$parliament_version"
-  if [ -f "$stamp" ] && [ -x "$venv/bin/parliament" ]; then
-    log "parliament: $parliament_version cached in $venv"
-    return 0
-  fi
-  log "parliament: installing parliament==$parliament_version into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "parliament==$parliament_version"
-  "$venv/bin/parliament" --help >/dev/null
-  touch "$stamp"
+  python_tool parliament "parliament==$parliament_version" "$parliament_version" parliament --help
 }
-
-# --- zizmor ----------------------------------------------------------------------------------
-
-step_zizmor() {
-  local venv="$cache_dir/zizmor-venv"
-  local stamp="$venv/.nebula-zizmor-$zizmor_version"
-  if [ -f "$stamp" ] && [ -x "$venv/bin/zizmor" ]; then
-    log "zizmor: $zizmor_version cached in $venv"
-    return 0
-  fi
-  log "zizmor: installing zizmor==$zizmor_version into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "zizmor==$zizmor_version"
-  "$venv/bin/zizmor" --version >/dev/null
-  touch "$stamp"
-}
+step_zizmor() { python_tool zizmor "zizmor==$zizmor_version" "$zizmor_version" zizmor --version; }
 
 # --- control plane ---------------------------------------------------------------------------
 

@@ -124,7 +124,7 @@ test-full)
   export NEBULA_E2E_LOG_MB="${NEBULA_E2E_LOG_MB:-500}"
   export NX_SKIP_NX_CACHE=true NEBULA_TEST_TIMES="$cache_dir/test-full-times.json"
   log "test:full: the sampled suites whole (chaos 20 kills/30 Pods and 10/20 under faults, restart 30 Pods, quiet world 30 Pods for 600 s, a 500 MB log read)"
-  exec bash "$0" test "$@"
+  exec bash scripts/run.sh test "$@"
   ;;
 demo)
   if wants_help "$@"; then
