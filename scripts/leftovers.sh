@@ -43,7 +43,11 @@ items() {
   local self=$$ ancestors=" " p=$$
   while [ "$p" -gt 1 ] 2>/dev/null; do
     ancestors+="$p "
-    p="$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null || echo 1)"
+    # The parent is the 2nd field after the command name's closing ")" (a name may hold spaces).
+    local stat
+    stat="$(cat "/proc/$p/stat" 2>/dev/null || echo "x) S 1")"
+    stat="${stat##*) }"
+    p="$(printf '%s' "$stat" | awk '{print $2}')"
   done
   for dir in /proc/[0-9]*; do
     pid="${dir#/proc/}"
