@@ -16,18 +16,13 @@
 //
 // With NEBULA_BENCH_OUT=<file> each figure is appended as a JSON line (see scripts/bench.mjs).
 
-import {
-  CreateSecurityGroupCommand,
-  CreateSubnetCommand,
-  CreateTagsCommand,
-  CreateVpcCommand,
-} from "@aws-sdk/client-ec2";
+import { CreateTagsCommand } from "@aws-sdk/client-ec2";
 import { CreateQueueCommand, SendMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { Ec2PodProvider } from "@nebula/provider";
 import { encodeReportTags } from "@nebula/state-mapping";
 import { MemoryPodLedger } from "@nebula/teardown";
 import { MOTO_CREDENTIALS, startMoto } from "@nebula/test-peers";
-import { record } from "./common.mjs";
+import { prepareNetwork, record } from "./common.mjs";
 
 const EXITS = Number(process.env.NEBULA_BENCH_EXITS ?? 30);
 const SPREAD_MS = Number(process.env.NEBULA_BENCH_SPREAD_S ?? 30) * 1000;
@@ -71,17 +66,7 @@ const sqs = new SQSClient({
 });
 const running = [];
 try {
-  const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.0.0.0/16" }));
-  const subnet = await ec2.send(
-    new CreateSubnetCommand({ VpcId: vpc.Vpc.VpcId, CidrBlock: "10.0.0.0/16" }),
-  );
-  const sg = await ec2.send(
-    new CreateSecurityGroupCommand({
-      VpcId: vpc.Vpc.VpcId,
-      GroupName: "bench",
-      Description: "bench",
-    }),
-  );
+  const network = await prepareNetwork(ec2);
   const queueUrl = (await sqs.send(new CreateQueueCommand({ QueueName: "bench-events" }))).QueueUrl;
 
   /** One node: its provider, its Pods' instances, and when each Pod's terminal status was published. */
@@ -93,8 +78,8 @@ try {
         clusterName: "bench",
         nodeName: name,
         region: moto.region,
-        subnetIds: [subnet.Subnet.SubnetId],
-        securityGroupIds: [sg.GroupId],
+        subnetIds: [network.subnetId],
+        securityGroupIds: [network.securityGroupId],
         imageId: "ami-0a1b2c3d",
         instanceProfile: "nebula-host",
         instanceTypes: { default: "t3.micro" },
