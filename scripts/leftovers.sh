@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 cache="${NEBULA_CACHE_DIR:-$HOME/.cache/nebula}"
 
-# One line per item: "container <id>", "conmon <pid>", "netns <name>", "process <pid> <command>".
+# One line per item: "container <id>", "conmon <pid> <command>", "netns <name>", "process <pid> <command>".
 items() {
   local ids
   if command -v podman >/dev/null 2>&1; then
@@ -36,7 +36,9 @@ items() {
   for comm in /proc/[0-9]*/comm; do
     [ "$(cat "$comm" 2>/dev/null)" = conmon ] || continue
     pid="${comm#/proc/}"
-    echo "conmon ${pid%/comm}"
+    pid="${pid%/comm}"
+    # Its command line names the container (-c, -n) and the podman root it belongs to (-b).
+    echo "conmon $pid $({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | cut -c1-300)"
   done
   # Processes whose command line names this checkout (the apps, vitest) or the cache (the control
   # plane's binaries, moto), except this script and its parents.

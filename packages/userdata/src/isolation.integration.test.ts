@@ -24,6 +24,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { HOST_NETWORK_ANNOTATION, type RenderOptionsInput, renderUserData } from "./index.js";
 import { TestHost } from "./testing/host.js";
+import { reapConmons } from "./testing/reap.js";
 
 const ROOT = join(tmpdir(), "nebula-userdata-podman");
 const IMAGE = "localhost/nebula-busybox-isolation:1";
@@ -124,6 +125,10 @@ afterAll(() => {
   dropBlockRules();
   rmSync(www, { recursive: true, force: true });
   spawnSync("podman", [...podmanArgs, "rm", "-af", "-t", "0"]);
+  const missed = reapConmons(ROOT);
+  if (missed.length > 0) {
+    throw new Error(`podman rm -af left these running (now killed):\n${missed.join("\n")}`);
+  }
 });
 
 const hosts: TestHost[] = [];
@@ -139,6 +144,10 @@ afterEach(async () => {
     } catch (error) {
       if (pass >= 3) throw error;
     }
+  }
+  const missed = reapConmons(ROOT);
+  if (missed.length > 0) {
+    throw new Error(`podman rm -af left these running (now killed):\n${missed.join("\n")}`);
   }
 });
 

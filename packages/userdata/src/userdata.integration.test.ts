@@ -54,6 +54,7 @@ import { type PodSources, type RenderOptionsInput, renderUserData } from "./inde
 import { expand as expandKubernetesReferences } from "./pod.js";
 import { containerLogStream } from "./render.js";
 import { INSTANCE_ID, TestHost } from "./testing/host.js";
+import { reapConmons } from "./testing/reap.js";
 
 // A podman root of this run's own: two runs on one machine (two clones, two CI jobs) never share
 // containers, network namespaces or images.
@@ -144,13 +145,24 @@ afterEach(async () => {
       if (pass >= 3) throw error;
     }
   }
+  const missed = reapConmons(ROOT);
+  if (missed.length > 0) {
+    throw new Error(`podman rm -af left these running (now killed):\n${missed.join("\n")}`);
+  }
 });
 afterAll(() => {
   const base = ["--root", join(ROOT, "storage"), "--runroot", join(ROOT, "run")];
   spawnSync("podman", [...base, "rm", "-af", "-t", "0"]);
+  const missed = reapConmons(ROOT);
+  // Not `podman system reset`: with a root of its own it still wipes what every root shares, the
+  // libpod state in /run/libpod and the networks in /etc/containers/networks, so podman thinks
+  // the machine rebooted and forgets the containers other suites are running at the same time
+  // (found as orphaned conmons and network namespaces after a CI run).
   spawnSync("podman", [...base, "rmi", "-af"]);
-  spawnSync("podman", [...base, "system", "reset", "--force"]);
   rmSync(ROOT, { recursive: true, force: true });
+  if (missed.length > 0) {
+    throw new Error(`podman rm -af left these running (now killed):\n${missed.join("\n")}`);
+  }
 });
 
 function outDir(): string {

@@ -28,6 +28,7 @@ import { decodeConsoleOutput, decodeReportTags, type ExitReport } from "@nebula/
 import { SignatureV4 } from "@smithy/signature-v4";
 import { DEFAULT_SANDBOX_IMAGE } from "../options.js";
 import type { RenderedUserData } from "../render.js";
+import { killMarked } from "./reap.js";
 
 const STANDINS = fileURLToPath(new URL("./standins", import.meta.url));
 export const INSTANCE_ID = "i-0123456789abcdef0";
@@ -345,11 +346,6 @@ export class TestHost {
     process.kill(Number(readFileSync(join(this.dir, "supervisor.pid"), "utf8")), "SIGTERM");
   }
 
-  supervisorPid(): number | undefined {
-    const file = join(this.dir, "supervisor.pid");
-    return existsSync(file) ? Number(readFileSync(file, "utf8")) : undefined;
-  }
-
   /** docker / systemctl / shutdown invocations, one line each, `%q`-quoted. */
   calls(): string[] {
     const lines = readFileSync(join(this.dir, "calls"), "utf8").split("\n");
@@ -477,12 +473,9 @@ export class TestHost {
 
   /** Kills what is left (after a failed test) and stops the endpoint. */
   async close(): Promise<void> {
-    const pid = this.supervisorPid();
-    if (pid !== undefined && !existsSync(join(this.dir, "supervisor.rc"))) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {}
-    }
+    // Every process of this guest, not only the supervisor: a `docker run` it had started would
+    // otherwise go on and create its container after the suite's clean-up (testing/reap.ts).
+    await killMarked(`FAKE_HOST_DIR=${this.dir}`);
     const containers = join(this.dir, "docker/c");
     if (existsSync(containers)) {
       for (const id of readdirSync(containers)) {
