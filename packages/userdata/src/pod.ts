@@ -139,6 +139,9 @@ const Pod = z.looseObject({
     hostPID: z.boolean().optional(),
     hostIPC: z.boolean().optional(),
     shareProcessNamespace: z.boolean().optional(),
+    hostUsers: z.boolean().optional(),
+    os: z.looseObject({ name: str }).optional(),
+    runtimeClassName: str.optional(),
     securityContext: z
       .looseObject({
         runAsUser: z.number().int().min(0).optional(),
@@ -148,6 +151,7 @@ const Pod = z.looseObject({
         appArmorProfile: Profile.optional(),
         seLinuxOptions: z.looseObject({}).optional(),
         supplementalGroups: z.array(z.number().int().min(0)).optional(),
+        supplementalGroupsPolicy: str.optional(),
         fsGroup: z.number().int().min(0).optional(),
         sysctls: z.array(z.looseObject({ name: str })).optional(),
       })
@@ -340,7 +344,32 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
     if (spec[field] === true)
       fail("UnsupportedField", `spec.${field}`, `${field}: true is not supported on this host`);
   }
+  // Asked-for isolation the host's container runtime cannot give is refused, never ignored.
+  if (spec.hostUsers === false)
+    fail(
+      "UnsupportedField",
+      "spec.hostUsers",
+      "hostUsers: false (a user namespace per Pod) is not supported on this host; the Pod runs on an instance of its own, so leave it unset",
+    );
+  if (spec.runtimeClassName !== undefined && spec.runtimeClassName !== "")
+    fail(
+      "UnsupportedField",
+      "spec.runtimeClassName",
+      `runtimeClassName ${JSON.stringify(spec.runtimeClassName)} is not available on this host (it runs every container with its one runtime); remove the field`,
+    );
+  if (spec.os !== undefined && spec.os.name !== "linux")
+    fail(
+      "UnsupportedField",
+      "spec.os.name",
+      `os.name ${JSON.stringify(spec.os.name)} is not supported: Nebula's hosts run Linux`,
+    );
   const podSecurity = spec.securityContext ?? {};
+  if (podSecurity.supplementalGroupsPolicy === "Strict")
+    fail(
+      "UnsupportedField",
+      "spec.securityContext.supplementalGroupsPolicy",
+      "supplementalGroupsPolicy Strict is not supported on this host: the container runtime merges the image's groups (Merge); leave it unset",
+    );
   if (podSecurity.seLinuxOptions)
     fail(
       "UnsupportedField",
