@@ -22,7 +22,13 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 interface Plan {
   packages: Array<{ name: string; from: string; to: string; files: number; bytes: number }>;
   appVersion: string;
-  chart?: { file: string; version: string; appVersion: string; images: string[] };
+  chart?: {
+    file: string;
+    version: string;
+    appVersion: string;
+    images: string[];
+    digests: { vnode: string; operator: string };
+  };
   problems: string[];
 }
 
@@ -52,12 +58,15 @@ describe("the release, dry", () => {
     const names = plan.packages.map((p) => p.name);
     for (const dir of ["apps/vnode", "apps/operator", "deploy", "packages/test-peers"])
       if (manifest(dir).private) expect(names).not.toContain(manifest(dir).name);
-    // The chart and the images carry the apps' (new) version.
+    // The chart and the images carry the apps' (new) version, each image pinned to its digest as
+    // the release's images job pins the chart (scripts/pin-chart-images.mjs).
     expect(plan.chart?.version).toBe(plan.appVersion);
     expect(plan.chart?.appVersion).toBe(plan.appVersion);
+    expect(plan.chart?.digests.vnode).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(plan.chart?.digests.operator).not.toBe(plan.chart?.digests.vnode);
     expect(plan.chart?.images.sort()).toEqual([
-      `ghcr.io/nebula-dev/nebula-operator:${plan.appVersion}`,
-      `ghcr.io/nebula-dev/nebula-vnode:${plan.appVersion}`,
+      `ghcr.io/nebula-dev/nebula-operator:${plan.appVersion}@${plan.chart?.digests.operator}`,
+      `ghcr.io/nebula-dev/nebula-vnode:${plan.appVersion}@${plan.chart?.digests.vnode}`,
     ]);
     // Nothing in the checkout changed.
     expect((await run("git", ["status", "--porcelain"], { cwd: ROOT })).stdout).toBe(before);

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // A dry run of the release, changing nothing: what the next "Version packages" pull request would
 // bump (changeset status), each npm package packed as `npm publish` would pack it (npm pack
-// --dry-run), the chart packaged at the new version (helm package), and the images it would name.
+// --dry-run), the chart packaged at the new version (helm package) with its images pinned by digest
+// as the release pins them, and the images it would name.
 // Run it after a build (it packs dist/); deploy/release.integration.test.ts runs it in CI.
 //
 //   node scripts/release-dry-run.mjs [--helm <path>] [--json <file>]
@@ -11,7 +12,8 @@
 // packed, or the chart not packaging.
 
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -104,14 +106,31 @@ try {
     });
   }
 
-  // 3. The chart at the release's version, and the images it names.
+  // 3. The chart at the release's version, pinned to its images' digests as the release's images
+  // job pins it (scripts/pin-chart-images.mjs, on a copy here; the digests stand in for the ones
+  // the build would push), and the images it names.
   let chart;
+  const digests = {
+    vnode: `sha256:${createHash("sha256").update("dry run: nebula-vnode").digest("hex")}`,
+    operator: `sha256:${createHash("sha256").update("dry run: nebula-operator").digest("hex")}`,
+  };
   try {
+    const copy = join(work, "chart");
+    cpSync(join(ROOT, "deploy/helm/nebula"), copy, { recursive: true });
+    run(process.execPath, [
+      join(ROOT, "scripts/pin-chart-images.mjs"),
+      "--chart",
+      copy,
+      "--vnode",
+      digests.vnode,
+      "--operator",
+      digests.operator,
+    ]);
     run(
       helm,
       [
         "package",
-        "deploy/helm/nebula",
+        copy,
         "--version",
         appVersion,
         "--app-version",
@@ -151,10 +170,11 @@ try {
     const images = [
       ...new Set([...rendered.matchAll(/image: "?([^"\s]+)"?/g)].map((m) => m[1])),
     ].sort();
+    const expected = Object.values(digests).map((d) => `:${appVersion}@${d}`);
     for (const image of images)
-      if (!image.endsWith(`:${appVersion}`))
+      if (!expected.some((end) => image.endsWith(end)))
         problems.push(`the chart at ${appVersion} names the image ${image}`);
-    chart = { file: `nebula-${appVersion}.tgz`, version, appVersion: app, images };
+    chart = { file: `nebula-${appVersion}.tgz`, version, appVersion: app, images, digests };
   } catch (error) {
     problems.push(`helm package failed: ${String(error.stderr ?? error.message).trim()}`);
   }
@@ -171,7 +191,7 @@ try {
   if (chart) {
     console.log(`  chart ${chart.file} (version ${chart.version}, appVersion ${chart.appVersion})`);
     for (const image of chart.images)
-      console.log(`  image ${image} (built and pushed by the release, not here)`);
+      console.log(`  image ${image} (the digest stands in for the one the release pushes)`);
   }
   if (problems.length > 0) {
     console.error(`release dry run: ${problems.length} problem(s):`);

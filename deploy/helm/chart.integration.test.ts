@@ -461,6 +461,42 @@ describe("helm template", () => {
       expect(o.metadata.labels?.["app.kubernetes.io/instance"], idOf(o)).toBe(RELEASE);
   });
 
+  it("names each image by tag, and by tag@digest when a digest is set (as a released chart is); the schema refuses a digest that is not sha256", async () => {
+    const image = (objects: K8sObject[], name: string) =>
+      deploymentOf(objects, name)?.spec?.template.spec?.containers[0]?.image;
+    const plain = await template("-f", TEST_VALUES);
+    const version = (await helm(["show", "chart", CHART])).stdout.match(
+      /^appVersion: "?([^"\n]*)/m,
+    )?.[1];
+    expect(image(plain, "nebula-vnode")).toBe(`ghcr.io/nebula-dev/nebula-vnode:${version}`);
+    const digest = `sha256:${"0123456789abcdef".repeat(4)}`;
+    const pinned = await template(
+      "-f",
+      TEST_VALUES,
+      "--set",
+      `vnode.image.digest=${digest}`,
+      "--set",
+      `operator.image.digest=${digest}`,
+    );
+    expect(image(pinned, "nebula-vnode")).toBe(
+      `ghcr.io/nebula-dev/nebula-vnode:${version}@${digest}`,
+    );
+    expect(image(pinned, "nebula-operator")).toBe(
+      `ghcr.io/nebula-dev/nebula-operator:${version}@${digest}`,
+    );
+    const bad = await helm([
+      "template",
+      RELEASE,
+      CHART,
+      "-f",
+      TEST_VALUES,
+      "--set",
+      "vnode.image.digest=latest",
+    ]);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("/vnode/image/digest");
+  });
+
   it("renders each Deployment's disruption budget and metrics Service selecting its Pods; with production values the ServiceMonitors, priority class, spread, affinity, extra volumes and Pod labels", async () => {
     const selects = (selector: Record<string, string> | undefined, deployment: V1Deployment) =>
       selector !== undefined &&

@@ -45,9 +45,13 @@ nebula.dev/node: {{ . }}
 {{- end }}
 {{- end -}}
 
-{{/* image: repository:tag, the tag defaulting to the chart's appVersion. */}}
+{{/* image: repository:tag, the tag defaulting to the chart's appVersion; @digest when one is set. */}}
 {{- define "nebula.image" -}}
-{{- printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag) -}}
+{{- $ref := printf "%s:%s" .image.repository (default .root.Chart.AppVersion .image.tag) -}}
+{{- if .image.digest -}}
+{{- $ref = printf "%s@%s" $ref .image.digest -}}
+{{- end -}}
+{{- $ref -}}
 {{- end -}}
 
 {{/* The Pod-level parts both apps share: never on a virtual node, non-root. */}}
