@@ -3,7 +3,7 @@
 # run installs and builds nothing.
 #
 #   bash scripts/bootstrap.sh                 # everything
-#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, zizmor, control-plane, helm, kstatus, metrics-server
+#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, zizmor, control-plane, helm, kstatus, metrics-server, go
 #
 # Steps:
 #   apt            Debian packages the tests need (podman runc busybox-static shellcheck awscli
@@ -31,6 +31,11 @@
 #   metrics-server metrics-server $NEBULA_METRICS_SERVER_VERSION built from its Go module
 #                  (sigs.k8s.io/metrics-server) at $NEBULA_CACHE_DIR/metrics-server/<version>/
 #                  (~3 minutes cold): the virtual node's tests run `kubectl top` through it.
+#   go             A Go of at least 1.25 for the builds above (each of them does this first): the
+#                  machine's (on PATH or in /usr/local/go), else the official Go $NEBULA_GO_VERSION
+#                  (default 1.26.8) toolchain, fetched once from the Go module proxy as the module
+#                  golang.org/toolchain and checked against the Go checksum database, at
+#                  $NEBULA_CACHE_DIR/go-toolchain/ (about 70 MB; no Go, root or apt needed).
 #
 # Everything is kept outside the repository, under NEBULA_CACHE_DIR (default ~/.cache/nebula),
 # including the Go module and build caches ($NEBULA_CACHE_DIR/go/{mod,build}).
@@ -136,11 +141,75 @@ have_asset_overrides() {
     [ -n "${TEST_ASSET_ETCD:-}" ] && [ -x "$TEST_ASSET_ETCD" ]
 }
 
-# Puts the machine's Go on PATH (this image keeps it in /usr/local/go) and sets the cached Go
-# environment; $1 names the step, $2 the Go it needs, for the error.
+# Whether the `go` on PATH is at least $1 (major.minor).
+go_at_least() {
+  local have want="$1"
+  have="$(go env GOVERSION 2>/dev/null)" || return 1
+  have="${have#go}"
+  [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n1)" = "$want" ]
+}
+
+# The Go toolchain for a machine without a recent enough Go: the official build, as the module
+# golang.org/toolchain that `GOTOOLCHAIN` itself downloads, fetched from the Go module proxy with
+# curl (no Go needed; Debian's 1.19 is too old to switch toolchains), its zip checked against the Go
+# checksum database (through the proxy, as the go command reads it), unpacked into the cache.
+# Prints the toolchain's bin directory.
+fetch_go() {
+  local version="${NEBULA_GO_VERSION:-1.26.8}" arch
+  case "$(uname -m)" in
+  x86_64) arch=amd64 ;;
+  aarch64 | arm64) arch=arm64 ;;
+  *) die "go: no Go toolchain for $(uname -m); install Go 1.25 or newer and put it on PATH" ;;
+  esac
+  local module="golang.org/toolchain" tag="v0.0.1-go$version.linux-$arch"
+  local dir="$cache_dir/go-toolchain/go$version.linux-$arch"
+  if [ ! -x "$dir/bin/go" ]; then
+    local proxy="${GOPROXY:-https://proxy.golang.org}"
+    proxy="${proxy%%[,|]*}"
+    [ "$proxy" != direct ] && [ "$proxy" != off ] || proxy=https://proxy.golang.org
+    log "go: no Go 1.25 or newer here: fetching the Go $version toolchain ($module@$tag) from $proxy (about 70 MB)"
+    local tmp
+    tmp="$(mktemp -d "$cache_dir/.go-toolchain.XXXXXX")"
+    curl -fsSL --retry 3 -o "$tmp/toolchain.zip" "$proxy/$module/@v/$tag.zip" ||
+      die "go: could not download $proxy/$module/@v/$tag.zip; install Go 1.25 or newer and put it on PATH"
+    local want got
+    want="$(curl -fsSL --retry 3 "$proxy/sumdb/sum.golang.org/lookup/$module@$tag" |
+      awk -v m="$module" -v t="$tag" '$1 == m && $2 == t { print $3 }')" ||
+      die "go: could not read the checksum of $module@$tag from the Go checksum database"
+    # The module's h1: hash: SHA-256 over "sha256-hex  path" lines of its files, sorted by path.
+    got="$(python3 - "$tmp/toolchain.zip" <<'PY'
+import base64, hashlib, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    names = sorted(n for n in z.namelist() if not n.endswith("/"))
+    lines = "".join(f"{hashlib.sha256(z.read(n)).hexdigest()}  {n}\n" for n in names)
+print("h1:" + base64.b64encode(hashlib.sha256(lines.encode()).digest()).decode())
+PY
+)"
+    if [ -z "$want" ] || [ "$got" != "$want" ]; then
+      die "go: $module@$tag does not match the Go checksum database (got $got, want ${want:-nothing}); not used"
+    fi
+    python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+      "$tmp/toolchain.zip" "$tmp/x"
+    chmod -R u+x "$tmp/x/$module@$tag/bin" "$tmp/x/$module@$tag/pkg/tool"
+    mkdir -p "$(dirname "$dir")"
+    rm -rf "$dir"
+    mv "$tmp/x/$module@$tag" "$dir"
+    rm -rf "$tmp"
+    log "go: Go $version at $dir (checked: $want)"
+  fi
+  printf '%s\n' "$dir/bin"
+}
+
+# Puts a Go of at least $2 on PATH (the machine's, this image keeps it in /usr/local/go; else the
+# official toolchain, fetched once: fetch_go) and sets the cached Go environment; $1 names the step.
 use_go() {
   command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
-  command -v go >/dev/null || die "$1: needs Go $2 or newer on PATH (Debian's is too old)"
+  if ! command -v go >/dev/null || ! go_at_least "$2"; then
+    local bin
+    bin="$(with_lock go-toolchain fetch_go)" || die "$1: needs Go $2 or newer"
+    PATH="$bin:$PATH"
+    go_at_least "$2" || die "$1: needs Go $2 or newer; $bin/go says $(go env GOVERSION)"
+  fi
   go_env
 }
 
@@ -355,6 +424,13 @@ step_metrics_server() {
   build_go_program metrics-server "$metrics_server_version" sigs.k8s.io/metrics-server/cmd/metrics-server
 }
 
+# --- go --------------------------------------------------------------------------------------
+
+step_go() {
+  use_go go 1.25
+  log "go: $(command -v go) ($(go env GOVERSION))"
+}
+
 # --- main ------------------------------------------------------------------------------------
 
 steps=("$@")
@@ -369,7 +445,8 @@ for step in "${steps[@]}"; do
   helm) with_lock helm step_helm ;;
   kstatus) with_lock kstatus step_kstatus ;;
   metrics-server) with_lock metrics-server step_metrics_server ;;
-  *) die "unknown step '$step' (apt, moto, parliament, zizmor, control-plane, helm, kstatus, metrics-server)" ;;
+  go) step_go ;;
+  *) die "unknown step '$step' (apt, moto, parliament, zizmor, control-plane, helm, kstatus, metrics-server, go)" ;;
   esac
 done
 log "done"
