@@ -16,10 +16,11 @@
 #   zizmor         A Python virtual environment with the GitHub Actions auditor zizmor pinned to
 #                  $NEBULA_ZIZMOR_VERSION, at $NEBULA_CACHE_DIR/zizmor-venv.
 #   control-plane  kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd built
-#                  from their Go modules with the machine's Go (CGO_ENABLED=0, version ldflags), at
+#                  from their Go modules with Go 1.25+ (step go; CGO_ENABLED=0, version ldflags), at
 #                  $NEBULA_CACHE_DIR/control-plane/<k8s-version>/. Each binary is cached on its own;
-#                  a cold build takes 16 to 30 minutes on 2 cores (the controller manager is the
-#                  longest), a cached run under a second.
+#                  a cold build takes 10 to 30 minutes on 2 cores (measured: 588 s, of which the
+#                  first Kubernetes binary, kube-apiserver, 327 s: it compiles what the others
+#                  share), a cached run under a second.
 #                  Builds nothing when KUBEBUILDER_ASSETS, or both TEST_ASSET_KUBE_APISERVER and
 #                  TEST_ASSET_ETCD, point at existing binaries.
 #   helm           Helm $NEBULA_HELM_VERSION built from its Go module (helm.sh/helm/v4) with the
@@ -294,7 +295,7 @@ build_kube_binaries() {
   local started
   for name in "$@"; do
     started=$SECONDS
-    log "control-plane: building $name $k8s_version (cold: several minutes; the controller manager ~15 min on 2 cores)"
+    log "control-plane: building $name $k8s_version (cold: the first Kubernetes binary compiles what the others share, about 5 minutes on 2 cores; each later one 0.5 to 1.5)"
     quiet_go "control-plane: $name" build -trimpath -ldflags "$ldflags" -o "$out/$name.tmp" "k8s.io/kubernetes/cmd/$name"
     mv "$out/$name.tmp" "$out/$name"
     log "control-plane: $name built in $((SECONDS - started))s"
@@ -347,7 +348,7 @@ step_control_plane() {
       echo "$etcd_version" >"$out/etcd.version"
     fi
     if [ "${#missing[@]}" -gt 0 ]; then
-      log "control-plane: to build: ${missing[*]} (first time: 16 to 30 minutes on 2 cores, then cached)"
+      log "control-plane: to build: ${missing[*]} (first time: 10 to 30 minutes on 2 cores, then cached)"
       build_kube_binaries "$out" "$work" "${missing[@]}"
     fi
   )

@@ -12,7 +12,7 @@
 #      $NEBULA_CACHE_DIR/node-24 when the machine's Node is older).
 #   2. scripts/bootstrap.sh: Debian packages (apt-get, as root or through sudo), the moto virtual
 #      environment, and the control plane (kube-apiserver, kubectl, kube-scheduler,
-#      kube-controller-manager, etcd) built from their Go modules: 16 to 30 minutes on 2 cores
+#      kube-controller-manager, etcd) built from their Go modules: 10 to 30 minutes on 2 cores
 #      the first time, about 1 s once cached.
 #   3. For the demo: the bundles of the demo, nebula-vnode and nebula-operator (nx, cached).
 set -euo pipefail
@@ -44,7 +44,7 @@ announce_preparation() {
   case "$wanted" in *" control-plane "*) ;; *) missing=() ;; esac
   if [ "${#missing[@]}" -gt 0 ]; then
     log "first use: building ${missing[*]} $k8s_version from source into $out"
-    log "  this takes 16 to 30 minutes on 2 cores (less when only some are missing), once; later runs reuse it in about 1 s"
+    log "  this takes 10 to 30 minutes on 2 cores (less when only some are missing), once; later runs reuse it in about 1 s"
   fi
   if [[ "$wanted" == *" helm "* ]] && [ ! -x "$cache_dir/helm/${NEBULA_HELM_VERSION:-v4.3.1}/helm" ]; then
     log "first use: building helm ${NEBULA_HELM_VERSION:-v4.3.1} from source (about 3 minutes on 2 cores, once)"
