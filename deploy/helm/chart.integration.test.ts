@@ -19,7 +19,7 @@
  * processes with the identity and configuration the chart gives them instead.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -39,7 +39,16 @@ import {
   type V1Deployment,
   type V1PolicyRule,
 } from "@kubernetes/client-node";
-import { freePort, helmPath, kubectlPath, NEBULA_INSTANCE_PROFILE } from "@nebula/test-peers";
+import {
+  type AppImage,
+  buildAppImage,
+  containerLimits,
+  freePort,
+  helmPath,
+  kubectlPath,
+  NEBULA_INSTANCE_PROFILE,
+  PODMAN_FLAGS,
+} from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
@@ -53,9 +62,10 @@ const POOL_VALUES = join(CHART, "ci", "pool-values.yaml");
 const POOL = ["pool-a", "pool-gpu", "pool-old"];
 /** Production settings: PDB, ServiceMonitor, priority class, spread, affinity, extra volumes, labels. */
 const PRODUCTION_VALUES = join(CHART, "ci", "production-values.yaml");
-const BUNDLES = {
-  vnode: fileURLToPath(new URL("../../apps/vnode/dist/main.js", import.meta.url)),
-  operator: fileURLToPath(new URL("../../apps/operator/dist/main.js", import.meta.url)),
+/** The apps' folders: each image is built from its Dockerfile and dist/ (buildAppImage). */
+const APPS = {
+  vnode: fileURLToPath(new URL("../../apps/vnode", import.meta.url)),
+  operator: fileURLToPath(new URL("../../apps/operator", import.meta.url)),
 };
 const HELM = helmPath();
 const NAMESPACE = "nebula-system";
@@ -77,9 +87,15 @@ interface K8sObject {
 }
 
 const work = mkdtempSync(join(tmpdir(), "nebula-chart-"));
+// The apps' containers run as the chart's user (65532) and read what is mounted from here.
+chmodSync(work, 0o755);
 let admin: KubeConfig;
 let adminKubeconfig: string;
 const children: ChildProcess[] = [];
+/** Each app's image, built once for the file (both describe blocks run them). */
+const images: Partial<Record<keyof typeof APPS, AppImage>> = {};
+/** The containers this file started (removed in afterAll, whatever happened). */
+const containers: string[] = [];
 
 /**
  * `helm uninstall --wait` of `release` (which must succeed), then the names of what is left with
@@ -219,15 +235,19 @@ interface Started {
   readonly lines: string[];
   readonly probe: string;
   readonly child: ChildProcess;
+  /** The podman container it runs in. */
+  readonly container: string;
 }
 
 /**
- * Runs an app's bundle exactly as an installed Deployment says (its args, env, the ServiceAccount
- * it names, `config` as the mounted ConfigMap's config.json) as a process: this control plane has
- * no kubelet. AWS credentials for moto stand in for IRSA.
+ * Runs an app's image (built from its Dockerfile, as the release builds it) exactly as an installed
+ * Deployment says: its args and env, the ServiceAccount it names (as a kubeconfig), `config` as the
+ * mounted ConfigMap's config.json, and its security context (user and group, read-only root
+ * filesystem, no capabilities, no privilege escalation), with podman on the host's network: this
+ * control plane has no kubelet. AWS credentials for moto stand in for IRSA.
  */
 async function runAsDeployment(
-  app: keyof typeof BUNDLES,
+  app: keyof typeof APPS,
   deployment: V1Deployment,
   config: string,
 ): Promise<Started> {
@@ -283,15 +303,51 @@ async function runAsDeployment(
     parsed.node = { ...parsed.node, kubeletPort: await freePort() };
     writeFileSync(join(work, `${label}-config.json`), JSON.stringify(parsed));
   }
-  const child = spawn(process.execPath, [BUNDLES[app], ...finalArgs], {
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { PATH: process.env.PATH ?? "", HOME: work, ...env },
-  });
+  images[app] ??= await buildAppImage(APPS[app], `nebula-chart-${app}`);
+  const security = container.securityContext ?? {};
+  const podSecurity = pod.securityContext ?? {};
+  const user = security.runAsUser ?? podSecurity.runAsUser;
+  const group = security.runAsGroup ?? podSecurity.runAsGroup;
+  expect(user, `${label}: the chart runs it as a numeric user`).toBe(65532);
+  for (const file of [kubeconfig, join(work, `${label}-config.json`)])
+    if (existsSync(file)) chmodSync(file, 0o644);
+  const name = `nebula-chart-${label}-${containers.length}-${process.pid}`;
+  containers.push(name);
+  const child = spawn(
+    "podman",
+    [
+      ...PODMAN_FLAGS,
+      "run",
+      "--rm",
+      "--name",
+      name,
+      "--network=host",
+      `--user=${user}:${group ?? user}`,
+      // Read-only as in a Pod: no tmpfs on /tmp or /run unless the Deployment mounts one.
+      ...(security.readOnlyRootFilesystem ? ["--read-only", "--read-only-tmpfs=false"] : []),
+      ...(security.capabilities?.drop?.includes("ALL") ? ["--cap-drop=ALL"] : []),
+      ...(security.allowPrivilegeEscalation === false ? ["--security-opt=no-new-privileges"] : []),
+      ...(await containerLimits()),
+      // The same paths inside: the kubeconfig and config.json the args name.
+      "--volume",
+      `${work}:${work}:ro`,
+      ...Object.entries(env).flatMap(([k, v]) => ["--env", `${k}=${v}`]),
+      images[app].image,
+      ...finalArgs,
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
   children.push(child);
   const lines: string[] = [];
   if (child.stdout) createInterface({ input: child.stdout }).on("line", (l) => lines.push(l));
   if (child.stderr) createInterface({ input: child.stderr }).on("line", (l) => lines.push(l));
-  return { app: label, lines, probe: `http://127.0.0.1:${probePort}${chartProbe}`, child };
+  return {
+    app: label,
+    lines,
+    probe: `http://127.0.0.1:${probePort}${chartProbe}`,
+    child,
+    container: name,
+  };
 }
 
 /** Waits until a started app answers its readiness probe. */
@@ -318,8 +374,11 @@ afterAll(async () => {
   for (const child of children) child.kill("SIGTERM");
   await new Promise((r) => setTimeout(r, 1_000));
   for (const child of children) child.kill("SIGKILL");
+  if (containers.length > 0)
+    await run("podman", [...PODMAN_FLAGS, "rm", "-f", "-i", "-t", "0", ...containers]);
+  for (const built of Object.values(images)) await built?.remove();
   rmSync(work, { recursive: true, force: true });
-});
+}, 120_000);
 
 describe("helm lint and the values schema", () => {
   it("lints clean with complete values, with one virtual node and with three", async () => {
@@ -946,6 +1005,19 @@ describe("helm install into the control plane", () => {
       await runAsDeployment("operator", installed.operator, ""),
     ];
     for (const s of started) await ready(s);
+    // They are the images, run as the Deployments say: user, read-only root, no capabilities.
+    for (const s of started) {
+      const { stdout } = await run("podman", [
+        ...PODMAN_FLAGS,
+        "inspect",
+        "--format",
+        "{{.Config.User}} {{.HostConfig.ReadonlyRootfs}} {{len .EffectiveCaps}} {{.ImageName}}",
+        s.container,
+      ]);
+      expect(stdout.trim(), s.app).toMatch(
+        /^65532:65532 true 0 localhost\/nebula-test\/nebula-chart-(vnode|operator):test$/,
+      );
+    }
     const node = await until(`Node ${NODE} Ready`, async () => {
       const n = await core.readNode({ name: NODE });
       return n.status?.conditions?.find((c) => c.type === "Ready")?.status === "True"
