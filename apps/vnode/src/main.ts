@@ -8,6 +8,9 @@ import { createVnode } from "./app.js";
 import { cli } from "./cli.js";
 import { loadAppConfig } from "./config.js";
 
+/** How long in-flight reconciles may run after SIGTERM: 10 s less than the Deployment's grace. */
+const DRAIN_TIMEOUT_MS = 20_000;
+
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
 process.exitCode = await runCli(
@@ -33,6 +36,10 @@ process.exitCode = await runCli(
       name: cli.name,
       kubeConfig,
       logger,
+      // In-flight reconciles get 20 s after SIGTERM (an EC2 call under throttling can back off
+      // for longer), so the ordered shutdown (lease released, servers closed, exit 0) ends within
+      // the Deployment's terminationGracePeriodSeconds (30) instead of being killed at it.
+      drainTimeoutMs: DRAIN_TIMEOUT_MS,
       metricsBindAddress: flags["metrics-bind-address"],
       healthProbeBindAddress: flags["health-probe-bind-address"],
       ...(flags["leader-elect"]

@@ -67,6 +67,47 @@ describe("Manager without leader election", () => {
     ]);
   });
 
+  it("aborts an in-flight reconcile at its drainTimeoutMs after the stop, then shuts down in order", async () => {
+    const phases: ShutdownPhase[] = [];
+    const manager = new Manager({
+      name: "unit",
+      kubeConfig,
+      handleSignals: false,
+      drainTimeoutMs: 50,
+      onShutdownPhase: (phase) => phases.push(phase),
+    });
+    let started = false;
+    let abortedAfterStop: number | undefined;
+    let stoppedAt = 0;
+    const controller = new Controller({
+      name: "c",
+      // Its own deadline is far away: only the manager's may end it.
+      drainTimeoutMs: 60_000,
+      reconcile: async (_key, signal) => {
+        started = true;
+        await new Promise<void>((resolve) => {
+          signal.addEventListener("abort", () => {
+            abortedAfterStop = Date.now() - stoppedAt;
+            resolve();
+          });
+        });
+        return undefined;
+      },
+    });
+    manager.addController(controller);
+    const stop = new AbortController();
+    const exit = manager.run(stop.signal);
+    await until(() => manager.isLeader());
+    controller.enqueue("k");
+    await until(() => started);
+    stoppedAt = Date.now();
+    stop.abort();
+    expect(await exit).toEqual({ reason: "stopped", exitCode: 0 });
+    expect(abortedAfterStop).toBeGreaterThanOrEqual(40);
+    expect(abortedAfterStop).toBeLessThan(5_000);
+    expect(phases).toEqual(["stop-leading", "drained"]);
+  });
+
   it("a bad bind address or a failing runnable ends the run with exit code 1", async () => {
     const bad = new Manager({
       name: "unit",

@@ -312,6 +312,32 @@ export class Manager {
     const synced = await Promise.all([...this.#informers].map((i) => i.waitForSync(term)));
     if (synced.includes(false)) return;
     this.logger.info("caches synced; starting controllers");
+    // The manager's drain deadline: once the shutdown begins, in-flight reconciles get
+    // `drainTimeoutMs`, then their signal aborts (each controller's own deadline still applies).
+    const deadline = new AbortController();
+    const drainMs = this.#options.drainTimeoutMs;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const startDeadline = (): void => {
+      if (drainMs === undefined) return;
+      timer = setTimeout(() => deadline.abort(new Error("drain deadline passed")), drainMs);
+      timer.unref();
+    };
+    if (term.aborted) startDeadline();
+    else term.addEventListener("abort", startDeadline, { once: true });
+    const stopNow = AbortSignal.any([hardStop, deadline.signal]);
+    try {
+      await this.#runLeaderWork(term, stopNow, fail);
+    } finally {
+      term.removeEventListener("abort", startDeadline);
+      if (timer !== undefined) clearTimeout(timer);
+    }
+  }
+
+  async #runLeaderWork(
+    term: AbortSignal,
+    hardStop: AbortSignal,
+    fail: (e: unknown) => void,
+  ): Promise<void> {
     await Promise.all([
       ...this.#controllers.map((c) => c.run({ signal: term, hardStop }).catch(fail)),
       ...this.#runnables
