@@ -24,10 +24,12 @@ import {
 import {
   existingContainers,
   listContainers,
+  reapOrphans,
   removeContainers,
   trackedContainerIds,
   warnLoudly,
 } from "./containers.js";
+import { killGroupSparingEngine, signalGroupSparingEngine } from "./engine.js";
 import type { ImdsServer } from "./imds.js";
 import { dockerShim, shutdownShim, systemctlShim } from "./shims.js";
 import { parseServiceUnit, type ServiceUnit } from "./unit.js";
@@ -108,6 +110,11 @@ export interface GuestSettings {
   readonly nproc: string;
   /** `--network` default for containers. */
   readonly network: string;
+  /**
+   * How long a kill waits for the guest's podman commands that change the engine's state (a
+   * `docker start` in flight) to finish before killing them too (see `engine.ts`).
+   */
+  readonly engineGraceMs: number;
   /** Called when the guest has shut down; for `guest` origin it makes moto stop (or terminate) the instance. */
   readonly onPowerOff: (guest: Guest, origin: ShutdownOrigin) => Promise<void>;
 }
@@ -189,6 +196,7 @@ export class Guest {
   #destroyed: Promise<void> | undefined;
   /** Set the moment destruction begins: nothing of the guest may start after it. */
   #closing = false;
+  readonly #kills = new Set<Promise<void>>();
   /** The awslogs forwarding of each container (podman ID) that has the driver. */
   readonly #awslogs = new Map<string, AwslogsRun>();
 
@@ -476,8 +484,7 @@ export class Guest {
       unit.exitCode = code ?? (signal === null ? null : 128 + (constants.signals[signal] ?? 0));
       this.event(`unit ${name} main process exited code=${code} signal=${signal}`);
       // Whatever is left of the unit's process group goes with it (systemd cleans the cgroup).
-      if (spec.killMode !== "none" && spec.killMode !== "process")
-        signalGroup(child.pid, "SIGKILL", true);
+      if (spec.killMode !== "none" && spec.killMode !== "process") void this.#killGroup(child.pid);
       if (unit.state === "active") {
         unit.state = code === 0 || spec.ignoreFailure ? "inactive" : "failed";
       }
@@ -499,7 +506,7 @@ export class Guest {
     this.event(
       `unit ${name} stopping (SIGTERM, KillMode=${spec.killMode}, TimeoutStopSec=${spec.timeoutStopMs ?? "infinity"}ms)`,
     );
-    if (spec.killMode === "control-group") signalGroup(pid, "SIGTERM", true);
+    if (spec.killMode === "control-group") signalGroupSparingEngine(pid, "SIGTERM");
     else if (spec.killMode !== "none") signalGroup(pid, "SIGTERM", false);
     let timedOut = false;
     if (spec.timeoutStopMs === null) await unit.exited;
@@ -516,7 +523,8 @@ export class Guest {
     if (timedOut) {
       this.#console(`[ TIME ] Timed out stopping ${name}; killing.`);
       this.event(`unit ${name} stop timed out: SIGKILL`);
-      if (spec.killMode !== "none") signalGroup(pid, "SIGKILL", spec.killMode !== "process");
+      if (spec.killMode === "process") signalGroup(pid, "SIGKILL", false);
+      else if (spec.killMode !== "none") await this.#killGroup(pid);
       await unit.exited;
     }
     unit.state = timedOut ? "failed" : "inactive";
@@ -646,6 +654,7 @@ export class Guest {
         .sort((a, b) => b.order - a.order);
       for (const unit of active) await this.#stopUnit(unit.name);
       await this.#killUserData();
+      await this.#killsDone();
       await this.#powerOffContainers();
       await this.#drainAwslogs();
       this.#console("[  OK  ] Reached target Power-Off.");
@@ -667,9 +676,29 @@ export class Guest {
   async #killUserData(): Promise<void> {
     const child = this.#userData;
     if (child?.pid === undefined) return;
-    signalGroup(child.pid, "SIGTERM", true);
+    signalGroupSparingEngine(child.pid, "SIGTERM");
     await Promise.race([new Promise((resolve) => child.once("exit", resolve)), delay(2000)]);
-    signalGroup(child.pid, "SIGKILL", true);
+    await this.#killGroup(child.pid);
+  }
+
+  /**
+   * Kills a process group of the guest but lets its podman engine writes in flight finish first
+   * (`engine.ts`); every such kill is awaited before the guest's containers are removed.
+   */
+  #killGroup(pgid: number | undefined): Promise<void> {
+    const done = killGroupSparingEngine(pgid, this.#settings.engineGraceMs, (commands) =>
+      this.#warn(
+        `podman still busy ${this.#settings.engineGraceMs} ms into a kill; killing it: ${commands.join("; ").slice(0, 500)}`,
+      ),
+    );
+    this.#kills.add(done);
+    void done.finally(() => this.#kills.delete(done));
+    return done;
+  }
+
+  /** Waits for every kill in flight ({@link Guest.#killGroup}). */
+  async #killsDone(): Promise<void> {
+    while (this.#kills.size > 0) await Promise.allSettled([...this.#kills]);
   }
 
   async #podman(args: string[]): Promise<string> {
@@ -850,13 +879,24 @@ export class Guest {
     this.#closing = true;
     if (this.#bootTimer !== undefined) clearTimeout(this.#bootTimer);
     this.#bootTimer = undefined;
-    const killAll = () => {
-      for (const unit of this.#units.values()) signalGroup(unit.child?.pid, "SIGKILL", true);
-      signalGroup(this.#userData?.pid, "SIGKILL", true);
+    const killAll = async () => {
+      for (const unit of this.#units.values()) void this.#killGroup(unit.child?.pid);
+      void this.#killGroup(this.#userData?.pid);
+      await this.#killsDone();
     };
-    killAll();
+    await killAll();
     await removeContainers(this.#settings.runtime, await this.#containerIds(), (line) =>
       this.#warn(line),
+    );
+    // A podman command killed half-way after all (past the grace) may have left a container
+    // that podman forgot but runc still runs: end it, with its conmon and network namespace.
+    await reapOrphans(
+      this.#settings.runtime,
+      {
+        cidfilePrefix: `${join(this.#settings.containersDir, this.instanceId)}.`,
+        namePrefix: `nsim-${this.instanceId}--`,
+      },
+      (line) => this.#warn(line),
     );
     await this.#drainAwslogs();
     await this.#imds?.close();
@@ -869,7 +909,7 @@ export class Guest {
     }
     // Once more, now that no request can arrive: a unit started while the containers were being
     // removed (a `systemctl start` already in flight) is killed too.
-    killAll();
+    await killAll();
     if (this.#phase !== "terminated") this.#setPhase("terminated");
   }
 }

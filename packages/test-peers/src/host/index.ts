@@ -1,3 +1,9 @@
+export {
+  isEngineWrite,
+  type ProcessInfo,
+  processes,
+  sparedPids,
+} from "./engine.js";
 export type { GuestPhase, PhaseChange, ShutdownOrigin, UnitState } from "./guest.js";
 export {
   buildTestImage,

@@ -500,7 +500,8 @@ exec "$@"
  * simulator disappears without `close()` (SIGKILL, crash), it kills every guest process group
  * listed in the file, removes the run's containers by the IDs in the containers directory (see
  * {@link DockerShimSettings.containersDir}), then those `podman ps` lists with the run's label,
- * and removes the directory. What fails is said on its stderr. `close()` ends it with SIGTERM first.
+ * ends the run's containers that podman forgot while runc still has them (see `engine.ts`), and
+ * removes the directory. What fails is said on its stderr. `close()` ends it with SIGTERM first.
  */
 export const WATCHDOG_SCRIPT = `parent=$1; pgids=$2; run=$3; runtime=$4; cids=$5; leftover=\${6-}; s=
 trap 'kill "$s" 2>/dev/null; exit 0' TERM
@@ -518,5 +519,16 @@ if listed=$("\${P[@]}" ps -aq --filter "label=nebula-sim.run=$run"); then
 else
   say "podman ps failed: containers of the run that were not recorded by ID may be left over"
 fi
+# Containers podman forgot while runc still has them (a podman killed half-way): end them too.
+for st in /run/runc/*/state.json; do
+  grep -qF "io.podman.annotations.cid-file=$cids/" "$st" 2>/dev/null || continue
+  id=\${st%/state.json}; id=\${id##*/}
+  ! "\${P[@]}" container exists "$id" 2>/dev/null || continue
+  netns=$(grep -oE '"/run/netns/[^"]+"' "$st" | head -n 1 | tr -d '"')
+  pkill -KILL -f -- "conmon .*-c $id" 2>/dev/null
+  "$runtime" --root /run/runc delete --force "$id" >/dev/null 2>&1 || say "runc delete --force $id failed"
+  [ -z "$netns" ] || ip netns delete "\${netns#/run/netns/}" 2>/dev/null
+  say "ended container $id, which podman had forgotten while it ran"
+done
 [ -z "$leftover" ] || rm -rf -- "$leftover"
 exit 0`;

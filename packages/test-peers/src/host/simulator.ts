@@ -25,6 +25,7 @@ import { z } from "zod";
 import { TestPeerError } from "../errors.js";
 import {
   listContainers,
+  reapOrphans,
   removeContainers,
   shareNetnsDir,
   trackedContainerIds,
@@ -63,6 +64,7 @@ const OptionsSchema = z.strictObject({
   guestEnv: z.record(z.string(), z.string()).optional(),
   hideAwsCli: z.boolean().optional(),
   runtime: z.string().min(1).optional(),
+  engineGraceMs: z.number().int().nonnegative().optional(),
   ulimits: z
     .strictObject({ nofile: z.string().regex(/^\d+:\d+$/), nproc: z.string().regex(/^\d+:\d+$/) })
     .optional(),
@@ -105,6 +107,14 @@ export interface InstanceHostsOptions {
   hideAwsCli?: boolean;
   /** The OCI runtime podman uses. Default `/usr/sbin/runc`. */
   runtime?: string;
+  /**
+   * How long killing a guest's processes (a stop, a terminate, `close()`) waits for its podman
+   * commands that change the engine's state (`docker create`/`start`/`rm` in flight) to finish
+   * before killing them too. podman has no daemon: killed half-way, a `podman start` leaves a
+   * container that podman forgets while conmon and runc keep it (such leftovers are then reaped
+   * and reported). Default 20 000 ms.
+   */
+  engineGraceMs?: number;
   /**
    * Container `--ulimit` defaults as `soft:hard` (a guest's own `--ulimit` wins). Default: nofile
    * `1024:<hard limit>`, nproc `<hard limit>:<hard limit>` (at most `kernel.pid_max` and 65536),
@@ -424,6 +434,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       nofile,
       nproc,
       network: o.containerNetwork ?? "host",
+      engineGraceMs: o.engineGraceMs ?? 20_000,
       onPowerOff: powerOff,
     });
     guests.set(instanceId, guest);
@@ -618,6 +629,9 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
     if (listed.ok) for (const c of listed.containers) ids.add(c.id);
     else warnLoudly(`run ${runId}: podman ps failed (removing by recorded ID): ${listed.error}`);
     const left = await removeContainers(runtime, [...ids], () => undefined);
+    await reapOrphans(runtime, { cidfilePrefix: `${containersDir}/` }, (line) =>
+      warnLoudly(`run ${runId}: ${line}`),
+    );
     // Removing a broken container by its ID may have mended podman ps: ask again either way.
     const again = await listContainers(runtime, `nebula-sim.run=${runId}`);
     const names = new Set(left.map((c) => c.name));

@@ -4,9 +4,13 @@
  * resort, a `conmon` of a private podman root whose container `podman rm` did not remove. Killing
  * only the supervisor's PID is not enough: a `podman run` it had started goes on, and the container
  * it creates after the suite's clean-up outlives the suite (its conmon and network namespace stay
- * on the machine, with the root they belong to deleted).
+ * on the machine, with the root they belong to deleted). Nor may that `podman run` be killed
+ * half-way: podman has no daemon, and a `podman run` or `start` killed between `runc create` and
+ * recording the container leaves one that podman forgets while its conmon runs on. So the podman
+ * commands that change the engine's state are let finish (for a while) before the rest is killed.
  */
 import { readdirSync, readFileSync } from "node:fs";
+import { processes, sparedPids } from "@nebula/test-peers";
 
 /** The PIDs on this machine, except this process. */
 function pids(): number[] {
@@ -48,15 +52,27 @@ function marked(marker: string): number[] {
 
 /**
  * Kills every process whose environment holds `marker`: stopped first, then killed, in rounds until
- * none is left (a process forked during one round is found by the next), for at most `limitMs`.
- * Returns how many it killed; throws, naming them, when some are still there after the limit.
+ * none is left (a process forked during one round is found by the next). The podman commands among
+ * them that change the engine's state (`podman run`, `start`, `rm`, … and what they started) are
+ * spared for up to `engineGraceMs`, then killed like the rest. Returns how many it killed; throws,
+ * naming them, when some are still there `limitMs` after that.
  */
-export async function killMarked(marker: string, limitMs = 5_000): Promise<number> {
-  const deadline = Date.now() + limitMs;
+export async function killMarked(
+  marker: string,
+  limitMs = 5_000,
+  engineGraceMs = 20_000,
+): Promise<number> {
+  const graceEnd = Date.now() + engineGraceMs;
+  const deadline = graceEnd + limitMs;
   let killed = 0;
   for (;;) {
-    const found = marked(marker);
+    let found = marked(marker);
     if (found.length === 0) return killed;
+    if (Date.now() < graceEnd) {
+      const mine = new Set(found);
+      const spared = sparedPids(processes().filter((p) => mine.has(p.pid)));
+      found = found.filter((pid) => !spared.has(pid));
+    }
     if (Date.now() > deadline) {
       throw new Error(
         `test host: ${found.length} process(es) with ${marker} survive SIGKILL: ${found
