@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -117,14 +117,18 @@ describe("shellcheck (Debian's package) passes on every generated script", () =>
           { text: join64(result.value.sharedParameters), shell: "bash" },
         ]);
       }
-      for (const [path, { text, shell }] of files) {
-        const file = join(dir, path.replaceAll("/", "_"));
-        writeFileSync(file, text);
-        const check = spawnSync("shellcheck", ["--shell", shell, "--severity", "style", file], {
-          encoding: "utf8",
-        });
-        expect(`${path}: ${check.stdout}`).toBe(`${path}: `);
-        expect(check.status).toBe(0);
+      try {
+        for (const [path, { text, shell }] of files) {
+          const file = join(dir, path.replaceAll("/", "_"));
+          writeFileSync(file, text);
+          const check = spawnSync("shellcheck", ["--shell", shell, "--severity", "style", file], {
+            encoding: "utf8",
+          });
+          expect(`${path}: ${check.stdout}`).toBe(`${path}: `);
+          expect(check.status).toBe(0);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
       }
     });
   }

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -34,7 +34,8 @@ describe("the supervisor's fragments", () => {
  * `declare -f` prints them (bash's own layout, strings byte for byte) and the globals it sets.
  */
 function definitions(script: string): string {
-  const file = join(mkdtempSync(join(tmpdir(), "nebula-strip-")), "script.sh");
+  const dir = mkdtempSync(join(tmpdir(), "nebula-strip-"));
+  const file = join(dir, "script.sh");
   writeFileSync(file, script.replace(/\nmain "\$@"\n$/, "\n"));
   const run = spawnSync(
     "bash",
@@ -46,6 +47,7 @@ function definitions(script: string): string {
     ],
     { encoding: "utf8" },
   );
+  rmSync(dir, { recursive: true, force: true });
   expect(run.status).toBe(0);
   return run.stdout;
 }
