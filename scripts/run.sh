@@ -105,10 +105,14 @@ test)
   history=()
   [ "$#" -eq 0 ] && history=(--history "${NEBULA_TEST_TIMES:-$cache_dir/test-times.json}")
   mkdir -p "$cache_dir"
+  # nx's output is also kept (whole) so that, when a task fails, the digest after the time table
+  # names each failed test and its error: a CI log that keeps only its tail still says what failed.
+  output=node_modules/.cache/nebula/nx-run.log
   status=0
   NX_PROFILE="$profile" node_modules/.bin/nx run-many -t typecheck test check-package test-integration \
-    --outputStyle=static "$@" || status=$?
+    --outputStyle=static "$@" 2>&1 | tee "$output" || status=$?
   node scripts/time-table.mjs "$profile" "${history[@]}" || true
+  [ "$status" -eq 0 ] || node scripts/failure-digest.mjs "$output" || true
   exit "$status"
   ;;
 test-full)
