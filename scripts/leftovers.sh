@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves that a run left nothing behind: no simulator container (podman, label nebula-sim.run), no
-# conmon, no network namespace in /run/netns, and no process started from this checkout or the
-# cache (the control plane, moto) outlives it. `.ci/run` takes a snapshot before
+# conmon, no network namespace in /run/netns, no runc state of a container podman forgot, and no
+# process started from this checkout or the cache (the control plane, moto) outlives it. `.ci/run` takes a snapshot before
 # the tests and checks after them; what was there before (another checkout's run, the machine's
 # own) is not counted.
 #
@@ -15,7 +15,8 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 cache="${NEBULA_CACHE_DIR:-$HOME/.cache/nebula}"
 
-# One line per item: "container <id>", "conmon <pid> <command>", "netns <name>", "process <pid> <command>".
+# One line per item: "container <id>", "conmon <pid> <command>", "netns <name>",
+# "runc <id> <cidfile>", "process <pid> <command>".
 items() {
   local ids
   if command -v podman >/dev/null 2>&1; then
@@ -31,6 +32,19 @@ items() {
   local ns
   for ns in /run/netns/*; do
     [ -e "$ns" ] && echo "netns ${ns#/run/netns/}"
+  done
+  # runc's state of a container that no podman root knows any more: what a podman killed half-way
+  # leaves (see packages/test-peers/src/host/engine.ts). Only those made with a --cidfile (every
+  # container of the simulator and of the test hosts) are looked at.
+  local st id cid
+  for st in /run/runc/*/state.json; do
+    [ -e "$st" ] || continue
+    cid="$(grep -oE 'io.podman.annotations.cid-file=[^"]*' "$st" 2>/dev/null | head -n 1)" || cid=
+    [ -n "$cid" ] || continue
+    id="${st%/state.json}"
+    id="${id##*/}"
+    if command -v podman >/dev/null 2>&1 && podman container exists "$id" 2>/dev/null; then continue; fi
+    echo "runc $id ${cid#io.podman.annotations.cid-file=}"
   done
   local pid comm
   for comm in /proc/[0-9]*/comm; do
@@ -91,10 +105,10 @@ check)
   if [ -n "$left" ]; then
     echo "leftovers: the run left these behind (they were not there before it):" >&2
     printf '%s\n' "$left" | sed 's/^/  /' >&2
-    echo "  remove them (podman rm -f <id>; kill <pid>; ip netns delete <name>) and find the test whose clean-up missed them" >&2
+    echo "  remove them (podman rm -f <id>; kill <pid>; ip netns delete <name>; runc delete --force <id>) and find the test whose clean-up missed them" >&2
     exit 1
   fi
-  echo "leftovers: nothing of the run survives it (no new simulator container, conmon, network namespace or process of $root)" >&2
+  echo "leftovers: nothing of the run survives it (no new simulator container, conmon, network namespace, forgotten runc state or process of $root)" >&2
   ;;
 *)
   echo "usage: bash scripts/leftovers.sh snapshot|check <file>" >&2
