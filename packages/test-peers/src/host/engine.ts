@@ -153,7 +153,7 @@ export function processes(): ProcessInfo[] {
 }
 
 /** The live (non-zombie) processes of process group `pgid`. */
-export function groupMembers(pgid: number): ProcessInfo[] {
+function groupMembers(pgid: number): ProcessInfo[] {
   return processes().filter((p) => p.pgrp === pgid && p.state !== "Z");
 }
 
