@@ -297,6 +297,32 @@ describe("docker stats", () => {
   });
 });
 
+describe("docker wait", () => {
+  it("follows a running container's process and answers its exit code; an exited one's at once", async () => {
+    const started = await dockerIn("a", "run", "-d", "busybox", "sh", "-c", "sleep 2; exit 7");
+    expect(started.code).toBe(0);
+    const id = started.stdout.trim();
+    const pid = (await dockerIn("a", "inspect", "--format", "{{.State.Pid}}", id)).stdout.trim();
+    const waiting = dockerIn("a", "wait", id);
+    // Docker's wait answers at the exit; podman's looks every 250 ms. The shim follows the
+    // container's process instead (tail --pid) while it runs.
+    let following: string[] = [];
+    for (let i = 0; i < 40 && following.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      following = await run("pgrep", ["-f", `tail --pid=${pid} `]).then(
+        ({ stdout }) => stdout.trim().split("\n"),
+        () => [],
+      );
+    }
+    expect(following).toHaveLength(1);
+    const waited = await waiting;
+    expect(waited).toMatchObject({ code: 0, stdout: "7\n" });
+    // Already exited: podman answers at once, the same code.
+    expect((await dockerIn("a", "wait", id)).stdout).toBe("7\n");
+    expect((await dockerIn("a", "rm", id)).code).toBe(0);
+  });
+});
+
 describe("the watchdog", () => {
   it("kills the guests' process groups and removes the run's containers by ID when the simulator's process dies, while podman ps cannot list them", async () => {
     const parent = spawn("sleep", ["600"], { stdio: "ignore" });

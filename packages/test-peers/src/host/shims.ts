@@ -357,7 +357,18 @@ case $sub in
       OUT[i]=$(printf '%s' "\${OUT[i]}" | sed -E 's/\\{\\{ *\\.State\\.(StartedAt|FinishedAt) *\\}\\}/{{.State.\\1.UTC.Format "2006-01-02T15:04:05.999999999Z07:00"}}/g')
     done
     exec "\${PODMAN[@]}" inspect "\${OUT[@]}" ;;
-  wait) translate "--condition --interval -i" "$@"; exec "\${PODMAN[@]}" wait "\${OUT[@]}" ;;
+  wait) translate "--condition --interval -i" "$@"
+    # Docker's wait answers at the exit (containerd's event); podman's looks every 250 ms. For one
+    # running container and no options, follow its process (tail --pid, every 20 ms) first: podman
+    # has the exit a moment later, and looks for it every 20 ms until then.
+    if ((\${#POS[@]} == 1 && \${#OUT[@]} == 1)); then
+      pid=$("\${PODMAN[@]}" inspect --format '{{.State.Pid}}' "\${OUT[0]}" 2>/dev/null) || pid=
+      if [[ $pid =~ ^[1-9][0-9]*$ ]]; then
+        tail --pid="$pid" -s 0.02 -f /dev/null 2>/dev/null
+        exec "\${PODMAN[@]}" wait --interval 20ms "\${OUT[@]}"
+      fi
+    fi
+    exec "\${PODMAN[@]}" wait "\${OUT[@]}" ;;
   logs) translate "--tail -n --since --until" "$@"; exec "\${PODMAN[@]}" logs "\${OUT[@]}" ;;
   stop) translate "-t --time -s --signal" "$@"; "\${PODMAN[@]}" stop "\${OUT[@]}" >/dev/null || exit $?
     printf '%s\\n' "\${POS[@]}"; exit 0 ;;
