@@ -209,8 +209,11 @@ describe("the generated user-data on a host", () => {
       { backoff: { initialSeconds: 1, maxSeconds: 4, resetAfterSeconds: 600 } },
     );
     await h.finished();
+    // Every report reaches the console; the tags keep the latest (a report whose tag write is still
+    // retrying when the next one is made is superseded, as a loaded CI machine once showed: the
+    // "back-off 1s" report never reached the tags). The sequence is read where all of it is.
     const waits = h
-      .tagReports()
+      .consoleReports()
       .map((r) => container(r, "app"))
       .filter((c) => c?.reason === "CrashLoopBackOff");
     // The first crash restarts at once (no back-off); the back-off starts with the second.
