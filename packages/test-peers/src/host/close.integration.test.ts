@@ -5,15 +5,16 @@
  * And closing with containers left: they are removed by ID, and a `podman ps` that fails makes
  * `close()` fail rather than pass for want of a listing.
  */
-import { execFile, execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { EC2Client, RunInstancesCommand } from "@aws-sdk/client-ec2";
+import { EC2Client } from "@aws-sdk/client-ec2";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { MOTO_CREDENTIALS, type Moto, NEBULA_INSTANCE_PROFILE, startMoto } from "../moto.js";
+import { MOTO_CREDENTIALS, type Moto, startMoto } from "../moto.js";
+import { launch, processesMatching } from "../testing/guests.js";
 import {
   type BrokenContainer,
   brokenContainer,
@@ -38,39 +39,6 @@ afterAll(async () => {
   await moto?.stop();
 });
 
-/** The PIDs of processes whose command line contains `marker`. */
-function processesWith(marker: string): string[] {
-  try {
-    return execFileSync("pgrep", ["-f", marker], { encoding: "utf8" }).trim().split("\n");
-  } catch {
-    return []; // pgrep exits 1 when nothing matches
-  }
-}
-
-/** Launches one instance through the simulator's EC2 endpoint; answers its ID. */
-async function launch(ec2: EC2Client, userData: string, podUid: string): Promise<string> {
-  const out = await ec2.send(
-    new RunInstancesCommand({
-      ImageId: "ami-12345678",
-      InstanceType: "m5.large",
-      MinCount: 1,
-      MaxCount: 1,
-      UserData: Buffer.from(userData).toString("base64"),
-      IamInstanceProfile: { Name: NEBULA_INSTANCE_PROFILE },
-      TagSpecifications: [
-        {
-          ResourceType: "instance",
-          Tags: [
-            { Key: "nebula:cluster", Value: "close-test" },
-            { Key: "nebula:pod-uid", Value: podUid },
-          ],
-        },
-      ],
-    }),
-  );
-  return out.Instances?.[0]?.InstanceId ?? "";
-}
-
 it("a boot that completes while the simulator closes starts nothing: no guest process outlives close()", async () => {
   let openGate: () => void = () => {};
   const gate = new Promise<void>((resolve) => {
@@ -89,7 +57,10 @@ it("a boot that completes while the simulator closes starts nothing: no guest pr
   });
   const marker = `nebula-close-race-${randomUUID()}`;
   try {
-    const id = await launch(ec2, `#!/bin/bash\nexec -a ${marker} sleep 600\n`, "pod-close-race");
+    const id = await launch(ec2, `#!/bin/bash\nexec -a ${marker} sleep 600\n`, {
+      cluster: "close-test",
+      podUid: "pod-close-race",
+    });
     // Booting; once the boot delay has passed, the guest waits at the gate.
     await hosts.waitForPhase(id, "booting");
     await new Promise((r) => setTimeout(r, 500));
@@ -104,7 +75,7 @@ it("a boot that completes while the simulator closes starts nothing: no guest pr
   }
   // Give a late spawn the time to show itself.
   await new Promise((r) => setTimeout(r, 1_000));
-  expect(processesWith(marker)).toEqual([]);
+  expect(processesMatching(marker)).toEqual([]);
 });
 
 // Both the guest and the test make containers that break podman ps (see testing/podman.ts), for
@@ -136,7 +107,7 @@ it("close() removes a guest's broken Pod sandbox and its app by ID, and fails wh
         '  docker run -d --name app --network="container:$id" busybox sleep 600',
         "'",
       ].join("\n"),
-      "pod-close-leftovers",
+      { cluster: "close-test", podUid: "pod-close-leftovers" },
     );
     const guest = await hosts.waitForPhase(id, "running");
     for (let tries = 0; guest.userDataExit !== 0; tries++) {

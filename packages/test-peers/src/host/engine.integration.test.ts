@@ -5,13 +5,14 @@
  * such a conmon). The OCI runtime here is runc behind a wrapper that holds the end of `runc create`
  * for as long as the test says, so the kill lands in that window every time.
  */
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { EC2Client, RunInstancesCommand, TerminateInstancesCommand } from "@aws-sdk/client-ec2";
+import { EC2Client, TerminateInstancesCommand } from "@aws-sdk/client-ec2";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { MOTO_CREDENTIALS, type Moto, NEBULA_INSTANCE_PROFILE, startMoto } from "../moto.js";
+import { MOTO_CREDENTIALS, type Moto, startMoto } from "../moto.js";
+import { launch, processesMatching } from "../testing/guests.js";
 import { GUEST_PAUSE_IMAGE } from "./images.js";
 import { dockerShim, WATCHDOG_SCRIPT } from "./shims.js";
 import { startInstanceHosts } from "./simulator.js";
@@ -55,15 +56,6 @@ function slowCreateRuntime(name: string, holdSeconds: number): string {
   return path;
 }
 
-/** Processes whose command line names `text` (pgrep -f), as `pid cmdline` lines. */
-function processesNaming(text: string): string[] {
-  try {
-    return execFileSync("pgrep", ["-af", "--", text], { encoding: "utf8" }).trim().split("\n");
-  } catch {
-    return [];
-  }
-}
-
 /** runc's containers made for this guest (their `--cidfile` annotation names the instance). */
 function runcStates(containersDir: string, instanceId: string): string[] {
   const prefix = `io.podman.annotations.cid-file=${containersDir}/${instanceId}.`;
@@ -95,29 +87,12 @@ async function runGuest(
     credentials: { ...MOTO_CREDENTIALS },
   });
   try {
-    const out = await ec2.send(
-      new RunInstancesCommand({
-        ImageId: "ami-12345678",
-        InstanceType: "m5.large",
-        MinCount: 1,
-        MaxCount: 1,
-        // A Pod sandbox with a network namespace of its own, as the supervisor makes one.
-        UserData: Buffer.from(
-          `#!/bin/bash\ndocker run -d --name sandbox --network=bridge ${GUEST_PAUSE_IMAGE}\n`,
-        ).toString("base64"),
-        IamInstanceProfile: { Name: NEBULA_INSTANCE_PROFILE },
-        TagSpecifications: [
-          {
-            ResourceType: "instance",
-            Tags: [
-              { Key: "nebula:cluster", Value: "engine-test" },
-              { Key: "nebula:pod-uid", Value: "pod-engine" },
-            ],
-          },
-        ],
-      }),
+    // A Pod sandbox with a network namespace of its own, as the supervisor makes one.
+    const id = await launch(
+      ec2,
+      `#!/bin/bash\ndocker run -d --name sandbox --network=bridge ${GUEST_PAUSE_IMAGE}\n`,
+      { cluster: "engine-test", podUid: "pod-engine" },
     );
-    const id = out.Instances?.[0]?.InstanceId ?? "";
     const guest = await hosts.waitForPhase(id, "running");
     const creating = join(dir, "creating");
     for (let tries = 0; !existsSync(creating) || readdirSync(creating).length === 0; tries++) {
@@ -146,7 +121,7 @@ it("a terminate during `docker run` lets the run finish, then removes the contai
   expect(events).toMatch(/user-data exited/);
   expect(events).not.toMatch(/podman still busy/);
   expect(events).not.toMatch(/outlived podman's record/);
-  expect(processesNaming(`conmon .*-n nsim-${id}--`)).toEqual([]);
+  expect(processesMatching(`conmon .*-n nsim-${id}--`)).toEqual([]);
   expect(runcStates(containers, id)).toEqual([]);
 });
 
@@ -157,9 +132,9 @@ it("a `docker run` that outlasts the grace is killed, and what podman then forgo
     /podman still busy 1000 ms into a kill; killing it: .*podman .*(run|start) /,
   );
   expect(events).toMatch(/outlived podman's record of it .*removed \/run\/netns\/netns-/);
-  expect(processesNaming(`conmon .*-n nsim-${id}--`)).toEqual([]);
+  expect(processesMatching(`conmon .*-n nsim-${id}--`)).toEqual([]);
   expect(runcStates(containers, id)).toEqual([]);
-  expect(processesNaming(`${dir}/runc-600`)).toEqual([]);
+  expect(processesMatching(`${dir}/runc-600`)).toEqual([]);
   const reaped = events.match(/removed (\/run\/netns\/[^\s,]+)/)?.[1] ?? "";
   expect(namespacesBefore.has(reaped.slice("/run/netns/".length))).toBe(false);
   expect(existsSync(reaped)).toBe(false);
@@ -215,8 +190,8 @@ it("the watchdog (the simulator's process died) kills a `docker run` half-way, t
   parent.kill("SIGKILL");
   await done;
   expect(stderr).toMatch(new RegExp(`ended container ${id}, which podman had forgotten`));
-  expect(processesNaming(`conmon .*-c ${id}`)).toEqual([]);
+  expect(processesMatching(`conmon .*-c ${id}`)).toEqual([]);
   expect(existsSync(join("/run/runc", id))).toBe(false);
   expect(existsSync(netns ?? "")).toBe(false);
-  expect(processesNaming(runtime)).toEqual([]);
+  expect(processesMatching(runtime)).toEqual([]);
 });
