@@ -21,6 +21,12 @@ nebula_vnode_event_stage_seconds_sum{stage="delivery"} 1
 nebula_vnode_event_stage_seconds_count{stage="delivery"} 4
 nebula_vnode_event_stage_seconds_sum{stage="read"} 0.2
 nebula_vnode_event_stage_seconds_count{stage="read"} 1
+nebula_vnode_startup_seconds_sum 60
+nebula_vnode_startup_seconds_count 3
+nebula_vnode_startup_phase_seconds_sum{phase="boot"} 6
+nebula_vnode_startup_phase_seconds_count{phase="boot"} 3
+nebula_vnode_startup_phase_seconds_sum{phase="pull"} 30
+nebula_vnode_startup_phase_seconds_count{phase="pull"} 2
 garbage line
 `;
 
@@ -52,6 +58,16 @@ describe("vnode metrics", () => {
         wait: none,
         read: { count: 1, meanSeconds: 0.2 },
         publish: none,
+      },
+      startup: { count: 3, meanSeconds: 20 },
+      startupPhases: {
+        schedule: none,
+        admit: none,
+        launch: none,
+        boot: { count: 3, meanSeconds: 2 },
+        pull: { count: 2, meanSeconds: 15 },
+        start: none,
+        ready: none,
       },
     });
     expect(vnodeLatencies(new Map()).exitToStatus).toEqual({ count: 0, meanSeconds: null });

@@ -37,20 +37,33 @@ function mean(metrics: ReadonlyMap<string, number>, name: string, labels = "") {
 /** The event channel's stages, in the order a doorbell goes through them. */
 const STAGES = ["host", "delivery", "wait", "read", "publish"] as const;
 
+/** A Pod's start-up phases, in order (`@nebula/provider`'s `STARTUP_PHASES`). */
+const STARTUP_PHASES = ["schedule", "admit", "launch", "boot", "pull", "start", "ready"] as const;
+
 /**
  * The vnode's own latency histograms, as means: exit → status written, terminal → instance
- * terminated, terminal status written → `TerminateInstances` sent, and the event channel's
- * receipt → status published and its stages (no samples on a node without the channel).
+ * terminated, terminal status written → `TerminateInstances` sent, the event channel's receipt →
+ * status published and its stages (no samples on a node without the channel), and a Pod's
+ * start-up (created → first Ready) and its phases.
  */
 export function vnodeLatencies(metrics: ReadonlyMap<string, number>): VnodeLatencies {
   const stages: Record<string, { count: number; meanSeconds: number | null }> = {};
   for (const stage of STAGES)
     stages[stage] = mean(metrics, "nebula_vnode_event_stage_seconds", `{stage="${stage}"}`);
+  const startupPhases: Record<string, { count: number; meanSeconds: number | null }> = {};
+  for (const phase of STARTUP_PHASES)
+    startupPhases[phase] = mean(
+      metrics,
+      "nebula_vnode_startup_phase_seconds",
+      `{phase="${phase}"}`,
+    );
   return {
     exitToStatus: mean(metrics, "nebula_vnode_exit_to_status_seconds"),
     terminalToTerminated: mean(metrics, "nebula_vnode_terminal_to_terminated_seconds"),
     terminalToTerminate: mean(metrics, "nebula_vnode_terminal_to_terminate_seconds"),
     eventToStatus: mean(metrics, "nebula_vnode_event_to_status_seconds"),
     stages,
+    startup: mean(metrics, "nebula_vnode_startup_seconds"),
+    startupPhases,
   };
 }

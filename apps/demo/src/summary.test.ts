@@ -128,6 +128,11 @@ describe("the summary", () => {
           terminalToTerminate: { count: 0, meanSeconds: null },
           eventToStatus: { count: 0, meanSeconds: null },
           stages: {},
+          startup: { count: 2, meanSeconds: 20 },
+          startupPhases: {
+            boot: { count: 2, meanSeconds: 5 },
+            pull: { count: 0, meanSeconds: null },
+          },
         },
         podsLeft: ["job-completes (Succeeded)"],
       }),
@@ -139,6 +144,8 @@ describe("the summary", () => {
     expect(text).toMatch(/FAIL oom-killed/);
     expect(text).toContain("median 2.0 s, max 3.0 s (n=3)");
     expect(text).toContain("mean 1.5 s (n=4)");
+    expect(text).toContain("Pod created -> Ready (start-up):             mean 20.0 s (n=2)");
+    expect(text).toContain("by phase (means): boot 5.0 s, pull -");
     expect(text).toContain("instances left running: 0");
     expect(text).toContain("job-completes (Succeeded)");
   });
@@ -157,6 +164,8 @@ describe("the summary", () => {
         read: mean(20, 0.2),
         publish: mean(25, 0.1),
       },
+      startup: none,
+      startupPhases: {},
     };
     const off = {
       ...on,

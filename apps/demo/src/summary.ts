@@ -40,6 +40,10 @@ export interface VnodeLatencies {
   readonly eventToStatus: Mean;
   /** The event channel's stages: `delivery`, `wait`, `read`, `publish`. */
   readonly stages: Readonly<Record<string, Mean>>;
+  /** A Pod created → its status first Ready. */
+  readonly startup: Mean;
+  /** The same by phase: `schedule`, `admit`, `launch`, `boot`, `pull`, `start`, `ready`. */
+  readonly startupPhases: Readonly<Record<string, Mean>>;
 }
 
 /** What the summary is made from. */
@@ -182,6 +186,18 @@ export function summaryLines(input: SummaryInput): string[] {
     lines.push(
       `    terminal status -> TerminateInstances sent:  ${vnodeText(input.vnodeLatencies.terminalToTerminate)}`,
     );
+    lines.push(
+      `    Pod created -> Ready (start-up):             ${vnodeText(input.vnodeLatencies.startup)}`,
+    );
+    if (input.vnodeLatencies.startup.count > 0) {
+      const phases = Object.entries(input.vnodeLatencies.startupPhases)
+        .map(
+          ([phase, m]) =>
+            `${phase} ${m.meanSeconds === null ? "-" : `${m.meanSeconds.toFixed(1)} s`}`,
+        )
+        .join(", ");
+      lines.push(`      by phase (means): ${phases}`);
+    }
   }
   lines.push(...channelLines(input, json));
   lines.push(

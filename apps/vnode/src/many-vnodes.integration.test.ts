@@ -21,7 +21,7 @@
  * CI runs 9 replicas; `NEBULA_E2E_MANY_REPLICAS=30` (set by `npm run test:full`) runs 30.
  */
 import { GetParametersByPathCommand, SSMClient } from "@aws-sdk/client-ssm";
-import { AppsV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
+import { AppsV1Api, CoreV1Api, EventsV1Api, type V1Pod } from "@kubernetes/client-node";
 import { type InstanceHosts, MOTO_CREDENTIALS } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -29,6 +29,7 @@ import {
   deleteNode,
   type E2eWorld,
   nodeInstances,
+  scrape,
   startVnode,
   startWorld,
   until,
@@ -43,6 +44,7 @@ const { controlPlane, moto } = useTestPeers();
 const admin = controlPlane.kubeConfig();
 const core = admin.makeApiClient(CoreV1Api);
 const apps = admin.makeApiClient(AppsV1Api);
+const eventsApi = admin.makeApiClient(EventsV1Api);
 const ec2 = moto.ec2();
 const ssm = new SSMClient({
   endpoint: moto.endpoint,
@@ -265,6 +267,27 @@ describe(`three virtual nodes, a Deployment of ${REPLICAS} spread over them`, ()
     const spread = Object.fromEntries(NODES.map((n) => [n, byNode(first, n).length]));
     console.log(JSON.stringify({ spread }));
     for (const node of NODES) expect(byNode(first, node).length).toBeGreaterThanOrEqual(2);
+    // Each Pod's start-up, broken down at its first Ready: an Event in one line and the metrics.
+    const startups = await until("a StartupTimes Event for every Pod", async () => {
+      const events = (await eventsApi.listNamespacedEvent({ namespace: NS })).items.filter(
+        (e) => e.reason === "StartupTimes",
+      );
+      const pods = new Set(events.map((e) => e.regarding?.uid));
+      return [...first.keys()].every((uid) => pods.has(uid)) ? events : undefined;
+    });
+    for (const e of startups) {
+      expect(e.note).toMatch(
+        /^Ready [\d.]+ s after creation: scheduled [\d.]+ s, admitted [\d.]+ s, RunInstances [\d.]+ s, host boot [\d.]+ s, (image pull [\d.]+ s, )?container start [\d.]+ s, ready [\d.]+ s$/,
+      );
+    }
+    const startupCounts = await Promise.all(
+      NODES.map(
+        async (n) =>
+          (await scrape(vnodes.get(n)?.url ?? "")).get("nebula_vnode_startup_seconds_count") ?? 0,
+      ),
+    );
+    expect(startupCounts.reduce((a, b) => a + b, 0)).toBe(REPLICAS);
+    console.log(JSON.stringify({ startup: startups.slice(0, 3).map((e) => e.note) }));
     const parametersBefore = await parameterPods();
     for (const uid of first.keys()) expect(parametersBefore).toContain(uid);
 

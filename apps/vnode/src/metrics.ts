@@ -12,7 +12,7 @@ interface DrainLeft {
 
 type Observed = Pick<
   Ec2PodProvider,
-  "gateway" | "instanceCounts" | "onLeakCollected" | "onPoll" | "onDoorbells"
+  "gateway" | "instanceCounts" | "onLeakCollected" | "onPoll" | "onDoorbells" | "onStartup"
 >;
 
 /**
@@ -135,6 +135,24 @@ export function vnodeMetrics(
     messages.inc({ outcome: "ignored" }, batch.ignored);
     messages.inc({ outcome: "unreadable" }, batch.unreadable);
     for (const s of batch.lagSeconds) eventLag.observe(s);
+  });
+  const startupBuckets = [0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
+  const startupPhases = new Histogram({
+    name: name("startup_phase_seconds"),
+    help: "A Pod's start-up by phase: schedule (created to scheduled), admit (to the launch requested), launch (to RunInstances answered), boot (to the host supervisor started), pull (to the last image pulled), start (to the last container started), ready (to the status Ready)",
+    buckets: startupBuckets,
+    labelNames: ["phase"],
+    registers,
+  });
+  const startups = new Histogram({
+    name: name("startup_seconds"),
+    help: "A Pod's start-up: from its creation to its status first Ready",
+    buckets: startupBuckets,
+    registers,
+  });
+  provider.onStartup(({ breakdown }) => {
+    for (const { phase, seconds } of breakdown.phases) startupPhases.observe({ phase }, seconds);
+    if (breakdown.totalSeconds !== undefined) startups.observe(breakdown.totalSeconds);
   });
   return reported;
 }

@@ -25,7 +25,7 @@ import type { Ec2PodProviderOptions } from "./options.js";
 import type { ParameterDelivery } from "./parameter-delivery.js";
 import { podFacts } from "./pod.js";
 import type { Poller, PollResult } from "./poller.js";
-import type { StatusPublisher } from "./publisher.js";
+import type { PodStartup, StatusPublisher } from "./publisher.js";
 import type { Reclaimer, ReclaimOptions } from "./reclaimer.js";
 import { disprove, type ProviderContext, refreshState, withStatus } from "./record.js";
 
@@ -220,6 +220,16 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       ? this.config.events?.pollIntervalSeconds
       : undefined;
     return Math.max(this.#ctx.health.intervalMs, (safetyNet ?? 0) * 1000);
+  }
+
+  /**
+   * Subscribes to Pods' start-ups: the first time a Pod's status turns Ready in this process (from
+   * not Ready, no container restarted), its phases from creation to Ready (see
+   * `startupBreakdown`); the Pod also gets a `StartupTimes` Event with them in one line.
+   * Returns the unsubscribe.
+   */
+  onStartup(listener: (startup: PodStartup) => void): () => void {
+    return this.#publisher.onStartup(listener);
   }
 
   /** Subscribes to every batch the event channel handled (`config.events`); returns the unsubscribe. */

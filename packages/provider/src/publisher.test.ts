@@ -1,9 +1,11 @@
+import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
 import type { PodStatusChange } from "@nebula/virtual-node";
 import { describe, expect, it } from "vitest";
 import { ProviderError } from "./errors.js";
-import { StatusPublisher } from "./publisher.js";
+import { type PodStartup, StatusPublisher } from "./publisher.js";
 import { observe, refreshState } from "./record.js";
 import { addOwnedInstance, observed, T0, testContext, testRecord } from "./testing/context.js";
+import type { FakeInstance } from "./testing/fake-gateway.js";
 import { testPod } from "./testing/fixtures.js";
 
 function setup(overrides: Parameters<typeof testContext>[0] = {}) {
@@ -209,5 +211,119 @@ describe("StatusPublisher console", () => {
     expect(t.publisher.needsConsole(record)).toBe(false);
     t.clock.advance(5 * 60_000);
     expect(t.publisher.needsConsole(record)).toBe(true);
+  });
+});
+
+describe("StatusPublisher start-up", () => {
+  const at = (ms: number) => new Date(T0 + ms).toISOString();
+  /** The host's report of a running container, with its start-up times; restarts as given. */
+  function running(seq: number, restarts = 0): ExitReport {
+    return {
+      v: 1,
+      seq,
+      time: at(30_000),
+      final: false,
+      supervisorStartedAt: at(20_000),
+      containers: [
+        {
+          name: "app",
+          init: false,
+          state: "running",
+          restarts,
+          startedAt: at(26_000),
+          containerID: "abc123",
+          pullStartedAt: at(20_100),
+          pullFinishedAt: at(25_000),
+          firstStartedAt: at(26_000),
+        },
+      ],
+    } as ExitReport;
+  }
+  function report(t: ReturnType<typeof setup>, instance: FakeInstance, r: ExitReport) {
+    instance.Tags = [
+      ...instance.Tags.filter((tag) => !tag.Key.startsWith("nebula:report")),
+      ...Object.entries(encodeReportTags(r)).map(([Key, Value]) => ({ Key, Value })),
+    ];
+    t.gateway.setState(instance.InstanceId, "running");
+  }
+  function start(t: ReturnType<typeof setup>, uid: string) {
+    const { record, instance } = launched(t, uid, "pending");
+    record.pod.metadata = { ...record.pod.metadata, creationTimestamp: new Date(T0 - 2_000) };
+    record.pod.status = {
+      phase: "Pending",
+      conditions: [
+        { type: "PodScheduled", status: "True", lastTransitionTime: new Date(T0 - 1_500) },
+      ],
+    };
+    record.requestedAt = T0 - 1_000;
+    const startups: PodStartup[] = [];
+    t.publisher.onStartup((s) => startups.push(s));
+    return { record, instance, startups };
+  }
+  async function observeAndPublish(
+    t: ReturnType<typeof setup>,
+    record: never,
+    instance: FakeInstance,
+  ) {
+    observe(t.ctx, record, observed(instance));
+    refreshState(t.ctx, record);
+    await t.publisher.publish(record);
+  }
+
+  it("breaks the first Ready down once: an Event in one line and the listeners", async () => {
+    const t = setup();
+    const { record, instance, startups } = start(t, "uid-s1");
+    await t.publisher.publish(record);
+    expect(startups).toEqual([]);
+    report(t, instance, running(1));
+    t.clock.now = T0 + 31_000;
+    await observeAndPublish(t, record as never, instance);
+    expect(startups).toHaveLength(1);
+    expect(startups[0]?.pod).toBe("default/pod-uid-s1");
+    expect(startups[0]?.breakdown.phases.map((p) => [p.phase, p.seconds])).toEqual([
+      ["schedule", 0.5],
+      ["admit", 0.5],
+      ["launch", 1],
+      ["boot", 20],
+      ["pull", 5],
+      ["start", 1],
+      ["ready", 5],
+    ]);
+    const events = t.changes.flatMap((c) => c.events ?? []);
+    expect(events.filter((e) => e.reason === "StartupTimes")).toEqual([
+      {
+        type: "Normal",
+        reason: "StartupTimes",
+        message:
+          "Ready 33.0 s after creation: scheduled 0.5 s, admitted 0.5 s, RunInstances 1.0 s, host boot 20.0 s, image pull 5.0 s, container start 1.0 s, ready 5.0 s",
+      },
+    ]);
+    // Ready again on a later report: no second start-up.
+    report(t, instance, running(2));
+    await observeAndPublish(t, record as never, instance);
+    expect(startups).toHaveLength(1);
+  });
+
+  it("no start-up for a Pod Ready before this process saw it (a vnode restart), nor after a restart", async () => {
+    const t = setup();
+    const adopted = start(t, "uid-s2");
+    adopted.record.pod.status = {
+      phase: "Running",
+      conditions: [{ type: "Ready", status: "True" }],
+    };
+    report(t, adopted.instance, running(3));
+    await observeAndPublish(t, adopted.record as never, adopted.instance);
+    const restarted = start(t, "uid-s3");
+    report(t, restarted.instance, running(4, 1));
+    await observeAndPublish(t, restarted.record as never, restarted.instance);
+    // Both Ready: what holds the start-up back is that it is none.
+    for (const uid of ["uid-s2", "uid-s3"]) {
+      const last = t.changes.filter((c) => c.pod.metadata?.uid === uid).at(-1);
+      expect(last?.status.conditions?.find((c) => c.type === "Ready")?.status, uid).toBe("True");
+    }
+    expect([...adopted.startups, ...restarted.startups]).toEqual([]);
+    expect(t.changes.flatMap((c) => c.events ?? []).map((e) => e.reason)).not.toContain(
+      "StartupTimes",
+    );
   });
 });

@@ -1,6 +1,8 @@
+import type { V1PodStatus } from "@kubernetes/client-node";
 import { needsConsoleOutput } from "@nebula/state-mapping";
 import type { PodStatusChange, PodStatusListener } from "@nebula/virtual-node";
 import { toProviderError } from "./errors.js";
+import { notifyAll } from "./listeners.js";
 import {
   deliveryOf,
   type PodRecord,
@@ -9,9 +11,23 @@ import {
   sameDelivery,
   withStatus,
 } from "./record.js";
+import { type StartupBreakdown, startupBreakdown, startupLine } from "./startup.js";
 import { isTerminalStatus, podStatus } from "./status.js";
 
 const CONSOLE_RETRY_MS = 5 * 60 * 1000;
+
+/** A Pod's first Ready, broken down by phase ({@link StatusPublisher.onStartup}). */
+export interface PodStartup {
+  /** The Pod's UID. */
+  readonly podUid: string;
+  /** `namespace/name`. */
+  readonly pod: string;
+  /** Seconds per phase, and in all. */
+  readonly breakdown: StartupBreakdown;
+}
+
+const ready = (status: V1PodStatus | undefined) =>
+  status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") === true;
 
 /**
  * Turns what was observed of a Pod's instance into its status and delivers it: one publication
@@ -22,6 +38,7 @@ const CONSOLE_RETRY_MS = 5 * 60 * 1000;
 export class StatusPublisher {
   readonly #ctx: ProviderContext;
   readonly #listeners = new Set<PodStatusListener>();
+  readonly #startupListeners = new Set<(startup: PodStartup) => void>();
 
   constructor(ctx: ProviderContext) {
     this.#ctx = ctx;
@@ -31,6 +48,12 @@ export class StatusPublisher {
   subscribe(listener: PodStatusListener): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /** Subscribes to Pods' first Ready, broken down by phase; returns the unsubscribe. */
+  onStartup(listener: (startup: PodStartup) => void): () => void {
+    this.#startupListeners.add(listener);
+    return () => this.#startupListeners.delete(listener);
   }
 
   /** True when the stopped instance's console should be read now (no readable report tags). */
@@ -92,6 +115,7 @@ export class StatusPublisher {
     if (record.mode === "launch" && !this.computeStatus(record)) return;
     const status = record.status;
     if (status === undefined) return;
+    this.#noteStartup(record, status);
     const delivery = deliveryOf(record, status);
     if (sameDelivery(record.delivered, delivery) && record.events.length === 0) return;
     const events = record.events;
@@ -115,5 +139,31 @@ export class StatusPublisher {
     }
     record.delivered = [structuredClone(copy), instance, delivery[2]];
     record.events = record.events.slice(events.length);
+  }
+
+  /**
+   * The first time this process sees the Pod's status turn Ready, from a status (delivered, or
+   * stored in the API) that was not, with no container restarted: its start-up, broken down in an
+   * Event (`StartupTimes`) and to the start-up listeners. A Pod already Ready when this process
+   * first saw it (a vnode restart) or Ready again after a restart is no start-up.
+   */
+  #noteStartup(record: PodRecord, status: V1PodStatus): void {
+    if (record.startupNoted || !ready(status)) return;
+    record.startupNoted = true;
+    if (ready(record.delivered?.[0] ?? record.pod.status)) return;
+    if (status.containerStatuses?.some((c) => (c.restartCount ?? 0) > 0)) return;
+    const breakdown = startupBreakdown({
+      createdAt: record.pod.metadata?.creationTimestamp,
+      scheduledAt: record.pod.status?.conditions?.find(
+        (c) => c.type === "PodScheduled" && c.status === "True",
+      )?.lastTransitionTime,
+      requestedAt: record.requestedAt,
+      launchedAt: record.launchedAt?.getTime(),
+      report: record.state?.report,
+      readyAt: this.#ctx.now(),
+    });
+    record.events.push({ type: "Normal", reason: "StartupTimes", message: startupLine(breakdown) });
+    const startup = { podUid: record.facts.uid, pod: record.facts.key, breakdown };
+    notifyAll(this.#startupListeners, (listener) => listener(startup));
   }
 }

@@ -101,6 +101,8 @@ export interface PodRecord {
   publishing?: Promise<void> | undefined;
   events: PodEventNote[];
   deleted: boolean;
+  /** The Pod's first Ready was seen (and its start-up broken down, when it was one). */
+  startupNoted?: boolean | undefined;
 }
 
 /** What the collaborators share: configuration, the AWS gateway, the ledger and the records. */
