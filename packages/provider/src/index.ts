@@ -34,12 +34,3 @@ export type { ListedParameter } from "./parameters.js";
 export type { ObservedInstance, PollPage } from "./poll.js";
 export type { PollResult } from "./poller.js";
 export { Ec2PodProvider } from "./provider.js";
-export type { PodStartup } from "./publisher.js";
-export {
-  STARTUP_PHASES,
-  type StartupBreakdown,
-  type StartupPhase,
-  type StartupTimes,
-  startupBreakdown,
-  startupLine,
-} from "./startup.js";

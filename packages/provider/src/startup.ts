@@ -20,7 +20,7 @@ export const STARTUP_PHASES = [
 ] as const;
 
 /** One phase of a start-up (see {@link STARTUP_PHASES}). */
-export type StartupPhase = (typeof STARTUP_PHASES)[number];
+type StartupPhase = (typeof STARTUP_PHASES)[number];
 
 /** What a start-up breakdown is computed from; every field may be missing. */
 export interface StartupTimes {
