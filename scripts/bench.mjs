@@ -15,7 +15,8 @@
 //                                       the many-vnodes bench's size (default 10 × 20 here)
 //   NEBULA_BENCH_ONLY=rollup,provider   run only the benches whose package name contains one of these
 //   NEBULA_BENCH_SIZES=10,100,1000,5000 the provider's instance counts (default 10,100,1000 here; the
-//                                       5,000 size alone takes about half an hour against moto)
+//                                       5,000 size did not finish in an hour here: moto takes
+//                                       minutes to list 5,000 instances)
 //   the benches' own variables (NEBULA_BENCH_ROUNDS, NEBULA_BENCH_CYCLES, BENCH_DEPLOYMENTS, ...)
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
