@@ -39,8 +39,11 @@ const { controlPlane, moto } = useTestPeers();
 const admin = controlPlane.kubeConfig();
 const core = admin.makeApiClient(CoreV1Api);
 const ec2 = moto.ec2();
-/** Pods per node, exiting 4 s apart. */
-const PODS = 8;
+/**
+ * Pods per node, exiting 4 s apart. `NEBULA_E2E_EVENT_PODS=24` runs more hosts side by side (the
+ * host stage under a fuller machine, as in the demo).
+ */
+const PODS = Number(process.env.NEBULA_E2E_EVENT_PODS ?? "8");
 
 interface Side {
   readonly node: string;
