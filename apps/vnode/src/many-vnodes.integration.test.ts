@@ -20,14 +20,15 @@
  *
  * CI runs 9 replicas; `NEBULA_E2E_MANY_REPLICAS=30` (set by `npm run test:full`) runs 30.
  */
-import { GetParametersByPathCommand, SSMClient } from "@aws-sdk/client-ssm";
+import { GetParametersByPathCommand } from "@aws-sdk/client-ssm";
 import { AppsV1Api, CoreV1Api, EventsV1Api, type V1Pod } from "@kubernetes/client-node";
-import { type InstanceHosts, MOTO_CREDENTIALS } from "@nebula/test-peers";
+import type { InstanceHosts } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   deleteNode,
   type E2eWorld,
+  motoSsm,
   nodeInstances,
   scrape,
   startVnode,
@@ -46,11 +47,7 @@ const core = admin.makeApiClient(CoreV1Api);
 const apps = admin.makeApiClient(AppsV1Api);
 const eventsApi = admin.makeApiClient(EventsV1Api);
 const ec2 = moto.ec2();
-const ssm = new SSMClient({
-  endpoint: moto.endpoint,
-  region: moto.region,
-  credentials: MOTO_CREDENTIALS,
-});
+const ssm = motoSsm(moto);
 const CLUSTER = "vnode-many";
 const NS = "vnode-many";
 const [A, B, C] = ["many-a", "many-b", "many-c"] as const;
@@ -96,7 +93,7 @@ async function start(node: string, drain = false): Promise<VnodeProcess> {
   return vnode;
 }
 
-/** The Deployment's Pods, by name. */
+/** The Deployment's Pods as the API server lists them. */
 async function pods(): Promise<V1Pod[]> {
   return (await core.listNamespacedPod({ namespace: NS, labelSelector: "app=many" })).items;
 }
@@ -272,8 +269,8 @@ describe(`three virtual nodes, a Deployment of ${REPLICAS} spread over them`, ()
       const events = (await eventsApi.listNamespacedEvent({ namespace: NS })).items.filter(
         (e) => e.reason === "StartupTimes",
       );
-      const pods = new Set(events.map((e) => e.regarding?.uid));
-      return [...first.keys()].every((uid) => pods.has(uid)) ? events : undefined;
+      const regarding = new Set(events.map((e) => e.regarding?.uid));
+      return [...first.keys()].every((uid) => regarding.has(uid)) ? events : undefined;
     });
     for (const e of startups) {
       expect(e.note).toMatch(

@@ -12,14 +12,15 @@ import {
   GetConsoleOutputCommand,
   type Instance,
 } from "@aws-sdk/client-ec2";
-import { DescribeParametersCommand, SSMClient } from "@aws-sdk/client-ssm";
+import { DescribeParametersCommand } from "@aws-sdk/client-ssm";
 import { AppsV1Api, CoreV1Api, EventsV1Api, type V1Pod } from "@kubernetes/client-node";
-import { type InstanceHosts, MOTO_CREDENTIALS } from "@nebula/test-peers";
+import type { InstanceHosts } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   barePod,
   deleteNode,
+  motoSsm,
   nodeInstances,
   readPod,
   startVnode,
@@ -37,11 +38,7 @@ const core = admin.makeApiClient(CoreV1Api);
 const apps = admin.makeApiClient(AppsV1Api);
 const events = admin.makeApiClient(EventsV1Api);
 const ec2 = moto.ec2();
-const ssm = new SSMClient({
-  endpoint: moto.endpoint,
-  region: moto.region,
-  credentials: MOTO_CREDENTIALS,
-});
+const ssm = motoSsm(moto);
 const NODE = "vnode-secrets";
 const NS = "vnode-secrets";
 // Shell- and parser-hostile, multi-line, non-ASCII: what a real password or key can hold.

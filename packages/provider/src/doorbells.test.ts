@@ -1,4 +1,4 @@
-import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
+import type { ExitReport } from "@nebula/state-mapping";
 import type { PodStatusChange } from "@nebula/virtual-node";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -8,8 +8,14 @@ import { type DoorbellBatch, Doorbells } from "./doorbells.js";
 import { ProviderError } from "./errors.js";
 import { StatusPublisher } from "./publisher.js";
 import { observe, refreshState } from "./record.js";
-import { addOwnedInstance, observed, T0, testContext, testRecord } from "./testing/context.js";
-import type { FakeInstance } from "./testing/fake-gateway.js";
+import {
+  addOwnedInstance,
+  observed,
+  T0,
+  tagReport,
+  testContext,
+  testRecord,
+} from "./testing/context.js";
 import { testPod } from "./testing/fixtures.js";
 
 /**
@@ -88,14 +94,6 @@ function report(seq: number, final: boolean, exitCode = 0): ExitReport {
   } as ExitReport;
 }
 
-/** Writes `r` to the fake instance's tags, as the host's CreateTags does. */
-function tag(instance: FakeInstance, r: ExitReport): void {
-  instance.Tags = [
-    ...instance.Tags.filter((t) => !t.Key.startsWith("nebula:report")),
-    ...Object.entries(encodeReportTags(r)).map(([Key, Value]) => ({ Key, Value })),
-  ];
-}
-
 function setup(options: { rereadMs?: number; rereads?: number; windowMs?: number } = {}) {
   const t = testContext();
   const publisher = new StatusPublisher(t.ctx);
@@ -111,7 +109,7 @@ function setup(options: { rereadMs?: number; rereads?: number; windowMs?: number
   /** A Pod whose instance runs and reported seq 1 (running), observed and published. */
   const running = async (uid: string) => {
     const instance = addOwnedInstance(t.gateway, uid);
-    tag(instance, report(1, false));
+    tagReport(instance, report(1, false));
     const record = testRecord(t.ctx, testPod(`pod-${uid}`, uid), {
       instanceId: instance.InstanceId,
       launchRequested: true,
@@ -130,7 +128,7 @@ describe("Doorbells.handle", () => {
     const t = setup();
     const { instance } = await t.running("uid-1");
     expect(t.changes.at(-1)?.status.phase).toBe("Running");
-    tag(instance, report(2, true, 3));
+    tagReport(instance, report(2, true, 3));
     t.gateway.calls.length = 0;
     const m = ring(instance.InstanceId, 2);
     const batch = await t.doorbells.handle([m]);
@@ -145,7 +143,7 @@ describe("Doorbells.handle", () => {
   it("folds many doorbells of many instances into one read, each Pod published once", async () => {
     const t = setup();
     const pods = await Promise.all(["a", "b", "c"].map((u) => t.running(`uid-${u}`)));
-    for (const p of pods) tag(p.instance, report(2, true));
+    for (const p of pods) tagReport(p.instance, report(2, true));
     const before = t.changes.length;
     t.gateway.calls.length = 0;
     const messages = pods.flatMap((p) => [
@@ -217,7 +215,7 @@ describe("Doorbells.handle", () => {
     // Once the tags show it, the next read publishes it and the reads stop.
     t.gateway.calls.length = 0;
     await t.doorbells.handle([ring(instance.InstanceId, 3)]);
-    tag(instance, report(3, true));
+    tagReport(instance, report(3, true));
     await until(() => record.state?.report?.seq === 3);
     await new Promise((r) => setTimeout(r, 30));
     expect(t.gateway.count("describeInstances")).toBe(2);
@@ -229,7 +227,7 @@ describe("Doorbells.handle", () => {
     const { instance, record } = await t.running("uid-1");
     const stale = observed(instance); // what a poll that started at T0 + 1 saw: seq 1, running
     t.clock.advance(2);
-    tag(instance, report(2, true));
+    tagReport(instance, report(2, true));
     await t.doorbells.handle([ring(instance.InstanceId, 2)]); // read at T0 + 2: seq 2, final
     expect(observe(t.ctx, record, stale, T0 + 1)).toBe(false);
     refreshState(t.ctx, record);
@@ -242,7 +240,7 @@ describe("a burst", () => {
     // Receiving goes on while a batch is gathered (the window) and read.
     const t = setup({ windowMs: 20 });
     const pods = await Promise.all(Array.from({ length: 20 }, (_, i) => t.running(`uid-${i}`)));
-    for (const p of pods) tag(p.instance, report(2, true));
+    for (const p of pods) tagReport(p.instance, report(2, true));
     const before = t.changes.length;
     t.gateway.calls.length = 0;
     for (let k = 0; k < 10_000; k++)
@@ -266,7 +264,7 @@ describe("Doorbells.run", () => {
   it("keeps receiving while a read is in flight: what arrives meanwhile goes into the next read", async () => {
     const t = setup();
     const [a, b, c] = await Promise.all(["uid-a", "uid-b", "uid-c"].map((u) => t.running(u)));
-    for (const p of [a, b, c]) if (p) tag(p.instance, report(2, true));
+    for (const p of [a, b, c]) if (p) tagReport(p.instance, report(2, true));
     let release: () => void = () => {};
     const gate = new Promise<void>((r) => {
       release = r;
@@ -302,7 +300,7 @@ describe("Doorbells.run", () => {
   it("a held status write holds no other batch's read; run() resolves only once it is written", async () => {
     const t = setup();
     const [a, b] = await Promise.all(["uid-a", "uid-b"].map((u) => t.running(u)));
-    for (const p of [a, b]) if (p) tag(p.instance, report(2, true));
+    for (const p of [a, b]) if (p) tagReport(p.instance, report(2, true));
     // The API server hangs on a's status write.
     let release: () => void = () => {};
     const gate = new Promise<void>((r) => {
@@ -342,7 +340,7 @@ describe("Doorbells.run", () => {
   it("reports where each batch's time went: host, delivery, wait, read, publish", async () => {
     const t = setup();
     const { instance } = await t.running("uid-1");
-    tag(instance, report(2, true));
+    tagReport(instance, report(2, true));
     const batches: DoorbellBatch[] = [];
     t.doorbells.onBatch((b) => batches.push(b));
     const describe = t.gateway.describeInstances.bind(t.gateway);
@@ -369,7 +367,7 @@ describe("Doorbells.run", () => {
       publishSeconds: [0.05],
     });
     // A later report carrying the same exit does not time it again.
-    tag(instance, report(3, true));
+    tagReport(instance, report(3, true));
     await t.doorbells.handle([message({ ...rung, seq: 3 }, { sentAt: T0 + 9000 })]);
     expect(batches[1]?.timings.hostSeconds).toEqual([]);
   });
@@ -387,7 +385,7 @@ describe("Doorbells.run", () => {
     await until(() => !t.doorbells.healthy);
     expect(t.logs.filter((l) => l.message.includes("polling faster"))).toHaveLength(1);
     await until(() => t.doorbells.healthy, 5_000);
-    tag(instance, report(2, true));
+    tagReport(instance, report(2, true));
     t.queue.waiting.push(ring(instance.InstanceId, 2));
     await until(() => handled.length === 1);
     expect(t.changes.at(-1)?.status.phase).toBe("Succeeded");
@@ -465,7 +463,7 @@ describe("Doorbells over time (property)", () => {
             const i = step.pod;
             if (step.kind === "advance") {
               seqs[i] = (seqs[i] ?? 1) + 1;
-              tag(p.instance, numbered(seqs[i] ?? 1));
+              tagReport(p.instance, numbered(seqs[i] ?? 1));
               t.queue.waiting.push(ring(id, seqs[i] ?? 1));
               rung++;
             } else if (step.kind === "ring-old") {

@@ -1,10 +1,17 @@
-import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
+import type { ExitReport } from "@nebula/state-mapping";
 import type { PodStatusChange } from "@nebula/virtual-node";
 import { describe, expect, it } from "vitest";
 import { ProviderError } from "./errors.js";
 import { type PodStartup, StatusPublisher } from "./publisher.js";
-import { observe, refreshState } from "./record.js";
-import { addOwnedInstance, observed, T0, testContext, testRecord } from "./testing/context.js";
+import { observe, type PodRecord, refreshState } from "./record.js";
+import {
+  addOwnedInstance,
+  observed,
+  T0,
+  tagReport,
+  testContext,
+  testRecord,
+} from "./testing/context.js";
 import type { FakeInstance } from "./testing/fake-gateway.js";
 import { testPod } from "./testing/fixtures.js";
 
@@ -240,10 +247,7 @@ describe("StatusPublisher start-up", () => {
     } as ExitReport;
   }
   function report(t: ReturnType<typeof setup>, instance: FakeInstance, r: ExitReport) {
-    instance.Tags = [
-      ...instance.Tags.filter((tag) => !tag.Key.startsWith("nebula:report")),
-      ...Object.entries(encodeReportTags(r)).map(([Key, Value]) => ({ Key, Value })),
-    ];
+    tagReport(instance, r);
     t.gateway.setState(instance.InstanceId, "running");
   }
   function start(t: ReturnType<typeof setup>, uid: string) {
@@ -262,7 +266,7 @@ describe("StatusPublisher start-up", () => {
   }
   async function observeAndPublish(
     t: ReturnType<typeof setup>,
-    record: never,
+    record: PodRecord,
     instance: FakeInstance,
   ) {
     observe(t.ctx, record, observed(instance));
@@ -277,7 +281,7 @@ describe("StatusPublisher start-up", () => {
     expect(startups).toEqual([]);
     report(t, instance, running(1));
     t.clock.now = T0 + 31_000;
-    await observeAndPublish(t, record as never, instance);
+    await observeAndPublish(t, record, instance);
     expect(startups).toHaveLength(1);
     expect(startups[0]?.pod).toBe("default/pod-uid-s1");
     expect(startups[0]?.breakdown.phases.map((p) => [p.phase, p.seconds])).toEqual([
@@ -300,7 +304,7 @@ describe("StatusPublisher start-up", () => {
     ]);
     // Ready again on a later report: no second start-up.
     report(t, instance, running(2));
-    await observeAndPublish(t, record as never, instance);
+    await observeAndPublish(t, record, instance);
     expect(startups).toHaveLength(1);
   });
 
@@ -312,10 +316,10 @@ describe("StatusPublisher start-up", () => {
       conditions: [{ type: "Ready", status: "True" }],
     };
     report(t, adopted.instance, running(3));
-    await observeAndPublish(t, adopted.record as never, adopted.instance);
+    await observeAndPublish(t, adopted.record, adopted.instance);
     const restarted = start(t, "uid-s3");
     report(t, restarted.instance, running(4, 1));
-    await observeAndPublish(t, restarted.record as never, restarted.instance);
+    await observeAndPublish(t, restarted.record, restarted.instance);
     // Both Ready: what holds the start-up back is that it is none.
     for (const uid of ["uid-s2", "uid-s3"]) {
       const last = t.changes.filter((c) => c.pod.metadata?.uid === uid).at(-1);

@@ -28,6 +28,7 @@ import {
   type EC2Client,
   type Instance,
 } from "@aws-sdk/client-ec2";
+import { SSMClient } from "@aws-sdk/client-ssm";
 import {
   CoreV1Api,
   type KubeConfig,
@@ -88,6 +89,15 @@ async function prepareNetwork(
     }),
   );
   return { subnetId: subnet.Subnet?.SubnetId ?? "", securityGroupId: sg.GroupId ?? "" };
+}
+
+/** An SSM client of moto (Parameter Store, where the Pods' values go); destroy it when done. */
+export function motoSsm(moto: MotoConnection): SSMClient {
+  return new SSMClient({
+    endpoint: moto.endpoint,
+    region: moto.region,
+    credentials: MOTO_CREDENTIALS,
+  });
 }
 
 /** Every instance tagged for a node, whatever its state. */

@@ -4,6 +4,7 @@
  * log. Build one collaborator over it, drive it, then read the fake's call log and the ledger.
  */
 import type { V1Pod } from "@kubernetes/client-node";
+import { type ExitReport, encodeReportTags } from "@nebula/state-mapping";
 import { MemoryPodLedger } from "@nebula/teardown";
 import { NO_BACKOFF } from "../capacity.js";
 import { type ProviderConfigInput, parseProviderConfig } from "../config.js";
@@ -120,4 +121,12 @@ export function observed(instance: FakeInstance): ObservedInstance {
   const out = observeInstance(instance);
   if (out === undefined) throw new Error(`unreadable fake instance ${instance.InstanceId}`);
   return out;
+}
+
+/** Writes `report` to the fake instance's tags in place of any earlier one, as the host's CreateTags does. */
+export function tagReport(instance: FakeInstance, report: ExitReport): void {
+  instance.Tags = [
+    ...instance.Tags.filter((t) => !t.Key.startsWith("nebula:report")),
+    ...Object.entries(encodeReportTags(report)).map(([Key, Value]) => ({ Key, Value })),
+  ];
 }
