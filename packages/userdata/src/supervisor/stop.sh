@@ -75,10 +75,12 @@ finish() {
     why=RestartLimit
   fi
   stop_sidecars_last "$grace" "$why"
-  sandbox_down
   FINAL=true
   report "$deadline"
   : >"$STATE/final"
+  # The sandbox goes after the report: nothing in the report depends on it, and removing it (a
+  # docker rm, about 0.2 s) would delay every Pod's final status by that much.
+  sandbox_down
   usage_flush "$deadline"
   if [ -n "$SPOT_ACTION" ]; then
     log "final report written after the Spot interruption notice: leaving the instance to EC2"
