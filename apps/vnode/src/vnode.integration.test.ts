@@ -1,5 +1,12 @@
 import { TerminateInstancesCommand } from "@aws-sdk/client-ec2";
-import { CoordinationV1Api, CoreV1Api, type V1Pod } from "@kubernetes/client-node";
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  EventsV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Pod,
+} from "@kubernetes/client-node";
 import type { InstanceHosts } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -346,6 +353,171 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
     await until(
       "the probed Pod gone",
       async () => ((await readPod("probed")) === undefined ? true : undefined),
+      240_000,
+      500,
+    );
+  });
+
+  it("activeDeadlineSeconds: Running until the deadline, then Failed/DeadlineExceeded for good, its container stopped, its instance terminated", async () => {
+    const DEADLINE = 45;
+    const created = await core.createNamespacedPod({
+      namespace: NS,
+      body: barePod(
+        "deadline",
+        NODE,
+        { command: ["sleep", "3600"] },
+        { activeDeadlineSeconds: DEADLINE, terminationGracePeriodSeconds: 3 },
+      ),
+    });
+    const uid = created.metadata?.uid ?? "";
+    const running = await until(
+      "the Pod running",
+      async () => {
+        const p = await readPod("deadline");
+        return p?.status?.phase === "Running" ? p : undefined;
+      },
+      120_000,
+      250,
+    );
+    const startTime = new Date(String(running.status?.startTime)).getTime();
+    // Watched, not sampled: every read until the instance is terminated. Running (never Failed)
+    // before the deadline; once Failed, Failed/DeadlineExceeded at every read after. (Collected
+    // and asserted after the watch: `until` retries a probe that throws.)
+    let failedAt: number | undefined;
+    let stoppedSeen: V1Pod | undefined;
+    const wrong: string[] = [];
+    await until(
+      "the instance terminated after the deadline",
+      async () => {
+        const p = await readPod("deadline");
+        const at = Date.now();
+        const phase = p?.status?.phase;
+        if (phase === "Failed") {
+          failedAt ??= at;
+          const why = `${p?.status?.reason}: ${p?.status?.message}`;
+          if (
+            why !==
+            "DeadlineExceeded: Pod was active on the node longer than the specified deadline"
+          )
+            wrong.push(`Failed as ${why}`);
+          const ready = p?.status?.conditions?.find((c) => c.type === "Ready")?.status;
+          if (ready !== "False") wrong.push(`Failed and Ready ${ready}`);
+          if (p?.status?.containerStatuses?.[0]?.state?.terminated) stoppedSeen = p;
+        } else if (failedAt !== undefined || phase !== "Running") {
+          wrong.push(`${phase} at +${(at - startTime) / 1000} s${failedAt ? " after Failed" : ""}`);
+        }
+        const [instance] = await instanceOf(uid);
+        return instance?.State?.Name === "terminated" && stoppedSeen ? true : undefined;
+      },
+      240_000,
+      500,
+    );
+    expect(wrong).toEqual([]);
+    expect(failedAt).toBeGreaterThanOrEqual(startTime + DEADLINE * 1000);
+    const terminated = stoppedSeen?.status?.containerStatuses?.[0]?.state?.terminated;
+    expect(terminated?.reason).not.toBe("ContainerStatusUnknown");
+    expect([137, 143]).toContain(terminated?.exitCode);
+    const events = (
+      await admin.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: NS })
+    ).items.filter((e) => e.regarding?.uid === uid && e.reason === "DeadlineExceeded");
+    expect(events.map((e) => e.type)).toEqual(["Normal"]);
+    console.log(
+      JSON.stringify({
+        activeDeadline: {
+          deadlineSeconds: DEADLINE,
+          failedAfterSeconds: ((failedAt ?? 0) - startTime) / 1000,
+        },
+      }),
+    );
+    // A finished Pod stays (as on a kubelet node): the user deletes it.
+    expect((await readPod("deadline"))?.status?.phase).toBe("Failed");
+    await core.deleteNamespacedPod({ name: "deadline", namespace: NS });
+    await until(
+      "the deadline Pod gone",
+      async () => ((await readPod("deadline")) === undefined ? true : undefined),
+      120_000,
+      500,
+    );
+  });
+
+  it("a readiness gate holds Ready back until its owner says True, over time, as on a kubelet node", async () => {
+    // What a load balancer controller does: its gate's condition on the Pod, written through the
+    // status subresource. The vnode keeps the condition and gates Ready on it.
+    const GATE = "example.com/lb-registered";
+    const ready = (p: V1Pod | undefined) => p?.status?.conditions?.find((c) => c.type === "Ready");
+    const containersReady = (p: V1Pod | undefined) =>
+      p?.status?.conditions?.find((c) => c.type === "ContainersReady")?.status;
+    const setGate = (status: "True" | "False") =>
+      core.patchNamespacedPodStatus(
+        {
+          name: "gated",
+          namespace: NS,
+          body: {
+            status: { conditions: [{ type: GATE, status, lastTransitionTime: new Date() }] },
+          },
+        },
+        setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch),
+      );
+    await core.createNamespacedPod({
+      namespace: NS,
+      body: barePod(
+        "gated",
+        NODE,
+        { command: ["sleep", "3600"] },
+        { readinessGates: [{ conditionType: GATE }] },
+      ),
+    });
+    await until(
+      "the containers ready",
+      async () => {
+        const p = await readPod("gated");
+        return p?.status?.phase === "Running" && containersReady(p) === "True" ? true : undefined;
+      },
+      180_000,
+      250,
+    );
+    // Watched for 10 s (several polls and writes): never Ready while the gate's condition is absent.
+    const until10 = Date.now() + 10_000;
+    while (Date.now() < until10) {
+      const p = await readPod("gated");
+      expect(containersReady(p)).toBe("True");
+      expect(ready(p)).toMatchObject({
+        status: "False",
+        reason: "ReadinessGatesNotReady",
+        message: `corresponding condition of pod readiness gate "${GATE}" does not exist.`,
+      });
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    await setGate("True");
+    const opened = await until(
+      "the Pod Ready once its gate is True",
+      async () => {
+        const p = await readPod("gated");
+        return ready(p)?.status === "True" ? p : undefined;
+      },
+      60_000,
+      250,
+    );
+    expect(opened.status?.conditions?.find((c) => c.type === GATE)?.status).toBe("True");
+    await setGate("False");
+    const closed = await until(
+      "the Pod not Ready once its gate is False",
+      async () => {
+        const p = await readPod("gated");
+        return ready(p)?.status === "False" ? p : undefined;
+      },
+      60_000,
+      250,
+    );
+    expect(ready(closed)?.message).toBe(
+      `the status of pod readiness gate "${GATE}" is not "True", but False`,
+    );
+    // The vnode's own writes keep the gate's condition (it is not the vnode's to drop).
+    expect(closed.status?.conditions?.find((c) => c.type === GATE)?.status).toBe("False");
+    await core.deleteNamespacedPod({ name: "gated", namespace: NS, gracePeriodSeconds: 0 });
+    await until(
+      "the gated Pod gone",
+      async () => ((await readPod("gated")) === undefined ? true : undefined),
       240_000,
       500,
     );

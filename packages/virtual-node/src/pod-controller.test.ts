@@ -253,6 +253,146 @@ describe("PodController", () => {
     expect(measured).toHaveLength(1);
   });
 
+  it("activeDeadlineSeconds: looked at again when the deadline passes, then Failed/DeadlineExceeded as the kubelet writes it, then its containers stopped and its instance terminated", async () => {
+    const now = { t: Date.parse("2026-12-03T08:00:00Z") };
+    const world = new World();
+    const running = {
+      name: "app",
+      image: "busybox",
+      imageID: "",
+      ready: true,
+      restartCount: 0,
+      state: { running: { startedAt: new Date(now.t - 9_000) } },
+    };
+    world.getPodStatus = () => ({
+      phase: "Running",
+      conditions: [{ type: "Ready", status: "True" }],
+      containerStatuses: [running],
+    });
+    world.states.set("uid-1", "running");
+    world.present.add("uid-1");
+    world.pods.set("default/job-0", {
+      metadata: {
+        namespace: "default",
+        name: "job-0",
+        uid: "uid-1",
+        finalizers: [FINALIZER],
+        resourceVersion: "1",
+      },
+      spec: {
+        nodeName: "vnode-test",
+        activeDeadlineSeconds: 30,
+        terminationGracePeriodSeconds: 5,
+        containers: [{ name: "app", image: "busybox" }],
+      },
+      status: {
+        phase: "Running",
+        startTime: new Date(now.t - 10_000),
+        conditions: [{ type: "Ready", status: "True" }],
+        containerStatuses: [running],
+      },
+    });
+    const ledger = new MemoryPodLedger();
+    await ledger.recordLaunch(
+      { podUid: "uid-1", namespace: "default", name: "job-0" },
+      { instanceId: INSTANCE },
+    );
+    const api: PodApi = {
+      addFinalizer: async () => undefined,
+      removeFinalizer: async (ref: PodRef) => void world.log.push(`removeFinalizer ${ref.name}`),
+      annotate: async () => undefined,
+      deleteNow: async () => undefined,
+      exists: async (ref: PodRef) => world.present.has(ref.uid),
+    };
+    const teardown = new PodTeardown({
+      store: ledger,
+      reclaimer: world,
+      removePod: (ref) => api.deleteNow(ref),
+      podPresent: (ref) => api.exists(ref),
+      headroomSeconds: 1,
+      now: () => now.t,
+    });
+    const written: V1PodStatus[] = [];
+    const events: string[] = [];
+    const controller = new PodController({
+      config: parseVirtualNodeConfig({ nodeName: "vnode-test" }),
+      pods: { get: (key) => world.pods.get(key), list: () => [...world.pods.values()] },
+      provider: world,
+      teardown,
+      api,
+      status: {
+        write: async (address, desired) => {
+          const pod = world.pods.get(`${address.namespace}/${address.name}`);
+          if (pod !== undefined)
+            world.pods.set(`${address.namespace}/${address.name}`, { ...pod, status: desired });
+          written.push(structuredClone(desired));
+          return { outcome: "written" as const };
+        },
+      },
+      events: {
+        record: async (e) => void events.push(`${e.type} ${e.reason}: ${e.note}`),
+      },
+      enqueue: () => undefined,
+      now: () => now.t,
+    });
+    // 20 s left: the next look is then, not at the minute's resync.
+    expect(await controller.reconcile("default/job-0")).toEqual({ requeueAfter: 20_000 });
+    expect(world.pods.get("default/job-0")?.status?.phase).toBe("Running");
+    now.t += 20_000;
+    await controller.reconcile("default/job-0");
+    const failed = world.pods.get("default/job-0")?.status;
+    expect(failed).toMatchObject({
+      phase: "Failed",
+      reason: "DeadlineExceeded",
+      message: "Pod was active on the node longer than the specified deadline",
+    });
+    expect(failed?.conditions?.find((c) => c.type === "Ready")).toMatchObject({
+      status: "False",
+      reason: "PodCompleted",
+    });
+    expect(failed?.containerStatuses?.[0]?.ready).toBe(false);
+    expect(events).toContain(
+      "Normal DeadlineExceeded: Pod was active on the node longer than the specified deadline",
+    );
+    expect(world.log).not.toContain(`stop ${INSTANCE}`);
+    // Terminal now: the teardown stops the instance with the Pod's grace.
+    await controller.reconcile("default/job-0");
+    expect(world.log).toContain(`stop ${INSTANCE}`);
+    // The host's final report: the container stopped. The Pod stays Failed/DeadlineExceeded and
+    // shows the container's end.
+    world.getPodStatus = () => ({
+      phase: "Failed",
+      containerStatuses: [
+        {
+          ...running,
+          ready: false,
+          state: {
+            terminated: {
+              exitCode: 143,
+              reason: "Error",
+              startedAt: running.state.running.startedAt,
+              finishedAt: new Date(now.t + 1_000),
+            },
+          },
+        },
+      ],
+    });
+    for (let i = 0; i < 10 && !world.log.includes(`terminate ${INSTANCE}`); i++) {
+      await controller.reconcile("default/job-0");
+      now.t += 2_000;
+    }
+    expect(world.log).toContain(`terminate ${INSTANCE}`);
+    const last = world.pods.get("default/job-0")?.status;
+    expect(last).toMatchObject({ phase: "Failed", reason: "DeadlineExceeded" });
+    expect(last?.containerStatuses?.[0]?.state?.terminated).toMatchObject({
+      exitCode: 143,
+      reason: "Error",
+    });
+    // Every status written after the failure kept it.
+    const after = written.slice(written.findIndex((s) => s.phase === "Failed"));
+    expect(after.every((s) => s.phase === "Failed" && s.reason === "DeadlineExceeded")).toBe(true);
+  });
+
   it("sweepLedger: a launch whose Pod is gone (proven by a read) is torn down and forgotten; a live Pod's and another node's are left alone", async () => {
     const gone: RecordedLaunch = {
       podUid: "uid-gone",

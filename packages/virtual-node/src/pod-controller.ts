@@ -21,9 +21,11 @@ import type {
 } from "./lifecycle.js";
 import type { PodApi, PodRef } from "./pod-api.js";
 import { type EventSink, recordPodEvent } from "./pod-events.js";
-import { DEFAULT_GRACE_SECONDS, planPod } from "./pod-plan.js";
+import { activeDeadlineLeftMs, DEFAULT_GRACE_SECONDS, planPod } from "./pod-plan.js";
 import {
   composePodStatus,
+  DEADLINE_EXCEEDED,
+  deadlineExceededStatus,
   isTerminalPhase,
   type PodEventSpec,
   podStatusChanged,
@@ -427,6 +429,14 @@ export class PodController {
         await api.addFinalizer(ref, config.podFinalizer);
         return { requeueAfter: 0 };
       case "Run": {
+        // Past its activeDeadlineSeconds, the Pod fails as on a kubelet node; the status written
+        // makes it terminal, and its next step is the teardown (its containers stopped with the
+        // Pod's grace, then the instance terminated).
+        const deadlineLeft = activeDeadlineLeftMs(pod, this.#now());
+        if (deadlineLeft !== undefined && deadlineLeft <= 0) {
+          await this.#failPastDeadline(pod, ref);
+          return { requeueAfter: 0 };
+        }
         if (!known.launched) {
           try {
             await provider.createPod(pod);
@@ -447,7 +457,11 @@ export class PodController {
         // placement annotations (an unconditioned metadata patch) would make stale.
         await this.#syncStatus(pod, ref);
         await this.#syncPlacement(pod, ref);
-        return { requeueAfter: config.podResyncSeconds * 1000 };
+        const resync = config.podResyncSeconds * 1000;
+        return {
+          requeueAfter:
+            deadlineLeft === undefined ? resync : Math.max(0, Math.min(resync, deadlineLeft)),
+        };
       }
       case "Teardown":
       case "DeleteUnlaunched": {
@@ -513,7 +527,12 @@ export class PodController {
 
   async #syncStatus(pod: V1Pod, ref: PodRef): Promise<void> {
     const observed = this.#o.provider.getPodStatus(ref.uid);
-    const desired = composePodStatus(pod.status, observed, new Date(this.#now()));
+    const desired = composePodStatus(
+      pod.status,
+      observed,
+      new Date(this.#now()),
+      pod.spec?.readinessGates,
+    );
     if (desired === undefined || !podStatusChanged(pod.status, desired)) return;
     const { outcome } = await this.#o.status.write(
       { namespace: ref.namespace, name: ref.name },
@@ -535,6 +554,43 @@ export class PodController {
       known.terminalWrittenAt = now;
     }
     for (const event of podStatusEvents(pod, pod.status, desired)) this.#event(ref, event);
+  }
+
+  /**
+   * Writes the kubelet's `DeadlineExceeded` failure for a Pod past its `activeDeadlineSeconds`
+   * (over the latest observation, so its containers' states are the latest known), with the
+   * kubelet's Event. Throws on a conflict (retried).
+   */
+  async #failPastDeadline(pod: V1Pod, ref: PodRef): Promise<void> {
+    const now = new Date(this.#now());
+    const observed = composePodStatus(
+      pod.status,
+      this.#o.provider.getPodStatus(ref.uid),
+      now,
+      pod.spec?.readinessGates,
+    );
+    const failed = deadlineExceededStatus(observed, now);
+    const { outcome } = await this.#o.status.write(
+      { namespace: ref.namespace, name: ref.name },
+      failed,
+      { current: pod, uid: ref.uid },
+    );
+    this.#o.metrics?.statusWrite?.(outcome);
+    if (outcome === "conflict") {
+      throw new Error(`pod ${keyOf(ref)}: status write conflicted (will retry)`);
+    }
+    if (outcome !== "written") return;
+    const known = this.#known.get(keyOf(ref));
+    if (known) {
+      known.terminalAt = this.#now();
+      known.terminalWrittenAt = this.#now();
+    }
+    this.#log("info", `pod ${keyOf(ref)}: ${DEADLINE_EXCEEDED.message}; stopping it`);
+    this.#event(ref, {
+      type: "Normal",
+      reason: DEADLINE_EXCEEDED.reason,
+      note: DEADLINE_EXCEEDED.message,
+    });
   }
 
   async #syncPlacement(pod: V1Pod, ref: PodRef): Promise<void> {

@@ -1,7 +1,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { graceSeconds, planPod } from "./pod-plan.js";
+import { activeDeadlineLeftMs, graceSeconds, planPod } from "./pod-plan.js";
 
 const finalizer = "nebula.dev/instance-reclaim";
 const pod = (over: {
@@ -86,5 +86,38 @@ describe("graceSeconds", () => {
     expect(graceSeconds(pod({ specGrace: 60 }))).toBe(60);
     expect(graceSeconds(pod({}))).toBe(30);
     expect(graceSeconds(pod({ specGrace: -3 }))).toBe(0);
+  });
+});
+
+describe("activeDeadlineLeftMs", () => {
+  const t0 = Date.parse("2026-12-03T08:00:00Z");
+  const withDeadline = (deadline: unknown, startTime: unknown, phase = "Running"): V1Pod =>
+    ({
+      spec: { activeDeadlineSeconds: deadline, containers: [] },
+      status: { phase, startTime },
+    }) as V1Pod;
+
+  it("counts from status.startTime, a Date or the API's string", () => {
+    expect(activeDeadlineLeftMs(withDeadline(30, new Date(t0)), t0 + 10_000)).toBe(20_000);
+    expect(activeDeadlineLeftMs(withDeadline(30, "2026-12-03T08:00:00Z"), t0 + 31_000)).toBe(
+      -1_000,
+    );
+  });
+
+  it("nothing to count: no deadline, no start time, a finished Pod", () => {
+    expect(activeDeadlineLeftMs(withDeadline(undefined, new Date(t0)), t0)).toBeUndefined();
+    expect(activeDeadlineLeftMs(withDeadline(30, undefined), t0)).toBeUndefined();
+    expect(activeDeadlineLeftMs(withDeadline(30, new Date(t0), "Failed"), t0 + 60_000)).toBe(
+      undefined,
+    );
+  });
+
+  it("is total: any deadline and start time answer a number or undefined, never throw", () => {
+    fc.assert(
+      fc.property(fc.anything(), fc.anything(), fc.integer(), (deadline, start, now) => {
+        const left = activeDeadlineLeftMs(withDeadline(deadline, start), now);
+        expect(left === undefined || Number.isFinite(left)).toBe(true);
+      }),
+    );
   });
 });

@@ -7,6 +7,29 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { isTerminalPhase } from "./pod-status.js";
 
+/**
+ * Milliseconds left of the Pod's `spec.activeDeadlineSeconds`, counted as the kubelet counts it:
+ * from `status.startTime` (which the virtual node writes with the Pod's first status). Zero or
+ * less once the deadline has passed. `undefined` when there is nothing to count: no deadline (or
+ * not a positive number), no start time yet (or not a time), or a Pod already finished. Pure,
+ * never throws.
+ *
+ * @example
+ * ```ts
+ * activeDeadlineLeftMs(pod, Date.now()); // 12_000: the deadline passes in 12 s
+ * ```
+ */
+export function activeDeadlineLeftMs(pod: V1Pod, now: number): number | undefined {
+  const seconds = pod.spec?.activeDeadlineSeconds;
+  if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0) return undefined;
+  if (isTerminalPhase(pod.status?.phase)) return undefined;
+  const start = pod.status?.startTime as Date | string | undefined;
+  const at =
+    start instanceof Date ? start.getTime() : typeof start === "string" ? Date.parse(start) : NaN;
+  if (!Number.isFinite(at)) return undefined;
+  return at + seconds * 1000 - now;
+}
+
 /** The default `terminationGracePeriodSeconds` of Kubernetes. */
 export const DEFAULT_GRACE_SECONDS = 30;
 

@@ -4,6 +4,8 @@ import { describe, expect, it } from "vitest";
 import {
   canonicalStatus,
   composePodStatus,
+  deadlineExceededStatus,
+  gateReady,
   podStatusChanged,
   podStatusEvents,
 } from "./pod-status.js";
@@ -196,6 +198,206 @@ describe("composePodStatus", () => {
           }
           // Composing the result with the same observation again changes nothing.
           expect(canonicalStatus(composePodStatus(out, o))).toBe(canonicalStatus(out));
+        },
+      ),
+    );
+  });
+});
+
+describe("a Pod failed past its activeDeadlineSeconds", () => {
+  const now = new Date("2026-12-03T08:00:30Z");
+  const readySince = new Date("2026-12-03T08:00:02Z");
+  const runningStatus: V1PodStatus = {
+    phase: "Running",
+    startTime: new Date("2026-12-03T08:00:00Z"),
+    conditions: [
+      scheduled,
+      { type: "ContainersReady", status: "True", lastTransitionTime: readySince },
+      { type: "Ready", status: "True", lastTransitionTime: readySince },
+    ],
+    containerStatuses: [running()],
+  };
+
+  it("is written as the kubelet writes it: Failed, DeadlineExceeded, not ready, containers as they are", () => {
+    const failed = deadlineExceededStatus(runningStatus, now);
+    expect(failed).toMatchObject({
+      phase: "Failed",
+      reason: "DeadlineExceeded",
+      message: "Pod was active on the node longer than the specified deadline",
+      startTime: runningStatus.startTime,
+    });
+    for (const type of ["Ready", "ContainersReady"]) {
+      expect(failed.conditions?.find((c) => c.type === type)).toEqual({
+        type,
+        status: "False",
+        reason: "PodCompleted",
+        lastTransitionTime: now,
+      });
+    }
+    expect(failed.conditions?.find((c) => c.type === "PodScheduled")).toEqual(scheduled);
+    expect(failed.containerStatuses?.[0]).toMatchObject({
+      ready: false,
+      state: { running: {} },
+    });
+    expect(deadlineExceededStatus(undefined, now).phase).toBe("Failed");
+  });
+
+  it("over any later observations: phase, reason and conditions stay; a running container takes its end (a lost one, its reported end), then never changes", () => {
+    const failed = deadlineExceededStatus(runningStatus, now);
+    const observation = fc.oneof(
+      fc.constant<V1PodStatus>({ phase: "Running", containerStatuses: [running(0)] }),
+      fc.constant<V1PodStatus>({ phase: "Running", containerStatuses: [running(2)] }),
+      fc.constant<V1PodStatus>({ phase: "Failed", containerStatuses: [terminated(143, "Error")] }),
+      fc.constant<V1PodStatus>({
+        phase: "Failed",
+        containerStatuses: [terminated(137, "ContainerStatusUnknown")],
+      }),
+      fc.constant<V1PodStatus>({
+        phase: "Succeeded",
+        containerStatuses: [terminated(0, "Completed")],
+      }),
+    );
+    fc.assert(
+      fc.property(fc.array(observation, { maxLength: 8 }), (seen) => {
+        let stored = failed;
+        let end: V1ContainerStatus | undefined;
+        for (const o of seen) {
+          const next = composePodStatus(stored, o, now) as V1PodStatus;
+          expect(next.phase).toBe("Failed");
+          expect(next.reason).toBe("DeadlineExceeded");
+          expect(next.conditions).toEqual(failed.conditions);
+          const c = next.containerStatuses?.[0];
+          expect(c?.ready).toBe(false);
+          const seenEnd = o.containerStatuses?.[0]?.state?.terminated;
+          const lost = (t: { reason?: string } | undefined) =>
+            t?.reason === "ContainerStatusUnknown";
+          if (end !== undefined && !(lost(end.state?.terminated) && seenEnd && !lost(seenEnd))) {
+            expect(c).toEqual(end);
+          } else if (seenEnd !== undefined) {
+            expect(c?.state?.terminated).toEqual(seenEnd);
+            end = c;
+          } else expect(c?.state?.running).toBeDefined();
+          stored = next;
+        }
+      }),
+    );
+  });
+});
+
+describe("readiness gates", () => {
+  const gate = "example.com/lb-registered";
+  const containersReady = (ready: boolean) => ({
+    phase: "Running",
+    containerStatuses: [running()],
+    conditions: [
+      { type: "ContainersReady", status: ready ? "True" : "False" },
+      { type: "Ready", status: ready ? "True" : "False" },
+    ],
+  });
+  const find = (s: V1PodStatus | undefined, type: string) =>
+    s?.conditions?.find((c) => c.type === type);
+
+  it("holds Ready back, as the kubelet does, until every gate's condition is True", () => {
+    const gates = [{ conditionType: gate }, { conditionType: "example.com/mesh" }];
+    const missing = composePodStatus(undefined, containersReady(true), undefined, gates);
+    expect(find(missing, "Ready")).toEqual({
+      type: "Ready",
+      status: "False",
+      reason: "ReadinessGatesNotReady",
+      message: `corresponding condition of pod readiness gate "${gate}" does not exist., corresponding condition of pod readiness gate "example.com/mesh" does not exist.`,
+    });
+    expect(find(missing, "ContainersReady")?.status).toBe("True");
+
+    // The gates' owner writes their conditions; Nebula keeps them and reads them.
+    const stored: V1PodStatus = {
+      ...missing,
+      conditions: [
+        ...(missing?.conditions ?? []),
+        { type: gate, status: "False" },
+        { type: "example.com/mesh", status: "True" },
+      ],
+    };
+    const oneFalse = composePodStatus(stored, containersReady(true), undefined, gates);
+    expect(find(oneFalse, "Ready")?.message).toBe(
+      `the status of pod readiness gate "${gate}" is not "True", but False`,
+    );
+    expect(find(oneFalse, gate)?.status).toBe("False");
+
+    const open: V1PodStatus = {
+      ...stored,
+      conditions: (stored.conditions ?? []).map((c) =>
+        c.type === gate ? { ...c, status: "True" } : c,
+      ),
+    };
+    expect(find(composePodStatus(open, containersReady(true), undefined, gates), "Ready")).toEqual({
+      type: "Ready",
+      status: "True",
+    });
+  });
+
+  it("leaves a Ready that is False for its containers as it is", () => {
+    const out = composePodStatus(undefined, containersReady(false), undefined, [
+      { conditionType: gate },
+    ]);
+    expect(find(out, "Ready")).toEqual({ type: "Ready", status: "False" });
+  });
+
+  it("is total: gates of any shape never throw", () => {
+    fc.assert(
+      fc.property(fc.array(fc.anything()), (gates) => {
+        const out = gateReady(
+          [{ type: "Ready", status: "True" }],
+          gates as Parameters<typeof gateReady>[1],
+        );
+        expect(out).toHaveLength(1);
+      }),
+    );
+  });
+
+  it("over any sequence of container readiness and gate changes, Ready is True exactly when both are, and its lastTransitionTime moves only with it", () => {
+    const gateState = fc.constantFrom<"absent" | "True" | "False" | "Unknown">(
+      "absent",
+      "True",
+      "False",
+      "Unknown",
+    );
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ ready: fc.boolean(), gate: gateState }), {
+          minLength: 1,
+          maxLength: 12,
+        }),
+        (steps) => {
+          let stored: V1PodStatus | undefined;
+          let t = Date.parse("2026-12-03T08:00:00Z");
+          for (const step of steps) {
+            t += 1000;
+            // The gate's owner writes (or removes) its condition between the node's writes.
+            const others = (stored?.conditions ?? []).filter((c) => c.type !== gate);
+            const withGate: V1PodStatus = {
+              ...stored,
+              conditions:
+                step.gate === "absent"
+                  ? others
+                  : [...others, { type: gate, status: step.gate, lastTransitionTime: new Date(t) }],
+            };
+            const before = find(stored, "Ready");
+            const next = composePodStatus(withGate, containersReady(step.ready), new Date(t), [
+              { conditionType: gate },
+            ]);
+            const ready = find(next, "Ready");
+            expect(ready?.status).toBe(step.ready && step.gate === "True" ? "True" : "False");
+            expect(find(next, "ContainersReady")?.status).toBe(step.ready ? "True" : "False");
+            if (step.gate !== "absent") expect(find(next, gate)?.status).toBe(step.gate);
+            if (before?.lastTransitionTime !== undefined) {
+              if (before.status === ready?.status) {
+                expect(ready?.lastTransitionTime).toEqual(before.lastTransitionTime);
+              } else {
+                expect(ready?.lastTransitionTime).toEqual(new Date(t));
+              }
+            }
+            stored = next;
+          }
         },
       ),
     );

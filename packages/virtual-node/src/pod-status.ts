@@ -9,8 +9,15 @@ import type {
   V1ContainerStatus,
   V1Pod,
   V1PodCondition,
+  V1PodReadinessGate,
   V1PodStatus,
 } from "@kubernetes/client-node";
+
+/** The kubelet's reason and message for a Pod past its `spec.activeDeadlineSeconds`. */
+export const DEADLINE_EXCEEDED = {
+  reason: "DeadlineExceeded",
+  message: "Pod was active on the node longer than the specified deadline",
+} as const;
 
 /** The reason the kubelet gives a container whose host vanished without a report. */
 const LOST_REASON = "ContainerStatusUnknown";
@@ -38,13 +45,21 @@ function hasReport(status: V1PodStatus): boolean {
  *
  * - no observation: the stored status, unchanged;
  * - a terminal stored status stays, whatever is observed ("finished stays finished"), except a
- *   Pod recorded lost (`ContainerStatusUnknown`) whose report arrives late: the report wins;
+ *   Pod recorded lost (`ContainerStatusUnknown`) whose report arrives late: the report wins; and
+ *   a container the stored status still shows running or waiting takes its observed termination
+ *   (a Pod failed by the virtual node, past its `activeDeadlineSeconds`, whose containers the host
+ *   then stops: their ends are shown as the kubelet shows them), or recorded lost and then
+ *   reported. Phase, reason and conditions stay; a container's reported end never changes again;
  * - otherwise the observation, with the stored conditions of types the observation does not set
  *   kept (`PodScheduled`, `DisruptionTarget`, readiness gates), the stored `startTime` kept, and no
  *   container's `restartCount` lowered. A condition whose status is unchanged keeps its stored
  *   `lastTransitionTime`; one that changes gets `now` (when given) unless the observation's own
  *   time is later than the stored change (`Ready` restored after the node controller set it
  *   `False` transitions now, not when it first became `True`).
+ * - with `readinessGates` (the Pod's `spec.readinessGates`), `Ready` is `True` only when the
+ *   containers are ready and every gate's condition (written by whoever owns the gate) is `True`:
+ *   otherwise `False` with the kubelet's reason `ReadinessGatesNotReady` and its message
+ *   ({@link gateReady}). `ContainersReady` is not gated.
  *
  * @example
  * ```ts
@@ -55,18 +70,26 @@ export function composePodStatus(
   stored: V1PodStatus | undefined,
   observed: V1PodStatus | undefined,
   now?: Date,
+  readinessGates?: readonly V1PodReadinessGate[],
 ): V1PodStatus | undefined {
   if (observed === undefined) return stored;
   if (stored !== undefined && isTerminalPhase(stored.phase)) {
+    // A Pod the virtual node failed itself (past its deadline) keeps its reason: only its
+    // containers' ends are filled in.
     const lateReport =
-      isLost(stored) && isTerminalPhase(observed.phase) && hasReport(observed) && !isLost(observed);
-    if (!lateReport) return stored;
+      stored.reason !== DEADLINE_EXCEEDED.reason &&
+      isLost(stored) &&
+      isTerminalPhase(observed.phase) &&
+      hasReport(observed) &&
+      !isLost(observed);
+    if (!lateReport) return settleContainers(stored, observed);
   }
   const result: V1PodStatus = { ...observed };
   const ownTypes = new Set((observed.conditions ?? []).map((c) => c.type));
   const kept: V1PodCondition[] = (stored?.conditions ?? []).filter((c) => !ownTypes.has(c.type));
   if (kept.length > 0 || observed.conditions !== undefined) {
-    result.conditions = [...kept, ...(observed.conditions ?? [])].map((c) => {
+    const merged = gateReady([...kept, ...(observed.conditions ?? [])], readinessGates);
+    result.conditions = merged.map((c) => {
       const before = stored?.conditions?.find((s) => s.type === c.type);
       if (before === undefined || before.lastTransitionTime === undefined) return c;
       // An unchanged condition keeps the time it last changed.
@@ -90,6 +113,123 @@ export function composePodStatus(
     );
   }
   return result;
+}
+
+/** The kubelet's reason for a `Ready` held back by a readiness gate. */
+const GATES_NOT_READY = "ReadinessGatesNotReady";
+
+/**
+ * The kubelet's readiness gates (`GeneratePodReadyCondition`): a `Ready: True` among `conditions`
+ * becomes `False`, reason `ReadinessGatesNotReady`, when a gate's condition is missing or not
+ * `True`, with one message per such gate (joined by ", "). Any other `Ready`, and every other
+ * condition, is returned as it is.
+ *
+ * @example
+ * ```ts
+ * gateReady([{ type: "Ready", status: "True" }], [{ conditionType: "example.com/lb" }]);
+ * // [{ type: "Ready", status: "False", reason: "ReadinessGatesNotReady",
+ * //    message: 'corresponding condition of pod readiness gate "example.com/lb" does not exist.' }]
+ * ```
+ */
+export function gateReady(
+  conditions: readonly V1PodCondition[],
+  readinessGates: readonly V1PodReadinessGate[] | undefined,
+): V1PodCondition[] {
+  const unready: string[] = [];
+  for (const gate of readinessGates ?? []) {
+    const type = gate?.conditionType;
+    if (typeof type !== "string") continue;
+    const c = conditions.find((x) => x.type === type);
+    if (c === undefined) {
+      unready.push(`corresponding condition of pod readiness gate "${type}" does not exist.`);
+    } else if (c.status !== "True") {
+      unready.push(`the status of pod readiness gate "${type}" is not "True", but ${c.status}`);
+    }
+  }
+  if (unready.length === 0) return [...conditions];
+  return conditions.map((c) =>
+    c.type === "Ready" && c.status === "True"
+      ? { ...c, status: "False", reason: GATES_NOT_READY, message: unready.join(", ") }
+      : c,
+  );
+}
+
+/**
+ * A terminal stored status with each container it shows running or waiting given the observed
+ * termination of the same container, when there is one (never ready, its `restartCount` never
+ * lowered), and a container recorded lost (`ContainerStatusUnknown`) given the end its host
+ * reported; the stored status itself when nothing changes.
+ */
+function settleContainers(stored: V1PodStatus, observed: V1PodStatus): V1PodStatus {
+  let changed = false;
+  const settle = (
+    before: readonly V1ContainerStatus[] | undefined,
+    seen: readonly V1ContainerStatus[] | undefined,
+  ): V1ContainerStatus[] | undefined =>
+    before?.map((c) => {
+      const o = seen?.find((x) => x.name === c.name);
+      const end = o?.state?.terminated;
+      if (o === undefined || end === undefined) return c;
+      const was = c.state?.terminated;
+      if (was !== undefined && !(was.reason === LOST_REASON && end.reason !== LOST_REASON))
+        return c;
+      changed = true;
+      return { ...o, ready: false, restartCount: Math.max(c.restartCount, o.restartCount) };
+    });
+  const containerStatuses = settle(stored.containerStatuses, observed.containerStatuses);
+  const initContainerStatuses = settle(
+    stored.initContainerStatuses,
+    observed.initContainerStatuses,
+  );
+  if (!changed) return stored;
+  return {
+    ...stored,
+    ...(containerStatuses === undefined ? {} : { containerStatuses }),
+    ...(initContainerStatuses === undefined ? {} : { initContainerStatuses }),
+  };
+}
+
+/**
+ * The status the virtual node writes for a Pod past its `spec.activeDeadlineSeconds`, as the
+ * kubelet writes it: phase `Failed`, reason `DeadlineExceeded` and the kubelet's message; `Ready`
+ * and `ContainersReady` `False` (reason `PodCompleted`), transitioning at `now` when they were not
+ * already `False`; no container ready. The containers' states stay as they are: the host is then
+ * stopped with the Pod's grace, and its final report settles them ({@link composePodStatus}).
+ *
+ * @example
+ * ```ts
+ * const failed = deadlineExceededStatus(pod.status, new Date());
+ * ```
+ */
+export function deadlineExceededStatus(status: V1PodStatus | undefined, now: Date): V1PodStatus {
+  const notReady = (type: string): V1PodCondition => {
+    const before = status?.conditions?.find((c) => c.type === type);
+    return {
+      type,
+      status: "False",
+      reason: "PodCompleted",
+      lastTransitionTime:
+        before?.status === "False" && before.lastTransitionTime !== undefined
+          ? before.lastTransitionTime
+          : now,
+    };
+  };
+  const conditions = (status?.conditions ?? []).filter(
+    (c) => c.type !== "Ready" && c.type !== "ContainersReady",
+  );
+  const unready = (list: readonly V1ContainerStatus[] | undefined) =>
+    list?.map((c) => ({ ...c, ready: false }));
+  const containerStatuses = unready(status?.containerStatuses);
+  const initContainerStatuses = unready(status?.initContainerStatuses);
+  return {
+    ...status,
+    phase: "Failed",
+    reason: DEADLINE_EXCEEDED.reason,
+    message: DEADLINE_EXCEEDED.message,
+    conditions: [...conditions, notReady("ContainersReady"), notReady("Ready")],
+    ...(containerStatuses === undefined ? {} : { containerStatuses }),
+    ...(initContainerStatuses === undefined ? {} : { initContainerStatuses }),
+  };
 }
 
 function isAfter(a: Date | string | undefined, b: Date | string): boolean {
@@ -219,7 +359,14 @@ export function podStatusEvents(
   const limitReached =
     (policy === "Always" && isTerminalPhase(after?.phase)) ||
     (policy === "OnFailure" && after?.phase === "Failed");
-  if (restarted && limitReached && !isTerminalPhase(before?.phase) && after && !isLost(after)) {
+  if (
+    restarted &&
+    limitReached &&
+    !isTerminalPhase(before?.phase) &&
+    after &&
+    !isLost(after) &&
+    after.reason !== DEADLINE_EXCEEDED.reason
+  ) {
     events.push({
       type: "Warning",
       reason: "RestartLimitReached",
