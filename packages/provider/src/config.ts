@@ -272,7 +272,7 @@ export const ProviderConfigSchema = z
      * every exit report (a doorbell: `{"v":1,"instance":"i-…","seq":N}`) and EventBridge fills
      * with EC2's own instance events (state changes, Spot interruption warnings, rebalance
      * recommendations). A message proves nothing: it is only a reason to read those instances now
-     * (one batched, node-filtered `DescribeInstances` per `windowMs`), so an exit reaches its
+     * (one batched, node-filtered `DescribeInstances`, at most one per `windowMs`), so an exit reaches its
      * Pod's status in about a second. The poll stays as the safety net, every
      * `pollIntervalSeconds` of this object while the queue answers (the top-level one while it
      * does not). Passed to `renderUserData` as `doorbell`. Needs `policies/controller.json`'s
@@ -282,7 +282,11 @@ export const ProviderConfigSchema = z
       .strictObject({
         /** The queue's URL (`https://sqs.<region>.amazonaws.com/<account>/<name>`). */
         queueUrl: z.url().max(1024),
-        /** How long doorbells are gathered into one `DescribeInstances` after the first. */
+        /**
+         * The least time from one read's end to the next read's start: a doorbell after a quiet
+         * spell is read at once; those arriving during a read or within the window after it are
+         * gathered into the next `DescribeInstances`.
+         */
         windowMs: z.number().int().min(0).max(5000).default(100),
         /** `ReceiveMessage`'s long-poll wait (SQS allows 0 to 20). */
         waitSeconds: z.number().int().min(0).max(20).default(20),

@@ -297,6 +297,34 @@ describe("Doorbells.run", () => {
     ]);
   });
 
+  it("a doorbell after a quiet spell is read at once; the next read waits the window after it", async () => {
+    // A window of a minute: the first read cannot be waiting for it, the second must be.
+    const t = setup({ windowMs: 60_000 });
+    const [a, b] = await Promise.all(["uid-a", "uid-b"].map((u) => t.running(u)));
+    for (const p of [a, b]) if (p) tagReport(p.instance, report(2, true));
+    const reads: string[][] = [];
+    const describe = t.gateway.describeInstances.bind(t.gateway);
+    t.gateway.describeInstances = async (ids: readonly string[]) => {
+      reads.push([...ids]);
+      return describe(ids);
+    };
+    const abort = new AbortController();
+    const running = t.doorbells.run(abort.signal);
+    t.queue.waiting.push(ring(a?.instance.InstanceId ?? "", 2));
+    await until(() => t.queue.deleted.length === 1, 5_000);
+    expect(reads).toEqual([[a?.instance.InstanceId]]);
+    // Received, and held for the next read, a minute after the first one ended.
+    const receives = t.queue.receives;
+    t.queue.waiting.push(ring(b?.instance.InstanceId ?? "", 2));
+    await until(() => t.queue.waiting.length === 0 && t.queue.receives > receives + 2, 5_000);
+    expect(reads).toHaveLength(1);
+    abort.abort();
+    await running;
+    // Not read, so not deleted: the queue hands it out again.
+    expect(reads).toHaveLength(1);
+    expect(t.queue.deleted).toHaveLength(1);
+  });
+
   it("a held status write holds no other batch's read; run() resolves only once it is written", async () => {
     const t = setup();
     const [a, b] = await Promise.all(["uid-a", "uid-b"].map((u) => t.running(u)));

@@ -61,7 +61,11 @@ export interface DoorbellTimings {
 
 /** Options of {@link Doorbells}. */
 export interface DoorbellsOptions {
-  /** How long messages are gathered into one read after the first (ms). */
+  /**
+   * The least time from a read's end to the next read's start (ms): a doorbell after a quiet
+   * spell is read at once; what arrives during a read or within the window after it is gathered
+   * into the next.
+   */
   readonly windowMs: number;
   /** `ReceiveMessage`'s long-poll wait (s). */
   readonly waitSeconds: number;
@@ -103,6 +107,8 @@ export class Doorbells {
   readonly #hostTimed = new WeakMap<PodRecord, Set<string>>();
   /** Batches read whose statuses are still being written. */
   readonly #handling = new Set<Promise<DoorbellBatch>>();
+  /** When the latest read ended (`Date.now()`): the next starts at least the window after. */
+  #lastReadEnd = Number.NEGATIVE_INFINITY;
 
   constructor(
     ctx: ProviderContext,
@@ -130,7 +136,7 @@ export class Doorbells {
   /**
    * Receives and handles messages until `signal` aborts. Receiving never waits for a read: what
    * arrives while one is gathered or in flight goes into the next, so a burst is read in few calls
-   * and a lone doorbell waits only the window. A failed receive marks the channel unhealthy (the
+   * and a lone doorbell is read at once. A failed receive marks the channel unhealthy (the
    * poll speeds back up) and is retried with back-off; never throws. Resolves once every batch
    * taken is handled (its statuses written or failed).
    */
@@ -162,14 +168,16 @@ export class Doorbells {
   }
 
   /**
-   * Reads what is pending, one batch at a time, each after the window, until none is left. A
-   * batch's read waits for the previous batch's read, not for its statuses to be written: those
-   * go on meanwhile (one publication per Pod at a time, newest observation wins).
+   * Reads what is pending, one batch at a time, until none is left. A read starts at least the
+   * window after the previous one ended: a doorbell after a quiet spell is read at once, and what
+   * arrives during a read or within the window after it is gathered into the next one. A batch's
+   * read waits for the previous batch's read, not for its statuses to be written: those go on
+   * meanwhile (one publication per Pod at a time, newest observation wins).
    */
   async #readPending(signal: AbortSignal): Promise<void> {
     const handling = this.#handling;
     while (this.#pending.length > 0 && !signal.aborted) {
-      await sleep(this.#options.windowMs, signal);
+      await sleep(this.#lastReadEnd + this.#options.windowMs - Date.now(), signal);
       if (signal.aborted) break;
       let readDone = () => {};
       const read = new Promise<void>((resolve) => {
@@ -179,6 +187,7 @@ export class Doorbells {
       handling.add(handled);
       void handled.finally(() => handling.delete(handled));
       await Promise.race([read, handled]);
+      this.#lastReadEnd = Date.now();
     }
   }
 
