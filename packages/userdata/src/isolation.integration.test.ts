@@ -257,6 +257,31 @@ describe("IMDS from a Pod's containers, with real podman and the real firewall r
     expect(rules).toContain("-A PREROUTING -d 169.254.169.254/32 -j DROP");
   });
 
+  it("hostAliases reach every container's /etc/hosts, the sandbox's and with hostNetwork", async () => {
+    const aliases = [{ ip: "10.0.0.5", hostnames: ["db", "db.internal"] }];
+    const hostsPod = (out: string, spec: Partial<V1Pod["spec"]> = {}, annotations = {}): V1Pod => {
+      const base = probePod(out, spec, annotations);
+      const containers = (base.spec?.containers ?? []).map((c) => ({
+        ...c,
+        command: ["sh", "-c", `cat /etc/hosts >/out/hosts-${c.name}`],
+      }));
+      return { ...base, spec: { ...base.spec, containers, hostAliases: aliases } };
+    };
+    const entry = /^10\.0\.0\.5\s+db(\s|$)/m;
+    const entry2 = /^10\.0\.0\.5\s+(db\s+)?db\.internal(\s|$)/m;
+    const out = outDir();
+    await runPod(hostsPod(out));
+    for (const c of ["app", "side"]) {
+      expect(read(join(out, `hosts-${c}`))).toMatch(entry);
+      expect(read(join(out, `hosts-${c}`))).toMatch(entry2);
+    }
+    const hostOut = outDir();
+    await runPod(hostsPod(hostOut, { hostNetwork: true }, { [HOST_NETWORK_ANNOTATION]: "true" }));
+    expect(read(join(hostOut, "hosts-app"))).toMatch(entry);
+    // The host's own /etc/hosts is not touched.
+    expect(readFileSync("/etc/hosts", "utf8")).not.toMatch(entry);
+  });
+
   it("with the hostNetwork opt-in, a container does reach IMDS (what the annotation grants)", async () => {
     const out = outDir();
     await runPod(probePod(out, { hostNetwork: true }, { [HOST_NETWORK_ANNOTATION]: "true" }));

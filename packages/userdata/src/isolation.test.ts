@@ -95,6 +95,50 @@ describe("the Pod's network namespace", () => {
     expect(h.calls().filter((c) => c.startsWith("iptables"))).toEqual([]);
   });
 
+  it("hostAliases: each name as --add-host on the sandbox (its containers share its /etc/hosts), in order", async () => {
+    const aliases = [
+      { ip: "10.0.0.5", hostnames: ["db", "db.internal"] },
+      { ip: "fd00::5", hostnames: ["v6"] },
+    ];
+    const h = await run(pod([{ name: "app", image: "fake/a:1" }], { hostAliases: aliases }), {
+      "fake/a:1": EXIT0,
+    });
+    const [sandbox] = h.sandboxCalls().filter((c) => c.startsWith("docker create"));
+    expect(sandbox).toBe(
+      "docker create --name=nebula-sandbox --network=bridge --add-host=db:10.0.0.5 --add-host=db.internal:10.0.0.5 --add-host=v6:fd00::5 -- registry.k8s.io/pause:3.10",
+    );
+    expect(h.dockerCalls("create")[0]).not.toContain("--add-host");
+    // With hostNetwork there is no sandbox: the container takes them.
+    const host = await run(
+      pod(
+        [{ name: "app", image: "fake/a:1" }],
+        { hostNetwork: true, hostAliases: aliases },
+        { [HOST_NETWORK_ANNOTATION]: "true" },
+      ),
+      { "fake/a:1": EXIT0 },
+    );
+    expect(host.dockerCalls("create")[0]).toContain("--network=host");
+    expect(host.dockerCalls("create")[0]).toContain(
+      "--add-host=db:10.0.0.5 --add-host=db.internal:10.0.0.5 --add-host=v6:fd00::5 -- fake/a:1",
+    );
+  });
+
+  it("hostAliases that are not an IP and DNS names are refused before anything reaches /etc/hosts", () => {
+    for (const alias of [
+      { ip: "10.0.0.5\n6.6.6.6 evil", hostnames: ["db"] },
+      { ip: "10.0.0.5", hostnames: ["db\n6.6.6.6 evil"] },
+      { ip: "10.0.0.5", hostnames: ["db evil"] },
+      { ip: "not-an-ip", hostnames: ["db"] },
+    ]) {
+      const rendered = renderUserData(
+        pod([{ name: "app", image: "fake/a:1" }], { hostAliases: [alias] }),
+        FAST,
+      );
+      expect(rendered.ok).toBe(false);
+      if (!rendered.ok) expect(rendered.error.code).toBe("InvalidPod");
+    }
+  });
+
   it("runs nothing when IMDS cannot be blocked: the Pod ends with the reason", async () => {
     const h = await run(pod([{ name: "app", image: "fake/a:1" }]), { "fake/a:1": EXIT0 }, (host) =>
       writeFileSync(join(host.dir, "iptables-fail"), ""),

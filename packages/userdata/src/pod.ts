@@ -136,6 +136,9 @@ const Pod = z.looseObject({
     serviceAccountName: str.optional(),
     imagePullSecrets: z.array(z.looseObject({ name: str.optional() })).optional(),
     hostNetwork: z.boolean().optional(),
+    hostAliases: z
+      .array(z.looseObject({ ip: str.optional(), hostnames: z.array(str).optional() }))
+      .optional(),
     hostPID: z.boolean().optional(),
     hostIPC: z.boolean().optional(),
     shareProcessNamespace: z.boolean().optional(),
@@ -208,6 +211,8 @@ export interface PodPlan {
   readonly hostNetwork: boolean;
   /** `--publish=` flags of the Pod sandbox: every container port, on its hostPort or the same port. */
   readonly publish: readonly string[];
+  /** `spec.hostAliases` as `name:ip` entries for `/etc/hosts` (`docker --add-host`), in order. */
+  readonly hostAliases: readonly string[];
   readonly containers: readonly ContainerPlan[];
   /** Files to write before any container starts: ConfigMap and Secret volumes. */
   readonly files: readonly PlannedFile[];
@@ -477,6 +482,7 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
     hostDirs,
     hostNetwork,
     publish: hostNetwork ? [] : publishFlags(all.map(({ c }) => c)),
+    hostAliases: planHostAliases(spec),
     containers,
     files,
     dockerConfig,
@@ -1022,6 +1028,38 @@ function legacyProfile(value: string | undefined): string | undefined {
   if (value === "unconfined") return "Unconfined";
   if (value.startsWith("localhost/")) return "Localhost";
   return value;
+}
+
+/** An IPv4 or IPv6 address, as the API server validates `hostAliases[].ip`. */
+const IP_ADDRESS = z.union([z.ipv4(), z.ipv6()]);
+/** A DNS name (case kept), as `/etc/hosts` holds it. */
+const DNS_NAME =
+  /^(?=.{1,253}$)[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?)*\.?$/;
+
+/**
+ * `spec.hostAliases` as `name:ip` entries, in order: each IP validated as an address and each
+ * hostname as a DNS name, since they are written into the containers' `/etc/hosts` (a newline or
+ * space there would add entries nobody asked for).
+ */
+function planHostAliases(spec: PodSpec["spec"]): string[] {
+  return (spec.hostAliases ?? []).flatMap((alias, k) => {
+    const where = `spec.hostAliases[${k}]`;
+    if (!IP_ADDRESS.safeParse(alias.ip).success)
+      fail(
+        "InvalidPod",
+        `${where}.ip`,
+        `hostAliases[${k}].ip ${JSON.stringify(alias.ip)} is not an IP address`,
+      );
+    return (alias.hostnames ?? []).map((name, j) => {
+      if (!DNS_NAME.test(name))
+        fail(
+          "InvalidPod",
+          `${where}.hostnames[${j}]`,
+          `hostname ${JSON.stringify(name)} is not a DNS name`,
+        );
+      return `${name}:${alias.ip}`;
+    });
+  });
 }
 
 /** The Pod sandbox's `--publish=` flags: each container port on its hostPort, else on the same port. */

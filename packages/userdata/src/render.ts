@@ -371,6 +371,7 @@ function podData(
     `SANDBOX_IMAGE=${bashQuote(options.sandbox.image)}`,
     array("SANDBOX_CMD", options.sandbox.command),
     array("SANDBOX_FLAGS", plan.publish),
+    array("HOST_ALIASES", plan.hostAliases),
     `N=${c.length}`,
     array(
       "NAMES",

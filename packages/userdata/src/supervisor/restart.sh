@@ -74,6 +74,8 @@ attempt() {
   : >"$STATE/containers/${NAMES[i]}/termination-log"
   chmod 0666 "$STATE/containers/${NAMES[i]}/termination-log"
   flags+=("--name=$name" "--network=$NET" "--mount=type=bind,source=$STATE/containers/${NAMES[i]}/termination-log,target=${TM_PATH[i]}")
+  # With hostNetwork there is no sandbox: each container takes the Pod's hostAliases.
+  [ "$NET" != host ] || flags+=("${HOST_ALIASES[@]/#/--add-host=}")
   log_flags "$i"
   if [ "${SHIM[i]}" = 1 ]; then
     if [ "${HAS_CMD[i]}" = 1 ]; then

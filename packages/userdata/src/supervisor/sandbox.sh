@@ -30,7 +30,8 @@ imds_block() {
 
 # Starts the Pod sandbox: a container on the bridge network that holds the Pod's network namespace
 # (every container joins it, so they share localhost as in a Pod) and publishes the Pod's ports.
-# Sets NET; returns 1 with SANDBOX_ERR when the Pod cannot get a namespace of its own.
+# Sets NET; returns 1 with SANDBOX_ERR when the Pod cannot get a namespace of its own. The Pod's
+# hostAliases go into its /etc/hosts, which the containers that join it share.
 sandbox_up() {
   local n id
   [ "$HOST_NETWORK" != 1 ] || { log "hostNetwork: containers share the host's network (opted in)"; return 0; }
@@ -49,7 +50,7 @@ sandbox_up() {
   # Containers of an earlier run joined the old sandbox: they go first (podman insists).
   for ((n = 0; n < N; n++)); do docker rm -f "$(cname "$n")" >/dev/null 2>&1; done
   docker rm -f "$SANDBOX_NAME" >/dev/null 2>&1
-  local flags=("--name=$SANDBOX_NAME" --network=bridge "${SANDBOX_FLAGS[@]}")
+  local flags=("--name=$SANDBOX_NAME" --network=bridge "${SANDBOX_FLAGS[@]}" "${HOST_ALIASES[@]/#/--add-host=}")
   ((${#SANDBOX_CMD[@]} == 0)) || flags+=("--entrypoint=${SANDBOX_CMD[0]}")
   if ! id=$(docker create "${flags[@]}" -- "$SANDBOX_IMAGE" "${SANDBOX_CMD[@]:1}" 2>"$RUN/sandbox.err") ||
     ! docker start "${id##*$'\n'}" >/dev/null 2>>"$RUN/sandbox.err"; then
