@@ -358,7 +358,7 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
     );
   });
 
-  it("activeDeadlineSeconds: Running until the deadline, then Failed/DeadlineExceeded for good, its container stopped, its instance terminated", async () => {
+  it("activeDeadlineSeconds: Running until the deadline, then Failed/DeadlineExceeded for good, its container stopped, its instance terminated; an ephemeral container added meanwhile says why it never starts", async () => {
     const DEADLINE = 45;
     const created = await core.createNamespacedPod({
       namespace: NS,
@@ -380,6 +380,31 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
       250,
     );
     const startTime = new Date(String(running.status?.startTime)).getTime();
+    // What `kubectl debug` does: an ephemeral container through its subresource. It cannot start
+    // on Nebula; the Pod says so (and what to do instead) rather than leaving it unmentioned.
+    await core.patchNamespacedPodEphemeralcontainers(
+      {
+        name: "deadline",
+        namespace: NS,
+        body: {
+          spec: {
+            ephemeralContainers: [{ name: "debugger", image: "busybox", command: ["sh"] }],
+          },
+        },
+      },
+      setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch),
+    );
+    const debugger_ = await until(
+      "the ephemeral container's status",
+      async () =>
+        (await readPod("deadline"))?.status?.ephemeralContainerStatuses?.find(
+          (c) => c.name === "debugger",
+        ),
+      60_000,
+      250,
+    );
+    expect(debugger_.state?.waiting?.reason).toBe("EphemeralContainersNotSupported");
+    expect(debugger_.state?.waiting?.message).toContain("kubectl debug --copy-to");
     // Watched, not sampled: every read until the instance is terminated. Running (never Failed)
     // before the deadline; once Failed, Failed/DeadlineExceeded at every read after. (Collected
     // and asserted after the watch: `until` retries a probe that throws.)
@@ -421,6 +446,12 @@ describe("nebula-vnode end to end (kube-apiserver, moto, the instance-host simul
       await admin.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: NS })
     ).items.filter((e) => e.regarding?.uid === uid && e.reason === "DeadlineExceeded");
     expect(events.map((e) => e.type)).toEqual(["Normal"]);
+    const debugEvents = (
+      await admin.makeApiClient(EventsV1Api).listNamespacedEvent({ namespace: NS })
+    ).items.filter(
+      (e) => e.regarding?.uid === uid && e.reason === "EphemeralContainersNotSupported",
+    );
+    expect(debugEvents.map((e) => e.type)).toEqual(["Warning"]);
     console.log(
       JSON.stringify({
         activeDeadline: {

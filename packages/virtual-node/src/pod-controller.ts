@@ -30,6 +30,7 @@ import {
   type PodEventSpec,
   podStatusChanged,
   podStatusEvents,
+  withEphemeralStatuses,
 } from "./pod-status.js";
 import type { PodTeardown } from "./pod-teardown.js";
 
@@ -527,12 +528,16 @@ export class PodController {
 
   async #syncStatus(pod: V1Pod, ref: PodRef): Promise<void> {
     const observed = this.#o.provider.getPodStatus(ref.uid);
-    const desired = composePodStatus(
+    const composed = composePodStatus(
       pod.status,
       observed,
       new Date(this.#now()),
       pod.spec?.readinessGates,
     );
+    const desired =
+      composed === undefined
+        ? undefined
+        : withEphemeralStatuses(pod.spec?.ephemeralContainers, composed);
     if (desired === undefined || !podStatusChanged(pod.status, desired)) return;
     const { outcome } = await this.#o.status.write(
       { namespace: ref.namespace, name: ref.name },

@@ -5,9 +5,11 @@ import {
   canonicalStatus,
   composePodStatus,
   deadlineExceededStatus,
+  EPHEMERAL_NOT_SUPPORTED,
   gateReady,
   podStatusChanged,
   podStatusEvents,
+  withEphemeralStatuses,
 } from "./pod-status.js";
 
 const terminated = (exitCode: number, reason: string, restartCount = 0): V1ContainerStatus => ({
@@ -279,6 +281,49 @@ describe("a Pod failed past its activeDeadlineSeconds", () => {
           } else expect(c?.state?.running).toBeDefined();
           stored = next;
         }
+      }),
+    );
+  });
+});
+
+describe("ephemeral containers (kubectl debug)", () => {
+  it("each gets a waiting status that says why it never starts and what to do; once, then kept", () => {
+    const status: V1PodStatus = { phase: "Running", containerStatuses: [running()] };
+    const spec = [{ name: "debugger", image: "busybox:1" }];
+    const out = withEphemeralStatuses(spec, status);
+    expect(out.ephemeralContainerStatuses).toEqual([
+      {
+        name: "debugger",
+        image: "busybox:1",
+        imageID: "",
+        ready: false,
+        restartCount: 0,
+        state: { waiting: { ...EPHEMERAL_NOT_SUPPORTED } },
+      },
+    ]);
+    expect(EPHEMERAL_NOT_SUPPORTED.message).toContain("kubectl debug --copy-to");
+    // Composed again: nothing added twice, and the status object is the same one.
+    expect(withEphemeralStatuses(spec, out)).toBe(out);
+    expect(withEphemeralStatuses(undefined, status)).toBe(status);
+    // One Warning Event when it first appears, none after.
+    const pod: V1Pod = { spec: { containers: [] } };
+    expect(podStatusEvents(pod, status, out)).toEqual([
+      {
+        type: "Warning",
+        reason: "EphemeralContainersNotSupported",
+        note: `Ephemeral container debugger: ${EPHEMERAL_NOT_SUPPORTED.message}`,
+      },
+    ]);
+    expect(podStatusEvents(pod, out, out)).toEqual([]);
+  });
+
+  it("is total over any ephemeral list", () => {
+    fc.assert(
+      fc.property(fc.array(fc.anything()), (list) => {
+        const out = withEphemeralStatuses(list as Parameters<typeof withEphemeralStatuses>[0], {
+          phase: "Running",
+        });
+        expect(out.phase).toBe("Running");
       }),
     );
   });

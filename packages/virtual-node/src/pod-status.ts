@@ -232,6 +232,49 @@ export function deadlineExceededStatus(status: V1PodStatus | undefined, now: Dat
   };
 }
 
+/** What an ephemeral container (`kubectl debug`) shows: Nebula cannot add one to a running Pod. */
+export const EPHEMERAL_NOT_SUPPORTED = {
+  reason: "EphemeralContainersNotSupported",
+  message:
+    "ephemeral containers cannot start on Nebula: a Pod's containers are fixed when its instance starts. Debug a copy instead (kubectl debug --copy-to=<name>), which runs as a Pod of its own",
+} as const;
+
+/**
+ * `status` with a waiting status (reason `EphemeralContainersNotSupported`, and what to do instead)
+ * for each of the Pod's `spec.ephemeralContainers` it has no status for, so `kubectl describe`
+ * and `kubectl debug` say why the container never starts instead of leaving it unmentioned.
+ * Statuses already there are kept. Pure.
+ *
+ * @example
+ * ```ts
+ * withEphemeralStatuses(pod.spec?.ephemeralContainers, status);
+ * ```
+ */
+export function withEphemeralStatuses(
+  ephemeral: readonly { readonly name?: string; readonly image?: string }[] | undefined,
+  status: V1PodStatus,
+): V1PodStatus {
+  const have = new Set((status.ephemeralContainerStatuses ?? []).map((c) => c.name));
+  const added: V1ContainerStatus[] = [];
+  for (const c of ephemeral ?? []) {
+    if (typeof c?.name !== "string" || have.has(c.name)) continue;
+    have.add(c.name);
+    added.push({
+      name: c.name,
+      image: typeof c.image === "string" ? c.image : "",
+      imageID: "",
+      ready: false,
+      restartCount: 0,
+      state: { waiting: { ...EPHEMERAL_NOT_SUPPORTED } },
+    });
+  }
+  if (added.length === 0) return status;
+  return {
+    ...status,
+    ephemeralContainerStatuses: [...(status.ephemeralContainerStatuses ?? []), ...added],
+  };
+}
+
 function isAfter(a: Date | string | undefined, b: Date | string): boolean {
   if (a === undefined) return false;
   const ms = (t: Date | string) => (t instanceof Date ? t.getTime() : Date.parse(t));
@@ -352,6 +395,15 @@ export function podStatusEvents(
         note: `Back-off restarting failed container ${c.name}${c.state?.waiting?.message ? `: ${c.state.waiting.message}` : ""}`,
       });
     }
+  }
+  const seen = new Set((before?.ephemeralContainerStatuses ?? []).map((c) => c.name));
+  for (const c of after?.ephemeralContainerStatuses ?? []) {
+    if (seen.has(c.name) || c.state?.waiting?.reason !== EPHEMERAL_NOT_SUPPORTED.reason) continue;
+    events.push({
+      type: "Warning",
+      reason: EPHEMERAL_NOT_SUPPORTED.reason,
+      note: `Ephemeral container ${c.name}: ${EPHEMERAL_NOT_SUPPORTED.message}`,
+    });
   }
   // Under Always a Pod only ends when its restart limit is reached; under OnFailure, when it fails.
   const policy = pod.spec?.restartPolicy ?? "Always";
