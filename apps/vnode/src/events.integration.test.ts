@@ -175,7 +175,12 @@ describe("the event channel on a real host supervisor", () => {
     const within = (m: Map<string, number>, le: string) =>
       `${m.get(`nebula_vnode_exit_to_status_seconds_bucket{le="${le}"}`) ?? 0}/${m.get("nebula_vnode_exit_to_status_seconds_count") ?? 0}`;
     console.log(
-      `exit → status written within 1 s: ${within(metrics, "1")} (on), ${within(offMetrics, "1")} (off); within 2 s: ${within(metrics, "2")} (on), ${within(offMetrics, "2")} (off)`,
+      `exit → status written within 1 s: ${within(metrics, "1")} (on), ${within(offMetrics, "1")} (off); within 2 s: ${within(metrics, "2")} (on), ${within(offMetrics, "2")} (off); within 10 s and 15 s (the poll's 10 s around the goal's 12): ${within(offMetrics, "10")}, ${within(offMetrics, "15")} (off)`,
+    );
+    const terminateWithin = (m: Map<string, number>, le: string) =>
+      `${m.get(`nebula_vnode_terminal_to_terminate_seconds_bucket{le="${le}"}`) ?? 0}/${m.get("nebula_vnode_terminal_to_terminate_seconds_count") ?? 0}`;
+    console.log(
+      `terminal status written → TerminateInstances sent within 1 s: ${terminateWithin(metrics, "1")} (on), ${terminateWithin(offMetrics, "1")} (off); within 2 s: ${terminateWithin(metrics, "2")} (on), ${terminateWithin(offMetrics, "2")} (off)`,
     );
     console.log(
       `the channel's stages, means (on): ${["host", "delivery", "wait", "read", "publish"]
