@@ -526,19 +526,28 @@ export class PodController {
     );
   }
 
-  async #syncStatus(pod: V1Pod, ref: PodRef): Promise<void> {
-    const observed = this.#o.provider.getPodStatus(ref.uid);
+  /**
+   * The status to write for the Pod now: its stored status composed with the provider's
+   * observation (readiness gates applied, ephemeral containers accounted for); `undefined` when
+   * there is neither.
+   */
+  #desiredStatus(pod: V1Pod, ref: PodRef, now: Date): V1PodStatus | undefined {
     const composed = composePodStatus(
       pod.status,
-      observed,
-      new Date(this.#now()),
+      this.#o.provider.getPodStatus(ref.uid),
+      now,
       pod.spec?.readinessGates,
     );
-    const desired =
-      composed === undefined
-        ? undefined
-        : withEphemeralStatuses(pod.spec?.ephemeralContainers, composed);
-    if (desired === undefined || !podStatusChanged(pod.status, desired)) return;
+    return composed === undefined
+      ? undefined
+      : withEphemeralStatuses(pod.spec?.ephemeralContainers, composed);
+  }
+
+  /**
+   * Writes `desired` as the Pod's status (preconditioned on the cached Pod); true when written.
+   * Throws on a conflict (the reconcile is retried).
+   */
+  async #writeStatus(pod: V1Pod, ref: PodRef, desired: V1PodStatus): Promise<boolean> {
     const { outcome } = await this.#o.status.write(
       { namespace: ref.namespace, name: ref.name },
       desired,
@@ -548,7 +557,13 @@ export class PodController {
     if (outcome === "conflict") {
       throw new Error(`pod ${keyOf(ref)}: status write conflicted (will retry)`);
     }
-    if (outcome !== "written") return;
+    return outcome === "written";
+  }
+
+  async #syncStatus(pod: V1Pod, ref: PodRef): Promise<void> {
+    const desired = this.#desiredStatus(pod, ref, new Date(this.#now()));
+    if (desired === undefined || !podStatusChanged(pod.status, desired)) return;
+    if (!(await this.#writeStatus(pod, ref, desired))) return;
     const now = this.#now();
     for (const at of newExits(pod.status, desired)) {
       this.#o.metrics?.exitToStatus?.(Math.max(0, (now - at) / 1000));
@@ -568,26 +583,11 @@ export class PodController {
    */
   async #failPastDeadline(pod: V1Pod, ref: PodRef): Promise<void> {
     const now = new Date(this.#now());
-    const observed = composePodStatus(
-      pod.status,
-      this.#o.provider.getPodStatus(ref.uid),
-      now,
-      pod.spec?.readinessGates,
-    );
-    const failed = deadlineExceededStatus(observed, now);
-    const { outcome } = await this.#o.status.write(
-      { namespace: ref.namespace, name: ref.name },
-      failed,
-      { current: pod, uid: ref.uid },
-    );
-    this.#o.metrics?.statusWrite?.(outcome);
-    if (outcome === "conflict") {
-      throw new Error(`pod ${keyOf(ref)}: status write conflicted (will retry)`);
-    }
-    if (outcome !== "written") return;
+    const failed = deadlineExceededStatus(this.#desiredStatus(pod, ref, now), now);
+    if (!(await this.#writeStatus(pod, ref, failed))) return;
     const known = this.#known.get(keyOf(ref));
     if (known) {
-      known.terminalAt = this.#now();
+      known.terminalAt = now.getTime();
       known.terminalWrittenAt = this.#now();
     }
     this.#log("info", `pod ${keyOf(ref)}: ${DEADLINE_EXCEEDED.message}; stopping it`);
