@@ -283,6 +283,29 @@ describe("toInstanceReason on a Pod", () => {
       });
     }
     expect(toInstanceReason({ phase: "Failed", reason: "Evicted" }).reason).toBe("InstanceLost");
+    // Past activeDeadlineSeconds: the customer's deadline, while its containers stop and after
+    // (killed by the stop: not a crash); a container that failed on its own still says so.
+    const deadline = (state: Record<string, unknown>) =>
+      toInstanceReason({
+        ...status([{ ready: false, state }]),
+        phase: "Failed",
+        reason: "DeadlineExceeded",
+        message: "Pod was active on the node longer than the specified deadline",
+      });
+    for (const state of [
+      { running: {} },
+      { terminated: { exitCode: 137, reason: "Error" } },
+      { terminated: { exitCode: 143, reason: "Error" } },
+    ]) {
+      expect(deadline(state)).toEqual({
+        reason: "ConfigurationError",
+        ready: false,
+        message: "Pod was active on the node longer than the specified deadline.",
+      });
+    }
+    expect(deadline({ terminated: { exitCode: 1, reason: "Error" } }).reason).toBe(
+      "InstanceCrashing",
+    );
     // A reason that is not a failure never hides what the containers say.
     expect(
       toInstanceReason({ ...status([{ ready: true, state: { running: {} } }]), reason: "Ready" })

@@ -180,6 +180,7 @@ const STARTING_REASONS = new Set(["ContainerCreating", "PodInitializing"]);
 
 /** Pod-level reasons for an instance the platform (or a user) stopped: its containers were stopped with it. */
 const STOPPED_POD_REASONS = new Set([
+  "DeadlineExceeded",
   "SpotInterruption",
   "InstanceLost",
   "InsufficientCapacity",
@@ -195,7 +196,8 @@ const STOP_SIGNALS = new Set([15, 9]);
  * Pod-level `status.reason` values (besides the names in `INSTANCE_REASONS` themselves) that say
  * why a Pod is not running: ours (`SpotInterruption`), the provider's launch errors
  * (`InvalidPodSpec`, `InvalidConfiguration`), its refusals before launch (the `@nebula/userdata`
- * error codes, `UserDataTooLarge`, `InstanceTypeNotAllowed`) and the kubelet's/virtual-kubelet's.
+ * error codes, `UserDataTooLarge`, `InstanceTypeNotAllowed`) and the kubelet's/virtual-kubelet's
+ * (`DeadlineExceeded`: a Pod past its `activeDeadlineSeconds`, a `ConfigurationError`).
  */
 const POD_REASONS: Readonly<Record<string, InstanceReason>> = {
   SpotInterruption: "InstanceLost",
@@ -214,6 +216,9 @@ const POD_REASONS: Readonly<Record<string, InstanceReason>> = {
   NodeLost: "InstanceLost",
   ProviderFailed: "InstanceLost",
   NotFound: "InstanceLost",
+  // Past its spec.activeDeadlineSeconds (the kubelet's reason, and the virtual node's): the
+  // customer's own deadline ended it, so the customer decides (a longer deadline, a faster job).
+  DeadlineExceeded: "ConfigurationError",
 };
 
 const SIGNALS: Readonly<Record<number, string>> = {
