@@ -117,6 +117,72 @@ async function settle(controller: PodController, key: string): Promise<void> {
   throw new Error(`${key} did not settle`);
 }
 
+/**
+ * A Pod already launched (`default/job-0`, UID `uid-1`: its instance in `state`, recorded in the
+ * ledger, the Pod present) and a controller whose status writes land in the world, as the informer
+ * shows the API server: the written status is what the next reconcile reads. Every write is kept
+ * in `written` (then `afterWrite` runs), every Event in `events`.
+ */
+async function launched(
+  pod: V1Pod,
+  state: string,
+  now: { t: number },
+  options: {
+    readonly afterWrite?: () => void;
+    readonly metrics?: ConstructorParameters<typeof PodController>[0]["metrics"];
+  } = {},
+) {
+  const world = new World();
+  world.states.set("uid-1", state);
+  world.present.add("uid-1");
+  world.pods.set("default/job-0", pod);
+  const ledger = new MemoryPodLedger();
+  await ledger.recordLaunch(
+    { podUid: "uid-1", namespace: "default", name: "job-0" },
+    { instanceId: INSTANCE },
+  );
+  const api: PodApi = {
+    addFinalizer: async () => undefined,
+    removeFinalizer: async (ref: PodRef) => void world.log.push(`removeFinalizer ${ref.name}`),
+    annotate: async () => undefined,
+    deleteNow: async () => undefined,
+    exists: async (ref: PodRef) => world.present.has(ref.uid),
+  };
+  const teardown = new PodTeardown({
+    store: ledger,
+    reclaimer: world,
+    removePod: (ref) => api.deleteNow(ref),
+    podPresent: (ref) => api.exists(ref),
+    headroomSeconds: 1,
+    now: () => now.t,
+    onTerminateSent: (uid) => controller.terminateSent(uid),
+  });
+  const written: V1PodStatus[] = [];
+  const events: string[] = [];
+  const controller: PodController = new PodController({
+    config: parseVirtualNodeConfig({ nodeName: "vnode-test" }),
+    pods: { get: (key) => world.pods.get(key), list: () => [...world.pods.values()] },
+    provider: world,
+    teardown,
+    api,
+    status: {
+      write: async (address, desired) => {
+        const stored = world.pods.get(`${address.namespace}/${address.name}`);
+        if (stored !== undefined)
+          world.pods.set(`${address.namespace}/${address.name}`, { ...stored, status: desired });
+        written.push(structuredClone(desired));
+        options.afterWrite?.();
+        return { outcome: "written" as const };
+      },
+    },
+    events: { record: async (e) => void events.push(`${e.type} ${e.reason}: ${e.note}`) },
+    enqueue: () => undefined,
+    ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+    now: () => now.t,
+  });
+  return { world, controller, written, events };
+}
+
 describe("PodController", () => {
   it("a new Pod gets the reclaim finalizer before the provider hears of it; no finalizer, no launch", async () => {
     const { world, controller } = setup();
@@ -162,8 +228,33 @@ describe("PodController", () => {
 
   it("terminalToTerminate: from the terminal status written to the teardown's TerminateInstances, once per Pod", async () => {
     const now = { t: 1_000_000 };
-    const world = new World();
     const finished = new Date(now.t - 500).toISOString();
+    const measured: number[] = [];
+    const { world, controller } = await launched(
+      {
+        metadata: {
+          namespace: "default",
+          name: "job-0",
+          uid: "uid-1",
+          finalizers: [FINALIZER],
+          resourceVersion: "1",
+        },
+        spec: {
+          nodeName: "vnode-test",
+          restartPolicy: "Never",
+          containers: [{ name: "app", image: "busybox" }],
+        },
+        status: { phase: "Running" },
+      },
+      "stopped",
+      now,
+      {
+        afterWrite: () => {
+          now.t += 100;
+        },
+        metrics: { terminalToTerminate: (seconds) => measured.push(seconds) },
+      },
+    );
     world.getPodStatus = () => ({
       phase: "Succeeded",
       containerStatuses: [
@@ -178,65 +269,6 @@ describe("PodController", () => {
           },
         },
       ],
-    });
-    world.states.set("uid-1", "stopped");
-    world.present.add("uid-1");
-    world.pods.set("default/job-0", {
-      metadata: {
-        namespace: "default",
-        name: "job-0",
-        uid: "uid-1",
-        finalizers: [FINALIZER],
-        resourceVersion: "1",
-      },
-      spec: {
-        nodeName: "vnode-test",
-        restartPolicy: "Never",
-        containers: [{ name: "app", image: "busybox" }],
-      },
-      status: { phase: "Running" },
-    });
-    const ledger = new MemoryPodLedger();
-    await ledger.recordLaunch(
-      { podUid: "uid-1", namespace: "default", name: "job-0" },
-      { instanceId: INSTANCE },
-    );
-    const measured: number[] = [];
-    const api: PodApi = {
-      addFinalizer: async () => undefined,
-      removeFinalizer: async (ref: PodRef) => void world.log.push(`removeFinalizer ${ref.name}`),
-      annotate: async () => undefined,
-      deleteNow: async () => undefined,
-      exists: async (ref: PodRef) => world.present.has(ref.uid),
-    };
-    const teardown = new PodTeardown({
-      store: ledger,
-      reclaimer: world,
-      removePod: (ref) => api.deleteNow(ref),
-      podPresent: (ref) => api.exists(ref),
-      headroomSeconds: 1,
-      now: () => now.t,
-      onTerminateSent: (uid) => controller.terminateSent(uid),
-    });
-    const controller: PodController = new PodController({
-      config: parseVirtualNodeConfig({ nodeName: "vnode-test" }),
-      pods: { get: (key) => world.pods.get(key), list: () => [...world.pods.values()] },
-      provider: world,
-      teardown,
-      api,
-      // The API server as the informer shows it: the written status is what the next reconcile reads.
-      status: {
-        write: async (address, desired) => {
-          const pod = world.pods.get(`${address.namespace}/${address.name}`);
-          if (pod !== undefined)
-            world.pods.set(`${address.namespace}/${address.name}`, { ...pod, status: desired });
-          now.t += 100;
-          return { outcome: "written" as const };
-        },
-      },
-      enqueue: () => undefined,
-      metrics: { terminalToTerminate: (seconds) => measured.push(seconds) },
-      now: () => now.t,
     });
     const written = now.t + 100;
     for (let i = 0; i < 10 && !world.log.includes(`terminate ${INSTANCE}`); i++) {
@@ -255,7 +287,6 @@ describe("PodController", () => {
 
   it("activeDeadlineSeconds: looked at again when the deadline passes, then Failed/DeadlineExceeded as the kubelet writes it, then its containers stopped and its instance terminated", async () => {
     const now = { t: Date.parse("2026-12-03T08:00:00Z") };
-    const world = new World();
     const running = {
       name: "app",
       image: "busybox",
@@ -264,76 +295,35 @@ describe("PodController", () => {
       restartCount: 0,
       state: { running: { startedAt: new Date(now.t - 9_000) } },
     };
+    const { world, controller, written, events } = await launched(
+      {
+        metadata: {
+          namespace: "default",
+          name: "job-0",
+          uid: "uid-1",
+          finalizers: [FINALIZER],
+          resourceVersion: "1",
+        },
+        spec: {
+          nodeName: "vnode-test",
+          activeDeadlineSeconds: 30,
+          terminationGracePeriodSeconds: 5,
+          containers: [{ name: "app", image: "busybox" }],
+        },
+        status: {
+          phase: "Running",
+          startTime: new Date(now.t - 10_000),
+          conditions: [{ type: "Ready", status: "True" }],
+          containerStatuses: [running],
+        },
+      },
+      "running",
+      now,
+    );
     world.getPodStatus = () => ({
       phase: "Running",
       conditions: [{ type: "Ready", status: "True" }],
       containerStatuses: [running],
-    });
-    world.states.set("uid-1", "running");
-    world.present.add("uid-1");
-    world.pods.set("default/job-0", {
-      metadata: {
-        namespace: "default",
-        name: "job-0",
-        uid: "uid-1",
-        finalizers: [FINALIZER],
-        resourceVersion: "1",
-      },
-      spec: {
-        nodeName: "vnode-test",
-        activeDeadlineSeconds: 30,
-        terminationGracePeriodSeconds: 5,
-        containers: [{ name: "app", image: "busybox" }],
-      },
-      status: {
-        phase: "Running",
-        startTime: new Date(now.t - 10_000),
-        conditions: [{ type: "Ready", status: "True" }],
-        containerStatuses: [running],
-      },
-    });
-    const ledger = new MemoryPodLedger();
-    await ledger.recordLaunch(
-      { podUid: "uid-1", namespace: "default", name: "job-0" },
-      { instanceId: INSTANCE },
-    );
-    const api: PodApi = {
-      addFinalizer: async () => undefined,
-      removeFinalizer: async (ref: PodRef) => void world.log.push(`removeFinalizer ${ref.name}`),
-      annotate: async () => undefined,
-      deleteNow: async () => undefined,
-      exists: async (ref: PodRef) => world.present.has(ref.uid),
-    };
-    const teardown = new PodTeardown({
-      store: ledger,
-      reclaimer: world,
-      removePod: (ref) => api.deleteNow(ref),
-      podPresent: (ref) => api.exists(ref),
-      headroomSeconds: 1,
-      now: () => now.t,
-    });
-    const written: V1PodStatus[] = [];
-    const events: string[] = [];
-    const controller = new PodController({
-      config: parseVirtualNodeConfig({ nodeName: "vnode-test" }),
-      pods: { get: (key) => world.pods.get(key), list: () => [...world.pods.values()] },
-      provider: world,
-      teardown,
-      api,
-      status: {
-        write: async (address, desired) => {
-          const pod = world.pods.get(`${address.namespace}/${address.name}`);
-          if (pod !== undefined)
-            world.pods.set(`${address.namespace}/${address.name}`, { ...pod, status: desired });
-          written.push(structuredClone(desired));
-          return { outcome: "written" as const };
-        },
-      },
-      events: {
-        record: async (e) => void events.push(`${e.type} ${e.reason}: ${e.note}`),
-      },
-      enqueue: () => undefined,
-      now: () => now.t,
     });
     // 20 s left: the next look is then, not at the minute's resync.
     expect(await controller.reconcile("default/job-0")).toEqual({ requeueAfter: 20_000 });
