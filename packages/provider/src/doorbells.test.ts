@@ -120,7 +120,21 @@ function setup(options: { rereadMs?: number; rereads?: number; windowMs?: number
     await publisher.publish(record);
     return { instance, record };
   };
-  return { ...t, publisher, changes, queue, doorbells, running };
+  /**
+   * Records the IDs of every `DescribeInstances` (sorted), each after `before` resolves (a gate
+   * that holds the read in flight).
+   */
+  const recordReads = (before?: () => Promise<void>) => {
+    const reads: string[][] = [];
+    const describe = t.gateway.describeInstances.bind(t.gateway);
+    t.gateway.describeInstances = async (ids: readonly string[]) => {
+      reads.push([...ids].sort());
+      await before?.();
+      return describe(ids);
+    };
+    return reads;
+  };
+  return { ...t, publisher, changes, queue, doorbells, running, recordReads };
 }
 
 describe("Doorbells.handle", () => {
@@ -269,13 +283,7 @@ describe("Doorbells.run", () => {
     const gate = new Promise<void>((r) => {
       release = r;
     });
-    const reads: string[][] = [];
-    const describe = t.gateway.describeInstances.bind(t.gateway);
-    t.gateway.describeInstances = async (ids: readonly string[]) => {
-      reads.push([...ids].sort());
-      await gate;
-      return describe(ids);
-    };
+    const reads = t.recordReads(() => gate);
     const abort = new AbortController();
     const running = t.doorbells.run(abort.signal);
     t.queue.waiting.push(ring(a?.instance.InstanceId ?? "", 2));
@@ -302,12 +310,7 @@ describe("Doorbells.run", () => {
     const t = setup({ windowMs: 60_000 });
     const [a, b] = await Promise.all(["uid-a", "uid-b"].map((u) => t.running(u)));
     for (const p of [a, b]) if (p) tagReport(p.instance, report(2, true));
-    const reads: string[][] = [];
-    const describe = t.gateway.describeInstances.bind(t.gateway);
-    t.gateway.describeInstances = async (ids: readonly string[]) => {
-      reads.push([...ids]);
-      return describe(ids);
-    };
+    const reads = t.recordReads();
     const abort = new AbortController();
     const running = t.doorbells.run(abort.signal);
     t.queue.waiting.push(ring(a?.instance.InstanceId ?? "", 2));
@@ -339,12 +342,7 @@ describe("Doorbells.run", () => {
       if (change.pod.metadata?.uid === "uid-a") await gate;
       written.push(change.pod.metadata?.uid ?? "");
     });
-    const reads: string[][] = [];
-    const describe = t.gateway.describeInstances.bind(t.gateway);
-    t.gateway.describeInstances = async (ids: readonly string[]) => {
-      reads.push([...ids]);
-      return describe(ids);
-    };
+    const reads = t.recordReads();
     const abort = new AbortController();
     let ended = false;
     const running = t.doorbells.run(abort.signal).then(() => {
