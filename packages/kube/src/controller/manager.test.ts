@@ -1,5 +1,6 @@
 import { KubeConfig } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
+import { createLogger, type Logger } from "../observability/logger.js";
 import { Controller } from "./controller.js";
 import { Manager, type ShutdownPhase } from "./manager.js";
 
@@ -11,6 +12,18 @@ kubeConfig.loadFromOptions({
   contexts: [{ name: "x", cluster: "c", user: "u" }],
   currentContext: "x",
 });
+
+/** A logger that records each warning as `message: runnable`. */
+const recordingLogger = (warnings: string[]): Logger =>
+  createLogger({
+    level: "warn",
+    destination: {
+      write: (line: string) => {
+        const entry = JSON.parse(line) as { level: string; msg: string; runnable?: string };
+        if (entry.level === "warn") warnings.push(`${entry.msg}: ${entry.runnable}`);
+      },
+    },
+  });
 
 const until = async (condition: () => boolean, timeoutMs = 5000): Promise<void> => {
   const deadline = Date.now() + timeoutMs;
@@ -106,6 +119,77 @@ describe("Manager without leader election", () => {
     expect(abortedAfterStop).toBeGreaterThanOrEqual(40);
     expect(abortedAfterStop).toBeLessThan(5_000);
     expect(phases).toEqual(["stop-leading", "drained"]);
+  });
+
+  it("stops waiting for a leader-only runnable that ignores its signal at the drain deadline", async () => {
+    const phases: ShutdownPhase[] = [];
+    const warnings: string[] = [];
+    const manager = new Manager({
+      name: "unit",
+      kubeConfig,
+      handleSignals: false,
+      drainTimeoutMs: 50,
+      logger: recordingLogger(warnings),
+      onShutdownPhase: (phase) => phases.push(phase),
+    });
+    let started = false;
+    let finish: () => void = () => {};
+    manager.addRunnable({
+      name: "stuck-flush",
+      // Stands for a call that does not take the signal (an SDK call under throttling).
+      run: () =>
+        new Promise<void>((resolve) => {
+          started = true;
+          finish = resolve;
+        }),
+    });
+    const stop = new AbortController();
+    const exit = manager.run(stop.signal);
+    await until(() => started);
+    const stoppedAt = Date.now();
+    stop.abort();
+    expect(await exit).toEqual({ reason: "stopped", exitCode: 0 });
+    const took = Date.now() - stoppedAt;
+    expect(took).toBeGreaterThanOrEqual(40);
+    expect(took).toBeLessThan(5_000);
+    expect(phases).toEqual(["stop-leading", "drained"]);
+    expect(warnings).toEqual([
+      "runnable still running at the drain deadline; shutting down without it: stuck-flush",
+    ]);
+    finish();
+  });
+
+  it("waits for a leader-only runnable that stops before the drain deadline", async () => {
+    const warnings: string[] = [];
+    const manager = new Manager({
+      name: "unit",
+      kubeConfig,
+      handleSignals: false,
+      drainTimeoutMs: 60_000,
+      logger: recordingLogger(warnings),
+    });
+    const seen: string[] = [];
+    manager.addRunnable({
+      name: "flush",
+      run: (signal) =>
+        new Promise<void>((resolve) => {
+          seen.push("started");
+          signal.addEventListener("abort", () => {
+            // Its last work after the stop (a queued request sent) is waited for.
+            setTimeout(() => {
+              seen.push("flushed");
+              resolve();
+            }, 30);
+          });
+        }),
+    });
+    const stop = new AbortController();
+    const exit = manager.run(stop.signal);
+    await until(() => seen.length > 0);
+    stop.abort();
+    expect(await exit).toEqual({ reason: "stopped", exitCode: 0 });
+    expect(seen).toEqual(["started", "flushed"]);
+    expect(warnings).toEqual([]);
   });
 
   it("a bad bind address or a failing runnable ends the run with exit code 1", async () => {

@@ -8,10 +8,13 @@
  *   `/healthz` is ok while the manager runs.
  * - Shutdown (SIGTERM, SIGINT or the `signal` given to {@link Manager.run}), in this order:
  *   1. `stop-leading`: controllers stop taking keys, `/readyz` turns 503;
- *   2. `drained`: in-flight reconciles have finished (or hit the drain deadline);
+ *   2. `drained`: in-flight reconciles and leader-only runnables have finished, or the drain
+ *      deadline (`drainTimeoutMs` after the stop) has passed: a reconcile's signal aborts then,
+ *      and a runnable still running is logged and no longer waited for;
  *   3. `lease-released`: the Lease's holder is cleared (a standby takes over at once) — only now,
  *      so two replicas never reconcile at the same time;
- *   4. `server-closed`: informers stopped, the HTTP servers closed; `run` resolves.
+ *   4. `server-closed`: informers stopped, the other runnables too (each waited for at most 5 s),
+ *      the HTTP servers closed; `run` resolves.
  * - Leadership lost (no renewal within the renew deadline): in-flight reconciles are aborted at
  *   once and `run` resolves with exit code 1 so the process restarts and campaigns afresh.
  *
@@ -34,6 +37,12 @@ import {
   startProbeServer,
 } from "../observability/server.js";
 import type { Controller } from "./controller.js";
+
+/**
+ * How long a runnable that is not leader-only may take to stop once the informers are told to
+ * (ms); past it the shutdown goes on without it.
+ */
+const RUNNABLE_CLOSE_MS = 5_000;
 
 /** A long-running loop the manager starts and stops (a poller, a heartbeat, ...). */
 export interface Runnable {
@@ -80,7 +89,11 @@ export interface ManagerOptions {
   readonly healthProbeBindAddress?: string;
   /** Leader election (absent: this replica always leads). */
   readonly leaderElection?: ManagerLeaderElection;
-  /** How long in-flight reconciles may run after shutdown begins, in ms (default 30 000). */
+  /**
+   * How long in-flight reconciles and leader-only runnables may run after shutdown begins, in ms
+   * (default: none of its own; a reconcile gets its controller's deadline, 30 s unless set, and a
+   * runnable is waited for until it stops).
+   */
   readonly drainTimeoutMs?: number;
   /** Stop on SIGTERM and SIGINT (default true). */
   readonly handleSignals?: boolean;
@@ -219,6 +232,7 @@ export class Manager {
     };
     const informersStop = new AbortController();
     const informerRuns: Promise<void>[] = [];
+    const everyReplicaRuns: Array<{ name: string; run: Promise<void> }> = [];
     let exitReason: ManagerExit["reason"] = "stopped";
     try {
       await this.#startServers();
@@ -226,7 +240,8 @@ export class Manager {
         informerRuns.push(informer.run(informersStop.signal).catch(fail));
       }
       for (const { runnable } of this.#runnables.filter((r) => !r.leaderOnly)) {
-        informerRuns.push(this.#runRunnable(runnable, informersStop.signal, fail));
+        const run = this.#runRunnable(runnable, informersStop.signal, fail);
+        everyReplicaRuns.push({ name: runnable.name, run });
       }
       const election = this.#options.leaderElection;
       if (election === undefined) {
@@ -266,7 +281,7 @@ export class Manager {
           },
           onStoppedLeading: async (why) => {
             phase("stop-leading");
-            if (why === "lost") hardStop.abort();
+            if (why === "lost") hardStop.abort(new Error("leadership lost"));
             await work;
             phase("drained");
           },
@@ -283,7 +298,11 @@ export class Manager {
     } finally {
       this.#stopping = true;
       informersStop.abort();
-      await Promise.all(informerRuns);
+      const closeDeadline = AbortSignal.timeout(RUNNABLE_CLOSE_MS);
+      await Promise.all([
+        ...informerRuns,
+        ...everyReplicaRuns.map(({ name, run }) => this.#waitUntil(run, closeDeadline, name)),
+      ]);
       await Promise.all(this.#servers.map((s) => s.close()));
       if (this.#servers.length > 0) phase("server-closed");
       this.#servers.length = 0;
@@ -340,10 +359,39 @@ export class Manager {
   ): Promise<void> {
     await Promise.all([
       ...this.#controllers.map((c) => c.run({ signal: term, hardStop }).catch(fail)),
+      // A runnable is waited for until the drain deadline (or a lost Lease), like a reconcile:
+      // one stuck in a call that ignores its signal must not hold the shutdown past the grace
+      // the process is given (the kubelet's SIGKILL would end it without the ordered steps).
       ...this.#runnables
         .filter((r) => r.leaderOnly)
-        .map(({ runnable }) => this.#runRunnable(runnable, term, fail)),
+        .map(({ runnable }) =>
+          this.#waitUntil(this.#runRunnable(runnable, term, fail), hardStop, runnable.name),
+        ),
     ]);
+  }
+
+  /**
+   * Resolves when `run` settles or `deadline` aborts, whichever is first; in the second case the
+   * runnable is left running (logged by name), and the shutdown goes on without it.
+   */
+  async #waitUntil(run: Promise<void>, deadline: AbortSignal, name: string): Promise<void> {
+    let onAbort = (): void => {};
+    const passed = new Promise<"passed">((resolve) => {
+      onAbort = () => resolve("passed");
+      if (deadline.aborted) resolve("passed");
+      else deadline.addEventListener("abort", onAbort, { once: true });
+    });
+    try {
+      const first = await Promise.race([run.then(() => "stopped" as const), passed]);
+      if (first === "passed") {
+        this.logger.warn(
+          { runnable: name, reason: String(deadline.reason) },
+          "runnable still running at the drain deadline; shutting down without it",
+        );
+      }
+    } finally {
+      deadline.removeEventListener("abort", onAbort);
+    }
   }
 
   async #runRunnable(
