@@ -16,6 +16,7 @@ import {
   barePod,
   deleteNode,
   nodeInstances,
+  shutdownLog,
   startVnode,
   startWorld,
   until,
@@ -238,7 +239,7 @@ async function chaos(
       // Stopped in `finally`, asserted after it: a failure above is reported as itself.
       stopped = await vnode.stop();
     }
-    expect(stopped).toBe(0);
+    expect(stopped, shutdownLog(vnode)).toBe(0);
   } finally {
     proxy.configure({ faultRate: 0 });
   }

@@ -24,6 +24,7 @@ import {
   scrape,
   startVnode,
   startWorld,
+  stopCleanly,
   until,
   VNODE_GROUPS,
   VNODE_USER,
@@ -100,7 +101,7 @@ describe("a vnode drained before removal (node.drain)", () => {
     const uid = running.metadata?.uid ?? "";
 
     // 1. The drain: the vnode restarted with it on.
-    expect(await vnode?.stop()).toBe(0);
+    await stopCleanly(vnode);
     vnode = await start(true);
     const cordoned = await until("the Node cordoned and Draining", async () => {
       const node = await core.readNode({ name: NODE });
@@ -187,7 +188,7 @@ describe("a vnode drained before removal (node.drain)", () => {
     expect(vnode?.lines.filter((l) => /forbidden/i.test(JSON.stringify(l)))).toEqual([]);
 
     // 4. The drain turned off again (the entry kept after all): uncordoned, condition gone.
-    expect(await vnode?.stop()).toBe(0);
+    await stopCleanly(vnode);
     vnode = await start(false);
     const back = await until("uncordoned, no Drained condition", async () => {
       const node = await core.readNode({ name: NODE });

@@ -16,6 +16,7 @@ import {
   readPod as readPodIn,
   startVnode,
   startWorld,
+  stopCleanly,
   until,
   VNODE_GROUPS,
   VNODE_USER,
@@ -176,6 +177,6 @@ describe("two replicas with leader election", () => {
     }
     expect([...perPod.values()]).toEqual([1, 1, 1]);
     console.log(JSON.stringify({ ha: { takeoverSeconds, leaseDurationSeconds: 15 } }));
-    expect(await b.stop()).toBe(0);
+    await stopCleanly(b);
   }, 900_000);
 });

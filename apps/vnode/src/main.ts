@@ -10,6 +10,11 @@ import { loadAppConfig } from "./config.js";
 
 /** How long in-flight reconciles may run after SIGTERM: 10 s less than the Deployment's grace. */
 const DRAIN_TIMEOUT_MS = 20_000;
+/**
+ * A shutdown still running this long after SIGTERM or SIGINT is logged and the process exits 1:
+ * 2 s before the Deployment's grace (30 s) ends in a SIGKILL that would say nothing.
+ */
+const SHUTDOWN_DEADLINE_MS = 28_000;
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
@@ -32,8 +37,13 @@ process.exitCode = await runCli(
     const namespace = flags.namespace ?? connection.namespace ?? "nebula-system";
     const identity = process.env.POD_NAME ?? hostname();
     const kubeConfig = connection.kubeConfig;
+    // The last shutdown step reached, for the watchdog's line.
+    let phase = "stop requested";
     const manager = new Manager({
       name: cli.name,
+      onShutdownPhase: (step) => {
+        phase = step;
+      },
       kubeConfig,
       logger,
       // In-flight reconciles get 20 s after SIGTERM (an EC2 call under throttling can back off
@@ -53,6 +63,17 @@ process.exitCode = await runCli(
         : {}),
     });
     const vnode = createVnode({ kubeConfig, config, manager, namespace, identity, logger });
+    const watchdog = () => {
+      setTimeout(() => {
+        logger.error(
+          { lastPhase: phase, deadlineMs: SHUTDOWN_DEADLINE_MS },
+          "shutdown did not finish in time; exiting (teardowns in progress resume on the next start)",
+        );
+        process.exit(1);
+      }, SHUTDOWN_DEADLINE_MS).unref();
+    };
+    process.once("SIGTERM", watchdog);
+    process.once("SIGINT", watchdog);
     logger.info({ source: connection.source, node: flags["node-name"], namespace }, "starting");
     const exit = await manager.run();
     await vnode.close();

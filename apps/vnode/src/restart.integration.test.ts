@@ -19,6 +19,7 @@ import {
   readPod,
   startVnode,
   startWorld,
+  stopCleanly,
   until,
   VNODE_GROUPS,
   VNODE_USER,
@@ -209,7 +210,7 @@ afterAll(async () => {
       240_000,
       1_000,
     );
-    expect(await vnode.stop()).toBe(0);
+    await stopCleanly(vnode);
     vnode = undefined;
     const left = (await nodeInstances(ec2, NODE)).filter((i) => i.State?.Name !== "terminated");
     expect(left).toEqual([]);
@@ -226,7 +227,7 @@ describe(`a restart never touches a healthy Pod (${PODS} Pods Running > ${LONG_L
   it("SIGTERM, down 10 s, back: nothing written, stopped, terminated or launched", async () => {
     const before = await snapshot();
     const calls = mutations();
-    expect(await vnode?.stop()).toBe(0);
+    await stopCleanly(vnode);
     await new Promise((resolve) => setTimeout(resolve, 10_000));
     vnode = await start();
     await polls(vnode, 3);

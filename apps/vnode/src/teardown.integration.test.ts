@@ -17,6 +17,7 @@ import {
   readPod,
   startVnode,
   startWorld,
+  stopCleanly,
   until,
   VNODE_GROUPS,
   VNODE_USER,
@@ -109,7 +110,7 @@ beforeAll(async () => {
 afterAll(async () => {
   proxy?.configure({ insufficientCapacity: false });
   try {
-    if (vnode) expect(await vnode.stop()).toBe(0);
+    if (vnode) await stopCleanly(vnode);
     vnode = undefined;
     const left = (await nodeInstances(ec2, NODE)).filter((i) => i.State?.Name !== "terminated");
     expect(left).toEqual([]);
@@ -188,7 +189,7 @@ describe("teardown without a gap", () => {
 
   it("a Pod that vanished while the vnode was down (its finalizer taken off by hand) is reclaimed by the vnode: graceful stop, terminate, ledger entry dropped", async () => {
     const uid = await runningPod("vanished");
-    expect(await vnode?.stop()).toBe(0);
+    await stopCleanly(vnode);
     vnode = undefined;
     // Deleted (grace 0: nothing but the finalizer holds it), then the finalizer taken off by hand.
     await core.deleteNamespacedPod({ name: "vanished", namespace: NS, gracePeriodSeconds: 0 });

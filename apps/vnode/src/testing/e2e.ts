@@ -129,10 +129,15 @@ export interface VnodeProcess {
   readonly kubeletPort: number;
   /** Resolves with the exit code. */
   readonly exited: Promise<number | null>;
-  /** SIGTERM and wait (SIGKILL after 20 s). */
+  /**
+   * SIGTERM and wait; SIGKILL after 30 s (the Deployment's grace), which resolves `null`. See
+   * {@link stopCleanly} for a stop that must end in exit code 0.
+   */
   stop(): Promise<number | null>;
   /** SIGKILL and wait. */
   kill(): Promise<void>;
+  /** How it ended (`exit code 0`, `signal SIGKILL sent 30 s after SIGTERM`, ...), once it has. */
+  howExited(): string | undefined;
 }
 
 /** What {@link startVnode} runs. */
@@ -209,9 +214,15 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
       lines.push({ msg: line });
     }
   });
+  let killedAfterGrace = false;
+  let howExited: string | undefined;
   const exited = new Promise<number | null>((resolve) => {
-    child.once("exit", (code) => {
+    child.once("exit", (code, signal) => {
       rmSync(dir, { recursive: true, force: true });
+      howExited =
+        code !== null
+          ? `exit code ${code}`
+          : `signal ${signal}${killedAfterGrace ? " sent 30 s after SIGTERM" : " (not sent by the test)"}`;
       resolve(code);
     });
   });
@@ -237,7 +248,10 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
       child.kill("SIGTERM");
       // The grace the Deployment gives (terminationGracePeriodSeconds: 30); the vnode drains its
       // reconciles for at most 20 s of it, so exit code 0 within it is what the test asks.
-      const timer = setTimeout(() => child.kill("SIGKILL"), 30_000);
+      const timer = setTimeout(() => {
+        killedAfterGrace = true;
+        child.kill("SIGKILL");
+      }, 30_000);
       const code = await exited;
       clearTimeout(timer);
       return code;
@@ -246,7 +260,34 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
       child.kill("SIGKILL");
       await exited;
     },
+    howExited: () => howExited,
   };
+}
+
+/**
+ * What the vnode logged from its last stop request on (its shutdown's steps, what it was still
+ * doing), one entry per line, for an assertion's message: a vnode that did not exit within the
+ * grace then says where it was.
+ */
+export function shutdownLog(vnode: VnodeProcess): string {
+  const from = vnode.lines.findLastIndex((l) => l.msg === "stop requested");
+  const lines = (from === -1 ? vnode.lines.slice(-15) : vnode.lines.slice(from)).map((l) => {
+    const { level, time, name, msg, ...rest } = l;
+    const fields = Object.keys(rest).length === 0 ? "" : ` ${JSON.stringify(rest).slice(0, 300)}`;
+    return `${String(time ?? "").slice(11, 23)} ${String(level ?? "")} ${String(msg)}${fields}`;
+  });
+  const kept = lines.length > 40 ? ["...", ...lines.slice(-40)] : lines;
+  const how = vnode.howExited() ?? "still running";
+  return `nebula-vnode (${how}); its log from its stop on:\n${kept.join("\n")}`;
+}
+
+/** Stops `vnode` and fails unless it exits with code 0 within the grace (saying where it was). */
+export async function stopCleanly(vnode: VnodeProcess | undefined): Promise<void> {
+  if (vnode === undefined) throw new Error("no nebula-vnode to stop (it never started)");
+  const code = await vnode.stop();
+  if (code !== 0) {
+    throw new Error(`nebula-vnode did not stop cleanly: ${shutdownLog(vnode)}`);
+  }
 }
 
 /** Reads the Prometheus text of `/metrics`: a sum per metric name and label set. */
