@@ -214,7 +214,8 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
       lines.push({ msg: line });
     }
   });
-  let killedAfterGrace = false;
+  /** What the test did that ended it by a signal, if it did. */
+  let sent: string | undefined;
   let howExited: string | undefined;
   const exited = new Promise<number | null>((resolve) => {
     child.once("exit", (code, signal) => {
@@ -222,7 +223,7 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
       howExited =
         code !== null
           ? `exit code ${code}`
-          : `signal ${signal}${killedAfterGrace ? " sent 30 s after SIGTERM" : " (not sent by the test)"}`;
+          : `signal ${signal}${sent === undefined ? " (not sent by the test)" : ` ${sent}`}`;
       resolve(code);
     });
   });
@@ -249,7 +250,7 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
       // The grace the Deployment gives (terminationGracePeriodSeconds: 30); the vnode drains its
       // reconciles for at most 20 s of it, so exit code 0 within it is what the test asks.
       const timer = setTimeout(() => {
-        killedAfterGrace = true;
+        sent = "sent by the test 30 s after its SIGTERM";
         child.kill("SIGKILL");
       }, 30_000);
       const code = await exited;
@@ -257,6 +258,7 @@ export async function startVnode(run: VnodeRun): Promise<VnodeProcess> {
       return code;
     },
     async kill() {
+      sent = "sent by the test (kill)";
       child.kill("SIGKILL");
       await exited;
     },
