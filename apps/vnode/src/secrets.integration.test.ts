@@ -1,7 +1,7 @@
 /**
  * ConfigMaps and Secrets through Parameter Store, end to end (issue #19): a Deployment whose
  * container reads a Secret through env and a volume and a ConfigMap through `envFrom` gets the
- * values byte for byte on its instance, while no Secret value is in the user-data, the console, the
+ * values byte for byte on its instance, and the Service variables the kubelet would set, while no Secret value is in the user-data, the console, the
  * Pod, its Events or the exit report; a missing mandatory Secret keeps a Pod waiting with
  * `CreateContainerConfigError` until it appears; after deletion no parameter is left.
  */
@@ -142,12 +142,27 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
       namespace: NS,
       body: { metadata: { name: "settings" }, data: { MODE: "blue", LEVEL: "3" } },
     });
+    // A Service of the namespace and the cluster's kubernetes Service: their variables are in the
+    // container's environment as the kubelet sets them (with the cluster IPs the API server gave).
+    const cache = await core.createNamespacedService({
+      namespace: NS,
+      body: {
+        metadata: { name: "cache-main" },
+        spec: { ports: [{ name: "redis", port: 6379, protocol: "TCP" }], selector: { app: "x" } },
+      },
+    });
+    const cacheIP = cache.spec?.clusterIP ?? "";
+    const apiIP = (await core.readNamespacedService({ name: "kubernetes", namespace: "default" }))
+      .spec?.clusterIP;
+    expect(cacheIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
     // The container checks what it got against the hashes and says which one differs.
     const check = [
       `[ "$(printf %s "$DB_PASSWORD" | sha256sum | cut -d' ' -f1)" = ${sha(PASSWORD)} ] || { echo env-password-differs >/dev/termination-log; exit 1; }`,
       `[ "$(sha256sum </secret/key.pem | cut -d' ' -f1)" = ${sha(KEY)} ] || { echo file-key-differs >/dev/termination-log; exit 1; }`,
       `[ "$(stat -c %a /secret/key.pem)" = 400 ] || { echo mode-differs >/dev/termination-log; exit 1; }`,
       `[ "$CFG_MODE/$CFG_LEVEL/$URL" = blue/3/db://blue ] || { echo configmap-differs >/dev/termination-log; exit 1; }`,
+      `[ "$CACHE_MAIN_SERVICE_HOST/$CACHE_MAIN_SERVICE_PORT_REDIS/$CACHE_MAIN_PORT/$CACHE" = "${cacheIP}/6379/tcp://${cacheIP}:6379/${cacheIP}:6379" ] || { echo "service-env-differs: $CACHE_MAIN_SERVICE_HOST $CACHE_MAIN_PORT $CACHE" >/dev/termination-log; exit 1; }`,
+      `[ "$KUBERNETES_SERVICE_HOST" = "${apiIP}" ] || { echo "kubernetes-env-differs: $KUBERNETES_SERVICE_HOST" >/dev/termination-log; exit 1; }`,
       "touch /tmp/ok",
       "exec sleep 3600",
     ].join("\n");
@@ -184,6 +199,10 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
                       valueFrom: { secretKeyRef: { name: "db", key: "password" } },
                     },
                     { name: "URL", value: "db://$(CFG_MODE)" },
+                    {
+                      name: "CACHE",
+                      value: "$(CACHE_MAIN_SERVICE_HOST):$(CACHE_MAIN_SERVICE_PORT)",
+                    },
                   ],
                   envFrom: [{ prefix: "CFG_", configMapRef: { name: "settings" } }],
                   volumeMounts: [{ name: "secret", mountPath: "/secret" }],

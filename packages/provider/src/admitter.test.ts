@@ -197,6 +197,33 @@ describe("Admitter.load", () => {
   });
 });
 
+describe("Admitter sources", () => {
+  it("reads them for a Pod that references nothing: the Services are in every Pod's environment", async () => {
+    const asked: Array<{ configMaps: readonly string[]; secrets: readonly string[] }> = [];
+    const { load } = setup(
+      { podDelivery: "parameters" },
+      {
+        readSources: async (_pod, refs) => {
+          asked.push(refs);
+          return {
+            configMaps: {},
+            secrets: {},
+            services: [
+              {
+                metadata: { name: "kubernetes", namespace: "default" },
+                spec: { clusterIP: "10.96.0.1", ports: [{ port: 443 }] },
+              },
+            ],
+          };
+        },
+      },
+    );
+    const record = await load(testPod("web", "uid-s1"));
+    expect(asked).toEqual([{ configMaps: [], secrets: [] }]);
+    expect(record.mode).toBe("launch");
+  });
+});
+
 describe("Admitter CreateContainerConfigError", () => {
   const missingSecret = () => ({
     ok: false as const,
@@ -276,7 +303,7 @@ describe("Admitter CreateContainerConfigError", () => {
     expect(record.mode).toBe("config");
     expect(record.events.map((e) => e.reason)).toEqual(["FailedToReadSources"]);
     expect(record.status?.containerStatuses?.[0]?.state?.waiting?.message).toBe(
-      "the ConfigMaps and Secrets of pod default/needs-db could not be read: apiserver unavailable",
+      "the ConfigMaps, Secrets and Services of pod default/needs-db could not be read: apiserver unavailable",
     );
     fail = false;
     await admitter.readmit(record, undefined);

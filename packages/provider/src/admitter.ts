@@ -180,20 +180,22 @@ export class Admitter {
     }
   }
 
-  /** The Pod's ConfigMaps and Secrets (`podDelivery: "parameters"` only; never throws). */
+  /**
+   * The Pod's ConfigMaps and Secrets, and the Services of its environment (`podDelivery:
+   * "parameters"` only; never throws). Read for every Pod: the Services are in every Pod's
+   * environment (`default/kubernetes` at least), referenced or not.
+   */
   async #readSources(record: PodRecord): Promise<SourcesRead> {
     if (this.#ctx.config.podDelivery !== "parameters") return NO_READ;
     const refs = podSourceRefs(record.pod);
     const read = this.#options.readSources;
-    if (read === undefined || refs.configMaps.length + refs.secrets.length === 0) {
-      return { ok: true, sources: NO_SOURCES };
-    }
+    if (read === undefined) return { ok: true, sources: NO_SOURCES };
     try {
       return { ok: true, sources: await read(record.pod, refs) };
     } catch (error) {
       return {
         ok: false,
-        message: `the ConfigMaps and Secrets of pod ${record.facts.key} could not be read: ${error instanceof Error ? error.message : String(error)}`,
+        message: `the ConfigMaps, Secrets and Services of pod ${record.facts.key} could not be read: ${error instanceof Error ? error.message : String(error)}`,
       };
     }
   }

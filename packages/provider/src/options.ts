@@ -34,10 +34,11 @@ export interface Ec2PodProviderOptions {
   /**
    * With `podDelivery: "parameters"`: reads the ConfigMaps and Secrets the Pod references
    * (`refs`, from `@nebula/userdata`'s `podSourceRefs`) in the Pod's namespace, as the API server
-   * returns them, by name; a name left out is missing. Called before the Pod is rendered for
-   * launch, and again on every poll while a mandatory one is missing
-   * (`CreateContainerConfigError`). A rejection holds the Pod the same way and is retried.
-   * Default: no sources (a Pod that needs one is held).
+   * returns them, by name (a name left out is missing), and the Services of its environment
+   * (`services`: the namespace's unless `enableServiceLinks: false`, and `default/kubernetes`).
+   * Called for every Pod before it is rendered for launch, and again on every poll while a
+   * mandatory reference is missing (`CreateContainerConfigError`). A rejection holds the Pod the
+   * same way and is retried. Default: no sources (a Pod that needs one is held).
    */
   readonly readSources?: (pod: V1Pod, refs: PodSourceRefs) => Promise<PodSources>;
   /**

@@ -116,7 +116,7 @@ describe("CreateContainerConfigError, without a cloud call", () => {
     expect(provider.getPodStatus("uid-down")?.containerStatuses?.[0]?.state?.waiting).toEqual({
       reason: "CreateContainerConfigError",
       message:
-        "the ConfigMaps and Secrets of pod default/needs-db could not be read: apiserver unavailable",
+        "the ConfigMaps, Secrets and Services of pod default/needs-db could not be read: apiserver unavailable",
     });
     expect([...ec2.keys(), ...ssm.keys()]).toEqual([]);
   });

@@ -161,8 +161,21 @@ export const VOLUME_SAMPLES: Record<string, unknown> = {
   vsphereVolume: { volumePath: "[ds] v.vmdk" },
 };
 
-/** The ConfigMaps and Secrets the samples name, as the vnode would hand them to the render. */
+/**
+ * The ConfigMaps and Secrets the samples name, and the Services of the plain Pod's namespace, as
+ * the vnode would hand them to the render.
+ */
 export const SAMPLE_SOURCES = {
+  services: [
+    {
+      metadata: { name: "kubernetes", namespace: "default" },
+      spec: { clusterIP: "10.96.0.1", ports: [{ name: "https", port: 443, protocol: "TCP" }] },
+    },
+    {
+      metadata: { name: "db", namespace: "team-a" },
+      spec: { clusterIP: "10.96.0.20", ports: [{ port: 5432, protocol: "TCP" }] },
+    },
+  ],
   configMaps: { settings: { data: { mode: "fast" } } },
   secrets: {
     token: { data: { token: bytes64("s3cret") } },

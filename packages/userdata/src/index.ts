@@ -24,3 +24,4 @@ export {
 } from "./parameters.js";
 export { parseQuantity } from "./quantity.js";
 export { type RenderResult, renderUserData, supervisorScript } from "./render.js";
+export { type ServiceEnvSource, serviceEnvironment } from "./service-env.js";

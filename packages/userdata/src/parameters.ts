@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import type { ServiceEnvSource } from "./service-env.js";
 
 /**
  * The Parameter Store delivery of a Pod: with `delivery: "parameters"`, the Pod's rendered spec and
@@ -51,6 +52,12 @@ export interface SourceObject {
 export interface PodSources {
   readonly configMaps: Readonly<Record<string, SourceObject>>;
   readonly secrets: Readonly<Record<string, SourceObject>>;
+  /**
+   * The Services the containers' environment names (`serviceEnvironment`): the Pod's
+   * namespace's (when `enableServiceLinks` is not false) and `default/kubernetes`, as read at
+   * launch. Absent: none.
+   */
+  readonly services?: readonly ServiceEnvSource[] | undefined;
 }
 
 /** The names of the ConfigMaps and Secrets a Pod references (what to fetch before rendering). */

@@ -5,6 +5,7 @@ import { HOST_NETWORK_ANNOTATION, RESTART_LIMIT_ANNOTATION } from "./options.js"
 import type { PodSources, RenderNotice, SourceObject } from "./parameters.js";
 import { ProbeFields, type ProbePlan, planProbes } from "./probes.js";
 import { parseQuantity } from "./quantity.js";
+import { serviceEnvironment } from "./service-env.js";
 
 // The subset of V1Pod the host honours, parsed loosely: unknown fields are kept and ignored.
 const str = z.string();
@@ -136,6 +137,7 @@ const Pod = z.looseObject({
     serviceAccountName: str.optional(),
     imagePullSecrets: z.array(z.looseObject({ name: str.optional() })).optional(),
     hostNetwork: z.boolean().optional(),
+    enableServiceLinks: z.boolean().optional(),
     hostAliases: z
       .array(z.looseObject({ ip: str.optional(), hostnames: z.array(str).optional() }))
       .optional(),
@@ -236,6 +238,8 @@ export interface PlannedFile {
 interface SourceContext {
   readonly sources: PodSources | undefined;
   readonly namespace: string;
+  /** The Service environment variables (the kubelet's), by name: set where a container does not. */
+  readonly serviceEnv: ReadonlyMap<string, string>;
   readonly notices: RenderNotice[];
   readonly weights: [string, number][];
 }
@@ -303,6 +307,13 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
   const ctx: SourceContext = {
     sources: options.delivery === "parameters" ? (given ?? EMPTY_SOURCES) : undefined,
     namespace: meta.namespace ?? "default",
+    serviceEnv: new Map(
+      serviceEnvironment(
+        given?.services ?? [],
+        meta.namespace ?? "default",
+        spec.enableServiceLinks ?? true,
+      ),
+    ),
     notices: [],
     weights: [],
   };
@@ -797,12 +808,17 @@ function planContainer(
           `container ${c.name} env ${variable.name} uses fieldRef ${field}, which is not supported`,
         );
     } else {
-      value = expand(checkText(variable.value ?? "", at), env);
+      value = expand(checkText(variable.value ?? "", at), env, ctx.serviceEnv);
     }
     env.set(variable.name, value);
     // A later definition wins, as in Kubernetes: drop an earlier boot-time one of the same name.
     const earlier = hostIpEnv.indexOf(variable.name);
     if (earlier >= 0) hostIpEnv.splice(earlier, 1);
+  }
+  // The Service variables go after the container's own, for the names it does not set (as the
+  // kubelet appends them); command and args see them too.
+  for (const [name, value] of ctx.serviceEnv) {
+    if (!env.has(name) && !hostIpEnv.includes(name)) env.set(name, value);
   }
   for (const [name, value] of env) {
     flags.push(`--env=${name}=${value}`);
@@ -1125,10 +1141,15 @@ function downward(
 
 /**
  * Kubernetes' `$(VAR)` expansion, as the kubelet applies it to env values, command and args:
- * `$(NAME)` becomes the value of an env var defined earlier, `$$` becomes `$` (so `$$(NAME)` stays
+ * `$(NAME)` becomes the value of an env var defined earlier (else of `fallback`'s, the Service
+ * variables, as the kubelet's mapping falls back to them), `$$` becomes `$` (so `$$(NAME)` stays
  * literal), and a reference to an unknown name is left as written.
  */
-export function expand(text: string, env: ReadonlyMap<string, string>): string {
+export function expand(
+  text: string,
+  env: ReadonlyMap<string, string>,
+  fallback?: ReadonlyMap<string, string>,
+): string {
   let out = "";
   for (let i = 0; i < text.length; i++) {
     const ch = text[i];
@@ -1148,7 +1169,7 @@ export function expand(text: string, env: ReadonlyMap<string, string>): string {
         continue;
       }
       const name = text.slice(i + 2, close);
-      const value = env.get(name);
+      const value = env.get(name) ?? fallback?.get(name);
       out += value ?? `$(${name})`;
       i = close;
     } else {

@@ -137,6 +137,55 @@ describe("renderUserData", () => {
     expect(errorOf(withApp({ env: [{ name: "A=B", value: "x" }] })).code).toBe("InvalidPod");
   });
 
+  it("adds the Service variables the container does not set, after its own; $(VAR) sees them", () => {
+    const services = [
+      {
+        metadata: { name: "kubernetes", namespace: "default" },
+        spec: { clusterIP: "10.96.0.1", ports: [{ name: "https", port: 443 }] },
+      },
+      {
+        metadata: { name: "db", namespace: "default" },
+        spec: { clusterIP: "10.96.0.20", ports: [{ port: 5432 }] },
+      },
+    ];
+    const pod = withApp({
+      env: [
+        { name: "DB_SERVICE_PORT", value: "6543" },
+        { name: "URL", value: "postgres://$(DB_SERVICE_HOST):$(DB_SERVICE_PORT)" },
+        { name: "KUBERNETES_PORT", valueFrom: { fieldRef: { fieldPath: "status.hostIP" } } },
+      ],
+      args: ["--api=$(KUBERNETES_SERVICE_HOST)"],
+    });
+    const result = renderUserData(pod, {}, { configMaps: {}, secrets: {}, services });
+    if (!result.ok) throw result.error;
+    const flags = /C0_FLAGS=\(([^\n]*)\)/.exec(result.value.script)?.[1] ?? "";
+    const env = [...flags.matchAll(/\$'--env=([^=]+)=([^']*)'/g)].map((m) => [m[1], m[2]]);
+    // The container's own first (its DB_SERVICE_PORT wins), then the Services' in name order.
+    expect(env.slice(0, 2)).toEqual([
+      ["DB_SERVICE_PORT", "6543"],
+      ["URL", "postgres://10.96.0.20:6543"],
+    ]);
+    const names = env.map(([name]) => name);
+    expect(names.filter((n) => n === "DB_SERVICE_PORT")).toHaveLength(1);
+    expect(names).toContain("DB_SERVICE_HOST");
+    expect(names).toContain("KUBERNETES_SERVICE_PORT_HTTPS");
+    // A boot-time variable of the same name is the container's: no Service value beside it.
+    expect(names).not.toContain("KUBERNETES_PORT");
+    expect(result.value.script).toContain("C0_HOSTIP=($'KUBERNETES_PORT')");
+    expect(result.value.script).toContain("C0_ARGS=($'--api=10.96.0.1')");
+    // enableServiceLinks: false keeps only the kubernetes Service's (db is in the Pod's namespace).
+    const unlinked = renderUserData(
+      { ...pod, spec: { ...pod.spec, enableServiceLinks: false } } as V1Pod,
+      {},
+      { configMaps: {}, secrets: {}, services },
+    );
+    if (!unlinked.ok) throw unlinked.error;
+    expect(unlinked.value.script).not.toContain("--env=DB_SERVICE_HOST=");
+    // Without the variable, a reference to it stays as written, as on a kubelet.
+    expect(unlinked.value.script).toContain("--env=URL=postgres://$(DB_SERVICE_HOST):6543");
+    expect(unlinked.value.script).toContain("--env=KUBERNETES_SERVICE_HOST=10.96.0.1");
+  });
+
   it("sets TimeoutStopSec to the grace period plus 30 s", () => {
     const result = renderUserData(withApp({}, { terminationGracePeriodSeconds: 120 }));
     expect(result.ok && result.value.script).toContain("'TimeoutStopSec=150'");

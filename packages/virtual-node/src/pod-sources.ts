@@ -20,10 +20,22 @@ interface SourceObject {
   readonly binaryData?: Readonly<Record<string, string>> | undefined;
 }
 
-/** The referenced objects found, by name (`@nebula/userdata`'s `PodSources`). */
+/** The parts of a Service its environment variables come from (`@nebula/userdata`'s `ServiceEnvSource`). */
+interface ServiceSource {
+  readonly metadata: { readonly name: string; readonly namespace: string };
+  readonly spec: {
+    readonly clusterIP?: string | undefined;
+    readonly ports?:
+      | ReadonlyArray<{ readonly name?: string; readonly port: number; readonly protocol?: string }>
+      | undefined;
+  };
+}
+
+/** The referenced objects found, by name, and the Services (`@nebula/userdata`'s `PodSources`). */
 interface PodSources {
   readonly configMaps: Readonly<Record<string, SourceObject>>;
   readonly secrets: Readonly<Record<string, SourceObject>>;
+  readonly services: readonly ServiceSource[];
 }
 
 /** The parts of a ConfigMap or Secret the host needs; anything else the API server returns is dropped. */
@@ -33,12 +45,38 @@ const SourceObjectSchema = z.object({
 });
 
 /**
+ * What a Service's variables need; a Service listed without it is left out (the renderer checks
+ * the values again: an IP, ports in range).
+ */
+const ServiceSchema = z.object({
+  metadata: z.object({ name: z.string(), namespace: z.string() }),
+  spec: z.object({
+    clusterIP: z.string().nullish(),
+    ports: z
+      .array(
+        z.object({
+          name: z.string().nullish(),
+          port: z.number(),
+          protocol: z.string().nullish(),
+        }),
+      )
+      .nullish(),
+  }),
+});
+
+/** `default/kubernetes`: in every Pod's environment, whatever `enableServiceLinks`. */
+const MASTER_SERVICE = { namespace: "default", name: "kubernetes" };
+
+/**
  * Reads the ConfigMaps and Secrets a Pod references, from the Pod's own namespace only, at launch
  * (the parameters delivery). A 404 leaves the name out (the renderer decides: a mandatory
  * reference holds the Pod with `CreateContainerConfigError`, an optional one is skipped); any
  * other failure throws, and the provider holds the Pod and reads again on its next poll. Plain
  * GETs rather than a cluster-wide Secret informer: nothing but what bound Pods reference is read
- * or kept in memory. Needs `get` on `configmaps` and `secrets`.
+ * or kept in memory. Also lists the Services of the Pod's containers' environment, as the kubelet
+ * names them: the Pod's namespace's (unless `enableServiceLinks: false`) and `default/kubernetes`
+ * (a kubelet's are those of its informer at container start; these are those of the launch).
+ * Needs `get` on `configmaps` and `secrets`, `list` on `services`.
  *
  * @example
  * ```ts
@@ -76,8 +114,46 @@ export function podSourceReader(
       binaryData: parsed.data.binaryData ?? undefined,
     };
   };
+  const listServices = async (
+    namespace: string,
+    fieldSelector?: string,
+  ): Promise<ServiceSource[]> => {
+    let list: { items?: unknown[] };
+    try {
+      list = await core.listNamespacedService({
+        namespace,
+        ...(fieldSelector === undefined ? {} : { fieldSelector }),
+      });
+    } catch (error) {
+      throw new Error(
+        `listing the Services of namespace ${namespace}: ${(error as Error).message}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    const out: ServiceSource[] = [];
+    for (const item of list.items ?? []) {
+      const parsed = ServiceSchema.safeParse(item);
+      if (!parsed.success) continue;
+      const { metadata, spec } = parsed.data;
+      out.push({
+        metadata,
+        spec: {
+          clusterIP: spec.clusterIP ?? undefined,
+          ports: (spec.ports ?? []).map((p) => ({
+            ...(p.name ? { name: p.name } : {}),
+            port: p.port,
+            ...(p.protocol ? { protocol: p.protocol } : {}),
+          })),
+        },
+      });
+    }
+    return out;
+  };
   return async (pod, refs) => {
     const namespace = pod.metadata?.namespace ?? "default";
+    const links = pod.spec?.enableServiceLinks !== false;
     const collect = async (kind: "ConfigMap" | "Secret", names: readonly string[]) => {
       const table: Record<string, SourceObject> = {};
       for (const name of names) {
@@ -89,6 +165,10 @@ export function podSourceReader(
     return {
       configMaps: await collect("ConfigMap", refs.configMaps),
       secrets: await collect("Secret", refs.secrets),
+      services: [
+        ...(await listServices(MASTER_SERVICE.namespace, `metadata.name=${MASTER_SERVICE.name}`)),
+        ...(links ? await listServices(namespace) : []),
+      ],
     };
   };
 }

@@ -81,6 +81,11 @@ rules:
   - apiGroups: [""]
     resources: ["configmaps", "secrets"]
     verbs: ["get"]
+  # The Services of a Pod's environment (<SVC>_SERVICE_HOST... as the kubelet sets them): the
+  # Pod's namespace's and default/kubernetes, listed at launch.
+  - apiGroups: [""]
+    resources: ["services"]
+    verbs: ["list"]
   {{- end }}
   # The kubelet API (kubectl logs, /stats/summary, /metrics/resource): a bearer token is
   # authenticated with a TokenReview and every request is authorized with a SubjectAccessReview,
