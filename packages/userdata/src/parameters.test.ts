@@ -297,6 +297,27 @@ describe("the Parameter Store delivery", () => {
     );
   });
 
+  it("a namespace with too many Services for the parameters: SourceTooLarge says how to leave them out", () => {
+    // Random cluster IPs and ports, so that gzip cannot fold the 2,000 Services' variables away.
+    const services = Array.from({ length: 2_000 }, (_, i) => {
+      const [a, b, c, d] = randomBytes(4);
+      return {
+        metadata: { name: `svc-${randomBytes(6).toString("hex")}-${i}`, namespace: "shop" },
+        spec: { clusterIP: `10.${a}.${b}.${c}`, ports: [{ port: 1 + ((d ?? 0) << 8) + i }] },
+      };
+    });
+    const error = errorOf(podWith({}), { configMaps: {}, secrets: {}, services });
+    expect(error.code).toBe("SourceTooLarge");
+    expect(error.message).toMatch(
+      /largest parts before compression: the 1\d{4} Service variables in each container's env \(enableServiceLinks: false leaves out the namespace's Services\)/,
+    );
+    // Without the namespace's Services it fits.
+    const unlinked = podWith({}, { enableServiceLinks: false });
+    expect(renderUserData(unlinked, PARAMS, { configMaps: {}, secrets: {}, services }).ok).toBe(
+      true,
+    );
+  });
+
   it("keeps refusing Secrets, and ConfigMaps it cannot resolve, in the user-data delivery", () => {
     const result = renderUserData(
       podWith({ envFrom: [{ secretRef: { name: "db" } }] }),

@@ -317,6 +317,14 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
     notices: [],
     weights: [],
   };
+  if (ctx.serviceEnv.size > 0) {
+    // Named when the spec is too large: a namespace with many Services is the kubelet's known case.
+    const bytes = [...ctx.serviceEnv].reduce((n, [k, v]) => n + k.length + v.length, 0);
+    ctx.weights.push([
+      `the ${ctx.serviceEnv.size} Service variables in each container's env (enableServiceLinks: false leaves out the namespace's Services)`,
+      bytes,
+    ]);
+  }
   let dockerConfig: string | undefined;
   if (spec.imagePullSecrets && spec.imagePullSecrets.length > 0) {
     if (ctx.sources === undefined)
