@@ -1,7 +1,7 @@
 /**
  * ConfigMaps and Secrets through Parameter Store, end to end (issue #19): a Deployment whose
  * container reads a Secret through env and a volume and a ConfigMap through `envFrom` gets the
- * values byte for byte on its instance, and the Service variables the kubelet would set, while no Secret value is in the user-data, the console, the
+ * values byte for byte on its instance, the Service variables and host name a kubelet would give, while no Secret value is in the user-data, the console, the
  * Pod, its Events or the exit report; a missing mandatory Secret keeps a Pod waiting with
  * `CreateContainerConfigError` until it appears; after deletion no parameter is left.
  */
@@ -163,6 +163,8 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
       `[ "$CFG_MODE/$CFG_LEVEL/$URL" = blue/3/db://blue ] || { echo configmap-differs >/dev/termination-log; exit 1; }`,
       `[ "$CACHE_MAIN_SERVICE_HOST/$CACHE_MAIN_SERVICE_PORT_REDIS/$CACHE_MAIN_PORT/$CACHE" = "${cacheIP}/6379/tcp://${cacheIP}:6379/${cacheIP}:6379" ] || { echo "service-env-differs: $CACHE_MAIN_SERVICE_HOST $CACHE_MAIN_PORT $CACHE" >/dev/termination-log; exit 1; }`,
       `[ "$KUBERNETES_SERVICE_HOST" = "${apiIP}" ] || { echo "kubernetes-env-differs: $KUBERNETES_SERVICE_HOST" >/dev/termination-log; exit 1; }`,
+      // The Pod's name is its containers' host name, as on a kubelet node.
+      `[ "$(hostname)/$HOSTNAME" = "$POD_NAME/$POD_NAME" ] || { echo "hostname-differs: $(hostname) $HOSTNAME" >/dev/termination-log; exit 1; }`,
       "touch /tmp/ok",
       "exec sleep 3600",
     ].join("\n");
@@ -199,6 +201,7 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
                       valueFrom: { secretKeyRef: { name: "db", key: "password" } },
                     },
                     { name: "URL", value: "db://$(CFG_MODE)" },
+                    { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
                     {
                       name: "CACHE",
                       value: "$(CACHE_MAIN_SERVICE_HOST):$(CACHE_MAIN_SERVICE_PORT)",

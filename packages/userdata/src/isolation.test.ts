@@ -66,7 +66,7 @@ describe("the Pod's network namespace", () => {
     expect(calls).toContain("ip6tables -w 5 -t raw -I PREROUTING 1 -d fd00:ec2::254/128 -j DROP");
     const [sandbox] = h.sandboxCalls().filter((c) => c.startsWith("docker create"));
     expect(sandbox).toBe(
-      "docker create --name=nebula-sandbox --network=bridge --publish=8080:8080/tcp -- registry.k8s.io/pause:3.10",
+      "docker create --name=nebula-sandbox --network=bridge --hostname=job-1 --publish=8080:8080/tcp -- registry.k8s.io/pause:3.10",
     );
     expect(block).toBeLessThan(calls.indexOf(sandbox ?? ""));
     const creates = h.dockerCalls("create");
@@ -105,7 +105,7 @@ describe("the Pod's network namespace", () => {
     });
     const [sandbox] = h.sandboxCalls().filter((c) => c.startsWith("docker create"));
     expect(sandbox).toBe(
-      "docker create --name=nebula-sandbox --network=bridge --add-host=db:10.0.0.5 --add-host=db.internal:10.0.0.5 --add-host=v6:fd00::5 -- registry.k8s.io/pause:3.10",
+      "docker create --name=nebula-sandbox --network=bridge --hostname=job-1 --add-host=db:10.0.0.5 --add-host=db.internal:10.0.0.5 --add-host=v6:fd00::5 -- registry.k8s.io/pause:3.10",
     );
     expect(h.dockerCalls("create")[0]).not.toContain("--add-host");
     // With hostNetwork there is no sandbox: the container takes them.

@@ -141,6 +141,8 @@ const Pod = z.looseObject({
     hostAliases: z
       .array(z.looseObject({ ip: str.optional(), hostnames: z.array(str).optional() }))
       .optional(),
+    hostname: str.optional(),
+    hostnameOverride: str.optional(),
     hostPID: z.boolean().optional(),
     hostIPC: z.boolean().optional(),
     shareProcessNamespace: z.boolean().optional(),
@@ -211,8 +213,11 @@ export interface PodPlan {
   readonly hostDirs: readonly string[];
   /** True when the Pod runs in the host's network namespace (`hostNetwork: true`, opted in). */
   readonly hostNetwork: boolean;
-  /** `--publish=` flags of the Pod sandbox: every container port, on its hostPort or the same port. */
-  readonly publish: readonly string[];
+  /**
+   * Flags of the Pod sandbox: its `--hostname=` (the Pod's host name, {@link podHostname}), then
+   * every container port as `--publish=`, on its hostPort or the same port. None with hostNetwork.
+   */
+  readonly sandboxFlags: readonly string[];
   /** `spec.hostAliases` as `name:ip` entries for `/etc/hosts` (`docker --add-host`), in order. */
   readonly hostAliases: readonly string[];
   readonly containers: readonly ContainerPlan[];
@@ -491,6 +496,7 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
     };
   });
 
+  const hostname = podHostname(meta, spec);
   return {
     namespace: meta.namespace ?? "default",
     name: meta.name ?? "",
@@ -500,7 +506,12 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
     restartLimit,
     hostDirs,
     hostNetwork,
-    publish: hostNetwork ? [] : publishFlags(all.map(({ c }) => c)),
+    sandboxFlags: hostNetwork
+      ? []
+      : [
+          ...(hostname === undefined ? [] : [`--hostname=${hostname}`]),
+          ...publishFlags(all.map(({ c }) => c)),
+        ],
     hostAliases: planHostAliases(spec),
     containers,
     files,
@@ -1084,6 +1095,31 @@ function planHostAliases(spec: PodSpec["spec"]): string[] {
       return `${name}:${alias.ip}`;
     });
   });
+}
+
+/**
+ * The host name the kubelet gives a Pod's containers: `spec.hostnameOverride`, else
+ * `spec.hostname`, else the Pod's name; cut to 63 characters without a trailing `-` or `.`, as the
+ * kubelet cuts it (a Pod named by a StatefulSet, `web-0`, sees `web-0`). The API server has
+ * validated each as a DNS name; one that is not (or cuts to nothing) is `InvalidPod`. A Pod with
+ * none of them (rendered outside a cluster) keeps the runtime's name: `undefined`.
+ */
+export function podHostname(
+  meta: { readonly name?: string | undefined },
+  spec: { readonly hostname?: string | undefined; readonly hostnameOverride?: string | undefined },
+): string | undefined {
+  const [field, name] =
+    spec.hostnameOverride !== undefined && spec.hostnameOverride !== ""
+      ? ["spec.hostnameOverride", spec.hostnameOverride]
+      : spec.hostname !== undefined && spec.hostname !== ""
+        ? ["spec.hostname", spec.hostname]
+        : ["metadata.name", meta.name ?? ""];
+  if (name === "") return undefined;
+  const cut = name.length <= 63 ? name : name.slice(0, 63).replace(/[-.]+$/, "");
+  if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(cut)) {
+    fail("InvalidPod", field, `the Pod's host name ${JSON.stringify(name)} is not a DNS name`);
+  }
+  return cut;
 }
 
 /** The Pod sandbox's `--publish=` flags: each container port on its hostPort, else on the same port. */

@@ -186,6 +186,35 @@ describe("renderUserData", () => {
     expect(unlinked.value.script).toContain("--env=KUBERNETES_SERVICE_HOST=10.96.0.1");
   });
 
+  it("names the Pod sandbox's host as the kubelet names a Pod's: override, hostname, name; cut to 63", () => {
+    const sandboxFlags = (pod: V1Pod) => {
+      const result = renderUserData(pod);
+      if (!result.ok) throw result.error;
+      return /SANDBOX_FLAGS=\(([^\n]*)\)/.exec(result.value.script)?.[1];
+    };
+    expect(sandboxFlags(withApp({}))).toBe("$'--hostname=p'");
+    expect(sandboxFlags(withApp({}, { hostname: "db-0" }))).toBe("$'--hostname=db-0'");
+    expect(sandboxFlags(withApp({}, { hostname: "db-0", hostnameOverride: "db.example" }))).toBe(
+      "$'--hostname=db.example'",
+    );
+    // 62 characters, then "-x": cut to 63 ("...-") and the trailing "-" dropped.
+    const long = `${"a".repeat(62)}-x`;
+    const named = asPod({ metadata: { name: long }, spec: withApp({}).spec });
+    expect(sandboxFlags(named)).toBe(`$'--hostname=${"a".repeat(62)}'`);
+    // With the host's network there is no sandbox and so no host name of its own.
+    const hostNet = withApp({}, { hostNetwork: true });
+    (hostNet.metadata as { annotations?: Record<string, string> }).annotations = {
+      "nebula.dev/allow-host-network": "true",
+    };
+    expect(sandboxFlags(hostNet)).toBe("");
+    // A Pod rendered without a name (outside a cluster) keeps the runtime's host name.
+    expect(sandboxFlags(asPod({ spec: withApp({}).spec }))).toBe("");
+    expect(errorOf(withApp({}, { hostname: "Not_A_Name" }))).toMatchObject({
+      code: "InvalidPod",
+      path: "spec.hostname",
+    });
+  });
+
   it("sets TimeoutStopSec to the grace period plus 30 s", () => {
     const result = renderUserData(withApp({}, { terminationGracePeriodSeconds: 120 }));
     expect(result.ok && result.value.script).toContain("'TimeoutStopSec=150'");

@@ -370,7 +370,7 @@ function podData(
     `HOST_NETWORK=${plan.hostNetwork ? 1 : 0}`,
     `SANDBOX_IMAGE=${bashQuote(options.sandbox.image)}`,
     array("SANDBOX_CMD", options.sandbox.command),
-    array("SANDBOX_FLAGS", plan.publish),
+    array("SANDBOX_FLAGS", plan.sandboxFlags),
     array("HOST_ALIASES", plan.hostAliases),
     `N=${c.length}`,
     array(

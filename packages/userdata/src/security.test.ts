@@ -63,7 +63,7 @@ describe("the Pod's network", () => {
     expect(line(text, "HOST_NETWORK")).toBe("0");
     expect(line(text, "SANDBOX_IMAGE")).toBe("$'registry.k8s.io/pause:3.10'");
     expect(line(text, "SANDBOX_FLAGS")).toBe(
-      "($'--publish=8080:8080/tcp' $'--publish=5353:53/udp' $'--publish=10.0.0.5:9001:9000/tcp')",
+      "($'--hostname=p' $'--publish=8080:8080/tcp' $'--publish=5353:53/udp' $'--publish=10.0.0.5:9001:9000/tcp')",
     );
   });
 

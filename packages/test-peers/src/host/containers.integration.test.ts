@@ -115,6 +115,47 @@ describe("a guest's containers", () => {
     expect(await containerExists(app)).toBe(false);
   });
 
+  it("a container that joins a Pod sandbox's network has the sandbox's host name and may not name its own, as with Docker", async () => {
+    const sandbox = await dockerInSandbox(
+      "run",
+      "-d",
+      "--name",
+      "named-sandbox",
+      "--network=bridge",
+      "--hostname=web-0",
+      GUEST_PAUSE_IMAGE,
+    );
+    try {
+      const seen = await dockerInSandbox(
+        "run",
+        "--rm",
+        `--network=container:${sandbox}`,
+        "busybox",
+        "sh",
+        "-c",
+        'echo "$(hostname) $HOSTNAME"',
+      );
+      expect(seen).toBe("web-0 web-0");
+      const refused = await dockerInSandbox(
+        "run",
+        "--rm",
+        "--hostname=other",
+        `--network=container:${sandbox}`,
+        "busybox",
+        "true",
+      ).then(
+        () => undefined,
+        (error: { code?: number; stderr?: string }) => error,
+      );
+      expect(refused?.code).toBe(125);
+      expect(refused?.stderr).toContain(
+        "docker: Error response from daemon: conflicting options: hostname and the network mode.",
+      );
+    } finally {
+      await removeContainers(RUNTIME, [sandbox], () => {});
+    }
+  });
+
   it("a container whose network namespace podman cannot see breaks podman ps, which says so; removal by ID still removes it", async () => {
     // The old way: everything private, /run/netns included.
     const broken = await brokenContainer(join(work, "docker"));

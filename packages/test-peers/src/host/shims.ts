@@ -142,6 +142,7 @@ translate() {
 BOOL=" -d --detach -i --interactive -t --tty --rm --privileged --init --read-only --no-healthcheck --oom-kill-disable -P --publish-all --sig-proxy --disable-content-trust -q --quiet "
 run_or_create() {  # $1 = run|create, then docker's arguments
   local verb=$1 a key val name="" detach=0 has_net=0 has_pull=0 has_nofile=0 has_nproc=0
+  local net_ctr="" has_hostname=0
   local log_driver="" has_log=0 awslogs=0 cidfile=""
   local -a opts=() cmd=() opts_add=() log_opts=() log_podman=()
   shift
@@ -161,7 +162,8 @@ run_or_create() {  # $1 = run|create, then docker's arguments
       --log-driver) log_driver=$val; has_log=1; continue ;;
       --log-opt) log_opts+=("$val"); has_log=1; continue ;;
       -d|--detach) [[ $val == false ]] || detach=1 ;;
-      --network|--net) has_net=1 ;;
+      --network|--net) has_net=1; [[ $val == container:* ]] && net_ctr=\${val#container:} ;;
+      --hostname|-h) has_hostname=1 ;;
       --pull) has_pull=1 ;;
       --cidfile) cidfile=$val ;;
       --ulimit) [[ $val == nofile=* ]] && has_nofile=1; [[ $val == nproc=* ]] && has_nproc=1 ;;
@@ -179,6 +181,15 @@ run_or_create() {  # $1 = run|create, then docker's arguments
       none) log_podman=(--log-driver none) ;;
       awslogs) awslogs=1 ;;
     esac  # json-file, local: podman's own log (k8s-file), which docker logs reads
+  fi
+  if [[ -n $net_ctr ]]; then
+    # Docker gives a container that joins another's network that container's host name (and
+    # refuses one of its own); podman keeps a UTS namespace of the joiner's own unless told.
+    if ((has_hostname)); then
+      printf 'docker: Error response from daemon: conflicting options: hostname and the network mode.\nSee '"'"'docker %s --help'"'"'.\n' "$verb" >&2
+      return 125
+    fi
+    opts+=(--uts "container:$net_ctr")
   fi
   local image=\${1-}; shift || true
   cmd=("$@")
