@@ -61,6 +61,7 @@ interface ItemScan {
   state?: Span;
   stateReason?: Span;
   tagKey?: string;
+  clientToken?: string;
 }
 
 interface ReservationScan {
@@ -133,6 +134,7 @@ function scan(xml: string): { reservations: ReservationScan[]; loose: ItemScan[]
         item = undefined;
       } else if (depth === itemDepth + 1) {
         if (name === "instanceId") item.instanceId = text();
+        if (name === "clientToken") item.clientToken = text();
         if (name === "instanceState") item.state = { start: open.start, end };
         if (name === "stateReason") item.stateReason = { start: open.start, end };
       } else if (depth === itemDepth + 2 && stack[itemDepth + 1]?.name === "instanceState") {
@@ -239,6 +241,27 @@ export function rewriteInstanceStates(
   let out = xml;
   for (const edit of edits) out = out.slice(0, edit.start) + edit.text + out.slice(edit.end);
   return out;
+}
+
+/**
+ * What EC2 answers a `RunInstances` repeated with a `ClientToken` it has already launched for: the
+ * same reservation. Found in a `DescribeInstances` answer (moto keeps each instance's token but
+ * launches again for a repeated one) and returned as a `RunInstancesResponse`; `undefined` when
+ * no instance was launched with `token` (or the XML cannot be read).
+ *
+ * @example
+ * ```ts
+ * const replay = runInstancesReplay(describeXml, "pod-uid-0"); // <RunInstancesResponse>… or undefined
+ * ```
+ */
+export function runInstancesReplay(describeXml: string, token: string): string | undefined {
+  if (token === "") return undefined;
+  const { reservations } = scan(describeXml);
+  const reservation = reservations.find((r) => r.items.some((i) => i.clientToken === token));
+  if (reservation === undefined) return undefined;
+  const open = describeXml.indexOf(">", reservation.span.start) + 1;
+  const inner = describeXml.slice(open, reservation.span.end - "</item>".length);
+  return `<?xml version="1.0" encoding="UTF-8"?>\n<RunInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>nebula-sim-replay</requestId>${inner}</RunInstancesResponse>`;
 }
 
 /**

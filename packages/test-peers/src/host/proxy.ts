@@ -5,6 +5,7 @@ import {
   type InstanceItem,
   listInstanceItems,
   rewriteInstanceStates,
+  runInstancesReplay,
   type StateOverride,
 } from "./overlay.js";
 
@@ -127,6 +128,48 @@ export async function startOverlayProxy(
       text: await response.text(),
     };
   };
+  // EC2's ClientToken idempotency, which moto lacks (it keeps the token, but launches again): a
+  // RunInstances with a token seen before is answered with the instance launched with it, if
+  // any; also when the first answer was lost on the way (an error after moto launched, a socket
+  // closed), which is when an SDK retries. Requests with one token are taken one at a time.
+  const tokensSeen = new Set<string>();
+  const tokenQueues = new Map<string, Promise<void>>();
+  const runInstances = async (
+    req: IncomingMessage,
+    body: Buffer,
+    token: string,
+    sentAt: number,
+  ): Promise<{ status: number; type: string; text: string }> => {
+    const previous = tokenQueues.get(token) ?? Promise.resolve();
+    let done = () => {};
+    const mine = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    const queued = previous.then(() => mine);
+    tokenQueues.set(token, queued);
+    await previous;
+    try {
+      if (tokensSeen.has(token)) {
+        const listed = await forward(
+          req,
+          Buffer.from("Action=DescribeInstances&Version=2016-11-15"),
+        );
+        const replay = listed.status === 200 ? runInstancesReplay(listed.text, token) : undefined;
+        if (replay !== undefined) {
+          return {
+            status: 200,
+            type: "text/xml",
+            text: rewriteInstanceStates(replay, (item) => hooks.observe(item, sentAt)),
+          };
+        }
+      }
+      tokensSeen.add(token);
+      return await forward(req, body);
+    } finally {
+      done();
+      if (tokenQueues.get(token) === queued) tokenQueues.delete(token);
+    }
+  };
   const reply = (res: ServerResponse, status: number, type: string, text: string) => {
     res.writeHead(status, { "content-type": type, "content-length": Buffer.byteLength(text) });
     res.end(text);
@@ -157,7 +200,9 @@ export async function startOverlayProxy(
         return reply(res, 200, "text/xml", xml);
       }
     }
-    const answer = await forward(req, body);
+    const token = action === "RunInstances" ? (params.get("ClientToken") ?? "") : "";
+    const answer =
+      token === "" ? await forward(req, body) : await runInstances(req, body, token, sentAt);
     if (answer.status === 200) {
       if (
         action === "StopInstances" ||

@@ -335,6 +335,29 @@ systemctl enable --now idle.service
     expect((await describeOne(id)).State?.Name).toBe("stopped");
   });
 
+  it("answers a RunInstances repeated with its ClientToken with the instance launched first, as EC2 does (moto alone launches again)", async () => {
+    const first = await launch("#!/bin/bash\nsleep 600\n", "pod-idempotent");
+    // An SDK's retry after a lost answer, twice at once.
+    const again = await Promise.all([
+      launch("#!/bin/bash\nsleep 600\n", "pod-idempotent"),
+      launch("#!/bin/bash\nsleep 600\n", "pod-idempotent"),
+    ]);
+    expect(again).toEqual([first, first]);
+    const listed = await ec2.send(
+      new DescribeInstancesCommand({
+        Filters: [{ Name: "tag:nebula:pod-uid", Values: ["pod-idempotent"] }],
+      }),
+    );
+    const ids = (listed.Reservations ?? []).flatMap((r) => r.Instances ?? []);
+    expect(ids.map((i) => i.InstanceId)).toEqual([first]);
+    // Another token is another launch.
+    const other = await launch("#!/bin/bash\nsleep 600\n", "pod-idempotent-2");
+    expect(other).not.toBe(first);
+    await ec2.send(new TerminateInstancesCommand({ InstanceIds: [first, other] }));
+    await hosts.waitForPhase(first, "terminated");
+    await hosts.waitForPhase(other, "terminated");
+  });
+
   it("leaves instances without Nebula's tags alone and forgets guests whose instance vanished", async () => {
     const other = await ec2.send(
       new RunInstancesCommand({ ImageId: "ami-12345678", MinCount: 1, MaxCount: 1 }),
