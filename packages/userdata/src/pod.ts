@@ -1104,7 +1104,7 @@ function planHostAliases(spec: PodSpec["spec"]): string[] {
  * validated each as a DNS name; one that is not (or cuts to nothing) is `InvalidPod`. A Pod with
  * none of them (rendered outside a cluster) keeps the runtime's name: `undefined`.
  */
-export function podHostname(
+function podHostname(
   meta: { readonly name?: string | undefined },
   spec: { readonly hostname?: string | undefined; readonly hostnameOverride?: string | undefined },
 ): string | undefined {
