@@ -125,12 +125,8 @@ export function podSourceReader(
         ...(fieldSelector === undefined ? {} : { fieldSelector }),
       });
     } catch (error) {
-      throw new Error(
-        `listing the Services of namespace ${namespace}: ${(error as Error).message}`,
-        {
-          cause: error,
-        },
-      );
+      const message = `listing the Services of namespace ${namespace}: ${(error as Error).message}`;
+      throw new Error(message, { cause: error });
     }
     const out: ServiceSource[] = [];
     for (const item of list.items ?? []) {
@@ -165,10 +161,18 @@ export function podSourceReader(
     return {
       configMaps: await collect("ConfigMap", refs.configMaps),
       secrets: await collect("Secret", refs.secrets),
-      services: [
-        ...(await listServices(MASTER_SERVICE.namespace, `metadata.name=${MASTER_SERVICE.name}`)),
-        ...(links ? await listServices(namespace) : []),
-      ],
+      // One list when the Pod's own namespace is `default` and its Services are wanted: that
+      // list holds `kubernetes` already.
+      services:
+        links && namespace === MASTER_SERVICE.namespace
+          ? await listServices(namespace)
+          : [
+              ...(await listServices(
+                MASTER_SERVICE.namespace,
+                `metadata.name=${MASTER_SERVICE.name}`,
+              )),
+              ...(links ? await listServices(namespace) : []),
+            ],
     };
   };
 }
