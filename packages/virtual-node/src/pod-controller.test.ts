@@ -1,4 +1,4 @@
-import type { V1Pod, V1PodStatus } from "@kubernetes/client-node";
+import type { V1Pod, V1PodSpec, V1PodStatus } from "@kubernetes/client-node";
 import { MemoryPodLedger } from "@nebula/teardown";
 import { describe, expect, it } from "vitest";
 import { parseVirtualNodeConfig } from "./config.js";
@@ -118,13 +118,14 @@ async function settle(controller: PodController, key: string): Promise<void> {
 }
 
 /**
- * A Pod already launched (`default/job-0`, UID `uid-1`: its instance in `state`, recorded in the
- * ledger, the Pod present) and a controller whose status writes land in the world, as the informer
- * shows the API server: the written status is what the next reconcile reads. Every write is kept
- * in `written` (then `afterWrite` runs), every Event in `events`.
+ * A Pod already launched (`default/job-0`, UID `uid-1`, with the finalizer; the `spec` and `status`
+ * given: its instance in `state`, recorded in the ledger, the Pod present) and a controller whose
+ * status writes land in the world, as the informer shows the API server: the written status is
+ * what the next reconcile reads. Every write is kept in `written` (then `afterWrite` runs), every
+ * Event in `events`.
  */
 async function launched(
-  pod: V1Pod,
+  { spec, status }: { spec: V1PodSpec; status: V1PodStatus },
   state: string,
   now: { t: number },
   options: {
@@ -135,6 +136,17 @@ async function launched(
   const world = new World();
   world.states.set("uid-1", state);
   world.present.add("uid-1");
+  const pod: V1Pod = {
+    metadata: {
+      namespace: "default",
+      name: "job-0",
+      uid: "uid-1",
+      finalizers: [FINALIZER],
+      resourceVersion: "1",
+    },
+    spec,
+    status,
+  };
   world.pods.set("default/job-0", pod);
   const ledger = new MemoryPodLedger();
   await ledger.recordLaunch(
@@ -232,13 +244,6 @@ describe("PodController", () => {
     const measured: number[] = [];
     const { world, controller } = await launched(
       {
-        metadata: {
-          namespace: "default",
-          name: "job-0",
-          uid: "uid-1",
-          finalizers: [FINALIZER],
-          resourceVersion: "1",
-        },
         spec: {
           nodeName: "vnode-test",
           restartPolicy: "Never",
@@ -297,13 +302,6 @@ describe("PodController", () => {
     };
     const { world, controller, written, events } = await launched(
       {
-        metadata: {
-          namespace: "default",
-          name: "job-0",
-          uid: "uid-1",
-          finalizers: [FINALIZER],
-          resourceVersion: "1",
-        },
         spec: {
           nodeName: "vnode-test",
           activeDeadlineSeconds: 30,
