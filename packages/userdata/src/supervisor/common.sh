@@ -152,10 +152,14 @@ run_bg() {
 }
 
 # Kills process $1 and all its descendants (a CreateTags attempt and the curl or aws under it).
+# Each is stopped before its children are listed, so none starts a child that outlives it (a
+# loop's next `sleep`); the SIGTERM waits for the SIGCONT that follows it.
 kill_tree() {
   local child
+  kill -STOP "$1" 2>/dev/null
   for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
   kill "$1" 2>/dev/null
+  kill -CONT "$1" 2>/dev/null
 }
 
 # Runs "$@" in the background and waits for it, so a SIGTERM is handled at once. Unless the final
