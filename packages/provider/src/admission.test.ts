@@ -28,6 +28,7 @@ describe("admitPod", () => {
     expect(admitPod(podFacts(daemonSetPod()), launching)).toEqual({
       kind: "launch",
       instanceType: "m7i.large",
+      instanceTypes: ["m7i.large"],
     });
   });
 

@@ -1,14 +1,19 @@
 import type { ProviderConfig } from "./config.js";
 import { ProviderError } from "./errors.js";
-import { type PodFacts, resolveInstanceType } from "./pod.js";
+import type { InstanceTypeInfo } from "./instance-catalogue.js";
+import { instanceTypeCandidates, type PodFacts } from "./pod.js";
 
 /** Reason of a DaemonSet Pod the provider does not launch. */
 const DAEMONSET_NOT_LAUNCHED_REASON = "DaemonSetPodNotLaunched";
 
 /** What the provider does with a Pod, decided before any cloud call. */
 export type Admission =
-  /** Launch it on this instance type. */
-  | { readonly kind: "launch"; readonly instanceType: string }
+  /** Launch it on `instanceType`, the first of `instanceTypes` (the rest: its fallbacks). */
+  | {
+      readonly kind: "launch";
+      readonly instanceType: string;
+      readonly instanceTypes: readonly string[];
+    }
   /** Leave it `Pending`, not launched, with this reason (a DaemonSet Pod by default). */
   | { readonly kind: "hold"; readonly reason: string; readonly message: string }
   /** Refuse it: `Failed` at once with this reason; the message names the field. */
@@ -19,8 +24,14 @@ export type Admission =
  * (unless `daemonSetPods` is `launch`); a Pod whose instance type cannot be resolved or is
  * outside the allow-list is refused with the error's code as reason (`InstanceTypeNotAllowed`,
  * `InvalidPodSpec`).
+ *
+ * @param catalogue - EC2's instance types (`instanceTypes.catalogue`; see {@link instanceTypeCandidates}).
  */
-export function admitPod(facts: PodFacts, config: ProviderConfig): Admission {
+export function admitPod(
+  facts: PodFacts,
+  config: ProviderConfig,
+  catalogue: readonly InstanceTypeInfo[] = [],
+): Admission {
   if (facts.ownerKind === "DaemonSet" && config.daemonSetPods === "skip") {
     return {
       kind: "hold",
@@ -29,7 +40,8 @@ export function admitPod(facts: PodFacts, config: ProviderConfig): Admission {
     };
   }
   try {
-    return { kind: "launch", instanceType: resolveInstanceType(facts, config) };
+    const instanceTypes = instanceTypeCandidates(facts, config, catalogue);
+    return { kind: "launch", instanceType: instanceTypes[0] as string, instanceTypes };
   } catch (error) {
     if (error instanceof ProviderError) {
       return { kind: "refuse", reason: error.code, message: error.message };

@@ -88,6 +88,14 @@ export class Admitter {
     const parametersDelivery = config.podDelivery === "parameters";
     const entry = await ledger.get(facts.uid);
     const launch = entry?.launch;
+    // A Pod to admit (not terminal, not going, no instance recorded) needs EC2's instance types
+    // with a catalogue: a failed first read throws before anything is recorded (retried later).
+    const admitting =
+      facts.apiPhase !== "Succeeded" &&
+      facts.apiPhase !== "Failed" &&
+      !facts.deleting &&
+      launch?.instanceId === undefined;
+    const catalogue = admitting ? await this.#ctx.instanceTypes?.current() : undefined;
     const record: PodRecord = {
       pod: structuredClone(pod),
       facts,
@@ -126,7 +134,7 @@ export class Admitter {
     if (record.deleted || record.instanceId !== undefined) return record;
     // Not launched yet, or a launch whose outcome is unknown (repeated with the same token if no
     // instance turns up). The parameters delivery reads the Pod's ConfigMaps and Secrets first.
-    const admission = admitPod(facts, config);
+    const admission = admitPod(facts, config, catalogue);
     const sources = admission.kind === "launch" ? await this.#readSources(record) : NO_READ;
     this.#admit(record, admission, sources);
     return record;
@@ -160,7 +168,8 @@ export class Admitter {
       }
       const sources = await this.#readSources(record);
       if (record.mode !== "config" || record.deleted) return;
-      this.#admit(record, admitPod(record.facts, this.#ctx.config), sources);
+      const catalogue = this.#ctx.instanceTypes?.latest();
+      this.#admit(record, admitPod(record.facts, this.#ctx.config, catalogue), sources);
     } finally {
       record.readmitting = false;
     }
@@ -238,6 +247,7 @@ export class Admitter {
           userData: rendered.userData,
         });
         record.instanceType = admission.instanceType;
+        record.instanceTypes = admission.instanceTypes;
         record.userData = rendered.userData;
         const delivery = config.podDelivery === "parameters";
         const parameters = delivery ? rendered.parameters : [];

@@ -9,7 +9,7 @@ import {
   poolOf,
 } from "./capacity.js";
 import { parseProviderConfig } from "./config.js";
-import { podFacts } from "./pod.js";
+import { instanceTypeCandidates, type PodFacts, podFacts } from "./pod.js";
 import { testConfig, testPod } from "./testing/fixtures.js";
 
 const config = parseProviderConfig(
@@ -19,11 +19,13 @@ const config = parseProviderConfig(
   }),
 );
 const settings = config.capacityBackoff;
+const placementsOf = (facts: PodFacts) =>
+  placementsFor(facts, instanceTypeCandidates(facts, config), config);
 
 describe("placementsFor", () => {
   it("tries every subnet, then the fallback types; client tokens stay derived from the UID", () => {
     const facts = podFacts(testPod("a", "uid-1"));
-    const list = placementsFor(facts, "m7i.large", config);
+    const list = placementsOf(facts);
     expect(list.map((p) => p.instanceType)).toEqual([
       "m7i.large",
       "m7i.large",
@@ -36,7 +38,7 @@ describe("placementsFor", () => {
 
   it("never falls back from a type the Pod asked for by name", () => {
     const pod = testPod("a", "uid-1", { annotations: { "nebula.dev/instance-type": "m7i.large" } });
-    expect(placementsFor(podFacts(pod), "m7i.large", config).map((p) => p.instanceType)).toEqual([
+    expect(placementsOf(podFacts(pod)).map((p) => p.instanceType)).toEqual([
       "m7i.large",
       "m7i.large",
     ]);
@@ -45,7 +47,7 @@ describe("placementsFor", () => {
 
 describe("capacity back-off", () => {
   const facts = podFacts(testPod("a", "uid-1"));
-  const list = placementsFor(facts, "m7i.large", config);
+  const list = placementsOf(facts);
 
   it("after a capacity error, the next placement goes at once; after all of them, the Pod backs off", () => {
     let backoff = NO_BACKOFF;
@@ -87,7 +89,7 @@ describe("capacity back-off", () => {
       settings,
     );
     expect(next.pool).toBe(ACCOUNT_POOL);
-    const other = placementsFor(podFacts(testPod("b", "uid-2")), "m7i.large", config);
+    const other = placementsOf(podFacts(testPod("b", "uid-2")));
     expect(choosePlacement(other, NO_BACKOFF, new Map([[next.pool, next.poolUntil]]), 1)).toEqual({
       kind: "wait",
       until: next.poolUntil,
@@ -100,7 +102,7 @@ describe("capacity back-off", () => {
         const pools = new Map(list.map((p) => [poolOf(p), 60_000] as const));
         let calls = 0;
         for (let i = 0; i < pods; i++) {
-          const mine = placementsFor(podFacts(testPod(`p${i}`, `uid-${i}`)), "m7i.large", config);
+          const mine = placementsOf(podFacts(testPod(`p${i}`, `uid-${i}`)));
           if (choosePlacement(mine, NO_BACKOFF, pools, elapsed).kind === "launch") calls++;
         }
         expect(calls).toBe(0);

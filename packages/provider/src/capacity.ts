@@ -1,5 +1,4 @@
 import type { ProviderConfig } from "./config.js";
-import { allowedInstanceTypes } from "./config.js";
 import { pickSubnet } from "./launch.js";
 import { clientTokenFor } from "./ownership.js";
 import type { PodFacts } from "./pod.js";
@@ -38,31 +37,22 @@ export function poolOf(placement: Pick<Placement, "subnetId" | "instanceType">):
 }
 
 /**
- * Every placement a Pod may launch at, most preferred first: its instance type (then, for a type
- * the provider chose, the configured fallbacks that are allowed) in each configured subnet,
- * starting with the subnet its UID hashes to. Pure.
+ * Every placement a Pod may launch at, most preferred first: each of its instance types
+ * ({@link instanceTypeCandidates}: the one it asked for, else the chosen type and its allowed
+ * fallbacks or the catalogue's next candidates) in each configured subnet, starting with the
+ * subnet its UID hashes to. Pure.
  */
 export function placementsFor(
   facts: PodFacts,
-  instanceType: string,
+  types: readonly string[],
   config: ProviderConfig,
 ): Placement[] {
-  const allowed = allowedInstanceTypes(config);
-  const types =
-    facts.requestedInstanceType !== undefined
-      ? [instanceType]
-      : [
-          instanceType,
-          ...(config.instanceTypes.fallbacks[instanceType] ?? []).filter(
-            (t) => t !== instanceType && allowed.has(t),
-          ),
-        ];
   const first = config.subnetIds.indexOf(pickSubnet(facts.uid, config.subnetIds));
   const subnets = config.subnetIds.map(
     (_, i) => config.subnetIds[(first + i) % config.subnetIds.length] as string,
   );
   const out: Placement[] = [];
-  for (const instanceType of [...new Set(types)]) {
+  for (const instanceType of new Set(types)) {
     for (const subnetId of subnets) {
       const index = out.length;
       out.push({ index, subnetId, instanceType, clientToken: clientTokenFor(facts.uid, index) });

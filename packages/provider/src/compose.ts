@@ -10,6 +10,7 @@ import { SqsDoorbellQueue } from "./doorbell-queue.js";
 import { Doorbells } from "./doorbells.js";
 import { AwsGateway } from "./gateway.js";
 import { HealthTracker } from "./health.js";
+import { InstanceTypeCatalogue } from "./instance-types.js";
 import { Launcher } from "./launcher.js";
 import { LeakCollector } from "./leak-collector.js";
 import type { Ec2PodProviderOptions } from "./options.js";
@@ -51,14 +52,27 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
     ...(options.metricsClient ? { metrics: options.metricsClient } : {}),
     ...(options.sqsClient ? { sqs: options.sqsClient } : {}),
   });
+  const gateway = options.gateway ?? new AwsGateway(clients, config);
+  const now = options.now ?? Date.now;
+  const log: ProviderContext["log"] = (level, message) => options.log?.(level, message);
+  const catalogue = config.instanceTypes.catalogue;
   const ctx: ProviderContext = {
     config,
-    gateway: options.gateway ?? new AwsGateway(clients, config),
+    gateway,
+    instanceTypes:
+      catalogue === undefined
+        ? undefined
+        : new InstanceTypeCatalogue({
+            read: () => gateway.describeInstanceTypes(),
+            refreshMs: catalogue.refreshMinutes * 60_000,
+            now,
+            log,
+          }),
     ledger: options.ledger ?? new MemoryPodLedger(),
     records: new Map(),
     health: new HealthTracker(config),
-    now: options.now ?? Date.now,
-    log: (level, message) => options.log?.(level, message),
+    now,
+    log,
     ownership: {
       clusterName: config.clusterName,
       nodeName: config.nodeName,

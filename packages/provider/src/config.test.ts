@@ -83,6 +83,43 @@ describe("parseProviderConfig", () => {
     ).toContain("default instance type must be in the allowed list");
   });
 
+  it("takes a catalogue of allowed names and families, with its defaults, and says what a bad one is", () => {
+    const config = parseProviderConfig(
+      testConfig({
+        instanceTypes: { default: "m7i.large", catalogue: { allowed: ["m7i.*", "g5.xlarge"] } },
+      }),
+    );
+    expect(config.instanceTypes.catalogue).toEqual({
+      allowed: ["m7i.*", "g5.xlarge"],
+      architecture: "x86_64",
+      reserved: { cpu: 0.1, memoryMiB: 512 },
+      maxCandidates: 20,
+      refreshMinutes: 360,
+    });
+    expect(parseProviderConfig(testConfig()).instanceTypes.catalogue).toBeUndefined();
+    const message = problems(
+      testConfig({
+        instanceTypes: {
+          default: "m7i.large",
+          catalogue: {
+            allowed: ["m7i*", "*"],
+            architecture: "i386" as "x86_64",
+            maxCandidates: 61,
+          },
+        },
+      }),
+    );
+    expect(message).toContain(
+      'instanceTypes.catalogue.allowed.0: must be an EC2 instance type ("m7i.large") or a family with its sizes ("m7i.*")',
+    );
+    expect(message).toContain("instanceTypes.catalogue.allowed.1");
+    expect(message).toContain("instanceTypes.catalogue.architecture");
+    expect(message).toContain("instanceTypes.catalogue.maxCandidates");
+    expect(
+      problems(testConfig({ instanceTypes: { default: "m7i.large", catalogue: { allowed: [] } } })),
+    ).toContain("instanceTypes.catalogue.allowed");
+  });
+
   it("takes container logs and metrics (off by default), with the renderer's defaults and checks", () => {
     const off = parseProviderConfig(testConfig());
     expect(off.logs).toBeUndefined();

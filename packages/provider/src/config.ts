@@ -15,6 +15,13 @@ const instanceType = z
     'must look like an EC2 instance type, "family.size" (e.g. "m7i.large")',
   );
 
+const typeOrFamily = z
+  .string()
+  .regex(
+    /^[a-z][a-z0-9-]*\.([a-z0-9-]+|\*)$/,
+    'must be an EC2 instance type ("m7i.large") or a family with its sizes ("m7i.*")',
+  );
+
 // Keys legal with instance-metadata tags enabled: letters, digits and + - = . , _ : @ ; not "." or "..".
 const userTagKey = z
   .string()
@@ -101,6 +108,32 @@ export const ProviderConfigSchema = z
          * a type the Pod asked for by name), e.g. `{ "m7i.large": ["m6i.large", "m5.large"] }`.
          */
         fallbacks: z.record(instanceType, z.array(instanceType).max(8)).default({}),
+        /**
+         * Choose from EC2's own catalogue (`DescribeInstanceTypes`, read on first use and every
+         * `refreshMinutes`) instead of `default` and `byResources`: for a Pod that names no type,
+         * the allowed types of the host image's architecture whose vCPUs, memory and GPUs, less
+         * `reserved`, cover its requests, smallest first; the first is launched and the next
+         * `maxCandidates - 1` are its fallbacks on a capacity error. See `candidateTypes`.
+         */
+        catalogue: z
+          .strictObject({
+            /** Type names (`m7i.large`) and families (`m7i.*`, no bare metal) Pods may run on. */
+            allowed: z.array(typeOrFamily).min(1),
+            /** Architecture of the host image (`imageId`), as EC2 names it. */
+            architecture: z.enum(["x86_64", "arm64"]).default("x86_64"),
+            /** What the host keeps for itself: vCPUs and MiB not offered to the Pod. */
+            reserved: z
+              .strictObject({
+                cpu: z.number().min(0).max(64).default(0.1),
+                memoryMiB: z.number().min(0).max(65_536).default(512),
+              })
+              .default({ cpu: 0.1, memoryMiB: 512 }),
+            /** Types tried per Pod (the first, then fallbacks on capacity errors). */
+            maxCandidates: z.number().int().min(1).max(60).default(20),
+            /** How old the catalogue may get before it is read again. */
+            refreshMinutes: z.number().int().min(1).max(10_080).default(360),
+          })
+          .optional(),
       })
       .refine((t) => t.allowed === undefined || t.allowed.includes(t.default), {
         message: "the default instance type must be in the allowed list",

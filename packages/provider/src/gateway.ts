@@ -10,6 +10,7 @@ import {
   CreateTagsCommand,
   DeleteTagsCommand,
   DescribeInstancesCommand,
+  DescribeInstanceTypesCommand,
   type EC2Client,
   GetConsoleOutputCommand,
   RunInstancesCommand,
@@ -23,6 +24,7 @@ import { type BatchOutcome, chunk, InstanceBatcher } from "./batch.js";
 import type { ProviderConfig } from "./config.js";
 import { Ec2Budget, type Ec2BudgetState } from "./ec2-budget.js";
 import { classifyAwsError, toProviderError } from "./errors.js";
+import { type ReadInstanceTypes, readInstanceTypes } from "./instance-catalogue.js";
 import {
   defaultParameterKeyId,
   deleteParameters,
@@ -93,6 +95,8 @@ export interface Gateway {
   untagInstances(instanceIds: readonly string[], key: string): Promise<void>;
   /** `GetConsoleOutput`, decoded. */
   consoleOutput(instanceId: string): Promise<string>;
+  /** EC2's instance types, every page of `DescribeInstanceTypes`, read by `readInstanceTypes`. */
+  describeInstanceTypes(): Promise<ReadInstanceTypes>;
   /** Writes the supervisor's shared parameters (create-only). */
   writeSharedParameters(parameters: readonly PodParameter[]): Promise<void>;
   /** Writes a Pod's parameters (overwrite). */
@@ -273,6 +277,27 @@ export class AwsGateway implements Gateway {
       this.#ec2.send(new GetConsoleOutputCommand({ InstanceId: instanceId })),
     );
     return Buffer.from(output.Output ?? "", "base64").toString("utf8");
+  }
+
+  async describeInstanceTypes(): Promise<ReadInstanceTypes> {
+    const entries: unknown[] = [];
+    const seen = new Set<string>();
+    let token: string | undefined;
+    do {
+      const page = await this.#call("DescribeInstanceTypes", () =>
+        this.#ec2.send(
+          new DescribeInstanceTypesCommand({
+            MaxResults: 100,
+            ...(token === undefined ? {} : { NextToken: token }),
+          }),
+        ),
+      );
+      entries.push(...(page.InstanceTypes ?? []));
+      token = page.NextToken || undefined;
+      if (token !== undefined && seen.has(token)) break;
+      if (token !== undefined) seen.add(token);
+    } while (token !== undefined);
+    return readInstanceTypes(entries);
   }
 
   writeSharedParameters(parameters: readonly PodParameter[]): Promise<void> {

@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { parseProviderConfig } from "./config.js";
 import { ProviderError } from "./errors.js";
-import { podFacts, resolveInstanceType } from "./pod.js";
-import { testConfig, testPod } from "./testing/fixtures.js";
+import { readInstanceTypes } from "./instance-catalogue.js";
+import { instanceTypeCandidates, podFacts, resolveInstanceType } from "./pod.js";
+import { EC2_INSTANCE_TYPES, testConfig, testPod } from "./testing/fixtures.js";
 
 const mapped = parseProviderConfig(
   testConfig({
@@ -131,5 +132,57 @@ describe("podFacts", () => {
       finalizers: ["nebula.dev/instance-reclaim"],
       deleting: false,
     });
+  });
+});
+
+describe("instanceTypeCandidates with instanceTypes.catalogue", () => {
+  const catalogue = readInstanceTypes(EC2_INSTANCE_TYPES).types;
+  const config = parseProviderConfig(
+    testConfig({
+      instanceTypes: {
+        default: "m7i.large",
+        // The rules and fallbacks are not used with a catalogue.
+        byResources: [{ instanceType: "t3.small", cpu: 2 }],
+        fallbacks: { "m7i.large": ["m5.large"] },
+        catalogue: { allowed: ["m7i.*", "g5.*", "m7g.*"] },
+      },
+    }),
+  );
+
+  it("gives the smallest fitting allowed types of the image's architecture, smallest first", () => {
+    const pod = testPod("a", "u1", { resources: { requests: { cpu: "1", memory: "2Gi" } } });
+    expect(instanceTypeCandidates(podFacts(pod), config, catalogue)).toEqual([
+      "m7i.large",
+      "m7i.xlarge",
+    ]);
+    const big = testPod("a", "u1", { resources: { requests: { cpu: "2", memory: "4Gi" } } });
+    expect(resolveInstanceType(podFacts(big), config, catalogue)).toBe("m7i.xlarge");
+    const gpu = testPod("a", "u1", { resources: { limits: { "nvidia.com/gpu": "1" } } });
+    expect(instanceTypeCandidates(podFacts(gpu), config, catalogue)).toEqual(["g5.xlarge"]);
+  });
+
+  it("refuses a Pod nothing fits, saying what it asked, what the host keeps and what is allowed", () => {
+    const huge = testPod("a", "u1", { resources: { requests: { cpu: "64" } } });
+    expect(() => instanceTypeCandidates(podFacts(huge), config, catalogue)).toThrow(
+      "pod default/a: no allowed x86_64 instance type fits its requests (cpu 64, memory 0Mi, gpus 0) with 0.1 vCPU and 512Mi kept for the host (allowed: m7i.*, g5.*, m7g.*; EC2 lists 6 types)",
+    );
+    expect(codeOf(() => instanceTypeCandidates(podFacts(huge), config, []))).toBe("InvalidPodSpec");
+  });
+
+  it("lets a Pod ask for a type the patterns allow and EC2 lists; not bare metal, not another family", () => {
+    const ask = (type: string) =>
+      testPod("a", "u1", { nodeSelector: { "node.kubernetes.io/instance-type": type } });
+    expect(instanceTypeCandidates(podFacts(ask("m7i.xlarge")), config, catalogue)).toEqual([
+      "m7i.xlarge",
+    ]);
+    for (const type of ["m7i.metal-24xl", "t3.micro", "m7i.48xlarge"]) {
+      expect(codeOf(() => instanceTypeCandidates(podFacts(ask(type)), config, catalogue))).toBe(
+        "InstanceTypeNotAllowed",
+      );
+    }
+    // The configured names stay allowed.
+    expect(instanceTypeCandidates(podFacts(ask("m5.large")), config, catalogue)).toEqual([
+      "m5.large",
+    ]);
   });
 });

@@ -8,6 +8,7 @@ import {
   INSTANCE_TYPE_NODE_SELECTOR,
 } from "./config.js";
 import { ProviderError } from "./errors.js";
+import { allowedByPatterns, candidateTypes, type InstanceTypeInfo } from "./instance-catalogue.js";
 
 const resourceList = z.record(z.string(), z.union([z.string(), z.number()])).optional();
 const container = z.looseObject({
@@ -189,17 +190,39 @@ function containerRequests(
  *
  * 1. the Pod's `nodeSelector` `node.kubernetes.io/instance-type`, or its annotation
  *    `nebula.dev/instance-type` (both set and different: `InvalidPodSpec`);
- * 2. the first `instanceTypes.byResources` rule whose capacity covers the Pod's requests
+ * 2. with `instanceTypes.catalogue`: the first of {@link candidateTypes} from `catalogue` (none
+ *    fits: `InvalidPodSpec`, naming the requests and the allowed types);
+ * 3. the first `instanceTypes.byResources` rule whose capacity covers the Pod's requests
  *    (CPU, memory, GPUs);
- * 3. `instanceTypes.default` — unless the Pod requests GPUs, which the default is not assumed
+ * 4. `instanceTypes.default` — unless the Pod requests GPUs, which the default is not assumed
  *    to have (then `InvalidPodSpec`), or rules exist and none fits (also `InvalidPodSpec`).
  *
  * A requested type outside the allow-list ({@link allowedInstanceTypes}: `instanceTypes.allowed`,
- * else every configured type) is `InstanceTypeNotAllowed`, naming the field that asked for it.
+ * else every configured type; with a catalogue also its allowed types that EC2 lists) is
+ * `InstanceTypeNotAllowed`, naming the field that asked for it.
+ *
+ * @param catalogue - EC2's instance types, read by the provider; used with `instanceTypes.catalogue`.
  */
-export function resolveInstanceType(facts: PodFacts, config: ProviderConfig): string {
-  const { byResources } = config.instanceTypes;
+export function resolveInstanceType(
+  facts: PodFacts,
+  config: ProviderConfig,
+  catalogue: readonly InstanceTypeInfo[] = [],
+): string {
+  return instanceTypeCandidates(facts, config, catalogue)[0] as string;
+}
+
+/**
+ * The instance types a Pod may launch on, most preferred first (never empty): the one it asked
+ * for, else the catalogue's candidates (`instanceTypes.catalogue`), else the rule's or default
+ * type and its allowed fallbacks. Throws as {@link resolveInstanceType} does.
+ */
+export function instanceTypeCandidates(
+  facts: PodFacts,
+  config: ProviderConfig,
+  catalogue: readonly InstanceTypeInfo[] = [],
+): string[] {
   const allowed = allowedInstanceTypes(config);
+  const rules = config.instanceTypes.catalogue;
   if (facts.requestedInstanceType !== undefined) {
     const type = facts.requestedInstanceType;
     const field =
@@ -212,14 +235,39 @@ export function resolveInstanceType(facts: PodFacts, config: ProviderConfig): st
         `pod ${facts.key}: ${field} asks for instance type "${type}", which is not an EC2 instance type`,
       );
     }
-    if (!allowed.has(type)) {
+    const listed = catalogue.find((t) => t.name === type);
+    const byCatalogue =
+      rules !== undefined && listed !== undefined && allowedByPatterns(rules.allowed, listed);
+    if (!allowed.has(type) && !byCatalogue) {
+      const names = [...allowed, ...(rules?.allowed ?? [])].sort().join(", ");
       throw new ProviderError(
         "InstanceTypeNotAllowed",
-        `pod ${facts.key}: ${field} asks for instance type ${type}, which is not allowed on this node (allowed: ${[...allowed].sort().join(", ")})`,
+        `pod ${facts.key}: ${field} asks for instance type ${type}, which is not allowed on this node (allowed: ${names})`,
       );
     }
-    return type;
+    return [type];
   }
+  if (rules !== undefined) {
+    const found = candidateTypes(facts.requests, catalogue, rules);
+    if (found.length > 0) return found.map((t) => t.name);
+    const { cpu, memoryMiB, gpus } = facts.requests;
+    throw new ProviderError(
+      "InvalidPodSpec",
+      `pod ${facts.key}: no allowed ${rules.architecture} instance type fits its requests (cpu ${cpu}, memory ${Math.ceil(memoryMiB)}Mi, gpus ${gpus}) with ${rules.reserved.cpu} vCPU and ${rules.reserved.memoryMiB}Mi kept for the host (allowed: ${rules.allowed.join(", ")}; EC2 lists ${catalogue.length} types)`,
+    );
+  }
+  const chosen = chooseConfigured(facts, config);
+  return [
+    ...new Set([
+      chosen,
+      ...(config.instanceTypes.fallbacks[chosen] ?? []).filter((t) => allowed.has(t)),
+    ]),
+  ];
+}
+
+/** The first `byResources` rule's type that covers the Pod's requests, else the default type. */
+function chooseConfigured(facts: PodFacts, config: ProviderConfig): string {
+  const { byResources } = config.instanceTypes;
   const { cpu, memoryMiB, gpus } = facts.requests;
   if (byResources.length > 0) {
     const rule = byResources.find(

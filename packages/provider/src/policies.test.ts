@@ -34,8 +34,9 @@ describe("the controller's IAM policy", () => {
     );
     expect(resources.some((r) => r.includes("image/*") || r.includes("subnet/*"))).toBe(false);
     const instance = run.find((s) => list(s.Resource).some((r) => r.includes(":instance/")));
+    // StringLike, so an allowed family of the catalogue ("m7i.*") can be given as one entry.
+    expect(instance?.Condition?.StringLike).toEqual({ "ec2:InstanceType": ["${InstanceType}"] });
     expect(instance?.Condition?.StringEquals).toMatchObject({
-      "ec2:InstanceType": ["${InstanceType}"],
       "ec2:MetadataHttpTokens": "required",
       "aws:RequestTag/nebula:cluster": "${ClusterName}",
       "ec2:InstanceProfile": "arn:aws:iam::${AccountId}:instance-profile/${HostInstanceProfile}",
@@ -62,6 +63,7 @@ describe("the controller's IAM policy", () => {
     // GetMetricData has no resource-level permissions (nor a namespace condition key).
     expect(star.flatMap((s) => list(s.Action))).toEqual([
       "ec2:DescribeInstances",
+      "ec2:DescribeInstanceTypes",
       "ssm:DescribeParameters",
       "cloudwatch:GetMetricData",
     ]);

@@ -7,7 +7,7 @@ import type { Ec2PodProviderOptions } from "./options.js";
 import { Ec2PodProvider } from "./provider.js";
 import { T0 } from "./testing/context.js";
 import { FakeGateway } from "./testing/fake-gateway.js";
-import { testConfig, testPod } from "./testing/fixtures.js";
+import { EC2_INSTANCE_TYPES, testConfig, testPod } from "./testing/fixtures.js";
 
 /** A provider over the fake gateway, a memory ledger and a fake clock. */
 function fakeProvider(options: Partial<Ec2PodProviderOptions> = {}) {
@@ -192,5 +192,42 @@ describe("Ec2PodProvider over the fake gateway", () => {
     expect(provider.auxiliariesOf("uid-p")).toHaveLength(1);
     const plain = fakeProvider().provider;
     expect(plain.auxiliariesOf("uid-p")).toEqual([]);
+  });
+});
+
+describe("Ec2PodProvider with instanceTypes.catalogue, over the fake gateway", () => {
+  it("admits no Pod before EC2's types are read: createPod throws what to do, records nothing, and the next call launches", async () => {
+    const { provider, gateway, ledger } = fakeProvider({
+      config: testConfig({
+        instanceTypes: { default: "m7i.large", catalogue: { allowed: ["m7i.*"] } },
+      }),
+    });
+    gateway.instanceTypes = EC2_INSTANCE_TYPES;
+    gateway.fail(
+      "describeInstanceTypes",
+      new ProviderError("Unauthorized", "not authorized to perform ec2:DescribeInstanceTypes"),
+    );
+    const pod = testPod("web", "uid-web", {
+      resources: { requests: { cpu: "3", memory: "1Gi" } },
+    });
+    await expect(provider.createPod(pod)).rejects.toMatchObject({
+      code: "Unauthorized",
+      message: expect.stringContaining("the node's role needs ec2:DescribeInstanceTypes"),
+    });
+    expect(provider.getPodStatus("uid-web")).toBeUndefined();
+    expect(await ledger.get("uid-web")).toBeUndefined();
+    expect(gateway.calls.map((c) => c.action)).toEqual(["describeInstanceTypes"]);
+
+    await provider.createPod(pod);
+    const launchedTypes = () =>
+      gateway.calls
+        .filter((c) => c.action === "runInstances")
+        .map((c) => (c.arg as { InstanceType?: string }).InstanceType);
+    expect(launchedTypes()).toEqual(["m7i.xlarge"]);
+    // Read once: the second Pod is admitted from the catalogue already read.
+    await provider.createPod(testPod("small", "uid-small"));
+    expect(gateway.calls.filter((c) => c.action === "describeInstanceTypes")).toHaveLength(2);
+    expect(launchedTypes()).toEqual(["m7i.xlarge", "m7i.large"]);
+    await provider.stop();
   });
 });

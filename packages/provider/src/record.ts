@@ -13,6 +13,7 @@ import type { ProviderConfig } from "./config.js";
 import type { ProviderError } from "./errors.js";
 import type { Gateway } from "./gateway.js";
 import type { HealthTracker } from "./health.js";
+import type { InstanceTypeCatalogue } from "./instance-types.js";
 import { jsonEqual } from "./json-equal.js";
 import type { LaunchInput } from "./launch.js";
 import { disproveOwnership, type OwnershipRules } from "./ownership.js";
@@ -41,6 +42,8 @@ export interface PodRecord {
   facts: PodFacts;
   mode: Mode;
   instanceType?: string;
+  /** The instance types it may launch on, most preferred first (`instanceType` is the first). */
+  instanceTypes?: readonly string[];
   userData?: LaunchInput["userData"];
   instanceId?: string;
   /** A `RunInstances` was (or may have been) sent: the ledger has its request time. */
@@ -109,6 +112,8 @@ export interface PodRecord {
 export interface ProviderContext {
   readonly config: ProviderConfig;
   readonly gateway: Gateway;
+  /** EC2's instance types, with `instanceTypes.catalogue`; else `undefined`. */
+  readonly instanceTypes: InstanceTypeCatalogue | undefined;
   readonly ledger: PodLedger;
   /** Every Pod the provider knows, by UID. */
   readonly records: Map<string, PodRecord>;

@@ -11,6 +11,7 @@ import type { BatchOutcome } from "../batch.js";
 import type { Ec2BudgetState } from "../ec2-budget.js";
 import { ProviderError } from "../errors.js";
 import type { Gateway, GatewayCall } from "../gateway.js";
+import { type ReadInstanceTypes, readInstanceTypes } from "../instance-catalogue.js";
 import type { ListedParameter } from "../parameters.js";
 import { type ObservedInstance, observeInstance, POLLED_STATES, type PollPage } from "../poll.js";
 import { CLUSTER_TAG, NODE_TAG, POD_TAG, POD_UID_TAG } from "../tags.js";
@@ -191,6 +192,14 @@ export class FakeGateway implements Gateway {
   async consoleOutput(instanceId: string): Promise<string> {
     this.#enter("consoleOutput", instanceId);
     return "";
+  }
+
+  /** EC2-shaped `InstanceTypeInfo` entries {@link FakeGateway.describeInstanceTypes} answers with. */
+  instanceTypes: unknown[] = [];
+
+  async describeInstanceTypes(): Promise<ReadInstanceTypes> {
+    this.#enter("describeInstanceTypes", undefined);
+    return readInstanceTypes(this.instanceTypes);
   }
 
   async writeSharedParameters(parameters: readonly PodParameter[]): Promise<void> {

@@ -54,3 +54,59 @@ export function testPod(
     },
   };
 }
+
+/**
+ * Six entries of `DescribeInstanceTypes` as moto returns them (the fields the catalogue reads):
+ * g5.xlarge, m7g.large, m7i.large, m7i.metal-24xl, m7i.xlarge, t3.micro.
+ */
+export const EC2_INSTANCE_TYPES = [
+  {
+    InstanceType: "g5.xlarge",
+    VCpuInfo: { DefaultVCpus: 4 },
+    MemoryInfo: { SizeInMiB: 16384 },
+    ProcessorInfo: { SupportedArchitectures: ["x86_64"] },
+    BareMetal: false,
+    SupportedUsageClasses: ["on-demand", "spot"],
+    GpuInfo: { Gpus: [{ Name: "A10G", Manufacturer: "NVIDIA", Count: 1 }] },
+  },
+  {
+    InstanceType: "m7g.large",
+    VCpuInfo: { DefaultVCpus: 2 },
+    MemoryInfo: { SizeInMiB: 8192 },
+    ProcessorInfo: { SupportedArchitectures: ["arm64"] },
+    BareMetal: false,
+    SupportedUsageClasses: ["on-demand", "spot"],
+  },
+  {
+    InstanceType: "m7i.large",
+    VCpuInfo: { DefaultVCpus: 2 },
+    MemoryInfo: { SizeInMiB: 8192 },
+    ProcessorInfo: { SupportedArchitectures: ["x86_64"] },
+    BareMetal: false,
+    SupportedUsageClasses: ["on-demand", "spot"],
+  },
+  {
+    InstanceType: "m7i.metal-24xl",
+    VCpuInfo: { DefaultVCpus: 96 },
+    MemoryInfo: { SizeInMiB: 393216 },
+    ProcessorInfo: { SupportedArchitectures: ["x86_64"] },
+    BareMetal: true,
+    SupportedUsageClasses: ["on-demand", "spot"],
+  },
+  {
+    InstanceType: "m7i.xlarge",
+    VCpuInfo: { DefaultVCpus: 4 },
+    MemoryInfo: { SizeInMiB: 16384 },
+    ProcessorInfo: { SupportedArchitectures: ["x86_64"] },
+    BareMetal: false,
+    SupportedUsageClasses: ["on-demand", "spot"],
+  },
+  {
+    InstanceType: "t3.micro",
+    VCpuInfo: { DefaultVCpus: 2 },
+    MemoryInfo: { SizeInMiB: 1024 },
+    ProcessorInfo: { SupportedArchitectures: ["x86_64"] },
+    BareMetal: false,
+    SupportedUsageClasses: ["on-demand", "spot"],
+  },
+];

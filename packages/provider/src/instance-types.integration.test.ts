@@ -1,0 +1,109 @@
+import type { EC2Client } from "@aws-sdk/client-ec2";
+import { type Moto, startMoto } from "@nebula/test-peers";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Ec2PodProvider } from "./provider.js";
+import { type FaultProxy, startFaultProxy } from "./testing/fault-proxy.js";
+import { testPod } from "./testing/fixtures.js";
+import {
+  fakeClock,
+  type MotoNetwork,
+  motoConfig,
+  nodeInstances,
+  prepareMoto,
+  statusLog,
+} from "./testing/moto-env.js";
+
+const USER_DATA = "#!/bin/bash\necho nebula\n";
+
+let moto: Moto;
+let network: MotoNetwork;
+let ec2: EC2Client;
+let faults: FaultProxy;
+
+beforeAll(async () => {
+  moto = await startMoto();
+  network = await prepareMoto(moto);
+  ec2 = moto.ec2();
+  faults = await startFaultProxy(moto.endpoint);
+});
+
+afterAll(async () => {
+  await faults?.close();
+  ec2?.destroy();
+  await moto?.stop();
+});
+
+const uid = (n: number) => `00000000-0000-4000-8000-${n.toString().padStart(12, "0")}`;
+
+describe("instance types from EC2's catalogue (moto's DescribeInstanceTypes)", () => {
+  it("the gateway reads every type EC2 lists, GPUs and architectures included", async () => {
+    const provider = new Ec2PodProvider({
+      config: motoConfig(moto, network, "catalogue-read"),
+      livePodUids: () => [],
+    });
+    const { types, skipped } = await provider.gateway.describeInstanceTypes();
+    expect(skipped).toEqual([]);
+    provider.client.destroy();
+    // moto lists well over a thousand; the catalogue keeps each once.
+    expect(types.length).toBeGreaterThan(500);
+    expect(new Set(types.map((t) => t.name)).size).toBe(types.length);
+    const byName = new Map(types.map((t) => [t.name, t]));
+    expect(byName.get("m7i.large")).toMatchObject({ vcpus: 2, memoryMiB: 8192, gpus: 0 });
+    expect(byName.get("g5.xlarge")).toMatchObject({ vcpus: 4, gpus: 1 });
+    expect(byName.get("m7g.large")?.architectures).toEqual(["arm64"]);
+  });
+
+  it("launches each Pod on the smallest allowed type that fits, falls to the next on a capacity error, and reads the catalogue once", async () => {
+    faults.clear();
+    // EC2 has no c7i.large (the smallest fit of the first Pod) anywhere.
+    faults.inject({
+      action: "RunInstances",
+      kind: "error",
+      code: "InsufficientInstanceCapacity",
+      status: 500,
+      times: 1000,
+      match: (params) => params.get("InstanceType") === "c7i.large",
+    });
+    const log = statusLog();
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "catalogue"),
+        endpoint: faults.endpoint,
+        maxAttempts: 1,
+        instanceTypes: {
+          default: "t3.micro",
+          catalogue: { allowed: ["c7i.*", "m7i.*", "g5.*"] },
+        },
+      },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      now: fakeClock().now,
+    });
+    provider.notifyPods(log.listener);
+    const before = faults.received.get("DescribeInstanceTypes") ?? 0;
+    const web = testPod("web", uid(1), { resources: { requests: { cpu: "1", memory: "2Gi" } } });
+    const gpu = testPod("gpu", uid(2), { resources: { limits: { "nvidia.com/gpu": "1" } } });
+    const huge = testPod("huge", uid(3), { resources: { requests: { cpu: "1000" } } });
+    await Promise.all([provider.createPod(web), provider.createPod(gpu)]);
+    await provider.createPod(huge);
+    // The web Pod's first try failed for capacity: the next poll tries its next type at once.
+    await provider.pollOnce();
+
+    const launched = Object.fromEntries(
+      (await nodeInstances(ec2, "catalogue")).map((i) => [
+        i.Tags?.find((t) => t.Key === "nebula:pod")?.Value,
+        i.InstanceType,
+      ]),
+    );
+    expect(launched).toEqual({ "default/web": "m7i.large", "default/gpu": "g5.xlarge" });
+    // One capacity error for c7i.large, then that pool cools down: no other try of it.
+    const tried = faults.log
+      .filter((r) => r.action === "RunInstances")
+      .map((r) => r.params.get("InstanceType"));
+    expect(tried.filter((t) => t === "c7i.large")).toHaveLength(1);
+    expect((faults.received.get("DescribeInstanceTypes") ?? 0) - before).toBe(1);
+    expect(log.last("huge")).toMatchObject({ phase: "Failed", reason: "InvalidPodSpec" });
+    expect(log.last("huge")?.message).toContain("no allowed x86_64 instance type fits");
+    await provider.stop();
+  });
+});

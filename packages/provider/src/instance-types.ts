@@ -1,0 +1,90 @@
+import { ProviderError, toProviderError } from "./errors.js";
+import type { InstanceTypeInfo, ReadInstanceTypes } from "./instance-catalogue.js";
+
+/**
+ * EC2's instance types as the provider last read them (`instanceTypes.catalogue`): read on first
+ * use, read again in the background once older than the refresh interval (a failed refresh keeps
+ * the last good catalogue and is logged). Concurrent callers share one read.
+ */
+export class InstanceTypeCatalogue {
+  readonly #read: () => Promise<ReadInstanceTypes>;
+  readonly #refreshMs: number;
+  readonly #now: () => number;
+  readonly #log: (level: "info" | "warn", message: string) => void;
+  #types: readonly InstanceTypeInfo[] = [];
+  #readAt = Number.NEGATIVE_INFINITY;
+  #reading: Promise<readonly InstanceTypeInfo[]> | undefined;
+
+  constructor(options: {
+    /** One read of every type (the gateway's `describeInstanceTypes`). */
+    read: () => Promise<ReadInstanceTypes>;
+    refreshMs: number;
+    now: () => number;
+    log: (level: "info" | "warn", message: string) => void;
+  }) {
+    this.#read = options.read;
+    this.#refreshMs = options.refreshMs;
+    this.#now = options.now;
+    this.#log = options.log;
+  }
+
+  /** The last good catalogue; empty before the first read succeeds. */
+  latest(): readonly InstanceTypeInfo[] {
+    return this.#types;
+  }
+
+  /**
+   * The catalogue: the last good one (a stale one starts a refresh in the background), else one
+   * read now.
+   *
+   * @throws ProviderError when there is no catalogue yet and reading one fails (the EC2 error's
+   * code, e.g. `Unauthorized` without `ec2:DescribeInstanceTypes`), or EC2 lists no readable type
+   * (`Unavailable`).
+   */
+  async current(): Promise<readonly InstanceTypeInfo[]> {
+    if (this.#types.length === 0) return this.#refresh();
+    if (this.#now() - this.#readAt >= this.#refreshMs) {
+      this.#refresh().catch((error: unknown) =>
+        this.#log("warn", `${String(error)}; the catalogue read before is kept`),
+      );
+    }
+    return this.#types;
+  }
+
+  #refresh(): Promise<readonly InstanceTypeInfo[]> {
+    this.#reading ??= this.#readOnce().finally(() => {
+      this.#reading = undefined;
+    });
+    return this.#reading;
+  }
+
+  async #readOnce(): Promise<readonly InstanceTypeInfo[]> {
+    let read: ReadInstanceTypes;
+    try {
+      read = await this.#read();
+    } catch (error) {
+      const wrapped = toProviderError(error, "DescribeInstanceTypes");
+      throw new ProviderError(
+        wrapped.code,
+        `reading EC2's instance types failed (${wrapped.message}); a Pod waits for them to be read (the node's role needs ec2:DescribeInstanceTypes)`,
+        { cause: error },
+      );
+    }
+    if (read.skipped.length > 0) {
+      this.#log(
+        "warn",
+        `DescribeInstanceTypes: ${read.skipped.length} entries not readable, left out (first: ${read.skipped[0]})`,
+      );
+    }
+    if (read.types.length === 0) {
+      throw new ProviderError(
+        "Unavailable",
+        "DescribeInstanceTypes listed no readable instance type; a Pod waits for them to be read",
+      );
+    }
+    this.#types = read.types;
+    this.#readAt = this.#now();
+    this.#log("info", `read ${read.types.length} instance types from EC2`);
+    return this.#types;
+  }
+}
