@@ -57,10 +57,39 @@ export function loadAppConfig(
     ...parsed.data.node,
     nodeName: flags.nodeName,
   });
+  checkArchitecture(node.architecture, parsed.data.provider);
   const provider = {
     ...parsed.data.provider,
     nodeName: flags.nodeName,
     ...(flags.cluster === undefined ? {} : { clusterName: flags.cluster }),
   };
   return { node, provider, kubeletApi: parsed.data.kubeletApi };
+}
+
+/** EC2's name of each Kubernetes architecture (the `kubernetes.io/arch` label's values). */
+const EC2_ARCHITECTURE: Readonly<Record<string, string>> = { amd64: "x86_64", arm64: "arm64" };
+
+/** Where the provider's catalogue architecture is, when one is configured (read loosely). */
+const CatalogueArchitecture = z.looseObject({
+  instanceTypes: z
+    .looseObject({
+      catalogue: z.looseObject({ architecture: z.string().optional() }).optional(),
+    })
+    .optional(),
+});
+
+/**
+ * The scheduler places a Pod on this Node by its `kubernetes.io/arch` label (`node.architecture`),
+ * so the provider's catalogue must choose types of that architecture: throws when
+ * `provider.instanceTypes.catalogue.architecture` (default `x86_64`) says otherwise.
+ */
+function checkArchitecture(nodeArchitecture: string, provider: Record<string, unknown>): void {
+  const read = CatalogueArchitecture.safeParse(provider);
+  const catalogue = read.success ? read.data.instanceTypes?.catalogue : undefined;
+  if (catalogue === undefined) return;
+  const chosen = catalogue.architecture ?? "x86_64";
+  if (EC2_ARCHITECTURE[nodeArchitecture] === chosen) return;
+  throw new Error(
+    `invalid configuration: provider.instanceTypes.catalogue.architecture is "${chosen}" but node.architecture is "${nodeArchitecture}"; the scheduler places Pods by the Node's kubernetes.io/arch label, so set both to the host image's architecture (node "amd64" with catalogue "x86_64", or "arm64" with "arm64")`,
+  );
 }
