@@ -36,6 +36,28 @@ describe("placementsFor", () => {
     expect(list.map((p) => p.clientToken)).toEqual(["uid-1", "uid-1.1", "uid-1.2", "uid-1.3"]);
   });
 
+  it("leaves out the subnets whose zone does not offer a type, keeping every other placement's token", () => {
+    const facts = podFacts(testPod("a", "uid-1"));
+    const full = placementsOf(facts);
+    const offered = [
+      { name: "m7i.large", subnets: [full[1]?.subnetId as string] },
+      { name: "m6i.large", subnets: ["subnet-0a", "subnet-0b"] },
+    ].map((t) => ({
+      ...t,
+      vcpus: 2,
+      memoryMiB: 8192,
+      architectures: ["x86_64"],
+      gpus: 0,
+      bareMetal: false,
+      usageClasses: [],
+    }));
+    const kept = placementsFor(facts, ["m7i.large", "m6i.large"], config, offered);
+    expect(kept).toEqual(full.slice(1));
+    // Offered nowhere: every placement stays (EC2's answer then decides, never a silent wait).
+    const nowhere = offered.map((t) => ({ ...t, subnets: [] }));
+    expect(placementsFor(facts, ["m7i.large", "m6i.large"], config, nowhere)).toEqual(full);
+  });
+
   it("never falls back from a type the Pod asked for by name", () => {
     const pod = testPod("a", "uid-1", { annotations: { "nebula.dev/instance-type": "m7i.large" } });
     expect(placementsOf(podFacts(pod)).map((p) => p.instanceType)).toEqual([

@@ -1,4 +1,5 @@
 import type { ProviderConfig } from "./config.js";
+import type { InstanceTypeInfo } from "./instance-catalogue.js";
 import { pickSubnet } from "./launch.js";
 import { clientTokenFor } from "./ownership.js";
 import type { PodFacts } from "./pod.js";
@@ -40,25 +41,41 @@ export function poolOf(placement: Pick<Placement, "subnetId" | "instanceType">):
  * Every placement a Pod may launch at, most preferred first: each of its instance types
  * ({@link instanceTypeCandidates}: the one it asked for, else the chosen type and its allowed
  * fallbacks or the catalogue's next candidates) in each configured subnet, starting with the
- * subnet its UID hashes to. Pure.
+ * subnet its UID hashes to, less the subnets whose Availability Zone the catalogue says does not
+ * offer the type. Indexes (and so client tokens) are those of the full list, so a change of
+ * offerings never gives a token to another placement; were every placement left out, none is.
+ * Pure.
+ *
+ * @param catalogue - EC2's instance types with their subnets (`instanceTypes.catalogue`).
  */
 export function placementsFor(
   facts: PodFacts,
   types: readonly string[],
   config: ProviderConfig,
+  catalogue: readonly InstanceTypeInfo[] = [],
 ): Placement[] {
   const first = config.subnetIds.indexOf(pickSubnet(facts.uid, config.subnetIds));
   const subnets = config.subnetIds.map(
     (_, i) => config.subnetIds[(first + i) % config.subnetIds.length] as string,
   );
-  const out: Placement[] = [];
+  const offered = new Map(catalogue.map((t) => [t.name, t.subnets]));
+  const all: Placement[] = [];
+  const kept: Placement[] = [];
   for (const instanceType of new Set(types)) {
+    const offeredIn = offered.get(instanceType);
     for (const subnetId of subnets) {
-      const index = out.length;
-      out.push({ index, subnetId, instanceType, clientToken: clientTokenFor(facts.uid, index) });
+      const index = all.length;
+      const placement = {
+        index,
+        subnetId,
+        instanceType,
+        clientToken: clientTokenFor(facts.uid, index),
+      };
+      all.push(placement);
+      if (offeredIn === undefined || offeredIn.includes(subnetId)) kept.push(placement);
     }
   }
-  return out;
+  return kept.length > 0 ? kept : all;
 }
 
 /** What {@link choosePlacement} decided. */

@@ -10,7 +10,7 @@ import { SqsDoorbellQueue } from "./doorbell-queue.js";
 import { Doorbells } from "./doorbells.js";
 import { AwsGateway } from "./gateway.js";
 import { HealthTracker } from "./health.js";
-import { InstanceTypeCatalogue } from "./instance-types.js";
+import { InstanceTypeCatalogue, readCatalogue } from "./instance-types.js";
 import { Launcher } from "./launcher.js";
 import { LeakCollector } from "./leak-collector.js";
 import type { Ec2PodProviderOptions } from "./options.js";
@@ -63,7 +63,7 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
       catalogue === undefined
         ? undefined
         : new InstanceTypeCatalogue({
-            read: () => gateway.describeInstanceTypes(),
+            read: () => readCatalogue(gateway, config.subnetIds),
             refreshMs: catalogue.refreshMinutes * 60_000,
             now,
             log,

@@ -10,7 +10,9 @@ import {
   CreateTagsCommand,
   DeleteTagsCommand,
   DescribeInstancesCommand,
+  DescribeInstanceTypeOfferingsCommand,
   DescribeInstanceTypesCommand,
+  DescribeSubnetsCommand,
   type EC2Client,
   GetConsoleOutputCommand,
   RunInstancesCommand,
@@ -97,6 +99,10 @@ export interface Gateway {
   consoleOutput(instanceId: string): Promise<string>;
   /** EC2's instance types, every page of `DescribeInstanceTypes`, read by `readInstanceTypes`. */
   describeInstanceTypes(): Promise<ReadInstanceTypes>;
+  /** The Availability Zone of each subnet EC2 lists of `subnetIds` (`DescribeSubnets`). */
+  subnetZones(subnetIds: readonly string[]): Promise<Map<string, string>>;
+  /** The Availability Zones among `zones` that offer each type (`DescribeInstanceTypeOfferings`). */
+  instanceTypeOfferings(zones: readonly string[]): Promise<Map<string, Set<string>>>;
   /** Writes the supervisor's shared parameters (create-only). */
   writeSharedParameters(parameters: readonly PodParameter[]): Promise<void>;
   /** Writes a Pod's parameters (overwrite). */
@@ -298,6 +304,50 @@ export class AwsGateway implements Gateway {
       if (token !== undefined) seen.add(token);
     } while (token !== undefined);
     return readInstanceTypes(entries);
+  }
+
+  async subnetZones(subnetIds: readonly string[]): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    if (subnetIds.length === 0) return out;
+    const page = await this.#call("DescribeSubnets", () =>
+      this.#ec2.send(new DescribeSubnetsCommand({ SubnetIds: [...subnetIds] })),
+    );
+    for (const subnet of page.Subnets ?? []) {
+      if (subnet.SubnetId && subnet.AvailabilityZone) {
+        out.set(subnet.SubnetId, subnet.AvailabilityZone);
+      }
+    }
+    return out;
+  }
+
+  async instanceTypeOfferings(zones: readonly string[]): Promise<Map<string, Set<string>>> {
+    const out = new Map<string, Set<string>>();
+    if (zones.length === 0) return out;
+    const seen = new Set<string>();
+    let token: string | undefined;
+    do {
+      const page = await this.#call("DescribeInstanceTypeOfferings", () =>
+        this.#ec2.send(
+          new DescribeInstanceTypeOfferingsCommand({
+            LocationType: "availability-zone",
+            Filters: [{ Name: "location", Values: [...zones] }],
+            MaxResults: 1000,
+            ...(token === undefined ? {} : { NextToken: token }),
+          }),
+        ),
+      );
+      for (const offering of page.InstanceTypeOfferings ?? []) {
+        const { InstanceType: type, Location: zone } = offering;
+        if (type === undefined || zone === undefined) continue;
+        const set = out.get(type) ?? new Set<string>();
+        set.add(zone);
+        out.set(type, set);
+      }
+      token = page.NextToken || undefined;
+      if (token !== undefined && seen.has(token)) break;
+      if (token !== undefined) seen.add(token);
+    } while (token !== undefined);
+    return out;
   }
 
   writeSharedParameters(parameters: readonly PodParameter[]): Promise<void> {

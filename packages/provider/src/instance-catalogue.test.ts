@@ -6,6 +6,7 @@ import {
   candidateTypes,
   type InstanceTypeInfo,
   readInstanceTypes,
+  withOfferings,
 } from "./instance-catalogue.js";
 import { EC2_INSTANCE_TYPES as EC2_ENTRIES } from "./testing/fixtures.js";
 
@@ -211,5 +212,30 @@ describe("candidateTypes", () => {
         },
       ),
     );
+  });
+});
+
+describe("withOfferings", () => {
+  it("gives each type the subnets whose zone offers it, in the subnets' order; none is an empty list", () => {
+    const zones = new Map([
+      ["subnet-e", "us-east-1e"],
+      ["subnet-a", "us-east-1a"],
+    ]);
+    const offerings = new Map([
+      ["m7i.large", new Set(["us-east-1a", "us-east-1b"])],
+      ["t3.micro", new Set(["us-east-1a", "us-east-1e"])],
+    ]);
+    const typed = withOfferings(catalogue, zones, offerings);
+    const subnets = Object.fromEntries(typed.map((t) => [t.name, t.subnets]));
+    expect(subnets).toMatchObject({
+      "m7i.large": ["subnet-a"],
+      "t3.micro": ["subnet-e", "subnet-a"],
+      "m7i.xlarge": [],
+    });
+    // A type offered in no configured subnet is no candidate.
+    expect(names(candidateTypes({ cpu: 0.5, memoryMiB: 256, gpus: 0 }, typed, rules))).toEqual([
+      "t3.micro",
+      "m7i.large",
+    ]);
   });
 });

@@ -19,6 +19,11 @@ export interface InstanceTypeInfo {
   readonly bareMetal: boolean;
   /** Whether the type can run as On-Demand and as Spot (`SupportedUsageClasses`). */
   readonly usageClasses: readonly string[];
+  /**
+   * The configured subnets whose Availability Zone offers the type
+   * (`DescribeInstanceTypeOfferings`, see {@link withOfferings}); unset: not known, every subnet.
+   */
+  readonly subnets?: readonly string[];
 }
 
 /**
@@ -80,6 +85,28 @@ export function readInstanceTypes(entries: readonly unknown[]): ReadInstanceType
   return { types, skipped };
 }
 
+/**
+ * The types with the configured subnets that offer each: a subnet offers a type when EC2 lists an
+ * offering of the type in the subnet's Availability Zone. Subnets are kept in configured order; a
+ * type offered in none gets an empty list. Pure.
+ *
+ * @param subnetZones - each configured subnet's Availability Zone (`DescribeSubnets`).
+ * @param offerings - the Availability Zones EC2 offers each type in (`DescribeInstanceTypeOfferings`).
+ */
+export function withOfferings(
+  types: readonly InstanceTypeInfo[],
+  subnetZones: ReadonlyMap<string, string>,
+  offerings: ReadonlyMap<string, ReadonlySet<string>>,
+): InstanceTypeInfo[] {
+  return types.map((t) => {
+    const zones = offerings.get(t.name);
+    const subnets = [...subnetZones]
+      .filter(([, zone]) => zones?.has(zone) === true)
+      .map(([subnet]) => subnet);
+    return { ...t, subnets };
+  });
+}
+
 /** What a Pod needs of its instance, in the catalogue's units. */
 export interface CatalogueNeed {
   /** vCPUs. */
@@ -118,7 +145,8 @@ export function allowedByPatterns(
 
 /**
  * The instance types a Pod needing `need` may run on, most preferred first: the allowed types of
- * the image's architecture whose vCPUs, memory and GPUs, less what the host keeps, cover the need;
+ * the image's architecture, offered in a configured subnet (when offerings are known), whose
+ * vCPUs, memory and GPUs, less what the host keeps, cover the need;
  * then the smallest first (fewest GPUs, vCPUs, then memory; by name on a tie), at most
  * `maxCandidates`. No GPU type for a Pod that asks for none. Pure and total: an empty list says
  * nothing fits.
@@ -129,6 +157,7 @@ export function candidateTypes(
   rules: CatalogueRules,
 ): InstanceTypeInfo[] {
   const fits = (t: InstanceTypeInfo) =>
+    (t.subnets === undefined || t.subnets.length > 0) &&
     allowedByPatterns(rules.allowed, t) &&
     t.architectures.includes(rules.architecture) &&
     t.vcpus - rules.reserved.cpu >= need.cpu &&

@@ -1,4 +1,9 @@
-import type { EC2Client } from "@aws-sdk/client-ec2";
+import {
+  CreateSecurityGroupCommand,
+  CreateSubnetCommand,
+  CreateVpcCommand,
+  type EC2Client,
+} from "@aws-sdk/client-ec2";
 import { type Moto, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Ec2PodProvider } from "./provider.js";
@@ -104,6 +109,45 @@ describe("instance types from EC2's catalogue (moto's DescribeInstanceTypes)", (
     expect((faults.received.get("DescribeInstanceTypes") ?? 0) - before).toBe(1);
     expect(log.last("huge")).toMatchObject({ phase: "Failed", reason: "InvalidPodSpec" });
     expect(log.last("huge")?.message).toContain("no allowed x86_64 instance type fits");
+    await provider.stop();
+  });
+
+  it("never tries a subnet whose Availability Zone EC2 does not offer the type in (moto launches there anyway)", async () => {
+    // Two subnets: us-east-1e, where moto's offerings have no m7i type, and us-east-1a.
+    const vpc = (await ec2.send(new CreateVpcCommand({ CidrBlock: "10.8.0.0/16" }))).Vpc?.VpcId;
+    const subnet = async (cidr: string, zone: string) =>
+      (
+        await ec2.send(
+          new CreateSubnetCommand({ VpcId: vpc, CidrBlock: cidr, AvailabilityZone: zone }),
+        )
+      ).Subnet?.SubnetId as string;
+    const inE = await subnet("10.8.1.0/24", "us-east-1e");
+    const inA = await subnet("10.8.2.0/24", "us-east-1a");
+    const group = await ec2.send(
+      new CreateSecurityGroupCommand({ VpcId: vpc, GroupName: "offerings", Description: "t" }),
+    );
+    faults.clear();
+    const provider = new Ec2PodProvider({
+      config: {
+        ...motoConfig(moto, network, "offerings"),
+        endpoint: faults.endpoint,
+        subnetIds: [inE, inA],
+        securityGroupIds: [group.GroupId as string],
+        instanceTypes: { default: "t3.micro", catalogue: { allowed: ["m7i.*"] } },
+      },
+      renderUserData: () => USER_DATA,
+      livePodUids: () => [],
+      now: fakeClock().now,
+    });
+    const before = faults.log.length;
+    // Ten Pods: by their UIDs' hash about half prefer the us-east-1e subnet.
+    for (let i = 0; i < 10; i++) await provider.createPod(testPod(`o-${i}`, uid(100 + i)));
+    const instances = await nodeInstances(ec2, "offerings");
+    expect(instances).toHaveLength(10);
+    expect(new Set(instances.map((i) => i.SubnetId))).toEqual(new Set([inA]));
+    expect(new Set(instances.map((i) => i.InstanceType))).toEqual(new Set(["m7i.large"]));
+    const launches = faults.log.slice(before).filter((r) => r.action === "RunInstances");
+    expect(launches.map((r) => r.params.get("SubnetId"))).toEqual(Array(10).fill(inA));
     await provider.stop();
   });
 });

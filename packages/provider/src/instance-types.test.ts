@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { ProviderError } from "./errors.js";
 import { type ReadInstanceTypes, readInstanceTypes } from "./instance-catalogue.js";
-import { InstanceTypeCatalogue } from "./instance-types.js";
+import { InstanceTypeCatalogue, readCatalogue } from "./instance-types.js";
+import { FakeGateway } from "./testing/fake-gateway.js";
+import { EC2_INSTANCE_TYPES } from "./testing/fixtures.js";
 
 const entry = (name: string, vcpus: number) => ({
   InstanceType: name,
@@ -90,5 +92,42 @@ describe("InstanceTypeCatalogue", () => {
     await new Promise((r) => setTimeout(r, 20));
     expect(names(t.catalogue.latest())).toEqual(["m7i.xlarge"]);
     expect(t.reads()).toBe(3);
+  });
+});
+
+describe("readCatalogue", () => {
+  it("gives each type the configured subnets whose zone offers it, asking EC2 for those zones only", async () => {
+    const gateway = new FakeGateway();
+    gateway.instanceTypes = EC2_INSTANCE_TYPES;
+    gateway.zones = new Map([
+      ["subnet-a", "us-east-1a"],
+      ["subnet-e", "us-east-1e"],
+      ["subnet-other", "us-east-1c"],
+    ]);
+    gateway.offerings = new Map([
+      ["m7i.large", new Set(["us-east-1a", "us-east-1c"])],
+      ["t3.micro", new Set(["us-east-1a", "us-east-1e"])],
+    ]);
+    const { types } = await readCatalogue(gateway, ["subnet-e", "subnet-a"]);
+    const subnets = Object.fromEntries(types.map((t) => [t.name, t.subnets]));
+    expect(subnets).toMatchObject({
+      "m7i.large": ["subnet-a"],
+      "t3.micro": ["subnet-e", "subnet-a"],
+      "g5.xlarge": [],
+    });
+    expect(gateway.calls.find((c) => c.action === "instanceTypeOfferings")?.arg).toEqual([
+      "us-east-1e",
+      "us-east-1a",
+    ]);
+  });
+
+  it("refuses a configured subnet EC2 does not list, naming it", async () => {
+    const gateway = new FakeGateway();
+    gateway.instanceTypes = EC2_INSTANCE_TYPES;
+    gateway.zones = new Map([["subnet-a", "us-east-1a"]]);
+    await expect(readCatalogue(gateway, ["subnet-a", "subnet-gone"])).rejects.toMatchObject({
+      code: "InvalidConfiguration",
+      message: "DescribeSubnets lists no Availability Zone for subnet-gone (subnetIds)",
+    });
   });
 });

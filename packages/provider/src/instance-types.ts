@@ -1,5 +1,40 @@
 import { ProviderError, toProviderError } from "./errors.js";
-import type { InstanceTypeInfo, ReadInstanceTypes } from "./instance-catalogue.js";
+import type { Gateway } from "./gateway.js";
+import {
+  type InstanceTypeInfo,
+  type ReadInstanceTypes,
+  withOfferings,
+} from "./instance-catalogue.js";
+
+/**
+ * One read of the catalogue: every instance type (`DescribeInstanceTypes`), each with the subnets
+ * of `subnetIds` whose Availability Zone offers it (`DescribeSubnets`,
+ * `DescribeInstanceTypeOfferings` filtered to those zones). Throws the gateway's errors.
+ */
+export async function readCatalogue(
+  gateway: Pick<Gateway, "describeInstanceTypes" | "subnetZones" | "instanceTypeOfferings">,
+  subnetIds: readonly string[],
+): Promise<ReadInstanceTypes> {
+  const [read, zones] = await Promise.all([
+    gateway.describeInstanceTypes(),
+    gateway.subnetZones(subnetIds),
+  ]);
+  // In the configured order: a type's subnets keep the order placements use.
+  const ordered = new Map<string, string>();
+  for (const subnet of subnetIds) {
+    const zone = zones.get(subnet);
+    if (zone !== undefined) ordered.set(subnet, zone);
+  }
+  const missing = subnetIds.filter((subnet) => !ordered.has(subnet));
+  if (missing.length > 0) {
+    throw new ProviderError(
+      "InvalidConfiguration",
+      `DescribeSubnets lists no Availability Zone for ${missing.join(", ")} (subnetIds)`,
+    );
+  }
+  const offerings = await gateway.instanceTypeOfferings([...new Set(ordered.values())]);
+  return { types: withOfferings(read.types, ordered, offerings), skipped: read.skipped };
+}
 
 /**
  * EC2's instance types as the provider last read them (`instanceTypes.catalogue`): read on first
@@ -63,10 +98,10 @@ export class InstanceTypeCatalogue {
     try {
       read = await this.#read();
     } catch (error) {
-      const wrapped = toProviderError(error, "DescribeInstanceTypes");
+      const wrapped = toProviderError(error, "reading the instance type catalogue");
       throw new ProviderError(
         wrapped.code,
-        `reading EC2's instance types failed (${wrapped.message}); a Pod waits for them to be read (the node's role needs ec2:DescribeInstanceTypes)`,
+        `reading EC2's instance types failed (${wrapped.message}); a Pod waits for them to be read (the node's role needs ec2:DescribeInstanceTypes, ec2:DescribeInstanceTypeOfferings and ec2:DescribeSubnets)`,
         { cause: error },
       );
     }

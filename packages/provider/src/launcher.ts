@@ -86,7 +86,12 @@ export class Launcher {
     const instanceType = record.instanceType;
     const userData = record.userData;
     if (instanceType === undefined || userData === undefined) return;
-    const placements = placementsFor(facts, record.instanceTypes ?? [instanceType], ctx.config);
+    const placements = placementsFor(
+      facts,
+      record.instanceTypes ?? [instanceType],
+      ctx.config,
+      ctx.instanceTypes?.latest(),
+    );
     // After an unknown outcome, repeat the same request (same token: EC2 returns that instance).
     const repeat = record.placement ?? placements.find((p) => p.clientToken === record.clientToken);
     const choice =

@@ -180,6 +180,13 @@ describe("instanceTypeCandidates with instanceTypes.catalogue", () => {
         "InstanceTypeNotAllowed",
       );
     }
+    // Listed but offered in none of the node's subnets: refused, saying so.
+    const offeredNowhere = catalogue.map((t) => ({ ...t, subnets: [] }));
+    expect(() =>
+      instanceTypeCandidates(podFacts(ask("m7i.xlarge")), config, offeredNowhere),
+    ).toThrow(
+      "asks for instance type m7i.xlarge, which EC2 offers in none of this node's subnets' Availability Zones (subnet-0a1b2c3d)",
+    );
     // The configured names stay allowed.
     expect(instanceTypeCandidates(podFacts(ask("m5.large")), config, catalogue)).toEqual([
       "m5.large",

@@ -245,6 +245,12 @@ export function instanceTypeCandidates(
         `pod ${facts.key}: ${field} asks for instance type ${type}, which is not allowed on this node (allowed: ${names})`,
       );
     }
+    if (listed?.subnets?.length === 0) {
+      throw new ProviderError(
+        "InvalidPodSpec",
+        `pod ${facts.key}: ${field} asks for instance type ${type}, which EC2 offers in none of this node's subnets' Availability Zones (${config.subnetIds.join(", ")})`,
+      );
+    }
     return [type];
   }
   if (rules !== undefined) {

@@ -64,6 +64,8 @@ describe("the controller's IAM policy", () => {
     expect(star.flatMap((s) => list(s.Action))).toEqual([
       "ec2:DescribeInstances",
       "ec2:DescribeInstanceTypes",
+      "ec2:DescribeInstanceTypeOfferings",
+      "ec2:DescribeSubnets",
       "ssm:DescribeParameters",
       "cloudwatch:GetMetricData",
     ]);

@@ -9,7 +9,7 @@ import { MemoryPodLedger } from "@nebula/teardown";
 import { NO_BACKOFF } from "../capacity.js";
 import { type ProviderConfigInput, parseProviderConfig } from "../config.js";
 import { HealthTracker } from "../health.js";
-import { InstanceTypeCatalogue } from "../instance-types.js";
+import { InstanceTypeCatalogue, readCatalogue } from "../instance-types.js";
 import { podFacts } from "../pod.js";
 import { type ObservedInstance, observeInstance } from "../poll.js";
 import type { PodRecord, ProviderContext } from "../record.js";
@@ -60,7 +60,7 @@ export function testContext(overrides: Partial<ProviderConfigInput> = {}): TestC
       catalogue === undefined
         ? undefined
         : new InstanceTypeCatalogue({
-            read: () => gateway.describeInstanceTypes(),
+            read: () => readCatalogue(gateway, config.subnetIds),
             refreshMs: catalogue.refreshMinutes * 60_000,
             now: () => clock.now,
             log: (level, message) => void logs.push({ level, message }),

@@ -202,6 +202,31 @@ export class FakeGateway implements Gateway {
     return readInstanceTypes(this.instanceTypes);
   }
 
+  /** Subnet → Availability Zone, as {@link FakeGateway.subnetZones} answers (unlisted: none). */
+  zones = new Map<string, string>();
+  /** Type → Availability Zones, as {@link FakeGateway.instanceTypeOfferings} answers; unset: every type in every zone. */
+  offerings: Map<string, Set<string>> | undefined;
+
+  async subnetZones(subnetIds: readonly string[]): Promise<Map<string, string>> {
+    this.#enter("subnetZones", subnetIds);
+    return new Map([...this.zones].filter(([subnet]) => subnetIds.includes(subnet)));
+  }
+
+  async instanceTypeOfferings(zones: readonly string[]): Promise<Map<string, Set<string>>> {
+    this.#enter("instanceTypeOfferings", zones);
+    const all =
+      this.offerings ??
+      new Map(readInstanceTypes(this.instanceTypes).types.map((t) => [t.name, new Set(zones)]));
+    return new Map(
+      [...all]
+        .map(
+          ([type, offered]) =>
+            [type, new Set([...offered].filter((z) => zones.includes(z)))] as const,
+        )
+        .filter(([, offered]) => offered.size > 0),
+    );
+  }
+
   async writeSharedParameters(parameters: readonly PodParameter[]): Promise<void> {
     this.#enter("writeSharedParameters", parameters);
     for (const p of parameters) {
