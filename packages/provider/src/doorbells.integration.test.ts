@@ -154,16 +154,28 @@ describe("the event channel (SQS in moto)", () => {
       );
       console.log(`doorbell → status published: ${Date.now() - rungAt} ms (moto, window 100 ms)`);
       expect(failed.status.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(7);
-      // The readable messages were deleted; the unreadable one waits for a dead-letter queue.
-      const attributes = await sqs.send(
-        new GetQueueAttributesCommand({
-          QueueUrl: queueUrl,
-          AttributeNames: ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        }),
-      );
-      const left =
-        Number(attributes.Attributes?.ApproximateNumberOfMessages ?? 0) +
-        Number(attributes.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0);
+      // The readable messages are deleted (after the status is published: wait, bounded); the
+      // unreadable one waits for a dead-letter queue.
+      const queued = async () => {
+        const attributes = await sqs.send(
+          new GetQueueAttributesCommand({
+            QueueUrl: queueUrl,
+            AttributeNames: [
+              "ApproximateNumberOfMessages",
+              "ApproximateNumberOfMessagesNotVisible",
+            ],
+          }),
+        );
+        return (
+          Number(attributes.Attributes?.ApproximateNumberOfMessages ?? 0) +
+          Number(attributes.Attributes?.ApproximateNumberOfMessagesNotVisible ?? 0)
+        );
+      };
+      let left = await queued();
+      for (const deadline = Date.now() + 10_000; left > 1 && Date.now() < deadline; ) {
+        await new Promise((r) => setTimeout(r, 100));
+        left = await queued();
+      }
       expect(left).toBe(1);
     } finally {
       abort.abort();
