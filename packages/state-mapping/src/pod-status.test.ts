@@ -220,6 +220,100 @@ describe("toPodStatus", () => {
     });
   });
 
+  it("marks a Pod Spot took as a disruption target (not its own failure), once, and keeps the mark's time", () => {
+    const lost = toInstanceState(ec2("terminated", { code: "Server.SpotInstanceTermination" }), {
+      now: NOW,
+    });
+    const status = toPodStatus(pod("OnFailure"), lost, { now: NOW });
+    expect(condition(status, "DisruptionTarget")).toEqual({
+      type: "DisruptionTarget",
+      status: "True",
+      lastTransitionTime: NOW,
+      reason: "SpotInterruption",
+      message: "EC2 reclaimed the Spot instance: the Pod was interrupted, it did not fail",
+    });
+    // Stopped by Spot after the host's final report (the containers' exits kept): marked too.
+    const rep = { ...report(4, true, [exited(143, "app")]), stopRequested: true };
+    const stopped = toInstanceState(
+      ec2("stopped", { code: "Server.SpotInstanceShutdown", report: rep }),
+      { now: NOW },
+    );
+    const stoppedStatus = toPodStatus(pod("Never"), stopped, { now: NOW });
+    expect(stoppedStatus.reason).toBe("SpotInterruption");
+    expect(condition(stoppedStatus, "DisruptionTarget")?.status).toBe("True");
+    // Later mappings, after a JSON round trip through the API server, keep one mark and its time.
+    const stored = { ...pod("OnFailure"), status: JSON.parse(JSON.stringify(status)) };
+    const later = new Date(NOW.getTime() + 60_000);
+    const again = toPodStatus(stored, lost, { now: later });
+    expect(again.conditions?.filter((c) => c.type === "DisruptionTarget")).toHaveLength(1);
+    expect(new Date(condition(again, "DisruptionTarget")?.lastTransitionTime ?? 0)).toEqual(NOW);
+    // A DisruptionTarget another component wrote (an eviction) is kept as it is.
+    const evicted = {
+      type: "DisruptionTarget",
+      status: "True",
+      reason: "EvictionByEvictionAPI",
+      lastTransitionTime: NOW.toISOString(),
+    };
+    const running1 = live(report(1, false, [running()]));
+    // As read back from the API server (the time a JSON string).
+    const withEviction = JSON.parse(
+      JSON.stringify({ ...pod("OnFailure"), status: { phase: "Running", conditions: [evicted] } }),
+    );
+    expect(
+      condition(toPodStatus(withEviction, running1, { now: NOW }), "DisruptionTarget"),
+    ).toEqual(evicted);
+    // Another loss, or a crash, is no disruption target.
+    const internal = toInstanceState(ec2("stopped", { code: "Server.InternalError" }), {
+      now: NOW,
+    });
+    expect(
+      condition(toPodStatus(pod("OnFailure"), internal, { now: NOW }), "DisruptionTarget"),
+    ).toBeUndefined();
+    const crashed = toPodStatus(pod("Never"), live(report(2, true, [exited(1, "app")])), {
+      now: NOW,
+    });
+    expect(condition(crashed, "DisruptionTarget")).toBeUndefined();
+  });
+
+  it("over any run of observations, DisruptionTarget is there exactly while Spot is the Pod's reason, once, its time fixed (property)", () => {
+    const step = fc.oneof(
+      fc
+        .nat({ max: 20 })
+        .map((seq) => ({ state: "running", report: report(seq, false, [running()]) })),
+      fc
+        .nat({ max: 20 })
+        .map((seq) => ({ state: "stopped", report: report(seq, true, [exited(0)]) })),
+      fc.constantFrom(
+        { state: "terminated", code: "Server.SpotInstanceTermination" },
+        { state: "stopped", code: "Server.SpotInstanceShutdown" },
+        { state: "stopped", code: "Server.InternalError" },
+        { state: "terminated", code: "Client.UserInitiatedShutdown" },
+      ),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 10 }), (steps) => {
+        let stored = pod("OnFailure");
+        let state: InstanceState | undefined;
+        let markedAt: string | undefined;
+        steps.forEach((s, i) => {
+          const now = new Date(NOW.getTime() + i * 1000);
+          state = toInstanceState(ec2(s.state, s), { now, ...(state ? { previous: state } : {}) });
+          // Stored and read back as the API server would.
+          const status = JSON.parse(JSON.stringify(toPodStatus(stored, state, { now })));
+          stored = { ...stored, status };
+          const marks = (status.conditions ?? []).filter(
+            (c: { type: string }) => c.type === "DisruptionTarget",
+          );
+          expect(marks.length).toBe(status.reason === "SpotInterruption" ? 1 : 0);
+          if (markedAt !== undefined && marks.length > 0) {
+            expect(marks[0]?.lastTransitionTime).toBe(markedAt);
+          }
+          markedAt = marks[0]?.lastTransitionTime;
+        });
+      }),
+    );
+  });
+
   it("keeps what a lost instance had already reported, and marks only the rest unknown", () => {
     const rep = report(3, false, [exited(0, "first"), running("second")]);
     const state = toInstanceState(ec2("stopped", { code: "Server.InternalError", report: rep }), {

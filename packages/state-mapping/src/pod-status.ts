@@ -476,8 +476,35 @@ export function toPodStatus(
     result.reason = RESTART_LIMIT_REASON;
     result.message = statusText(state.restartLimit.message, MAX_POD_MESSAGE_CHARS);
   }
+  // The mark is this mapping's while Spot is the reason: dropped with it (a newer final report
+  // that says the containers completed); a DisruptionTarget another component set is kept.
+  const ours = (c: V1PodCondition) =>
+    c.type === DISRUPTION_TARGET && c.reason === "SpotInterruption";
+  if (result.reason !== "SpotInterruption" && conditions.some(ours)) {
+    result.conditions = conditions.filter((c) => !ours(c));
+  }
+  if (result.reason === "SpotInterruption") {
+    // EC2 took the instance: a disruption, not the Pod's failure, as the kubelet says of a Pod it
+    // ends for a node shutdown. A Job's podFailurePolicy can then ignore it (DisruptionTarget).
+    const previous = stored.otherConditions
+      .map(readObject)
+      .find((c) => c?.type === DISRUPTION_TARGET && c.status === "True");
+    result.conditions = [
+      ...conditions.filter((c) => c.type !== DISRUPTION_TARGET),
+      {
+        type: DISRUPTION_TARGET,
+        status: "True",
+        lastTransitionTime: toDate(previous?.lastTransitionTime) ?? now,
+        reason: "SpotInterruption",
+        message: "EC2 reclaimed the Spot instance: the Pod was interrupted, it did not fail",
+      },
+    ];
+  }
   return result;
 }
+
+/** The condition the kubelet sets on a Pod it ends for a disruption (Kubernetes 1.26+). */
+const DISRUPTION_TARGET = "DisruptionTarget";
 
 /** What {@link toPodStatus} reads from the Pod's stored status. */
 interface StoredStatus {
