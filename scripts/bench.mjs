@@ -77,6 +77,12 @@ const BENCHES = [
     args: [node, "bench/exit-latency.mjs"],
   },
   {
+    pkg: "@nebula/provider",
+    label: "provider: instance-type planner at 1,000 Pending Pods, catalogue vs rules",
+    dir: "packages/provider",
+    args: [node, vitest, "bench", "--run"],
+  },
+  {
     pkg: "@nebula/test-peers",
     label: "test-peers: cached start-up",
     dir: "packages/test-peers",

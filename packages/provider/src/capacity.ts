@@ -1,5 +1,5 @@
 import type { ProviderConfig } from "./config.js";
-import type { InstanceTypeInfo } from "./instance-catalogue.js";
+import { findInstanceType, type InstanceTypeInfo } from "./instance-catalogue.js";
 import { pickSubnet } from "./launch.js";
 import { clientTokenFor } from "./ownership.js";
 import type { PodFacts } from "./pod.js";
@@ -58,11 +58,10 @@ export function placementsFor(
   const subnets = config.subnetIds.map(
     (_, i) => config.subnetIds[(first + i) % config.subnetIds.length] as string,
   );
-  const offered = new Map(catalogue.map((t) => [t.name, t.subnets]));
   const all: Placement[] = [];
   const kept: Placement[] = [];
   for (const instanceType of new Set(types)) {
-    const offeredIn = offered.get(instanceType);
+    const offeredIn = findInstanceType(catalogue, instanceType)?.subnets;
     for (const subnetId of subnets) {
       const index = all.length;
       const placement = {

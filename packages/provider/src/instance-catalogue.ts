@@ -146,32 +146,75 @@ export function allowedByPatterns(
 /**
  * The instance types a Pod needing `need` may run on, most preferred first: the allowed types of
  * the image's architecture, offered in a configured subnet (when offerings are known), whose
- * vCPUs, memory and GPUs, less what the host keeps, cover the need;
- * then the smallest first (fewest GPUs, vCPUs, then memory; by name on a tie), at most
- * `maxCandidates`. No GPU type for a Pod that asks for none. Pure and total: an empty list says
- * nothing fits.
+ * vCPUs, memory and GPUs, less what the host keeps, cover the need; then the smallest first
+ * (fewest GPUs, vCPUs, then memory; by name on a tie), at most `maxCandidates`. No GPU type for a
+ * Pod that asks for none. Pure and total: an empty list says nothing fits. A catalogue is read as
+ * immutable: what does not depend on the Pod (allowed, architecture, offered, order) is worked out
+ * once per catalogue array and rules.
  */
 export function candidateTypes(
   need: CatalogueNeed,
   catalogue: readonly InstanceTypeInfo[],
   rules: CatalogueRules,
 ): InstanceTypeInfo[] {
-  const fits = (t: InstanceTypeInfo) =>
-    (t.subnets === undefined || t.subnets.length > 0) &&
-    allowedByPatterns(rules.allowed, t) &&
-    t.architectures.includes(rules.architecture) &&
-    t.vcpus - rules.reserved.cpu >= need.cpu &&
-    t.memoryMiB - rules.reserved.memoryMiB >= need.memoryMiB &&
-    t.gpus >= need.gpus &&
-    (need.gpus > 0 || t.gpus === 0);
-  return catalogue
-    .filter(fits)
+  const max = Math.max(0, Math.floor(rules.maxCandidates));
+  const out: InstanceTypeInfo[] = [];
+  for (const t of eligible(catalogue, rules)) {
+    if (out.length >= max) break;
+    if (
+      t.vcpus - rules.reserved.cpu >= need.cpu &&
+      t.memoryMiB - rules.reserved.memoryMiB >= need.memoryMiB &&
+      t.gpus >= need.gpus &&
+      (need.gpus > 0 || t.gpus === 0)
+    ) {
+      out.push(t);
+    }
+  }
+  return out;
+}
+
+const ELIGIBLE = new WeakMap<
+  readonly InstanceTypeInfo[],
+  { readonly key: string; readonly types: readonly InstanceTypeInfo[] }
+>();
+
+/** The catalogue's allowed, offered types of the rules' architecture, smallest first (cached). */
+function eligible(
+  catalogue: readonly InstanceTypeInfo[],
+  rules: Pick<CatalogueRules, "allowed" | "architecture">,
+): readonly InstanceTypeInfo[] {
+  const key = JSON.stringify([rules.allowed, rules.architecture]);
+  const hit = ELIGIBLE.get(catalogue);
+  if (hit?.key === key) return hit.types;
+  const types = catalogue
+    .filter(
+      (t) =>
+        (t.subnets === undefined || t.subnets.length > 0) &&
+        allowedByPatterns(rules.allowed, t) &&
+        t.architectures.includes(rules.architecture),
+    )
     .sort(
       (a, b) =>
         a.gpus - b.gpus ||
         a.vcpus - b.vcpus ||
         a.memoryMiB - b.memoryMiB ||
         (a.name < b.name ? -1 : a.name > b.name ? 1 : 0),
-    )
-    .slice(0, Math.max(0, Math.floor(rules.maxCandidates)));
+    );
+  ELIGIBLE.set(catalogue, { key, types });
+  return types;
+}
+
+const BY_NAME = new WeakMap<readonly InstanceTypeInfo[], ReadonlyMap<string, InstanceTypeInfo>>();
+
+/** The catalogue's type named `name`, if it lists one (indexed once per catalogue array). */
+export function findInstanceType(
+  catalogue: readonly InstanceTypeInfo[],
+  name: string,
+): InstanceTypeInfo | undefined {
+  let index = BY_NAME.get(catalogue);
+  if (index === undefined) {
+    index = new Map(catalogue.map((t) => [t.name, t]));
+    BY_NAME.set(catalogue, index);
+  }
+  return index.get(name);
 }

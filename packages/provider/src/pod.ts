@@ -8,7 +8,12 @@ import {
   INSTANCE_TYPE_NODE_SELECTOR,
 } from "./config.js";
 import { ProviderError } from "./errors.js";
-import { allowedByPatterns, candidateTypes, type InstanceTypeInfo } from "./instance-catalogue.js";
+import {
+  allowedByPatterns,
+  candidateTypes,
+  findInstanceType,
+  type InstanceTypeInfo,
+} from "./instance-catalogue.js";
 
 const resourceList = z.record(z.string(), z.union([z.string(), z.number()])).optional();
 const container = z.looseObject({
@@ -235,7 +240,7 @@ export function instanceTypeCandidates(
         `pod ${facts.key}: ${field} asks for instance type "${type}", which is not an EC2 instance type`,
       );
     }
-    const listed = catalogue.find((t) => t.name === type);
+    const listed = findInstanceType(catalogue, type);
     const byCatalogue =
       rules !== undefined && listed !== undefined && allowedByPatterns(rules.allowed, listed);
     if (!allowed.has(type) && !byCatalogue) {
