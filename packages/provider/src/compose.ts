@@ -10,7 +10,7 @@ import { SqsDoorbellQueue } from "./doorbell-queue.js";
 import { Doorbells } from "./doorbells.js";
 import { AwsGateway } from "./gateway.js";
 import { HealthTracker } from "./health.js";
-import { InstanceTypeCatalogue, readCatalogue } from "./instance-types.js";
+import { catalogueFor } from "./instance-types.js";
 import { Launcher } from "./launcher.js";
 import { LeakCollector } from "./leak-collector.js";
 import type { Ec2PodProviderOptions } from "./options.js";
@@ -55,19 +55,10 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
   const gateway = options.gateway ?? new AwsGateway(clients, config);
   const now = options.now ?? Date.now;
   const log: ProviderContext["log"] = (level, message) => options.log?.(level, message);
-  const catalogue = config.instanceTypes.catalogue;
   const ctx: ProviderContext = {
     config,
     gateway,
-    instanceTypes:
-      catalogue === undefined
-        ? undefined
-        : new InstanceTypeCatalogue({
-            read: () => readCatalogue(gateway, config.subnetIds),
-            refreshMs: catalogue.refreshMinutes * 60_000,
-            now,
-            log,
-          }),
+    instanceTypes: catalogueFor(config, gateway, now, log),
     ledger: options.ledger ?? new MemoryPodLedger(),
     records: new Map(),
     health: new HealthTracker(config),

@@ -1,3 +1,4 @@
+import type { ProviderConfig } from "./config.js";
 import { ProviderError, toProviderError } from "./errors.js";
 import type { Gateway } from "./gateway.js";
 import {
@@ -122,4 +123,24 @@ export class InstanceTypeCatalogue {
     this.#log("info", `read ${read.types.length} instance types from EC2`);
     return this.#types;
   }
+}
+
+/**
+ * The catalogue of a configuration (`instanceTypes.catalogue`) read through `gateway` with
+ * {@link readCatalogue} for the configured subnets; `undefined` without one.
+ */
+export function catalogueFor(
+  config: ProviderConfig,
+  gateway: Gateway,
+  now: () => number,
+  log: (level: "info" | "warn", message: string) => void,
+): InstanceTypeCatalogue | undefined {
+  const rules = config.instanceTypes.catalogue;
+  if (rules === undefined) return undefined;
+  return new InstanceTypeCatalogue({
+    read: () => readCatalogue(gateway, config.subnetIds),
+    refreshMs: rules.refreshMinutes * 60_000,
+    now,
+    log,
+  });
 }

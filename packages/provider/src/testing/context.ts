@@ -9,7 +9,7 @@ import { MemoryPodLedger } from "@nebula/teardown";
 import { NO_BACKOFF } from "../capacity.js";
 import { type ProviderConfigInput, parseProviderConfig } from "../config.js";
 import { HealthTracker } from "../health.js";
-import { InstanceTypeCatalogue, readCatalogue } from "../instance-types.js";
+import { catalogueFor } from "../instance-types.js";
 import { podFacts } from "../pod.js";
 import { type ObservedInstance, observeInstance } from "../poll.js";
 import type { PodRecord, ProviderContext } from "../record.js";
@@ -52,19 +52,15 @@ export function testContext(overrides: Partial<ProviderConfigInput> = {}): TestC
     },
   };
   const logs: { level: string; message: string }[] = [];
-  const catalogue = config.instanceTypes.catalogue;
   const ctx: ProviderContext = {
     config,
     gateway,
-    instanceTypes:
-      catalogue === undefined
-        ? undefined
-        : new InstanceTypeCatalogue({
-            read: () => readCatalogue(gateway, config.subnetIds),
-            refreshMs: catalogue.refreshMinutes * 60_000,
-            now: () => clock.now,
-            log: (level, message) => void logs.push({ level, message }),
-          }),
+    instanceTypes: catalogueFor(
+      config,
+      gateway,
+      () => clock.now,
+      (level, message) => void logs.push({ level, message }),
+    ),
     ledger,
     records: new Map(),
     health: new HealthTracker(config),

@@ -35,6 +35,16 @@ afterEach(() => {
     }
 });
 
+/** Runs `script` under bash with kill_tree defined and `KILL_TREE_MARK=<mark>`; it must exit 0. */
+function runMarked(script: string, mark: string): void {
+  const run = spawnSync("bash", ["-c", `${shellFunction("kill_tree")}\n${script}`], {
+    env: { ...process.env, KILL_TREE_MARK: mark },
+    encoding: "utf8",
+    timeout: 20_000,
+  });
+  expect(run.status, run.stderr).toBe(0);
+}
+
 /** Waits up to `ms` for no marked process to be left; returns those that are. */
 async function leftAfter(mark: string, ms: number): Promise<number[]> {
   const end = Date.now() + ms;
@@ -53,38 +63,26 @@ describe("kill_tree", () => {
     // The loop starts a 30 s sleep every few milliseconds: one started between the listing of its
     // children and its own kill would outlive it (4 to 12 did, of each run, before kill_tree
     // stopped a process before listing its children).
-    const script = `${shellFunction("kill_tree")}
-( while :; do sleep 30 & sleep 0.005; done ) >/dev/null 2>&1 &
+    const script = `( while :; do sleep 30 & sleep 0.005; done ) >/dev/null 2>&1 &
 loop=$!
 sleep 0.05
 kill_tree "$loop"
 wait "$loop" || :
 `;
-    const run = spawnSync("bash", ["-c", script], {
-      env: { ...process.env, KILL_TREE_MARK: mark },
-      encoding: "utf8",
-      timeout: 20_000,
-    });
-    expect(run.status, run.stderr).toBe(0);
+    runMarked(script, mark);
     expect(await leftAfter(mark, 2000)).toEqual([]);
   });
 
   it("kills every level of a tree (a loop, the shell under it, that shell's command)", async () => {
     const mark = randomUUID();
     marks.push(mark);
-    const script = `${shellFunction("kill_tree")}
-( while :; do bash -c 'sleep 30; :'; done ) >/dev/null 2>&1 &
+    const script = `( while :; do bash -c 'sleep 30; :'; done ) >/dev/null 2>&1 &
 loop=$!
 sleep 0.3
 kill_tree "$loop"
 wait "$loop" || :
 `;
-    const run = spawnSync("bash", ["-c", script], {
-      env: { ...process.env, KILL_TREE_MARK: mark },
-      encoding: "utf8",
-      timeout: 20_000,
-    });
-    expect(run.status, run.stderr).toBe(0);
+    runMarked(script, mark);
     expect(await leftAfter(mark, 2000)).toEqual([]);
   });
 });
