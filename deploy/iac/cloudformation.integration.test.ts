@@ -283,7 +283,8 @@ describe("the stack with IRSA, a log group, the event channel and every subnet a
   };
   const oidc = "oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE";
   const launch = {
-    ImageId: "ami-0123456789abcdef0",
+    // The host image, then the accelerated one (GPU Pods): a resource line each.
+    ImageId: ["ami-0123456789abcdef0", "ami-0123456789abcdef1"],
     SubnetId: ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2", "subnet-0aaaaaaaaaaaaaaa3"],
     SecurityGroupId: ["sg-0bbbbbbbbbbbbbbb1", "sg-0bbbbbbbbbbbbbbb2"],
     InstanceType: ["m7i.large", "c7i.xlarge"],
@@ -300,7 +301,8 @@ describe("the stack with IRSA, a log group, the event channel and every subnet a
       ControllerRoleName: names.controller,
       HostRoleName: names.host,
       HostInstanceProfileName: names.profile,
-      ImageId: launch.ImageId,
+      ImageId: launch.ImageId[0] ?? "",
+      AcceleratedImageId: launch.ImageId[1] ?? "",
       SubnetId1: launch.SubnetId[0] ?? "",
       SubnetId2: launch.SubnetId[1] ?? "",
       SubnetId3: launch.SubnetId[2] ?? "",

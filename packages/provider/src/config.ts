@@ -78,6 +78,14 @@ export const ProviderConfigSchema = z
     /** The AMI every instance boots (it must have bash, Docker and the AWS CLI or curl). */
     imageId: z.string().regex(/^ami-[0-9a-f]+$/, 'must be an AMI ID, "ami-…"'),
     /**
+     * The host AMI for a Pod that requests GPUs (`nvidia.com/gpu`, `amd.com/gpu`, any `…/gpu`
+     * resource): an image with the GPU driver and container toolkit. Unset: `imageId` for them too.
+     */
+    acceleratedImageId: z
+      .string()
+      .regex(/^ami-[0-9a-f]+$/, 'must be an AMI ID, "ami-…"')
+      .optional(),
+    /**
      * Instance profile for the host: an ARN (`arn:aws:iam::…:instance-profile/…`) or a name. Its
      * role may tag only its own instance, with report keys only (see the policy in the README).
      */

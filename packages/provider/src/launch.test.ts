@@ -73,6 +73,33 @@ describe("buildRunInstancesInput", () => {
     });
   });
 
+  it("boots a Pod that requests GPUs from acceleratedImageId when one is set, every other Pod from imageId", () => {
+    const accelerated = parseProviderConfig(
+      testConfig({ imageId: "ami-0a1b2c3d", acceleratedImageId: "ami-0e0e0e0e" }),
+    );
+    const gpu = podFacts(
+      testPod("train", "6f1c1d4e-1111-4a4a-9b9b-000000000002", {
+        resources: { limits: { "nvidia.com/gpu": "1" } },
+      }),
+    );
+    const image = (facts: typeof pod, c: typeof config) =>
+      buildRunInstancesInput({
+        pod: facts,
+        config: c,
+        instanceType: "g5.xlarge",
+        userData: "#!/bin/bash\n",
+      }).ImageId;
+    expect(image(gpu, accelerated)).toBe("ami-0e0e0e0e");
+    expect(image(pod, accelerated)).toBe("ami-0a1b2c3d");
+    // Unset: the one image for every Pod.
+    expect(image(gpu, parseProviderConfig(testConfig({ imageId: "ami-0a1b2c3d" })))).toBe(
+      "ami-0a1b2c3d",
+    );
+    expect(() => parseProviderConfig(testConfig({ acceleratedImageId: "ubuntu-gpu" }))).toThrow(
+      'acceleratedImageId: must be an AMI ID, "ami-…"',
+    );
+  });
+
   it("is deterministic for one Pod (same token, same parameters)", () => {
     const a = buildRunInstancesInput({ pod, config, instanceType: "m7i.large", userData: "x" });
     const b = buildRunInstancesInput({ pod, config, instanceType: "m7i.large", userData: "x" });

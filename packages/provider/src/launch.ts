@@ -38,6 +38,7 @@ export interface LaunchInput {
  *   interface: identity tags, `Name`, the Pod labels named by `podLabelTags`, the configured tags.
  * - `InstanceInitiatedShutdownBehavior: "stop"`: the host powers off after its final report; the
  *   provider terminates once it has read it.
+ * - `ImageId`: `acceleratedImageId` for a Pod that requests GPUs (when set), else `imageId`.
  * - IMDSv2 required, hop limit from the configuration (1 by default), instance tags in metadata
  *   enabled (the host reads its identity there).
  * - The subnet is chosen from the configured list by a hash of the Pod UID (stable across retries,
@@ -69,7 +70,8 @@ export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandI
   );
   return {
     ClientToken: input.clientToken ?? pod.uid,
-    ImageId: config.imageId,
+    // A Pod that asks for GPUs gets the accelerated image (the driver and toolkit) when one is set.
+    ImageId: pod.requests.gpus > 0 ? (config.acceleratedImageId ?? config.imageId) : config.imageId,
     InstanceType: instanceType as RunInstancesCommandInput["InstanceType"],
     MinCount: 1,
     MaxCount: 1,
