@@ -29,6 +29,7 @@ describe("admitPod", () => {
       kind: "launch",
       instanceType: "m7i.large",
       instanceTypes: ["m7i.large"],
+      capacityTypes: ["on-demand"],
     });
   });
 
@@ -41,5 +42,45 @@ describe("admitPod", () => {
       reason: "InstanceTypeNotAllowed",
       message: expect.stringContaining('metadata.annotations["nebula.dev/instance-type"]'),
     });
+  });
+
+  it("buys as the node's default, or as a Pod's annotation where its namespace may choose; refuses the rest", () => {
+    const spotFirst = parseProviderConfig(
+      testConfig({ capacity: { default: "spot-then-on-demand", annotationNamespaces: ["batch"] } }),
+    );
+    const launched = (pod: ReturnType<typeof testPod>, c = spotFirst) => {
+      const a = admitPod(podFacts(pod), c);
+      return a.kind === "launch" ? a.capacityTypes : a;
+    };
+    expect(launched(testPod("a", "u1"))).toEqual(["spot", "on-demand"]);
+    expect(launched(testPod("a", "u1"), config)).toEqual(["on-demand"]);
+    const asking = (namespace: string, value: string) => {
+      const pod = testPod("a", "u1", {
+        annotations: { "nebula.dev/requested-capacity-type": value },
+      });
+      pod.metadata = { ...pod.metadata, namespace };
+      return pod;
+    };
+    expect(launched(asking("batch", "on-demand"))).toEqual(["on-demand"]);
+    expect(launched(asking("batch", "spot"))).toEqual(["spot"]);
+    expect(launched(asking("web", "spot"))).toMatchObject({
+      kind: "refuse",
+      reason: "InvalidPodSpec",
+      message:
+        'pod web/a: metadata.annotations["nebula.dev/requested-capacity-type"] asks for "spot" capacity, but namespace web may not choose its capacity type on this node (capacity.annotationNamespaces); remove the annotation to get the node\'s default, spot-then-on-demand',
+    });
+    expect(launched(asking("batch", "reserved"))).toMatchObject({
+      kind: "refuse",
+      reason: "InvalidPodSpec",
+      message: expect.stringContaining("it takes on-demand, spot or spot-then-on-demand"),
+    });
+    // The virtual node's own annotation of what a Pod got is never read as a request.
+    const placed = testPod("a", "u1", { annotations: { "nebula.dev/capacity-type": "on-demand" } });
+    placed.metadata = { ...placed.metadata, namespace: "web" };
+    expect(launched(placed)).toEqual(["spot", "on-demand"]);
+    const anyNamespace = parseProviderConfig(
+      testConfig({ capacity: { annotationNamespaces: ["*"] } }),
+    );
+    expect(launched(asking("web", "spot"), anyNamespace)).toEqual(["spot"]);
   });
 });

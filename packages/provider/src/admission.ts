@@ -1,18 +1,27 @@
 import type { ProviderConfig } from "./config.js";
 import { ProviderError } from "./errors.js";
 import type { InstanceTypeInfo } from "./instance-catalogue.js";
-import { instanceTypeCandidates, type PodFacts } from "./pod.js";
+import {
+  type CapacityType,
+  capacityTypesFor,
+  instanceTypeCandidates,
+  type PodFacts,
+} from "./pod.js";
 
 /** Reason of a DaemonSet Pod the provider does not launch. */
 const DAEMONSET_NOT_LAUNCHED_REASON = "DaemonSetPodNotLaunched";
 
 /** What the provider does with a Pod, decided before any cloud call. */
 export type Admission =
-  /** Launch it on `instanceType`, the first of `instanceTypes` (the rest: its fallbacks). */
+  /**
+   * Launch it on `instanceType`, the first of `instanceTypes` (the rest: its fallbacks), bought
+   * as `capacityTypes` says, in order.
+   */
   | {
       readonly kind: "launch";
       readonly instanceType: string;
       readonly instanceTypes: readonly string[];
+      readonly capacityTypes: readonly CapacityType[];
     }
   /** Leave it `Pending`, not launched, with this reason (a DaemonSet Pod by default). */
   | { readonly kind: "hold"; readonly reason: string; readonly message: string }
@@ -22,8 +31,8 @@ export type Admission =
 /**
  * Decides whether a Pod is launched, held or refused. Pure and total: a DaemonSet Pod is held
  * (unless `daemonSetPods` is `launch`); a Pod whose instance type cannot be resolved or is
- * outside the allow-list is refused with the error's code as reason (`InstanceTypeNotAllowed`,
- * `InvalidPodSpec`).
+ * outside the allow-list, or whose capacity-type annotation its namespace may not use, is refused
+ * with the error's code as reason (`InstanceTypeNotAllowed`, `InvalidPodSpec`).
  *
  * @param catalogue - EC2's instance types (`instanceTypes.catalogue`; see {@link instanceTypeCandidates}).
  */
@@ -41,7 +50,13 @@ export function admitPod(
   }
   try {
     const instanceTypes = instanceTypeCandidates(facts, config, catalogue);
-    return { kind: "launch", instanceType: instanceTypes[0] as string, instanceTypes };
+    const capacityTypes = capacityTypesFor(facts, config);
+    return {
+      kind: "launch",
+      instanceType: instanceTypes[0] as string,
+      instanceTypes,
+      capacityTypes,
+    };
   } catch (error) {
     if (error instanceof ProviderError) {
       return { kind: "refuse", reason: error.code, message: error.message };

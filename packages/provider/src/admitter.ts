@@ -248,6 +248,7 @@ export class Admitter {
         });
         record.instanceType = admission.instanceType;
         record.instanceTypes = admission.instanceTypes;
+        record.capacityTypes = admission.capacityTypes;
         record.userData = rendered.userData;
         const delivery = config.podDelivery === "parameters";
         const parameters = delivery ? rendered.parameters : [];

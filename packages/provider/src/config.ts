@@ -5,6 +5,8 @@ import { MAX_USER_TAGS, RESERVED_TAG_COUNT } from "./tags.js";
 
 /** Annotation a Pod can carry to ask for an instance type (when it has no node selector for it). */
 export const INSTANCE_TYPE_ANNOTATION = "nebula.dev/instance-type";
+/** Annotation a Pod can carry to choose its capacity type, where `capacity.annotationNamespaces` allows. */
+export const CAPACITY_TYPE_ANNOTATION = "nebula.dev/requested-capacity-type";
 /** The well-known node label a Pod's `nodeSelector` can use to ask for an instance type. */
 export const INSTANCE_TYPE_NODE_SELECTOR = "node.kubernetes.io/instance-type";
 
@@ -163,6 +165,18 @@ export const ProviderConfigSchema = z
      * `DaemonSetPodNotLaunched` (one instance per DaemonSet Pod is rarely wanted); `launch` runs them.
      */
     daemonSetPods: z.enum(["skip", "launch"]).default("skip"),
+    /**
+     * How a Pod's instance is bought: `on-demand`, `spot`, or `spot-then-on-demand` (Spot
+     * placements first; On-Demand once EC2 has no Spot capacity for any of them). A Pod may
+     * choose with the annotation `nebula.dev/requested-capacity-type` only in
+     * `annotationNamespaces` (`"*"`: all); elsewhere such a Pod is refused.
+     */
+    capacity: z
+      .strictObject({
+        default: z.enum(["on-demand", "spot", "spot-then-on-demand"]).default("on-demand"),
+        annotationNamespaces: z.array(z.string().min(1).max(253)).default([]),
+      })
+      .default({ default: "on-demand", annotationNamespaces: [] }),
     /**
      * Upper bound of the grace period a Pod's teardown gives its containers (from
      * `metadata.deletionGracePeriodSeconds`, else `spec.terminationGracePeriodSeconds`), so that

@@ -131,6 +131,8 @@ const BY_NAME: ReadonlyArray<readonly [ProviderErrorCode, ReadonlyArray<string |
       /^Insufficient(Instance|Host|ReservedInstance)?Capacity$/,
       "InsufficientCapacityOnHost",
       "Unsupported",
+      // Spot: the market price is above what the request allows (no capacity at that price).
+      "SpotMaxPriceTooLow",
     ],
   ],
   [

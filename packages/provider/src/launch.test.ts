@@ -100,6 +100,20 @@ describe("buildRunInstancesInput", () => {
     );
   });
 
+  it("asks for a one-time Spot instance for a Spot placement, whose power-off terminates it", () => {
+    const base = { pod, config, instanceType: "m7i.large", userData: "#!/bin/bash\n" } as const;
+    const spot = buildRunInstancesInput({ ...base, capacityType: "spot" });
+    expect(spot.InstanceMarketOptions).toEqual({
+      MarketType: "spot",
+      SpotOptions: { SpotInstanceType: "one-time", InstanceInterruptionBehavior: "terminate" },
+    });
+    expect(spot.InstanceInitiatedShutdownBehavior).toBe("terminate");
+    const onDemand = buildRunInstancesInput({ ...base, capacityType: "on-demand" });
+    expect(onDemand.InstanceMarketOptions).toBeUndefined();
+    expect(onDemand.InstanceInitiatedShutdownBehavior).toBe("stop");
+    expect(buildRunInstancesInput(base)).toEqual(onDemand);
+  });
+
   it("is deterministic for one Pod (same token, same parameters)", () => {
     const a = buildRunInstancesInput({ pod, config, instanceType: "m7i.large", userData: "x" });
     const b = buildRunInstancesInput({ pod, config, instanceType: "m7i.large", userData: "x" });

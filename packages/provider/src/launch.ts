@@ -4,7 +4,7 @@ import type { RunInstancesCommandInput } from "@aws-sdk/client-ec2";
 import { MAX_USER_DATA_BYTES as USER_DATA_LIMIT } from "@nebula/userdata";
 import type { ProviderConfig } from "./config.js";
 import { ProviderError } from "./errors.js";
-import type { PodFacts } from "./pod.js";
+import type { CapacityType, PodFacts } from "./pod.js";
 import { launchTags } from "./tags.js";
 
 /** EC2's limit on user-data, in bytes, before base64 (the value `@nebula/userdata` defines). */
@@ -27,6 +27,8 @@ export interface LaunchInput {
   readonly subnetId?: string;
   /** The `ClientToken` (default: the Pod UID). */
   readonly clientToken?: string;
+  /** How the instance is bought (default On-Demand). */
+  readonly capacityType?: CapacityType;
 }
 
 /**
@@ -37,7 +39,8 @@ export interface LaunchInput {
  * - Tags at creation (`TagSpecifications`) on the instance, its volumes and its network
  *   interface: identity tags, `Name`, the Pod labels named by `podLabelTags`, the configured tags.
  * - `InstanceInitiatedShutdownBehavior: "stop"`: the host powers off after its final report; the
- *   provider terminates once it has read it.
+ *   provider terminates once it has read it. A Spot placement (`capacityType`) asks for a one-time
+ *   Spot instance, which cannot stop: its power-off terminates it.
  * - `ImageId`: `acceleratedImageId` for a Pod that requests GPUs (when set), else `imageId`.
  * - IMDSv2 required, hop limit from the configuration (1 by default), instance tags in metadata
  *   enabled (the host reads its identity there).
@@ -79,7 +82,20 @@ export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandI
     SecurityGroupIds: [...config.securityGroupIds],
     IamInstanceProfile: profile,
     UserData: base64,
-    InstanceInitiatedShutdownBehavior: "stop",
+    // A one-time Spot instance cannot stop: its power-off after the final report terminates it
+    // (its tags, the report, stay readable for about an hour), and EC2 may reclaim it first.
+    ...(input.capacityType === "spot"
+      ? {
+          InstanceMarketOptions: {
+            MarketType: "spot" as const,
+            SpotOptions: {
+              SpotInstanceType: "one-time" as const,
+              InstanceInterruptionBehavior: "terminate" as const,
+            },
+          },
+          InstanceInitiatedShutdownBehavior: "terminate" as const,
+        }
+      : { InstanceInitiatedShutdownBehavior: "stop" as const }),
     MetadataOptions: {
       HttpTokens: "required",
       HttpEndpoint: "enabled",

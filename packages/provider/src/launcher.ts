@@ -91,6 +91,7 @@ export class Launcher {
       record.instanceTypes ?? [instanceType],
       ctx.config,
       ctx.instanceTypes?.latest(),
+      record.capacityTypes,
     );
     // After an unknown outcome, repeat the same request (same token: EC2 returns that instance).
     const repeat = record.placement ?? placements.find((p) => p.clientToken === record.clientToken);
@@ -139,6 +140,7 @@ export class Launcher {
         userData,
         subnetId: placement.subnetId,
         clientToken: placement.clientToken,
+        capacityType: placement.capacityType,
       });
       let instanceId: string | undefined;
       try {
@@ -187,7 +189,7 @@ export class Launcher {
       record.events.push({
         type: "Normal",
         reason: "Launched",
-        message: `launched instance ${instanceId} (${placement.instanceType}) in ${placement.subnetId}`,
+        message: `launched instance ${instanceId} (${placement.instanceType}${placement.capacityType === "spot" ? ", Spot" : ""}) in ${placement.subnetId}`,
       });
       // Recorded as soon as RunInstances returned; the parameters are tagged with the instance's
       // ARN at the same time (a failure is retried by the next poll).
@@ -282,8 +284,8 @@ export class Launcher {
       this.#poolErrors.set(next.pool, error);
       const what =
         error.code === "QuotaExceeded"
-          ? `an account quota stops the launch (${error.awsCode ?? error.code})`
-          : `EC2 has no ${placement.instanceType} capacity in ${placement.subnetId} (${error.awsCode ?? error.code})`;
+          ? `an account ${placement.capacityType === "spot" ? "Spot " : ""}quota stops the launch (${error.awsCode ?? error.code})`
+          : `EC2 has no ${placement.capacityType === "spot" ? "Spot " : ""}${placement.instanceType} capacity in ${placement.subnetId} (${error.awsCode ?? error.code})`;
       record.launchError = new ProviderError(
         error.code,
         `pod ${facts.key}: ${what}; retrying with back-off${placements > 1 ? " in the other configured subnets and instance types" : ""}`,

@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { ProviderConfig } from "./config.js";
 import {
   allowedInstanceTypes,
+  CAPACITY_TYPE_ANNOTATION,
   INSTANCE_TYPE_ANNOTATION,
   INSTANCE_TYPE_NODE_SELECTOR,
 } from "./config.js";
@@ -81,6 +82,8 @@ export interface PodFacts {
   readonly requestedBy: "nodeSelector" | "annotation" | undefined;
   /** Summed requests (limits where a request is missing); init containers count by their maximum. */
   readonly requests: ResourceRequests;
+  /** The annotation `nebula.dev/requested-capacity-type`, as written, if any. */
+  readonly requestedCapacityType: string | undefined;
 }
 
 /** A Pod's resource needs, in the units the mapping uses. */
@@ -163,6 +166,7 @@ export function podFacts(pod: V1Pod | unknown): PodFacts {
           ? "annotation"
           : undefined,
     requests,
+    requestedCapacityType: metadata.annotations?.[CAPACITY_TYPE_ANNOTATION],
   };
 }
 
@@ -300,4 +304,42 @@ function chooseConfigured(facts: PodFacts, config: ProviderConfig): string {
     );
   }
   return config.instanceTypes.default;
+}
+
+/** How one instance is bought. */
+export type CapacityType = "spot" | "on-demand";
+
+/**
+ * The capacity types a Pod launches with, in order: its annotation `nebula.dev/requested-capacity-type`
+ * where `capacity.annotationNamespaces` lets its namespace choose, else `capacity.default`;
+ * `spot-then-on-demand` is `["spot", "on-demand"]`. Throws `InvalidPodSpec` for an annotation of
+ * another value, or one in a namespace that may not choose, naming the field.
+ */
+export function capacityTypesFor(facts: PodFacts, config: ProviderConfig): CapacityType[] {
+  const asked = facts.requestedCapacityType;
+  const field = `metadata.annotations["${CAPACITY_TYPE_ANNOTATION}"]`;
+  let choice: string = config.capacity.default;
+  if (asked !== undefined) {
+    const may = config.capacity.annotationNamespaces;
+    if (!may.includes("*") && !may.includes(facts.namespace)) {
+      throw new ProviderError(
+        "InvalidPodSpec",
+        `pod ${facts.key}: ${field} asks for ${JSON.stringify(asked)} capacity, but namespace ${facts.namespace} may not choose its capacity type on this node (capacity.annotationNamespaces); remove the annotation to get the node's default, ${config.capacity.default}`,
+      );
+    }
+    choice = asked;
+  }
+  switch (choice) {
+    case "on-demand":
+      return ["on-demand"];
+    case "spot":
+      return ["spot"];
+    case "spot-then-on-demand":
+      return ["spot", "on-demand"];
+    default:
+      throw new ProviderError(
+        "InvalidPodSpec",
+        `pod ${facts.key}: ${field} is ${JSON.stringify(choice)}; it takes on-demand, spot or spot-then-on-demand`,
+      );
+  }
 }

@@ -33,6 +33,8 @@ describe("the controller's IAM policy", () => {
       "arn:aws:ec2:${Region}:${AccountId}:security-group/${SecurityGroupId}",
     );
     expect(resources.some((r) => r.includes("image/*") || r.includes("subnet/*"))).toBe(false);
+    // A Spot launch also creates a one-time Spot request (capacity: spot).
+    expect(resources).toContain("arn:aws:ec2:${Region}:${AccountId}:spot-instances-request/*");
     const instance = run.find((s) => list(s.Resource).some((r) => r.includes(":instance/")));
     // StringLike, so an allowed family of the catalogue ("m7i.*") can be given as one entry.
     expect(instance?.Condition?.StringLike).toEqual({ "ec2:InstanceType": ["${InstanceType}"] });

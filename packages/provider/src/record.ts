@@ -17,7 +17,7 @@ import type { InstanceTypeCatalogue } from "./instance-types.js";
 import { jsonEqual } from "./json-equal.js";
 import type { LaunchInput } from "./launch.js";
 import { disproveOwnership, type OwnershipRules } from "./ownership.js";
-import type { PodFacts } from "./pod.js";
+import type { CapacityType, PodFacts } from "./pod.js";
 import type { ObservedInstance } from "./poll.js";
 
 /** What the provider does with a Pod. */
@@ -44,6 +44,8 @@ export interface PodRecord {
   instanceType?: string;
   /** The instance types it may launch on, most preferred first (`instanceType` is the first). */
   instanceTypes?: readonly string[];
+  /** How its instance is bought, in order of preference (default: On-Demand). */
+  capacityTypes?: readonly CapacityType[];
   userData?: LaunchInput["userData"];
   instanceId?: string;
   /** A `RunInstances` was (or may have been) sent: the ledger has its request time. */
@@ -215,7 +217,7 @@ function instanceInfo(record: PodRecord): PodInstanceInfo | undefined {
     instanceType: seen?.instanceType ?? record.placement?.instanceType,
     availabilityZone: seen?.availabilityZone,
     subnetId: seen?.subnetId ?? record.placement?.subnetId,
-    capacityType: seen?.capacityType ?? "on-demand",
+    capacityType: seen?.capacityType ?? record.placement?.capacityType ?? "on-demand",
   };
 }
 
