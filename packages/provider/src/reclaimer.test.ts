@@ -302,6 +302,18 @@ describe("Reclaimer.stopInstance", () => {
     expect(spot.State.Name).toBe("terminated");
   });
 
+  it("terminates a Spot instance it is asked to stop, after tagging the grace, with no StopInstances", async () => {
+    const { gateway, reclaimer } = setup();
+    const spot = addOwnedInstance(gateway, "uid-spot-2", { InstanceLifecycle: "spot" });
+    await reclaimer.stopInstance(spot.InstanceId, { graceSeconds: 45 });
+    expect(gateway.calls.map((c) => c.action)).toEqual(
+      expect.arrayContaining(["tagInstances", "terminateInstance"]),
+    );
+    expect(gateway.count("stopInstance")).toBe(0);
+    expect(spot.State.Name).toBe("terminated");
+    expect(spot.Tags.find((t) => t.Key === "nebula:stop-grace-seconds")?.Value).toBe("45");
+  });
+
   it("rethrows a stop failure that a retry can fix, without terminating", async () => {
     const { gateway, reclaimer } = setup();
     const instance = addOwnedInstance(gateway, "uid-thr");

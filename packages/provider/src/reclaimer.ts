@@ -208,6 +208,12 @@ export class Reclaimer {
     const since = this.#recentLaunchOf(instance.instanceId) ?? instance.launchTime;
     if (action === "stop") {
       if (state === "stopped" || state === "stopping") return;
+      if (instance.capacityType === "spot") {
+        // A one-time Spot instance cannot stop: its termination shuts the host down the same
+        // orderly way (the grace tagged above), and its tags keep the final report.
+        await this.#act(instance, "terminate");
+        return;
+      }
       try {
         const outcome = await gateway.stopInstance(instance.instanceId);
         // EC2 may still deny knowing a new instance: that is not "already gone".

@@ -27,6 +27,8 @@ export interface FakeInstance {
   SubnetId?: string;
   Placement?: { AvailabilityZone: string };
   IamInstanceProfile?: { Arn: string };
+  /** `spot` for a Spot instance. */
+  InstanceLifecycle?: string;
 }
 
 /** Names of the fake's calls, as {@link FakeGateway.calls} logs them. */
