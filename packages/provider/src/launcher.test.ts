@@ -174,6 +174,30 @@ describe("Launcher.launch", () => {
     expect(b.events.map((e) => e.reason)).toEqual(["QuotaExceeded"]);
   });
 
+  it("a Spot quota stops Spot only: a Spot-only Pod waits and says why, a spot-then-on-demand one goes On-Demand", async () => {
+    const { ctx, gateway, launcher } = setup({ subnetIds: SUBNETS });
+    gateway.fail(
+      "runInstances",
+      new ProviderError("QuotaExceeded", "Spot limit", { awsCode: "MaxSpotInstanceCountExceeded" }),
+    );
+    const first = testRecord(ctx, testPod("a", "uid-sa"));
+    first.capacityTypes = ["spot", "on-demand"];
+    await launcher.launch(first);
+    expect(first.launchError?.message).toContain("an account Spot quota stops the launch");
+    const spotOnly = testRecord(ctx, testPod("b", "uid-sb"));
+    spotOnly.capacityTypes = ["spot"];
+    await launcher.launch(spotOnly);
+    expect(spotOnly.launchError?.code).toBe("QuotaExceeded");
+    expect(spotOnly.events.map((e) => e.reason)).toEqual(["QuotaExceeded"]);
+    await launcher.launch(first);
+    expect(runs(gateway).map((r) => r.InstanceMarketOptions?.MarketType ?? "on-demand")).toEqual([
+      "spot",
+      "on-demand",
+    ]);
+    expect(first.instanceId).toBeDefined();
+    expect(spotOnly.instanceId).toBeUndefined();
+  });
+
   it("an unknown outcome repeats the same request (same client token and subnet): one instance", async () => {
     const { ctx, gateway, ledger, launcher } = setup({ subnetIds: SUBNETS });
     const record = testRecord(ctx, testPod("web", "uid-unk"));

@@ -6,6 +6,7 @@ import {
   type Placement,
   placementsFor,
   poolOf,
+  SPOT_ACCOUNT_POOL,
 } from "./capacity.js";
 import { ProviderError, toProviderError } from "./errors.js";
 import { buildRunInstancesInput } from "./launch.js";
@@ -237,8 +238,10 @@ export class Launcher {
 
   /** A Pod that makes no call because every pool it could use is cooling down: say why. */
   #waitOnPools(record: PodRecord, placements: readonly Placement[]): void {
+    const spot = placements.some((p) => p.capacityType === "spot");
     const cause =
       this.#poolErrors.get(ACCOUNT_POOL) ??
+      (spot ? this.#poolErrors.get(SPOT_ACCOUNT_POOL) : undefined) ??
       placements.map((p) => this.#poolErrors.get(poolOf(p))).find((e) => e !== undefined);
     if (
       cause === undefined ||
