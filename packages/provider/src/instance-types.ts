@@ -52,7 +52,7 @@ export class InstanceTypeCatalogue {
   #reading: Promise<readonly InstanceTypeInfo[]> | undefined;
 
   constructor(options: {
-    /** One read of every type (the gateway's `describeInstanceTypes`). */
+    /** One read of every type with its subnets ({@link readCatalogue}). */
     read: () => Promise<ReadInstanceTypes>;
     refreshMs: number;
     now: () => number;
