@@ -42,6 +42,17 @@ afterAll(async () => {
   await moto?.stop();
 });
 
+/** EC2 answers the next `times` launches that `match` with `InsufficientInstanceCapacity`. */
+const noCapacity = (times: number, match: (params: URLSearchParams) => boolean) =>
+  faults.inject({
+    action: "RunInstances",
+    kind: "error",
+    code: "InsufficientInstanceCapacity",
+    status: 500,
+    times,
+    match,
+  });
+
 const uid = (n: number) => `00000000-0000-4000-8000-${n.toString().padStart(12, "0")}`;
 
 describe("instance types from EC2's catalogue (moto's DescribeInstanceTypes)", () => {
@@ -65,14 +76,7 @@ describe("instance types from EC2's catalogue (moto's DescribeInstanceTypes)", (
   it("launches each Pod on the smallest allowed type that fits, falls to the next on a capacity error, and reads the catalogue once", async () => {
     faults.clear();
     // EC2 has no c7i.large (the smallest fit of the first Pod) anywhere.
-    faults.inject({
-      action: "RunInstances",
-      kind: "error",
-      code: "InsufficientInstanceCapacity",
-      status: 500,
-      times: 1000,
-      match: (params) => params.get("InstanceType") === "c7i.large",
-    });
+    noCapacity(1000, (params) => params.get("InstanceType") === "c7i.large");
     const log = statusLog();
     const provider = new Ec2PodProvider({
       config: {
@@ -163,14 +167,7 @@ describe("capacity types against moto", () => {
   it("spot-then-on-demand: Spot where EC2 has it, On-Demand after a Spot capacity error, one request each", async () => {
     faults.clear();
     // EC2 has no Spot m7i.large (moto would launch any): the first Pod's Spot request fails.
-    faults.inject({
-      action: "RunInstances",
-      kind: "error",
-      code: "InsufficientInstanceCapacity",
-      status: 500,
-      times: 1,
-      match: isSpot,
-    });
+    noCapacity(1, isSpot);
     const log = statusLog();
     const clock = fakeClock();
     const provider = new Ec2PodProvider({
