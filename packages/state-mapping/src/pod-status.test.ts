@@ -314,6 +314,122 @@ describe("toPodStatus", () => {
     );
   });
 
+  it("marks a Pod at the Spot notice, while its containers still run: DisruptionTarget, not Ready, then Failed / SpotInterruption", () => {
+    const notice = {
+      ...report(5, false, [running()]),
+      stopRequested: true,
+      stopRequestedAt: "2026-11-30T06:00:00.000Z",
+      interruption: { kind: "spot" as const, action: "terminate", time: "2026-11-30T06:02:00Z" },
+    };
+    const marked = toPodStatus(pod("Always"), live(notice), { now: NOW });
+    expect(marked.phase).toBe("Running");
+    expect(marked.reason).toBeUndefined();
+    expect(condition(marked, "DisruptionTarget")).toEqual({
+      type: "DisruptionTarget",
+      status: "True",
+      lastTransitionTime: NOW,
+      reason: "SpotInterruption",
+      message:
+        "EC2 is reclaiming the Spot instance at 2026-11-30T06:02:00Z: its host supervisor is stopping the containers within the two-minute warning",
+    });
+    expect(condition(marked, "Ready")).toMatchObject({
+      status: "False",
+      reason: "SpotInterruption",
+    });
+    // The containers' own readiness is theirs.
+    expect(condition(marked, "ContainersReady")?.status).toBe("True");
+    expect(marked.containerStatuses?.[0]?.state?.running).toBeDefined();
+    // EC2 already shows the instance going for Spot, before any report of the notice: marked too.
+    const going = toInstanceState(
+      ec2("shutting-down", {
+        code: "Server.SpotInstanceTermination",
+        report: report(5, false, [running()]),
+      }),
+      { now: NOW },
+    );
+    expect(
+      condition(toPodStatus(pod("Always"), going, { now: NOW }), "DisruptionTarget")?.status,
+    ).toBe("True");
+    // The final report: Failed / SpotInterruption, the mark's time kept.
+    const stored = { ...pod("Always"), status: JSON.parse(JSON.stringify(marked)) };
+    const later = new Date(NOW.getTime() + 30_000);
+    const final = {
+      ...notice,
+      seq: 6,
+      final: true,
+      containers: [{ ...exited(143, "app"), stoppedBecause: "SpotInterruption" }],
+    };
+    const ended = toPodStatus(
+      stored,
+      toInstanceState(ec2("running", { report: final }), { now: later }),
+      {
+        now: later,
+      },
+    );
+    expect(ended).toMatchObject({ phase: "Failed", reason: "SpotInterruption" });
+    expect(new Date(condition(ended, "DisruptionTarget")?.lastTransitionTime ?? 0)).toEqual(NOW);
+    expect(ended.conditions?.filter((c) => c.type === "DisruptionTarget")).toHaveLength(1);
+    // A restarted controller that reads an older report than the one stored: the mark stays.
+    const older = toPodStatus(stored, live(report(4, false, [running()])), { now: later });
+    expect(condition(older, "DisruptionTarget")?.status).toBe("True");
+    expect(condition(older, "Ready")?.status).toBe("False");
+  });
+
+  it("over any run of observations with Spot notices, the mark comes with the first notice, stays until the end, once, its time fixed (property)", () => {
+    const notice = (seq: number, final: boolean) => ({
+      ...report(seq, final, [final ? exited(143) : running()]),
+      stopRequested: true,
+      interruption: { kind: "spot" as const, action: "terminate" },
+    });
+    const step = fc.oneof(
+      fc
+        .nat({ max: 20 })
+        .map((seq) => ({ state: "running", report: report(seq, false, [running()]) })),
+      fc.nat({ max: 20 }).map((seq) => ({ state: "running", report: notice(seq, false) })),
+      fc.nat({ max: 20 }).map((seq) => ({ state: "running", report: notice(seq, true) })),
+      fc
+        .nat({ max: 20 })
+        .map((seq) => ({ state: "stopped", report: report(seq, true, [exited(0)]) })),
+      fc.constantFrom(
+        { state: "shutting-down", code: "Server.SpotInstanceTermination" },
+        { state: "terminated", code: "Server.SpotInstanceTermination" },
+        { state: "stopped", code: "Server.InternalError" },
+        { state: "terminated", code: "Client.UserInitiatedShutdown" },
+      ),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { minLength: 1, maxLength: 12 }), (steps) => {
+        let stored = pod("Always");
+        let state: InstanceState | undefined;
+        let markedAt: string | undefined;
+        let wasMarkedLive = false;
+        steps.forEach((s, i) => {
+          const now = new Date(NOW.getTime() + i * 1000);
+          state = toInstanceState(ec2(s.state, s), { now, ...(state ? { previous: state } : {}) });
+          const status = JSON.parse(JSON.stringify(toPodStatus(stored, state, { now })));
+          stored = { ...stored, status };
+          const marks = (status.conditions ?? []).filter(
+            (c: { type: string }) => c.type === "DisruptionTarget",
+          );
+          const ended = status.phase === "Succeeded" || status.phase === "Failed";
+          const noticed = state.report?.interruption !== undefined;
+          if (ended) expect(marks.length).toBe(status.reason === "SpotInterruption" ? 1 : 0);
+          else if (noticed || wasMarkedLive) {
+            expect(marks.length).toBe(1);
+            const ready = status.conditions.find((c: { type: string }) => c.type === "Ready");
+            expect(ready).toMatchObject({ status: "False", reason: "SpotInterruption" });
+          }
+          expect(marks.length).toBeLessThanOrEqual(1);
+          if (!ended && marks.length > 0) wasMarkedLive = true;
+          if (markedAt !== undefined && marks.length > 0) {
+            expect(marks[0]?.lastTransitionTime).toBe(markedAt);
+          }
+          markedAt = marks[0]?.lastTransitionTime;
+        });
+      }),
+    );
+  });
+
   it("keeps what a lost instance had already reported, and marks only the rest unknown", () => {
     const rep = report(3, false, [exited(0, "first"), running("second")]);
     const state = toInstanceState(ec2("stopped", { code: "Server.InternalError", report: rep }), {

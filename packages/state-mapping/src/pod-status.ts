@@ -476,29 +476,58 @@ export function toPodStatus(
     result.reason = RESTART_LIMIT_REASON;
     result.message = statusText(state.restartLimit.message, MAX_POD_MESSAGE_CHARS);
   }
-  // The mark is this mapping's while Spot is the reason: dropped with it (a newer final report
-  // that says the containers completed); a DisruptionTarget another component set is kept.
-  const ours = (c: V1PodCondition) =>
-    c.type === DISRUPTION_TARGET && c.reason === "SpotInterruption";
-  if (result.reason !== "SpotInterruption" && conditions.some(ours)) {
+  // The mark is this mapping's while Spot is the reason (or, before the end, while a notice is
+  // known): dropped with it (a newer final report that says the containers completed); a
+  // DisruptionTarget another component set is kept.
+  const ours = (c: unknown) => {
+    const o = readObject(c);
+    return o?.type === DISRUPTION_TARGET && o.reason === "SpotInterruption";
+  };
+  const previous = stored.otherConditions
+    .map(readObject)
+    .find((c) => ours(c) && c?.status === "True");
+  // A notice is never withdrawn: EC2 acts on it. Until the final report, the Pod is marked from
+  // the first sign of it (the supervisor's report of the notice, EC2's Spot state reason, or the
+  // mark already stored), so it does not flap when a restarted controller reads an older report.
+  const notice =
+    !terminal &&
+    (report?.interruption?.kind === "spot" ||
+      state.instance?.cause === "SpotInterruption" ||
+      previous !== undefined);
+  if (result.reason !== "SpotInterruption" && !notice && conditions.some(ours)) {
     result.conditions = conditions.filter((c) => !ours(c));
   }
-  if (result.reason === "SpotInterruption") {
-    // EC2 took the instance: a disruption, not the Pod's failure, as the kubelet says of a Pod it
-    // ends for a node shutdown. A Job's podFailurePolicy can then ignore it (DisruptionTarget).
-    const previous = stored.otherConditions
-      .map(readObject)
-      .find((c) => c?.type === DISRUPTION_TARGET && c.status === "True");
-    result.conditions = [
-      ...conditions.filter((c) => c.type !== DISRUPTION_TARGET),
-      {
-        type: DISRUPTION_TARGET,
-        status: "True",
-        lastTransitionTime: toDate(previous?.lastTransitionTime) ?? now,
-        reason: "SpotInterruption",
-        message: "EC2 reclaimed the Spot instance: the Pod was interrupted, it did not fail",
-      },
-    ];
+  if (result.reason === "SpotInterruption" || notice) {
+    // EC2 takes the instance: a disruption, not the Pod's failure, as the kubelet says of a Pod it
+    // ends for a node shutdown. A Job's podFailurePolicy can then ignore it (DisruptionTarget),
+    // and, marked before its end, a Pod is known to be going while its containers still stop.
+    const at = report?.interruption?.time;
+    const mark: V1PodCondition = {
+      type: DISRUPTION_TARGET,
+      status: "True",
+      lastTransitionTime: toDate(previous?.lastTransitionTime) ?? now,
+      reason: "SpotInterruption",
+      message: notice
+        ? `EC2 is reclaiming the Spot instance${at === undefined ? "" : ` at ${at}`}: its host supervisor is stopping the containers within the two-minute warning`
+        : "EC2 reclaimed the Spot instance: the Pod was interrupted, it did not fail",
+    };
+    const kept = conditions.filter((c) => c.type !== DISRUPTION_TARGET);
+    if (notice) {
+      // No longer fit to take new work: Services and load balancers stop sending it traffic
+      // while the containers drain (their own readiness is in ContainersReady).
+      const i = kept.findIndex((c) => c.type === "Ready");
+      const readySince = current.find((c) => c.type === "Ready" && c.status === "False");
+      if (i >= 0) {
+        kept[i] = {
+          type: "Ready",
+          status: "False",
+          lastTransitionTime: readySince?.lastTransitionTime ?? now,
+          reason: "SpotInterruption",
+          message: "the Spot instance is being reclaimed: the Pod's containers are stopping",
+        };
+      }
+    }
+    result.conditions = [...kept, mark];
   }
   return result;
 }

@@ -197,6 +197,17 @@ export const ExitReport = z.looseObject({
       time: timestamp.optional(),
     })
     .optional(),
+  /**
+   * The rebalance recommendation the supervisor saw on IMDS (`events/recommendations/rebalance`):
+   * EC2 says this Spot instance is at elevated risk of interruption. Informational: nothing was
+   * stopped for it.
+   */
+  rebalance: z
+    .looseObject({
+      /** The recommendation's `noticeTime`. */
+      time: timestamp,
+    })
+    .optional(),
   /** Present when a container's restarts hit the Pod's restart limit, which ended the Pod. */
   restartLimit: z
     .looseObject({

@@ -789,6 +789,12 @@ describe("the generated user-data on a host", () => {
     });
     expect(text(container(final, "app")?.messageB64)).toBe("drained\n");
     expect(h.poweredOff()).toBe(false);
+    // The notice was reported at once, before the containers were stopped: the controller marks
+    // the Pod from that report while the grace runs.
+    const notice = h.tagReports().find((r) => r.interruption !== undefined && !r.final);
+    expect(notice).toMatchObject({ stopRequested: true, interruption: { action: "terminate" } });
+    expect(container(notice, "app")?.state).toBe("running");
+    expect(notice?.seq).toBe((final?.seq ?? 0) - 1);
     // The controller: the instance is still running, yet the Pod ends as a Spot interruption.
     const state = toInstanceState(
       {
@@ -799,6 +805,32 @@ describe("the generated user-data on a host", () => {
       { now: new Date() },
     );
     expect(state).toMatchObject({ kind: "Terminal", stopped: { cause: "SpotInterruption" } });
+  });
+
+  it("reports a rebalance recommendation once and keeps the containers running", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/server:1" }], { restartPolicy: "Always" }),
+      {
+        "fake/server:1": { script: "while :; do sleep 0.1; done" },
+      },
+    );
+    await h.until(() => h.tagReports().some((r) => container(r, "app")?.state === "running"));
+    const at = new Date(Date.now() - 1000);
+    h.raiseRebalance(at);
+    const time = at.toISOString().replace(/\.\d{3}Z$/, "Z");
+    await h.until(() => h.tagReports().some((r) => r.rebalance !== undefined));
+    const reports = h.tagReports();
+    const first = reports.findIndex((r) => r.rebalance !== undefined);
+    expect(reports[first]).toMatchObject({ final: false, rebalance: { time } });
+    expect(reports[first]?.stopRequested).toBeUndefined();
+    expect(container(reports[first], "app")?.state).toBe("running");
+    // Reported once: no report follows for it alone (the next poll sees the same recommendation).
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    expect(h.tagReports()).toHaveLength(first + 1);
+    expect(h.dockerCalls("stop")).toEqual([]);
+    h.terminate();
+    expect(await h.finished()).toBe(0);
+    expect(last(h.tagReports())).toMatchObject({ final: true, rebalance: { time } });
   });
 
   it("reports the boot timeline: supervisor start, each pull's start and end, each first start", async () => {

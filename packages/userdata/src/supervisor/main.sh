@@ -75,6 +75,10 @@ main() {
     [ -z "$TERM_REQUESTED" ] || finish
     ! pod_done || finish
     ! spot_check || finish
+    if [ -n "$REBALANCE_NEW" ]; then
+      REBALANCE_NEW=
+      changed=1
+    fi
     probes_read
     sidecars_advance
     # A report for probe verdicts alone backs off while they flap (10, 20, 40 ... 320 s apart),

@@ -179,6 +179,7 @@ json_report() {
   # A stop this supervisor did not start (Spot interruption, a stop by the user or the controller).
   [ -z "$STOP_REQUESTED" ] || J+=",\"stopRequested\":true,\"stopRequestedAt\":\"$STOP_ISO\""
   [ -z "$SPOT_ACTION" ] || J+=",\"interruption\":{\"kind\":\"spot\",\"action\":\"$SPOT_ACTION\"${SPOT_TIME:+,\"time\":\"$SPOT_TIME\"}}"
+  [ -z "$REBALANCE_TIME" ] || J+=",\"rebalance\":{\"time\":\"$REBALANCE_TIME\"}"
   [ -z "$LIMIT_HIT" ] || J+=",\"restartLimit\":{\"container\":\"${NAMES[LIMIT_HIT]}\",\"limit\":$RESTART_LIMIT}"
   J+=",\"supervisorStartedAt\":\"$SUPERVISOR_AT\",\"containers\":["
   for ((i = 0; i < count; i++)); do

@@ -62,6 +62,9 @@ finish() {
     ((left >= grace)) || grace=$((left > 0 ? left : 0))
     STOP_ISO=$(date -u -d "@$SPOT_AT" +%Y-%m-%dT%H:%M:%S.000Z)
     log "Spot interruption notice ($SPOT_ACTION at ${SPOT_TIME:-unknown}): stopping containers (grace ${grace}s)"
+    # Said at once, before the containers stop: the controller marks the Pod (DisruptionTarget)
+    # from this report while the grace runs, not after it.
+    report
   elif [ -n "$TERM_REQUESTED" ]; then
     STOP_REQUESTED=1
     why=StopRequested
@@ -92,13 +95,23 @@ finish() {
 }
 
 # Reads the Spot interruption notice from IMDS (404 until there is one). Sets SPOT_ACTION,
-# SPOT_TIME and SPOT_AT (when it was seen: the stop time, recorded first).
+# SPOT_TIME and SPOT_AT (when it was seen: the stop time, recorded first). On the way, reads the
+# rebalance recommendation (404 until there is one): REBALANCE_TIME is set and REBALANCE_NEW
+# says it is new (the loop reports it; nothing else changes: EC2 does not act on it).
 spot_check() {
   local body t
   printf -v t '%(%s)T' -1
   ((t >= SPOT_NEXT)) || return 1
   SPOT_NEXT=$((t + SPOT_POLL_SECONDS))
   [ -n "$INSTANCE_ID" ] || return 1
+  if [ -z "$REBALANCE_TIME" ] && interruptible imds_to "$RUN/rebalance" events/recommendations/rebalance; then
+    body=$(cat "$RUN/rebalance")
+    if [[ $body =~ \"noticeTime\"[[:space:]]*:[[:space:]]*\"([0-9]{4}-[0-9][0-9]-[0-9][0-9]T[0-9:.]+Z)\" ]]; then
+      REBALANCE_TIME=${BASH_REMATCH[1]}
+      REBALANCE_NEW=1
+      log "EC2 recommends rebalancing this Spot instance (notice at $REBALANCE_TIME): reported, nothing stopped"
+    fi
+  fi
   interruptible imds_to "$RUN/spot" spot/instance-action || return 1
   body=$(cat "$RUN/spot")
   [[ $body =~ \"action\"[[:space:]]*:[[:space:]]*\"([a-z]+)\" ]] || return 1

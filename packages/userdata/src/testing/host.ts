@@ -182,6 +182,7 @@ export class TestHost {
   private failedReport = 0;
   private rejected = 0;
   private spotNotice: string | undefined;
+  private rebalance: string | undefined;
   private readonly instanceTags = new Map<string, string>();
 
   constructor(private readonly options: HostOptions) {
@@ -323,6 +324,14 @@ export class TestHost {
    */
   raiseSpotNotice(action: "terminate" | "stop" | "hibernate", at: Date): void {
     this.spotNotice = JSON.stringify({ action, time: at.toISOString().replace(/\.\d{3}Z$/, "Z") });
+  }
+
+  /**
+   * From now on IMDS serves a rebalance recommendation (`events/recommendations/rebalance`), as
+   * EC2 does when a Spot instance is at elevated risk of interruption: `{"noticeTime": at}`.
+   */
+  raiseRebalance(at: Date): void {
+    this.rebalance = JSON.stringify({ noticeTime: at.toISOString().replace(/\.\d{3}Z$/, "Z") });
   }
 
   /** Epoch seconds (fractional) at which the docker stand-in received each `docker stop`. */
@@ -524,6 +533,9 @@ export class TestHost {
         "placement/region": REGION,
         "local-ipv4": HOST_IP,
         ...(this.spotNotice === undefined ? {} : { "spot/instance-action": this.spotNotice }),
+        ...(this.rebalance === undefined
+          ? {}
+          : { "events/recommendations/rebalance": this.rebalance }),
         ...Object.fromEntries([...this.instanceTags].map(([k, v]) => [`tags/instance/${k}`, v])),
         "iam/security-credentials/": "nebula-host",
         "iam/security-credentials/nebula-host": JSON.stringify(
