@@ -12,7 +12,13 @@ interface DrainLeft {
 
 type Observed = Pick<
   Ec2PodProvider,
-  "gateway" | "instanceCounts" | "onLeakCollected" | "onPoll" | "onDoorbells" | "onStartup"
+  | "gateway"
+  | "instanceCounts"
+  | "onLeakCollected"
+  | "onPoll"
+  | "onDoorbells"
+  | "onStartup"
+  | "onSpotSignal"
 >;
 
 /**
@@ -153,6 +159,22 @@ export function vnodeMetrics(
   provider.onStartup(({ breakdown }) => {
     for (const { phase, seconds } of breakdown.phases) startupPhases.observe({ phase }, seconds);
     if (breakdown.totalSeconds !== undefined) startups.observe(breakdown.totalSeconds);
+  });
+  const spotSignals = new Counter({
+    name: name("spot_signals_total"),
+    help: "EC2's Spot signals about this node's Pods, by kind (interruption: a Pod marked DisruptionTarget because EC2 is reclaiming its instance; rebalance: EC2 recommends moving off the instance, not acted on) and namespace",
+    labelNames: ["kind", "namespace"],
+    registers,
+  });
+  const noticeToMark = new Histogram({
+    name: name("spot_notice_to_mark_seconds"),
+    help: "From the host supervisor seeing a Spot interruption notice to the Pod's DisruptionTarget status published (whole seconds on the host's side)",
+    buckets: [0.25, 0.5, 1, 2, 5, 10, 30],
+    registers,
+  });
+  provider.onSpotSignal(({ kind, namespace, noticeToMarkSeconds }) => {
+    spotSignals.inc({ kind, namespace });
+    if (noticeToMarkSeconds !== undefined) noticeToMark.observe(noticeToMarkSeconds);
   });
   return reported;
 }

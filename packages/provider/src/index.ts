@@ -34,3 +34,4 @@ export type { ListedParameter } from "./parameters.js";
 export type { ObservedInstance, PollPage } from "./poll.js";
 export type { PollResult } from "./poller.js";
 export { Ec2PodProvider } from "./provider.js";
+export type { SpotSignal } from "./publisher.js";

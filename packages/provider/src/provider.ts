@@ -25,7 +25,7 @@ import type { Ec2PodProviderOptions } from "./options.js";
 import type { ParameterDelivery } from "./parameter-delivery.js";
 import { podFacts } from "./pod.js";
 import type { Poller, PollResult } from "./poller.js";
-import type { PodStartup, StatusPublisher } from "./publisher.js";
+import type { PodStartup, SpotSignal, StatusPublisher } from "./publisher.js";
 import type { Reclaimer, ReclaimOptions } from "./reclaimer.js";
 import { disprove, type ProviderContext, refreshState, withStatus } from "./record.js";
 
@@ -230,6 +230,15 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
    */
   onStartup(listener: (startup: PodStartup) => void): () => void {
     return this.#publisher.onStartup(listener);
+  }
+
+  /**
+   * Subscribes to Spot signals of this node's Pods: a Pod first marked `DisruptionTarget` for
+   * EC2's interruption of its instance, and EC2's first rebalance recommendation for it (each
+   * also an Event on the Pod); returns the unsubscribe.
+   */
+  onSpotSignal(listener: (signal: SpotSignal) => void): () => void {
+    return this.#publisher.onSpotSignal(listener);
   }
 
   /** Subscribes to every batch the event channel handled (`config.events`); returns the unsubscribe. */

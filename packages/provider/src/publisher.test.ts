@@ -2,7 +2,7 @@ import type { ExitReport } from "@nebula/state-mapping";
 import type { PodStatusChange } from "@nebula/virtual-node";
 import { describe, expect, it } from "vitest";
 import { ProviderError } from "./errors.js";
-import { type PodStartup, StatusPublisher } from "./publisher.js";
+import { type PodStartup, type SpotSignal, StatusPublisher } from "./publisher.js";
 import { observe, type PodRecord, refreshState } from "./record.js";
 import {
   addOwnedInstance,
@@ -329,5 +329,115 @@ describe("StatusPublisher start-up", () => {
     expect(t.changes.flatMap((c) => c.events ?? []).map((e) => e.reason)).not.toContain(
       "StartupTimes",
     );
+  });
+});
+
+describe("StatusPublisher Spot signals", () => {
+  const at = (ms: number) => new Date(T0 + ms).toISOString();
+  function hostReport(seq: number, extra: Partial<ExitReport> = {}): ExitReport {
+    return {
+      v: 1,
+      seq,
+      time: at(30_000),
+      final: false,
+      containers: [
+        { name: "app", init: false, state: "running", restarts: 0, containerID: "abc123" },
+      ],
+      ...extra,
+    } as ExitReport;
+  }
+  async function step(
+    t: ReturnType<typeof setup>,
+    record: PodRecord,
+    instance: FakeInstance,
+    r: ExitReport,
+  ) {
+    tagReport(instance, r);
+    observe(t.ctx, record, observed(instance));
+    refreshState(t.ctx, record);
+    await t.publisher.publish(record);
+  }
+
+  it("says the first Spot notice once: a Warning Event with the mark's message, and the listeners with the delay from the host's sight", async () => {
+    const t = setup();
+    const { record, instance } = launched(t, "uid-spot");
+    const signals: SpotSignal[] = [];
+    t.publisher.onSpotSignal((s) => signals.push(s));
+    await step(t, record, instance, hostReport(1));
+    expect(signals).toEqual([]);
+    const notice = hostReport(2, {
+      stopRequested: true,
+      stopRequestedAt: at(40_000),
+      interruption: { kind: "spot", action: "terminate", time: at(160_000) },
+    });
+    t.clock.now = T0 + 40_750;
+    await step(t, record, instance, notice);
+    await step(t, record, instance, { ...notice, seq: 3 });
+    expect(signals).toEqual([
+      {
+        podUid: "uid-spot",
+        pod: "default/pod-uid-spot",
+        namespace: "default",
+        kind: "interruption",
+        noticeToMarkSeconds: 0.75,
+      },
+    ]);
+    const events = t.changes.flatMap((c) => c.events ?? []);
+    expect(events.filter((e) => e.reason === "SpotInterruption")).toEqual([
+      {
+        type: "Warning",
+        reason: "SpotInterruption",
+        message: `EC2 is reclaiming the Spot instance at ${at(160_000)}: its host supervisor is stopping the containers within the two-minute warning`,
+      },
+    ]);
+    const last = t.changes.at(-1)?.status;
+    expect(last?.conditions?.find((c) => c.type === "DisruptionTarget")?.status).toBe("True");
+  });
+
+  it("does not say it again for a Pod whose stored status already carries the mark (a restarted vnode)", async () => {
+    const t = setup();
+    const { record, instance } = launched(t, "uid-spot2");
+    record.pod.status = {
+      phase: "Running",
+      conditions: [
+        {
+          type: "DisruptionTarget",
+          status: "True",
+          reason: "SpotInterruption",
+          lastTransitionTime: new Date(T0),
+        },
+      ],
+    };
+    const signals: SpotSignal[] = [];
+    t.publisher.onSpotSignal((s) => signals.push(s));
+    await step(
+      t,
+      record,
+      instance,
+      hostReport(2, { stopRequested: true, interruption: { kind: "spot", action: "terminate" } }),
+    );
+    expect(signals).toEqual([]);
+    expect(t.changes.flatMap((c) => c.events ?? []).map((e) => e.reason)).not.toContain(
+      "SpotInterruption",
+    );
+  });
+
+  it("says a rebalance recommendation once, as a Normal Event and to the listeners, and leaves the Pod as it is", async () => {
+    const t = setup();
+    const { record, instance } = launched(t, "uid-rebalance");
+    const signals: SpotSignal[] = [];
+    t.publisher.onSpotSignal((s) => signals.push(s));
+    await step(t, record, instance, hostReport(1, { rebalance: { time: at(10_000) } }));
+    await step(t, record, instance, hostReport(2, { rebalance: { time: at(10_000) } }));
+    expect(signals.map((s) => s.kind)).toEqual(["rebalance"]);
+    const events = t.changes.flatMap((c) => c.events ?? []);
+    expect(events.filter((e) => e.reason === "RebalanceRecommendation")).toHaveLength(1);
+    expect(events.find((e) => e.reason === "RebalanceRecommendation")?.message).toContain(
+      instance.InstanceId,
+    );
+    const status = t.changes.at(-1)?.status;
+    expect(status?.phase).toBe("Running");
+    expect(status?.conditions?.find((c) => c.type === "Ready")?.status).toBe("True");
+    expect(status?.conditions?.some((c) => c.type === "DisruptionTarget")).toBe(false);
   });
 });

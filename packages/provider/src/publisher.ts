@@ -26,6 +26,31 @@ export interface PodStartup {
   readonly breakdown: StartupBreakdown;
 }
 
+/**
+ * A Spot signal about a Pod's instance ({@link StatusPublisher.onSpotSignal}): EC2's interruption
+ * notice (the Pod is marked `DisruptionTarget`), or its rebalance recommendation.
+ */
+export interface SpotSignal {
+  /** The Pod's UID. */
+  readonly podUid: string;
+  /** `namespace/name`. */
+  readonly pod: string;
+  /** The Pod's namespace. */
+  readonly namespace: string;
+  /** `interruption`: EC2 is reclaiming the instance; `rebalance`: EC2 recommends moving off it. */
+  readonly kind: "interruption" | "rebalance";
+  /**
+   * For an interruption whose host reported the notice: seconds from the supervisor seeing the
+   * notice to the Pod's marked status being published (whole seconds on the host side).
+   */
+  readonly noticeToMarkSeconds?: number;
+}
+
+const marked = (status: V1PodStatus | undefined) =>
+  status?.conditions?.some(
+    (c) => c.type === "DisruptionTarget" && c.status === "True" && c.reason === "SpotInterruption",
+  ) === true;
+
 const ready = (status: V1PodStatus | undefined) =>
   status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") === true;
 
@@ -39,6 +64,7 @@ export class StatusPublisher {
   readonly #ctx: ProviderContext;
   readonly #listeners = new Set<PodStatusListener>();
   readonly #startupListeners = new Set<(startup: PodStartup) => void>();
+  readonly #spotListeners = new Set<(signal: SpotSignal) => void>();
 
   constructor(ctx: ProviderContext) {
     this.#ctx = ctx;
@@ -48,6 +74,15 @@ export class StatusPublisher {
   subscribe(listener: PodStatusListener): () => void {
     this.#listeners.add(listener);
     return () => this.#listeners.delete(listener);
+  }
+
+  /**
+   * Subscribes to Spot signals: a Pod first marked for EC2's interruption of its instance, EC2's
+   * first rebalance recommendation for it (once per Pod and process); returns the unsubscribe.
+   */
+  onSpotSignal(listener: (signal: SpotSignal) => void): () => void {
+    this.#spotListeners.add(listener);
+    return () => this.#spotListeners.delete(listener);
   }
 
   /** Subscribes to Pods' first Ready, broken down by phase; returns the unsubscribe. */
@@ -116,6 +151,7 @@ export class StatusPublisher {
     const status = record.status;
     if (status === undefined) return;
     this.#noteStartup(record, status);
+    this.#noteSpot(record, status);
     const delivery = deliveryOf(record, status);
     if (sameDelivery(record.delivered, delivery) && record.events.length === 0) return;
     const events = record.events;
@@ -139,6 +175,51 @@ export class StatusPublisher {
     }
     record.delivered = [structuredClone(copy), instance, delivery[2]];
     record.events = record.events.slice(events.length);
+  }
+
+  /**
+   * The Spot signals in a status about to be published: the Pod first marked `DisruptionTarget`
+   * for a Spot interruption (a Warning Event `SpotInterruption`, unless the status it had already
+   * carried the mark), and the first rebalance recommendation its host reported (a Normal Event
+   * `RebalanceRecommendation`). Nebula does not act on a recommendation: EC2 may never interrupt.
+   */
+  #noteSpot(record: PodRecord, status: V1PodStatus): void {
+    const base = {
+      podUid: record.facts.uid,
+      pod: record.facts.key,
+      namespace: record.facts.namespace,
+    };
+    if (!record.interruptionNoted && marked(status)) {
+      record.interruptionNoted = true;
+      if (!marked(record.delivered?.[0] ?? record.pod.status)) {
+        const mark = status.conditions?.find((c) => c.type === "DisruptionTarget");
+        record.events.push({
+          type: "Warning",
+          reason: "SpotInterruption",
+          message: mark?.message ?? "EC2 is reclaiming the Spot instance",
+        });
+        const seen = Date.parse(record.state?.report?.stopRequestedAt ?? "");
+        const signal: SpotSignal =
+          record.state?.report?.interruption !== undefined && Number.isFinite(seen)
+            ? {
+                ...base,
+                kind: "interruption",
+                noticeToMarkSeconds: Math.max(0, (this.#ctx.now() - seen) / 1000),
+              }
+            : { ...base, kind: "interruption" };
+        notifyAll(this.#spotListeners, (listener) => listener(signal));
+      }
+    }
+    const rebalance = record.state?.report?.rebalance;
+    if (!record.rebalanceNoted && rebalance !== undefined) {
+      record.rebalanceNoted = true;
+      record.events.push({
+        type: "Normal",
+        reason: "RebalanceRecommendation",
+        message: `EC2 recommends moving off Spot instance ${record.instanceId ?? ""} (notice at ${rebalance.time}): it is at elevated risk of interruption; Nebula does not act on it, the Pod keeps running`,
+      });
+      notifyAll(this.#spotListeners, (listener) => listener({ ...base, kind: "rebalance" }));
+    }
   }
 
   /**

@@ -108,6 +108,10 @@ export interface PodRecord {
   deleted: boolean;
   /** The Pod's first Ready was seen (and its start-up broken down, when it was one). */
   startupNoted?: boolean | undefined;
+  /** This process has said (Event, listeners) that the Pod's Spot instance is being reclaimed. */
+  interruptionNoted?: boolean | undefined;
+  /** This process has said that EC2 recommends rebalancing the Pod's Spot instance. */
+  rebalanceNoted?: boolean | undefined;
 }
 
 /** What the collaborators share: configuration, the AWS gateway, the ledger and the records. */

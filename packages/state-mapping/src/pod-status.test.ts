@@ -375,6 +375,34 @@ describe("toPodStatus", () => {
     expect(condition(older, "Ready")?.status).toBe("False");
   });
 
+  it("fails a Pod stopped from outside even when its containers ended their SIGTERM with 0: interrupted, not done", () => {
+    for (const [code, cause] of [
+      ["running", undefined],
+      ["stopped", "Client.UserInitiatedShutdown"],
+    ] as const) {
+      const final = {
+        ...report(7, true, [exited(0, "app")]),
+        stopRequested: true,
+        ...(cause === undefined
+          ? { interruption: { kind: "spot" as const, action: "terminate" } }
+          : {}),
+      };
+      const state = toInstanceState(
+        ec2(code, { report: final, ...(cause === undefined ? {} : { code: cause }) }),
+        { now: NOW },
+      );
+      const status = toPodStatus(pod("Always"), state, { now: NOW });
+      expect(status.phase, code).toBe("Failed");
+      expect(status.reason, code).toBe(cause === undefined ? "SpotInterruption" : "InstanceLost");
+      expect(status.containerStatuses?.[0]?.state?.terminated?.exitCode).toBe(0);
+    }
+    // Ended on its own with 0 (no stop from outside): Succeeded, as before.
+    const done = toInstanceState(ec2("stopped", { report: report(7, true, [exited(0, "app")]) }), {
+      now: NOW,
+    });
+    expect(toPodStatus(pod("OnFailure"), done, { now: NOW }).phase).toBe("Succeeded");
+  });
+
   it("over any run of observations with Spot notices, the mark comes with the first notice, stays until the end, once, its time fixed (property)", () => {
     const notice = (seq: number, final: boolean) => ({
       ...report(seq, final, [final ? exited(143) : running()]),

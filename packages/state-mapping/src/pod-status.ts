@@ -358,6 +358,12 @@ export function toPodStatus(
     terminal,
   );
   if (terminal && phase !== "Succeeded" && phase !== "Failed") phase = "Failed";
+  // Stopped from outside (a Spot interruption, a stop by a user or EC2): interrupted, not done,
+  // even when its containers ended their SIGTERM with 0, as the kubelet fails a Pod it ends for
+  // a node shutdown. A Job counts it as a failure its podFailurePolicy may ignore (DisruptionTarget).
+  if (phase === "Succeeded" && state.kind === "Terminal" && state.stopped !== undefined) {
+    phase = "Failed";
+  }
   if (kind === "Unknown") phase = "Unknown";
   if (phase === "Succeeded") initialized = true;
 
