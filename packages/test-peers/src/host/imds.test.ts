@@ -73,6 +73,52 @@ describe("startImdsServer", () => {
     expect(plain.status).toBe(404);
   });
 
+  it("serves a Spot interruption notice and a rebalance recommendation once set (404 before), listed under meta-data, to token holders only", async () => {
+    server = await startImdsServer(IDENTITY);
+    const t = await (await token(server.endpoint)).text();
+    const get = async (path: string) =>
+      fetch(`${server?.endpoint}latest/meta-data/${path}`, {
+        headers: { "x-aws-ec2-metadata-token": t },
+      });
+    expect((await get("spot/instance-action")).status).toBe(404);
+    expect((await get("spot/termination-time")).status).toBe(404);
+    expect((await get("spot/")).status).toBe(404);
+    expect((await get("events/recommendations/rebalance")).status).toBe(404);
+    const before = (await (await get("")).text()).split("\n");
+    expect(before).not.toContain("spot/");
+    expect(before).not.toContain("events/");
+
+    const notice = JSON.stringify({ action: "terminate", time: "2017-09-18T08:22:00Z" });
+    server.setNotice("spot/instance-action", notice);
+    server.setNotice("spot/termination-time", "2017-09-18T08:22:00Z");
+    const action = await get("spot/instance-action");
+    expect(action.status).toBe(200);
+    expect(await action.json()).toEqual({ action: "terminate", time: "2017-09-18T08:22:00Z" });
+    expect(await (await get("spot/termination-time")).text()).toBe("2017-09-18T08:22:00Z");
+    expect(await (await get("spot/")).text()).toBe("instance-action\ntermination-time");
+    expect((await get("events/recommendations/rebalance")).status).toBe(404);
+
+    server.setNotice("events/recommendations/rebalance", '{"noticeTime":"2020-11-05T08:22:00Z"}');
+    expect(await (await get("events/recommendations/rebalance")).json()).toEqual({
+      noticeTime: "2020-11-05T08:22:00Z",
+    });
+    expect(await (await get("events/")).text()).toBe("recommendations/");
+    expect(await (await get("events/recommendations/")).text()).toBe("rebalance");
+    const listed = (await (await get("")).text()).split("\n");
+    expect(listed).toContain("spot/");
+    expect(listed).toContain("events/");
+    expect(listed).toEqual([...listed].sort());
+    // Token-checked like every item.
+    expect((await fetch(`${server.endpoint}latest/meta-data/spot/instance-action`)).status).toBe(
+      401,
+    );
+
+    server.setNotice("spot/instance-action", undefined);
+    server.setNotice("spot/termination-time", undefined);
+    expect((await get("spot/instance-action")).status).toBe(404);
+    expect((await (await get("")).text()).split("\n")).not.toContain("spot/");
+  });
+
   it("enforces IMDSv2: no token, a bad token, an expired token or a bad TTL are refused", async () => {
     let clock = 1_000_000;
     server = await startImdsServer(IDENTITY, () => clock);

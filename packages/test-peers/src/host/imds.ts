@@ -31,12 +31,34 @@ export interface ImdsIdentity {
   readonly tags?: (() => Promise<ReadonlyMap<string, string>>) | undefined;
 }
 
+/**
+ * The metadata items EC2 adds to a running instance's IMDS when something happens to it (404
+ * until then): a Spot interruption notice (`spot/instance-action`, `{"action": …, "time": …}`,
+ * and, for a termination, the older `spot/termination-time`) and a rebalance recommendation
+ * (`events/recommendations/rebalance`, `{"noticeTime": …}`).
+ */
+export type ImdsNoticePath =
+  | "spot/instance-action"
+  | "spot/termination-time"
+  | "events/recommendations/rebalance";
+
 /** A running instance-metadata server for one guest. */
 export interface ImdsServer {
   /** `http://127.0.0.1:<port>/`, the value of `AWS_EC2_METADATA_SERVICE_ENDPOINT` in the guest. */
   readonly endpoint: string;
   /** Requests served, for debugging (`METHOD path status`). */
   readonly requests: readonly string[];
+  /**
+   * From now on serves `body` at `/latest/meta-data/<path>` (token-checked like every item) and
+   * lists its directories (`spot/`, `events/`, `events/recommendations/`) as EC2 does; `undefined`
+   * takes it away again (404).
+   *
+   * @example
+   * ```ts
+   * imds.setNotice("spot/instance-action", JSON.stringify({ action: "terminate", time: "2017-09-18T08:22:00Z" }));
+   * ```
+   */
+  setNotice(path: ImdsNoticePath, body: string | undefined): void;
   /** Stops listening. */
   close(): Promise<void>;
 }
@@ -53,7 +75,8 @@ function send(res: ServerResponse, status: number, body: string, type = "text/pl
  * /latest/api/token` (TTL header required, 1–21600 s; `X-Forwarded-For` refused as EC2 does),
  * then token-checked GETs of the metadata the guest contract names (instance ID, region, role
  * credentials) plus a few common extras (`placement/availability-zone`, `ami-id`,
- * `instance-type`, `local-ipv4`, `iam/info`, `/latest/dynamic/instance-identity/document`).
+ * `instance-type`, `local-ipv4`, `iam/info`, `/latest/dynamic/instance-identity/document`),
+ * and the notices set with {@link ImdsServer.setNotice} (Spot interruption, rebalance).
  * The role credentials are dummies (moto checks no signature), renewed with a 6-hour expiry.
  *
  * @param identity - what to answer.
@@ -70,6 +93,18 @@ export async function startImdsServer(
 ): Promise<ImdsServer> {
   const tokens = new Map<string, number>();
   const requests: string[] = [];
+  const notices = new Map<string, string>();
+  /** The entries of a metadata directory (`""` is the root) that come from notices. */
+  const noticeEntries = (dir: string): string[] => {
+    const entries = new Set<string>();
+    for (const path of notices.keys()) {
+      if (!path.startsWith(dir)) continue;
+      const rest = path.slice(dir.length);
+      const slash = rest.indexOf("/");
+      entries.add(slash === -1 ? rest : rest.slice(0, slash + 1));
+    }
+    return [...entries].sort();
+  };
   const credentials = () => {
     const issued = now();
     return {
@@ -88,6 +123,12 @@ export async function startImdsServer(
   };
   const metadata = (path: string): string | undefined => {
     const role = identity.roleName;
+    const notice = notices.get(path);
+    if (notice !== undefined) return notice;
+    if (path !== "" && path.endsWith("/")) {
+      const entries = noticeEntries(path);
+      if (entries.length > 0) return entries.join("\n");
+    }
     switch (path) {
       case "":
         return [
@@ -99,7 +140,10 @@ export async function startImdsServer(
           "local-hostname",
           "local-ipv4",
           "placement/",
-        ].join("\n");
+          ...noticeEntries(""),
+        ]
+          .sort()
+          .join("\n");
       case "instance-id":
         return identity.instanceId;
       case "ami-id":
@@ -223,6 +267,10 @@ export async function startImdsServer(
   return {
     endpoint: `http://127.0.0.1:${port}/`,
     requests,
+    setNotice(path, body) {
+      if (body === undefined) notices.delete(path);
+      else notices.set(path, body);
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
