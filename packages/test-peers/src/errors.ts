@@ -17,6 +17,8 @@
  * - `Closed` — the simulator was used after `close()`.
  * - `ContainersLeft` — `close()` found containers of the run still there, or `podman ps` failed, so
  *   that none could be ruled out.
+ * - `UnknownInstance` — `interruptSpot`/`recommendRebalance` named an instance the simulator does not play.
+ * - `InstanceNotRunning` — `interruptSpot`/`recommendRebalance` named an instance that is not running.
  */
 export type TestPeerErrorCode =
   | "BinaryMissing"
@@ -31,7 +33,9 @@ export type TestPeerErrorCode =
   | "ImageBuildFailed"
   | "Timeout"
   | "Closed"
-  | "ContainersLeft";
+  | "ContainersLeft"
+  | "UnknownInstance"
+  | "InstanceNotRunning";
 
 /**
  * The one error class `@nebula/test-peers` throws. Check `code`, not the message; the underlying

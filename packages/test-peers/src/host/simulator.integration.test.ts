@@ -13,6 +13,7 @@ import {
 } from "@aws-sdk/client-ec2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startEc2Proxy } from "../ec2-proxy.js";
+import { TestPeerError } from "../errors.js";
 import { MOTO_CREDENTIALS, type Moto, NEBULA_INSTANCE_PROFILE, startMoto } from "../moto.js";
 import type { InstanceHosts } from "./simulator.js";
 import { startInstanceHosts } from "./simulator.js";
@@ -44,9 +45,24 @@ afterAll(async () => {
   await moto?.stop();
 });
 
-async function launch(userData: string, podUid: string): Promise<string> {
+async function launch(
+  userData: string,
+  podUid: string,
+  market: "on-demand" | "spot" = "on-demand",
+): Promise<string> {
   const out = await ec2.send(
     new RunInstancesCommand({
+      ...(market === "spot"
+        ? {
+            InstanceMarketOptions: {
+              MarketType: "spot",
+              SpotOptions: {
+                SpotInstanceType: "one-time",
+                InstanceInterruptionBehavior: "terminate",
+              },
+            },
+          }
+        : {}),
       ImageId: "ami-12345678",
       InstanceType: "m5.large",
       MinCount: 1,
@@ -372,5 +388,186 @@ systemctl enable --now idle.service
     await moto.reset();
     const guest = await hosts.waitForPhase(id, "terminated");
     expect(readFileSync(guest.eventsPath, "utf8")).toContain("vanished from moto");
+  });
+});
+
+// A user-data that watches IMDS for a Spot notice (IMDSv2, every 0.2 s) and says on the console
+// what it saw, and that takes SIGTERM as a workload would: says so, cleans up for a second, exits.
+const SPOT_WATCHER = `#!/bin/bash
+imds=\${AWS_EC2_METADATA_SERVICE_ENDPOINT%/}
+on_term() { echo "got SIGTERM" >>/dev/console; sleep 1; echo "cleaned up" >>/dev/console; exit 0; }
+trap on_term TERM
+token=$(curl -sSf -X PUT "$imds/latest/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
+md() { curl -sf -H "X-aws-ec2-metadata-token: $token" "$imds/latest/meta-data/$1"; }
+echo "watching for a Spot notice" >>/dev/console
+spot= rebalance=
+while :; do
+  if [ -z "$spot" ] && body=$(md spot/instance-action); then echo "spot notice: $body" >>/dev/console; spot=1; fi
+  if [ -z "$rebalance" ] && body=$(md events/recommendations/rebalance); then echo "rebalance: $body" >>/dev/console; rebalance=1; fi
+  sleep 0.2 & wait $!
+done
+`;
+
+/** The JSON the guest echoed after `prefix` on its console, once it has. */
+async function echoed(id: string, prefix: string): Promise<unknown> {
+  const line = await until(`"${prefix}" on the console of ${id}`, () =>
+    hosts
+      .guest(id)
+      ?.console()
+      .split("\n")
+      .find((l) => l.startsWith(prefix)),
+  );
+  return JSON.parse(line.slice(prefix.length));
+}
+
+describe("startInstanceHosts: Spot", () => {
+  it("serves a Spot interruption notice on IMDS, then reclaims the instance as EC2 does: an orderly shutdown, terminated with Server.SpotInstanceTermination", async () => {
+    const id = await launch(SPOT_WATCHER, "pod-spot-terminate", "spot");
+    const guest = await hosts.waitForPhase(id, "running");
+    await until("the watcher", () =>
+      guest.console().includes("watching for a Spot notice") ? true : undefined,
+    );
+    const asked = Date.now();
+    const notice = await hosts.interruptSpot(id, { warningMs: 3000 });
+    // During the warning nothing else happens, and a second call changes nothing.
+    expect((await describeOne(id)).State?.Name).toBe("running");
+    expect(await hosts.interruptSpot(id, { action: "stop", warningMs: 10 })).toEqual(notice);
+    expect(notice.action).toBe("terminate");
+    expect(notice.time.getMilliseconds()).toBe(0);
+    expect(Math.abs(notice.time.getTime() - (asked + 3000))).toBeLessThan(1500);
+    // The guest read it from IMDS, in EC2's format.
+    const seen = await echoed(id, "spot notice: ");
+    expect(seen).toEqual({
+      action: "terminate",
+      time: notice.time.toISOString().replace(/\.\d{3}Z$/, "Z"),
+    });
+    if (Date.now() < notice.time.getTime()) {
+      expect((await describeOne(id)).State?.Name).toBe("running");
+      expect(guest.console()).not.toContain("got SIGTERM");
+    }
+    // Then EC2 acts: shutting-down while the guest shuts down in order, then terminated.
+    const shown = new Set<string>();
+    const ended = await until(
+      "the instance to be terminated",
+      async () => {
+        const instance = await describeOne(id);
+        const state = instance.State?.Name ?? "";
+        if (state !== "running") shown.add(`${state} ${instance.StateReason?.Code ?? ""}`);
+        return state === "terminated" ? instance : undefined;
+      },
+      60_000,
+    );
+    expect(shown).toContain("shutting-down Server.SpotInstanceTermination");
+    expect(ended.StateReason).toEqual({
+      Code: "Server.SpotInstanceTermination",
+      Message: "Server.SpotInstanceTermination: Spot instance termination",
+    });
+    await hosts.waitForPhase(id, "terminated");
+    const downAt = guest.history.find((h) => h.phase === "shutting-down")?.at ?? 0;
+    expect(downAt).toBeGreaterThanOrEqual(notice.time.getTime());
+    expect(guest.history.map((h) => h.phase)).toEqual([
+      "booting",
+      "running",
+      "shutting-down",
+      "terminated",
+    ]);
+    const order = positions(guest.console(), [
+      "spot notice: ",
+      "got SIGTERM",
+      "cleaned up",
+      "reboot: Power down",
+    ]);
+    expect(order.every((p) => p >= 0)).toBe(true);
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+    expect(guest.instanceInitiated).toBe(false);
+    // The reason stays (moto's own is Client.UserInitiatedShutdown), also after a poll or two.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect((await describeOne(id)).StateReason?.Code).toBe("Server.SpotInstanceTermination");
+    const direct = moto.ec2();
+    const raw = await direct.send(new DescribeInstancesCommand({ InstanceIds: [id] }));
+    direct.destroy();
+    expect(raw.Reservations?.[0]?.Instances?.[0]?.State?.Name).toBe("terminated");
+    expect(raw.Reservations?.[0]?.Instances?.[0]?.StateReason?.Code).toBe(
+      "Client.UserInitiatedShutdown",
+    );
+    // The instance is gone: no second notice.
+    const refused = await hosts.interruptSpot(id).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(TestPeerError);
+    expect((refused as TestPeerError).code).toBe("InstanceNotRunning");
+  });
+
+  it("stops a Spot instance whose action is stop, with Server.SpotInstanceShutdown, and does nothing when someone else terminated it first", async () => {
+    const [stopped, raced] = await Promise.all([
+      launch(SPOT_WATCHER, "pod-spot-stop", "spot"),
+      launch(SPOT_WATCHER, "pod-spot-raced", "spot"),
+    ]);
+    await hosts.waitForPhase(stopped, "running");
+    await hosts.waitForPhase(raced, "running");
+    const [stopNotice] = await Promise.all([
+      hosts.interruptSpot(stopped, { action: "stop", warningMs: 1000 }),
+      hosts.interruptSpot(raced, { warningMs: 2000 }),
+    ]);
+    expect(stopNotice.action).toBe("stop");
+    expect(await echoed(stopped, "spot notice: ")).toMatchObject({ action: "stop" });
+    // The controller terminates the other one within its warning.
+    await ec2.send(new TerminateInstancesCommand({ InstanceIds: [raced] }));
+    const stoppedGuest = await hosts.waitForPhase(stopped, "off");
+    const instance = await describeOne(stopped);
+    expect(instance.State?.Name).toBe("stopped");
+    expect(instance.StateReason).toEqual({
+      Code: "Server.SpotInstanceShutdown",
+      Message: "Server.SpotInstanceShutdown: Spot instance shutdown",
+    });
+    expect(stoppedGuest.console()).toContain("got SIGTERM");
+    const racedGuest = await hosts.waitForPhase(raced, "terminated");
+    // Past its warning: EC2 found nothing to reclaim, and the reason is the controller's.
+    await until("the raced warning to pass", () =>
+      readFileSync(racedGuest.eventsPath, "utf8").includes("EC2 has nothing to reclaim")
+        ? true
+        : undefined,
+    );
+    expect((await describeOne(raced)).StateReason?.Code).toBe("Client.UserInitiatedShutdown");
+    expect(readFileSync(racedGuest.eventsPath, "utf8")).not.toContain("EC2 reclaims");
+    await ec2.send(new TerminateInstancesCommand({ InstanceIds: [stopped] }));
+    await hosts.waitForPhase(stopped, "terminated");
+    // The reason of the latest state change wins: a terminate after the Spot stop is the user's.
+    const terminated = await describeOne(stopped);
+    expect(terminated.State?.Name).toBe("terminated");
+    expect(terminated.StateReason?.Code).toBe("Client.UserInitiatedShutdown");
+  });
+
+  it("serves a rebalance recommendation on IMDS and leaves the instance running", async () => {
+    const id = await launch(SPOT_WATCHER, "pod-spot-rebalance", "spot");
+    const guest = await hosts.waitForPhase(id, "running");
+    await until("the watcher", () =>
+      guest.console().includes("watching for a Spot notice") ? true : undefined,
+    );
+    const asked = Date.now();
+    const { noticeTime } = await hosts.recommendRebalance(id);
+    expect(Math.abs(noticeTime.getTime() - asked)).toBeLessThan(1500);
+    expect(await echoed(id, "rebalance: ")).toEqual({
+      noticeTime: noticeTime.toISOString().replace(/\.\d{3}Z$/, "Z"),
+    });
+    // Listed under meta-data; no interruption notice.
+    const imds = guest.imdsEndpoint;
+    const token = await (
+      await fetch(`${imds}latest/api/token`, {
+        method: "PUT",
+        headers: { "x-aws-ec2-metadata-token-ttl-seconds": "60" },
+      })
+    ).text();
+    const get = (path: string) =>
+      fetch(`${imds}latest/meta-data/${path}`, { headers: { "x-aws-ec2-metadata-token": token } });
+    expect((await (await get("")).text()).split("\n")).toContain("events/");
+    expect((await get("spot/instance-action")).status).toBe(404);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect((await describeOne(id)).State?.Name).toBe("running");
+    expect(guest.phase).toBe("running");
+    expect(guest.console()).not.toContain("got SIGTERM");
+    const unknown = await hosts.recommendRebalance("i-00000000000000000").catch((e: unknown) => e);
+    expect((unknown as TestPeerError).code).toBe("UnknownInstance");
+    await ec2.send(new TerminateInstancesCommand({ InstanceIds: [id] }));
+    await hosts.waitForPhase(id, "terminated");
+    expect((await describeOne(id)).StateReason?.Code).toBe("Client.UserInitiatedShutdown");
   });
 });

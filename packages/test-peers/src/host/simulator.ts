@@ -39,7 +39,7 @@ import {
   type UnitState,
 } from "./guest.js";
 import { ensureGuestImages } from "./images.js";
-import { startImdsServer } from "./imds.js";
+import { type ImdsServer, startImdsServer } from "./imds.js";
 import { EC2_STATES, type InstanceItem, type StateOverride } from "./overlay.js";
 import { type OverlayProxy, startOverlayProxy } from "./proxy.js";
 import { ENTER_SCRIPT, WATCHDOG_SCRIPT } from "./shims.js";
@@ -200,6 +200,44 @@ export interface InstanceHosts {
    * (named in the message), or when `podman ps` fails, so that none can be ruled out.
    */
   close(): Promise<void>;
+  /**
+   * Plays EC2's Spot interruption of an instance: from now on its IMDS serves
+   * `spot/instance-action` = `{"action": action, "time": <now + warningMs, ISO, seconds precision, Z>}`
+   * (and lists `spot/` under meta-data; for `terminate` also the older `spot/termination-time`),
+   * as EC2 does two minutes before it acts. When `warningMs` has passed, EC2 acts: `terminate` →
+   * TerminateInstances in moto, and DescribeInstances through the proxy shows the state reason
+   * `Server.SpotInstanceTermination` ("Server.SpotInstanceTermination: Spot instance termination");
+   * `stop`/`hibernate` → StopInstances, reason `Server.SpotInstanceShutdown` ("Server.SpotInstanceShutdown:
+   * Spot instance shutdown"). The guest is shut down the way an API terminate/stop shuts it down
+   * (systemd sends SIGTERM to units, waits their `TimeoutStopSec`; EC2 shows `shutting-down` or
+   * `stopping` meanwhile). If the instance was stopped or terminated by anyone else in the
+   * meantime, EC2 does nothing. A second call while a notice is pending changes nothing and
+   * resolves with that notice. `close()` cancels what has not happened yet.
+   *
+   * @param options - `action` (default `terminate`) and `warningMs` (default 120 000, EC2's two minutes).
+   * @returns the notice's action and time, once IMDS serves it.
+   * @throws {@link TestPeerError} `UnknownInstance` for an instance the simulator does not play,
+   * `InstanceNotRunning` for one that is not running, `InvalidOptions` for a bad option,
+   * `Closed` after `close()`.
+   * @example
+   * ```ts
+   * const notice = await hosts.interruptSpot(id, { warningMs: 3000 });
+   * await hosts.waitForPhase(id, "terminated");
+   * ```
+   */
+  interruptSpot(
+    instanceId: string,
+    options?: { action?: "terminate" | "stop" | "hibernate"; warningMs?: number },
+  ): Promise<{ action: string; time: Date }>;
+  /**
+   * From now on the instance's IMDS serves a rebalance recommendation
+   * (`events/recommendations/rebalance`, `{"noticeTime": <now, ISO, seconds precision, Z>}`, and
+   * lists `events/` under meta-data). Nothing else happens (EC2 does not act on it). A second call
+   * resolves with the first recommendation's time.
+   *
+   * @throws {@link TestPeerError} `UnknownInstance`, `InstanceNotRunning`, `Closed`, as {@link InstanceHosts.interruptSpot}.
+   */
+  recommendRebalance(instanceId: string): Promise<{ noticeTime: Date }>;
   /** Same as `close()`, for `await using`. */
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -248,6 +286,38 @@ const INSTANCE_INITIATED = {
   code: "Client.InstanceInitiatedShutdown",
   message: "Client.InstanceInitiatedShutdown: Instance initiated shutdown",
 };
+const SPOT_TERMINATION = {
+  code: "Server.SpotInstanceTermination",
+  message: "Server.SpotInstanceTermination: Spot instance termination",
+};
+const SPOT_SHUTDOWN = {
+  code: "Server.SpotInstanceShutdown",
+  message: "Server.SpotInstanceShutdown: Spot instance shutdown",
+};
+
+const SpotOptionsSchema = z
+  .strictObject({
+    action: z.enum(["terminate", "stop", "hibernate"]).optional(),
+    warningMs: z.number().int().nonnegative().max(2_147_483_647).optional(),
+  })
+  .optional();
+
+/** A Spot interruption of one instance: the notice IMDS serves, then EC2's act. */
+interface SpotInterruption {
+  readonly action: "terminate" | "stop" | "hibernate";
+  readonly time: Date;
+  /** Pending until EC2 acts; cleared by `close()`. */
+  timer: NodeJS.Timeout | undefined;
+  /** How many phases the guest had gone through at the notice: another one means someone else acted. */
+  readonly phasesAtNotice: number;
+  /** Set once EC2 acted: the state reason the proxy shows from then on. */
+  reason: { readonly code: string; readonly message: string } | undefined;
+}
+
+/** An instant as EC2's IMDS writes it: ISO 8601, whole seconds, `Z`. */
+function imdsTime(at: Date): string {
+  return at.toISOString().replace(/\.\d{3}Z$/, "Z");
+}
 
 /**
  * Starts the instance-host simulator: for every instance launched in moto with Nebula's tags
@@ -348,6 +418,9 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
   closeSync(watchdogLog);
   watchdog.unref();
   const guests = new Map<string, Guest>();
+  const imdsServers = new Map<string, ImdsServer>();
+  const spot = new Map<string, SpotInterruption>();
+  const rebalance = new Map<string, Date>();
   const starting = new Set<Promise<unknown>>();
   let closed = false;
 
@@ -476,6 +549,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
           await imds.close();
           return;
         }
+        imdsServers.set(instanceId, imds);
         await guest.prepare(imds);
         if (guest.phase !== "booting") return;
         const encoded = userData.UserData?.Value;
@@ -502,24 +576,47 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
     return overrideFor(guest, moto);
   };
 
+  /** Forgets an instance's Spot interruption (its pending act too); `true` if there was one. */
+  const forgetSpot = (instanceId: string): boolean => {
+    const interruption = spot.get(instanceId);
+    if (interruption?.timer !== undefined) clearTimeout(interruption.timer);
+    return spot.delete(instanceId);
+  };
+
   /** `sentAt`: when the view of moto was asked for; a view older than the guest's last power-off is stale. */
   const reconcile = (guest: Guest, moto: string, sentAt: number): void => {
     const phase = guest.phase;
     if (moto === "stopped" || moto === "stopping") {
       if (phase === "booting" || phase === "running") track(guest.shutdown("api-stop"));
     } else if (moto === "terminated" || moto === "shutting-down") {
+      // Terminated by someone else after (or during) a Spot stop: the reason is theirs, not EC2's.
+      if (spot.get(guest.instanceId)?.action !== "terminate") forgetSpot(guest.instanceId);
       if (phase === "booting" || phase === "running" || phase === "stopping")
         track(guest.shutdown("api-terminate"));
       else if (phase === "off") track(guest.terminate());
     } else if (moto === "running" || moto === "pending") {
       if (phase === "off" && !guest.powerOffInFlight && sentAt > guest.poweredOffAt) {
         guest.event("started again (StartInstances)");
+        // A Spot instance EC2 stopped and that is started again is no longer marked.
+        if (forgetSpot(guest.instanceId)) {
+          imdsServers.get(guest.instanceId)?.setNotice("spot/instance-action", undefined);
+          imdsServers.get(guest.instanceId)?.setNotice("spot/termination-time", undefined);
+        }
         guest.boot(undefined);
       }
     }
   };
 
   const overrideFor = (guest: Guest, moto: string): StateOverride | undefined => {
+    const shown = overlayFor(guest, moto);
+    // EC2 reclaimed a Spot instance: its reason replaces moto's Client.UserInitiatedShutdown.
+    const reason = spot.get(guest.instanceId)?.reason;
+    const down = guest.phase !== "booting" && guest.phase !== "running";
+    if (reason === undefined || (!down && (moto === "running" || moto === "pending"))) return shown;
+    return { ...shown, stateReason: reason };
+  };
+
+  const overlayFor = (guest: Guest, moto: string): StateOverride | undefined => {
     switch (guest.phase) {
       case "booting":
         return moto === "running" || moto === "pending" ? { state: EC2_STATES.pending } : undefined;
@@ -646,6 +743,64 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
     return problems.length === 0 ? undefined : `run ${runId}: ${problems.join("; ")}`;
   };
 
+  /** EC2 acts on a Spot interruption notice, unless the instance was stopped or terminated meanwhile. */
+  const reclaim = async (guest: Guest, interruption: SpotInterruption): Promise<void> => {
+    interruption.timer = undefined;
+    const id = guest.instanceId;
+    const moved = guest.history.length !== interruption.phasesAtNotice;
+    if (closed || moved || guest.phase !== "running") {
+      guest.event(`Spot interruption: the instance is ${guest.phase}; EC2 has nothing to reclaim`);
+      return;
+    }
+    const terminate = interruption.action === "terminate";
+    try {
+      // A stop or terminate made directly in moto may not have reached the guest yet.
+      const now = await ec2.send(new DescribeInstancesCommand({ InstanceIds: [id] }));
+      const state = now.Reservations?.[0]?.Instances?.[0]?.State?.Name;
+      if (closed || state !== "running" || guest.history.length !== interruption.phasesAtNotice) {
+        guest.event(
+          `Spot interruption: moto says ${state ?? "nothing"}; EC2 has nothing to reclaim`,
+        );
+        return;
+      }
+      interruption.reason = terminate ? SPOT_TERMINATION : SPOT_SHUTDOWN;
+      guest.event(
+        `Spot interruption (${interruption.action}): EC2 reclaims the instance → ${terminate ? "TerminateInstances" : "StopInstances"} in moto`,
+      );
+      await ec2.send(
+        terminate
+          ? new TerminateInstancesCommand({ InstanceIds: [id] })
+          : new StopInstancesCommand({ InstanceIds: [id] }),
+      );
+      // As the proxy does after an API call: the guest's orderly shutdown.
+      reconcile(guest, terminate ? "terminated" : "stopped", Date.now());
+    } catch (error) {
+      interruption.reason = undefined;
+      guest.event(`Spot interruption: moto refused the reclaim: ${String(error)}`);
+      warnLoudly(`instance-host simulator: Spot reclaim of ${id} failed: ${String(error)}`);
+    }
+  };
+
+  /** The guest of a running instance and its IMDS, for the Spot calls; throws as they document. */
+  const runningGuest = (instanceId: string, what: string): { guest: Guest; imds: ImdsServer } => {
+    if (closed) throw new TestPeerError("Closed", "the instance-host simulator is closed");
+    const guest = guests.get(instanceId);
+    if (guest === undefined) {
+      throw new TestPeerError(
+        "UnknownInstance",
+        `${what}: the instance-host simulator does not play ${instanceId}`,
+      );
+    }
+    const imds = imdsServers.get(instanceId);
+    if (guest.phase !== "running" || imds === undefined) {
+      throw new TestPeerError(
+        "InstanceNotRunning",
+        `${what}: ${instanceId} is not running (its guest is ${guest.phase})`,
+      );
+    }
+    return { guest, imds };
+  };
+
   const hosts: InstanceHosts = {
     ec2Endpoint: proxy.endpoint,
     motoEndpoint: o.ec2Endpoint,
@@ -672,10 +827,59 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     },
+    async interruptSpot(instanceId, options) {
+      const parsedOptions = SpotOptionsSchema.safeParse(options);
+      if (!parsedOptions.success) {
+        throw new TestPeerError(
+          "InvalidOptions",
+          `interruptSpot: ${z.prettifyError(parsedOptions.error)}`,
+          { cause: parsedOptions.error },
+        );
+      }
+      const { guest, imds } = runningGuest(instanceId, "interruptSpot");
+      const pending = spot.get(instanceId);
+      if (pending?.timer !== undefined && pending.phasesAtNotice === guest.history.length) {
+        return { action: pending.action, time: pending.time };
+      }
+      forgetSpot(instanceId);
+      const action = parsedOptions.data?.action ?? "terminate";
+      const warningMs = parsedOptions.data?.warningMs ?? 120_000;
+      const time = new Date(Math.floor((Date.now() + warningMs) / 1000) * 1000);
+      const interruption: SpotInterruption = {
+        action,
+        time,
+        timer: undefined,
+        phasesAtNotice: guest.history.length,
+        reason: undefined,
+      };
+      spot.set(instanceId, interruption);
+      imds.setNotice("spot/instance-action", JSON.stringify({ action, time: imdsTime(time) }));
+      if (action === "terminate") imds.setNotice("spot/termination-time", imdsTime(time));
+      guest.event(`Spot interruption notice: ${action} at ${imdsTime(time)} (in ${warningMs} ms)`);
+      interruption.timer = setTimeout(() => track(reclaim(guest, interruption)), warningMs);
+      return { action, time };
+    },
+    async recommendRebalance(instanceId) {
+      const { guest, imds } = runningGuest(instanceId, "recommendRebalance");
+      const given = rebalance.get(instanceId);
+      if (given !== undefined) return { noticeTime: given };
+      const noticeTime = new Date(Math.floor(Date.now() / 1000) * 1000);
+      rebalance.set(instanceId, noticeTime);
+      imds.setNotice(
+        "events/recommendations/rebalance",
+        JSON.stringify({ noticeTime: imdsTime(noticeTime) }),
+      );
+      guest.event(`rebalance recommendation at ${imdsTime(noticeTime)}`);
+      return { noticeTime };
+    },
     async close() {
       if (closed) return;
       closed = true;
       if (timer !== undefined) clearTimeout(timer);
+      for (const interruption of spot.values()) {
+        if (interruption.timer !== undefined) clearTimeout(interruption.timer);
+        interruption.timer = undefined;
+      }
       await Promise.allSettled([...guests.values()].map((g) => g.destroy()));
       await Promise.allSettled([...starting]);
       const left = await sweepRun();
