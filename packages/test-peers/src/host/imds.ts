@@ -37,7 +37,7 @@ export interface ImdsIdentity {
  * and, for a termination, the older `spot/termination-time`) and a rebalance recommendation
  * (`events/recommendations/rebalance`, `{"noticeTime": …}`).
  */
-export type ImdsNoticePath =
+type ImdsNoticePath =
   | "spot/instance-action"
   | "spot/termination-time"
   | "events/recommendations/rebalance";
