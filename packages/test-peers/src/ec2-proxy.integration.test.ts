@@ -1,5 +1,7 @@
 import {
+  CreateSubnetCommand,
   CreateTagsCommand,
+  CreateVpcCommand,
   DescribeInstancesCommand,
   EC2Client,
   type Instance,
@@ -375,5 +377,53 @@ describe("capacity", () => {
     proxy.configure({ insufficientCapacity: false });
     await ec2.send(launch(tag));
     expect(await listed(ec2, tag)).toHaveLength(1);
+  });
+
+  it("refuses only the offerings without capacity: type × zone (of the subnet) × Spot or On-Demand", async () => {
+    const tag = uniqueTag();
+    const plain = moto.ec2();
+    clients.push(plain);
+    const vpc = await plain.send(new CreateVpcCommand({ CidrBlock: "10.77.0.0/16" }));
+    const subnet = async (cidr: string, zone: string) =>
+      (
+        await plain.send(
+          new CreateSubnetCommand({
+            VpcId: vpc.Vpc?.VpcId ?? "",
+            CidrBlock: cidr,
+            AvailabilityZone: zone,
+          }),
+        )
+      ).Subnet?.SubnetId ?? "";
+    const inA = await subnet("10.77.1.0/24", `${moto.region}a`);
+    const inB = await subnet("10.77.2.0/24", `${moto.region}b`);
+    const { proxy } = await proxyWith({
+      noCapacity: [
+        { instanceType: "c7i.large", availabilityZone: `${moto.region}a`, capacityType: "spot" },
+      ],
+    });
+    const failing = new EC2Client({
+      endpoint: proxy.endpoint,
+      region: proxy.region,
+      credentials: MOTO_CREDENTIALS,
+      maxAttempts: 1,
+    });
+    clients.push(failing);
+    const spot = { InstanceMarketOptions: { MarketType: "spot" as const } };
+    const tries = [
+      ["c7i.large", inA, true, "InsufficientInstanceCapacity"],
+      ["c7i.large", inA, true, "InsufficientInstanceCapacity"],
+      ["c7i.large", inA, false, "no error"],
+      ["c7i.large", inB, true, "no error"],
+      ["m7i.large", inA, true, "no error"],
+    ] as const;
+    for (const [type, subnetId, isSpot, expected] of tries) {
+      const call = failing.send(
+        launch(tag, { InstanceType: type, SubnetId: subnetId, ...(isSpot ? spot : {}) }),
+      );
+      expect(await errorName(call), `${type} ${subnetId} ${isSpot}`).toBe(expected);
+    }
+    expect(proxy.counts().noCapacity).toEqual({ [`c7i.large/${moto.region}a/spot`]: 2 });
+    // Three launched: the refused ones started nothing.
+    expect(await listed(plain, tag)).toHaveLength(3);
   });
 });

@@ -9,7 +9,7 @@ import { Buffer } from "node:buffer";
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { EC2Client } from "@aws-sdk/client-ec2";
+import { DescribeSubnetsCommand, EC2Client } from "@aws-sdk/client-ec2";
 import { z } from "zod";
 import { TestPeerError } from "./errors.js";
 import { listInstanceItems, removeInstanceItems } from "./host/overlay.js";
@@ -23,6 +23,15 @@ const BehaviourSchema = z.strictObject({
   runInstancesDelayMs: z.number().int().nonnegative().optional(),
   delayMs: z.number().int().nonnegative().optional(),
   insufficientCapacity: z.boolean().optional(),
+  noCapacity: z
+    .array(
+      z.strictObject({
+        instanceType: z.string().min(1).optional(),
+        availabilityZone: z.string().min(1).optional(),
+        capacityType: z.enum(["spot", "on-demand"]).optional(),
+      }),
+    )
+    .optional(),
   loseRunInstancesResponses: z.number().int().nonnegative().optional(),
   faultRate: z.number().min(0).max(1).optional(),
   faultSeed: z.number().int().optional(),
@@ -68,6 +77,20 @@ export interface Ec2Behaviour {
    */
   insufficientCapacity?: boolean;
   /**
+   * Offerings EC2 has no capacity for: a `RunInstances` matching one entry (every field given
+   * must match: `instanceType`; `availabilityZone`, of the request's `Placement` or of its
+   * subnet, read from `DescribeSubnets` upstream; `capacityType`, `spot` when the request asks
+   * for `InstanceMarketOptions.MarketType=spot`, else `on-demand`) is refused with
+   * `InsufficientInstanceCapacity` (HTTP 500, as EC2 answers it, naming the type and zone) and
+   * starts nothing. Refusals are counted per offering in {@link Ec2ProxyCounts.noCapacity}.
+   * Default `[]`.
+   */
+  noCapacity?: readonly {
+    readonly instanceType?: string;
+    readonly availabilityZone?: string;
+    readonly capacityType?: "spot" | "on-demand";
+  }[];
+  /**
    * The next this many `RunInstances` calls create their instances, then the connection is cut
    * without an answer (the SDK sees a reset socket and retries). Counts down as it happens.
    */
@@ -105,6 +128,11 @@ export interface Ec2ProxyCounts {
   refused: Record<string, number>;
   /** Every request received (refused, faulted and lost ones included), by EC2 action. */
   calls: Record<string, number>;
+  /**
+   * `RunInstances` refused by {@link Ec2Behaviour.noCapacity}, by offering:
+   * `<instanceType>/<availabilityZone>/<spot|on-demand>`.
+   */
+  noCapacity: Record<string, number>;
 }
 
 /** A running EC2 proxy, from {@link startEc2Proxy}. */
@@ -267,6 +295,7 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     runInstancesDelayMs: 0,
     delayMs: 0,
     insufficientCapacity: false,
+    noCapacity: [],
     loseRunInstancesResponses: 0,
     faultRate: 0,
     faultSeed: 1,
@@ -300,7 +329,14 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
 
   const tokens = new Map<string, TokenRecord>();
   const tracked = new Map<string, Tracked>();
-  const counts: Ec2ProxyCounts = { launched: 0, replayed: 0, lost: 0, refused: {}, calls: {} };
+  const counts: Ec2ProxyCounts = {
+    launched: 0,
+    replayed: 0,
+    lost: 0,
+    refused: {},
+    calls: {},
+    noCapacity: {},
+  };
   const track = (id: string): Tracked => {
     let entry = tracked.get(id);
     if (entry === undefined) {
@@ -457,6 +493,45 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     return forward(req, body);
   };
 
+  /** The zone of each subnet, read upstream once per subnet (subnets do not move). */
+  const subnetZones = new Map<string, string>();
+  const zoneOfSubnet = async (subnetId: string): Promise<string | undefined> => {
+    const known = subnetZones.get(subnetId);
+    if (known !== undefined) return known;
+    const client = new EC2Client({
+      endpoint: base,
+      region,
+      credentials: { ...MOTO_CREDENTIALS },
+      maxAttempts: 3,
+    });
+    try {
+      const out = await client.send(new DescribeSubnetsCommand({ SubnetIds: [subnetId] }));
+      const zone = out.Subnets?.[0]?.AvailabilityZone;
+      if (zone !== undefined) subnetZones.set(subnetId, zone);
+      return zone;
+    } catch {
+      return undefined;
+    } finally {
+      client.destroy();
+    }
+  };
+  /** What a `RunInstances` asks for: type, zone (Placement, else its subnet's) and capacity type. */
+  const offeringOf = async (params: URLSearchParams) => {
+    const subnet = params.get("SubnetId") ?? params.get("NetworkInterface.1.SubnetId");
+    const zone =
+      params.get("Placement.AvailabilityZone") ??
+      (subnet === null ? undefined : await zoneOfSubnet(subnet)) ??
+      "unknown";
+    return {
+      instanceType: params.get("InstanceType") ?? "m1.small",
+      zone,
+      capacityType:
+        params.get("InstanceMarketOptions.MarketType") === "spot"
+          ? ("spot" as const)
+          : ("on-demand" as const),
+    };
+  };
+
   const describeInstances = async (
     req: IncomingMessage,
     body: Buffer,
@@ -495,6 +570,23 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
         "We currently do not have sufficient capacity in the Availability Zone you requested.",
         500,
       );
+    } else if (action === "RunInstances" && current.noCapacity.length > 0) {
+      const offering = await offeringOf(params);
+      const dead = current.noCapacity.some(
+        (o) =>
+          (o.instanceType === undefined || o.instanceType === offering.instanceType) &&
+          (o.availabilityZone === undefined || o.availabilityZone === offering.zone) &&
+          (o.capacityType === undefined || o.capacityType === offering.capacityType),
+      );
+      if (dead) {
+        const key = `${offering.instanceType}/${offering.zone}/${offering.capacityType}`;
+        counts.noCapacity[key] = (counts.noCapacity[key] ?? 0) + 1;
+        answer = refuse(
+          "InsufficientInstanceCapacity",
+          `We currently do not have sufficient ${offering.instanceType} capacity in the Availability Zone you requested (${offering.zone}).${offering.capacityType === "spot" ? " (Spot)" : ""}`,
+          500,
+        );
+      } else answer = await runInstances(req, body, params);
     } else if (action === "RunInstances") answer = await runInstances(req, body, params);
     else if (action === "StopInstances") answer = await stopInstances(req, body, params);
     else if (action === "DescribeInstances") answer = await describeInstances(req, body, params);
@@ -552,7 +644,12 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     ec2: () => new EC2Client({ endpoint, region, credentials: { ...MOTO_CREDENTIALS } }),
     configure,
     behaviour: () => ({ ...current }),
-    counts: () => ({ ...counts, refused: { ...counts.refused }, calls: { ...counts.calls } }),
+    counts: () => ({
+      ...counts,
+      refused: { ...counts.refused },
+      calls: { ...counts.calls },
+      noCapacity: { ...counts.noCapacity },
+    }),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
