@@ -3,7 +3,15 @@ import { CloudWatchLogsClient } from "@aws-sdk/client-cloudwatch-logs";
 import { EC2Client } from "@aws-sdk/client-ec2";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { SSMClient } from "@aws-sdk/client-ssm";
+import { AdaptiveRetryStrategy } from "@smithy/core/retry";
+import type {
+  RetryErrorInfo,
+  RetryStrategyV2,
+  RetryToken,
+  StandardRetryToken,
+} from "@smithy/types";
 import type { ProviderConfig } from "./config.js";
+import { toProviderError } from "./errors.js";
 
 /** The AWS clients the provider uses; any of them may be given instead of built. */
 export interface AwsClients {
@@ -20,8 +28,30 @@ export interface AwsClients {
 }
 
 /**
+ * The SDK's adaptive retry, except for EC2's definite answers that come as server errors: a
+ * capacity error (`InsufficientInstanceCapacity` is an HTTP 500, which the SDK takes for a
+ * transient fault) or a quota says no instance was started and none will be on a retry a few
+ * hundred milliseconds later. Retried, each would cost `maxAttempts` calls against a dead offering;
+ * the launcher instead cools that offering down and moves on to the next.
+ */
+export function definiteAnswerRetryStrategy(maxAttempts: number): RetryStrategyV2 {
+  const inner = new AdaptiveRetryStrategy(maxAttempts);
+  return {
+    acquireInitialRetryToken: (scope: string) => inner.acquireInitialRetryToken(scope),
+    refreshRetryTokenForRetry(token: RetryToken, info: RetryErrorInfo): Promise<RetryToken> {
+      const code = toProviderError(info.error, "").code;
+      if (code === "InsufficientCapacity" || code === "QuotaExceeded") {
+        return Promise.reject(info.error);
+      }
+      return inner.refreshRetryTokenForRetry(token as StandardRetryToken, info);
+    },
+    recordSuccess: (token: RetryToken) => inner.recordSuccess(token as StandardRetryToken),
+  };
+}
+
+/**
  * Builds the clients from the configuration (Region, endpoint, adaptive retry with
- * `maxAttempts`), using any given instead. Logs, metrics and SQS clients exist only when the
+ * `maxAttempts`, no retry of EC2's capacity and quota answers), using any given instead. Logs, metrics and SQS clients exist only when the
  * configuration turns them on.
  */
 export function createAwsClients(
@@ -35,7 +65,12 @@ export function createAwsClients(
     ...(config.endpoint === undefined ? {} : { endpoint: config.endpoint }),
   };
   return {
-    ec2: given.ec2 ?? new EC2Client(clientConfig),
+    ec2:
+      given.ec2 ??
+      new EC2Client({
+        ...clientConfig,
+        retryStrategy: definiteAnswerRetryStrategy(config.maxAttempts),
+      }),
     ssm: given.ssm ?? new SSMClient(clientConfig),
     logs:
       config.logs === undefined

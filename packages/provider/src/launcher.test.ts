@@ -198,6 +198,58 @@ describe("Launcher.launch", () => {
     expect(spotOnly.instanceId).toBeUndefined();
   });
 
+  it("a burst of Pods tries an unproven offering once: the others wait for its answer, then go elsewhere", async () => {
+    const { ctx, gateway, launcher } = setup({ subnetIds: SUBNETS });
+    const run = gateway.runInstances.bind(gateway);
+    // EC2 answers after a while; it has no c7i.large anywhere.
+    vi.spyOn(gateway, "runInstances").mockImplementation(async (input) => {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      if (input.InstanceType === "c7i.large") throw capacityError();
+      return run(input);
+    });
+    const records = Array.from({ length: 10 }, (_, i) => {
+      const r = testRecord(ctx, testPod(`p${i}`, `uid-burst-${i}`));
+      r.instanceType = "c7i.large";
+      r.instanceTypes = ["c7i.large", "m7i.large"];
+      return r;
+    });
+    await Promise.all(records.map((r) => launcher.launch(r)));
+    // The Pods whose own try was refused go to their next type on their next attempt.
+    const refused = records.filter((r) => r.instanceId === undefined);
+    expect(refused.length).toBeLessThanOrEqual(SUBNETS.length);
+    expect(refused.every((r) => r.launchError?.code === "InsufficientCapacity")).toBe(true);
+    await Promise.all(refused.map((r) => launcher.launch(r)));
+    const types = runs(gateway).map((r) => `${r.InstanceType} ${r.SubnetId}`);
+    // One try per subnet's pool of the dead type, not one per Pod.
+    expect(types.filter((t) => t.startsWith("c7i.large")).length).toBeLessThanOrEqual(
+      SUBNETS.length,
+    );
+    expect(types.filter((t) => t.startsWith("m7i.large"))).toHaveLength(10);
+    expect(records.filter((r) => r.instanceId !== undefined)).toHaveLength(10);
+  });
+
+  it("a proven offering takes a burst side by side: no Pod waits for another's launch", async () => {
+    const { ctx, gateway, launcher } = setup({ subnetIds: [SUBNETS[0] as string] });
+    const run = gateway.runInstances.bind(gateway);
+    let inFlight = 0;
+    let most = 0;
+    vi.spyOn(gateway, "runInstances").mockImplementation(async (input) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      inFlight--;
+      return run(input);
+    });
+    await launcher.launch(testRecord(ctx, testPod("first", "uid-proof")));
+    most = 0;
+    const records = Array.from({ length: 5 }, (_, i) =>
+      testRecord(ctx, testPod(`q${i}`, `uid-side-${i}`)),
+    );
+    await Promise.all(records.map((r) => launcher.launch(r)));
+    expect(most).toBe(5);
+    expect(records.every((r) => r.instanceId !== undefined)).toBe(true);
+  });
+
   it("an unknown outcome repeats the same request (same client token and subnet): one instance", async () => {
     const { ctx, gateway, ledger, launcher } = setup({ subnetIds: SUBNETS });
     const record = testRecord(ctx, testPod("web", "uid-unk"));

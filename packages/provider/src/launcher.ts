@@ -30,6 +30,14 @@ export class Launcher {
   readonly #pools = new Map<string, number>();
   /** The error that cooled each pool down, for the Pods that wait on it. */
   readonly #poolErrors = new Map<string, ProviderError>();
+  /** When a launch last succeeded in each pool: a proven pool takes launches side by side. */
+  readonly #proven = new Map<string, number>();
+  /**
+   * The launch in flight in each pool no launch has proven yet: the other Pods for that pool wait
+   * for its answer (one `RunInstances`), so a burst of Pods tries a dead offering once, not once
+   * per Pod.
+   */
+  readonly #probes = new Map<string, Promise<void>>();
 
   constructor(ctx: ProviderContext, parameters: ParameterDelivery, reclaimer: Reclaimer) {
     this.#ctx = ctx;
@@ -96,17 +104,38 @@ export class Launcher {
     );
     // After an unknown outcome, repeat the same request (same token: EC2 returns that instance).
     const repeat = record.placement ?? placements.find((p) => p.clientToken === record.clientToken);
-    const choice =
-      record.unknownOutcome && repeat
+    const repeating = record.unknownOutcome && repeat !== undefined;
+    record.launching = true;
+    let probe: (() => void) | undefined;
+    try {
+      let choice = repeating
         ? ({ kind: "launch", placement: repeat } as const)
         : choosePlacement(placements, record.backoff, this.#pools, ctx.now());
-    if (choice.kind === "wait") {
-      if (ctx.now() >= record.backoff.notBefore) this.#waitOnPools(record, placements);
-      return;
-    }
-    const placement = choice.placement;
-    record.launching = true;
-    try {
+      // An unproven pool with a launch in flight: wait for its answer, then choose again (a
+      // capacity error has cooled the pool down by then). Bounded: each wait ends one launch.
+      for (let i = 0; !repeating && choice.kind === "launch" && i <= placements.length; i++) {
+        const pending = this.#unproven(poolOf(choice.placement));
+        if (pending === undefined) break;
+        await pending;
+        choice = choosePlacement(placements, record.backoff, this.#pools, ctx.now());
+      }
+      if (choice.kind === "wait") {
+        if (ctx.now() >= record.backoff.notBefore) this.#waitOnPools(record, placements);
+        return;
+      }
+      const placement = choice.placement;
+      const pool = poolOf(placement);
+      if (!this.#isProven(pool) && !this.#probes.has(pool)) {
+        this.#probes.set(
+          pool,
+          new Promise<void>((resolve) => {
+            probe = () => {
+              this.#probes.delete(pool);
+              resolve();
+            };
+          }),
+        );
+      }
       const requestedAt = ctx.now();
       try {
         // The intent, durably, before the call: a crash from here on leaves a launch to look for.
@@ -148,6 +177,7 @@ export class Launcher {
         const output = await ctx.gateway.runInstances(input);
         instanceId = output.instanceId;
         if (output.ownerId) record.accountId = output.ownerId;
+        if (instanceId !== undefined) this.#proven.set(pool, ctx.now());
       } catch (error) {
         this.#failed(
           record,
@@ -196,8 +226,22 @@ export class Launcher {
       // ARN at the same time (a failure is retried by the next poll).
       await Promise.all([this.recordInstance(record), this.#parameters.tag(record)]);
     } finally {
+      probe?.();
       record.launching = false;
     }
+  }
+
+  /** A pool a launch succeeded in within the cool-down window (as long as a capacity error cools it). */
+  #isProven(pool: string): boolean {
+    const at = this.#proven.get(pool);
+    return (
+      at !== undefined && this.#ctx.now() - at < this.#ctx.config.capacityBackoff.poolSeconds * 1000
+    );
+  }
+
+  /** The launch in flight in an unproven pool, when there is one to wait for. */
+  #unproven(pool: string): Promise<void> | undefined {
+    return this.#isProven(pool) ? undefined : this.#probes.get(pool);
   }
 
   /**
