@@ -86,15 +86,25 @@ export class Launcher {
   }
 
   /**
-   * One launch attempt. Throws only for an error no retry can fix (configuration, permissions);
+   * Launches the Pod's instance: one attempt, and at once the next placement after a capacity or
+   * quota refusal that leaves one untried (a Pod does not wait for the next poll to move off a
+   * dead offering). Throws only for an error no retry can fix (configuration, permissions);
    * everything else is left on the record (`launchError`) for the next poll.
    */
   async launch(record: PodRecord): Promise<void> {
+    const bound = (record.instanceTypes?.length ?? 1) * this.#ctx.config.subnetIds.length * 2 + 1;
+    for (let i = 0; i < bound; i++) {
+      if (!(await this.#attempt(record))) return;
+    }
+  }
+
+  /** One launch attempt; `true` when a refusal left another placement to try now. */
+  async #attempt(record: PodRecord): Promise<boolean> {
     const ctx = this.#ctx;
     const { facts } = record;
     const instanceType = record.instanceType;
     const userData = record.userData;
-    if (instanceType === undefined || userData === undefined) return;
+    if (instanceType === undefined || userData === undefined) return false;
     const placements = placementsFor(
       facts,
       record.instanceTypes ?? [instanceType],
@@ -121,7 +131,7 @@ export class Launcher {
       }
       if (choice.kind === "wait") {
         if (ctx.now() >= record.backoff.notBefore) this.#waitOnPools(record, placements);
-        return;
+        return false;
       }
       const placement = choice.placement;
       const pool = poolOf(placement);
@@ -149,7 +159,7 @@ export class Launcher {
           `pod ${facts.key}: the launch could not be recorded in the ledger (${String(error)}); not launched`,
           { cause: error },
         );
-        return;
+        return false;
       }
       record.launchRequested = true;
       record.requestedAt ??= requestedAt;
@@ -157,11 +167,11 @@ export class Launcher {
       record.clientToken = placement.clientToken;
       // The Pod's parameters before the instance that reads them can exist: a crash from here on
       // leaves parameters that the teardown (or the leak collector) deletes.
-      if (!(await this.#parameters.write(record))) return;
+      if (!(await this.#parameters.write(record))) return false;
       // Deleted while the intent and parameters were written: nothing is launched for it.
       if (record.deleted) {
         this.noInstanceCanExist(record);
-        return;
+        return false;
       }
       const input = buildRunInstancesInput({
         pod: facts,
@@ -179,13 +189,12 @@ export class Launcher {
         if (output.ownerId) record.accountId = output.ownerId;
         if (instanceId !== undefined) this.#proven.set(pool, ctx.now());
       } catch (error) {
-        this.#failed(
+        return this.#failed(
           record,
           placement,
           placements.length,
           toProviderError(error, `RunInstances for pod ${facts.key}`),
         );
-        return;
       }
       if (instanceId === undefined) {
         record.unknownOutcome = true;
@@ -193,7 +202,7 @@ export class Launcher {
           "Unavailable",
           `RunInstances for pod ${facts.key} returned no instance`,
         );
-        return;
+        return false;
       }
       if (ctx.records.get(facts.uid) !== record) {
         // The Pod was forgotten (its teardown completed) while RunInstances was under way: no one
@@ -207,7 +216,7 @@ export class Launcher {
           .catch((error: unknown) =>
             ctx.log("warn", `terminating ${instanceId}: ${String(error)}`),
           );
-        return;
+        return false;
       }
       record.instanceId = instanceId;
       record.launchedAt = new Date(ctx.now());
@@ -225,6 +234,7 @@ export class Launcher {
       // Recorded as soon as RunInstances returned; the parameters are tagged with the instance's
       // ARN at the same time (a failure is retried by the next poll).
       await Promise.all([this.recordInstance(record), this.#parameters.tag(record)]);
+      return false;
     } finally {
       probe?.();
       record.launching = false;
@@ -312,7 +322,13 @@ export class Launcher {
     }
   }
 
-  #failed(record: PodRecord, placement: Placement, placements: number, error: ProviderError): void {
+  /** Records a failed launch; `true` when a capacity or quota refusal leaves a placement to try now. */
+  #failed(
+    record: PodRecord,
+    placement: Placement,
+    placements: number,
+    error: ProviderError,
+  ): boolean {
     const ctx = this.#ctx;
     const { facts } = record;
     const previous = record.launchError?.code;
@@ -351,14 +367,15 @@ export class Launcher {
         });
       }
       ctx.log("warn", record.launchError.message);
-      return;
+      // Another placement is open now (not every one tried): try it at once.
+      return !record.deleted && record.backoff.notBefore <= ctx.now();
     }
     record.launchError = error;
     if (error.retryable || error.code === "Unknown") {
       // No definite answer: an instance may exist; the next attempt repeats the same request.
       record.unknownOutcome = true;
       ctx.log("warn", `${error.message} (will retry on the next poll)`);
-      return;
+      return false;
     }
     if (previous !== error.code) {
       record.events.push({ type: "Warning", reason: "LaunchFailed", message: error.message });
