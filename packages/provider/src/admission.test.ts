@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { admitPod } from "./admission.js";
 import { parseProviderConfig } from "./config.js";
+import { readInstanceTypes } from "./instance-catalogue.js";
 import { podFacts } from "./pod.js";
-import { testConfig, testPod } from "./testing/fixtures.js";
+import { EC2_INSTANCE_TYPES, testConfig, testPod } from "./testing/fixtures.js";
 
 const config = parseProviderConfig(testConfig());
 
@@ -30,6 +31,22 @@ describe("admitPod", () => {
       instanceType: "m7i.large",
       instanceTypes: ["m7i.large"],
       capacityTypes: ["on-demand"],
+    });
+  });
+
+  it("holds, Pending, a Pod whose fitting types are offered in none of the node's zones: the node's configuration is at fault", () => {
+    const withCatalogue = parseProviderConfig(
+      testConfig({ instanceTypes: { default: "m7i.large", catalogue: { allowed: ["m7i.*"] } } }),
+    );
+    const offeredNowhere = readInstanceTypes(EC2_INSTANCE_TYPES).types.map((t) => ({
+      ...t,
+      subnets: [],
+    }));
+    const pod = testPod("a", "u1", { resources: { requests: { cpu: "1" } } });
+    expect(admitPod(podFacts(pod), withCatalogue, offeredNowhere)).toMatchObject({
+      kind: "hold",
+      reason: "InvalidConfiguration",
+      message: expect.stringContaining("are offered in none of this node's subnets"),
     });
   });
 

@@ -32,7 +32,9 @@ export type Admission =
  * Decides whether a Pod is launched, held or refused. Pure and total: a DaemonSet Pod is held
  * (unless `daemonSetPods` is `launch`); a Pod whose instance type cannot be resolved or is
  * outside the allow-list, or whose capacity-type annotation its namespace may not use, is refused
- * with the error's code as reason (`InstanceTypeNotAllowed`, `InvalidPodSpec`).
+ * with the error's code as reason (`InstanceTypeNotAllowed`, `InvalidPodSpec`). A Pod no allowed
+ * type offered in the node's zones fits, while one not offered there would, is held (`Pending`,
+ * reason `InvalidConfiguration`): the platform's configuration must change, not the Pod.
  *
  * @param catalogue - EC2's instance types (`instanceTypes.catalogue`; see {@link instanceTypeCandidates}).
  */
@@ -58,6 +60,11 @@ export function admitPod(
       capacityTypes,
     };
   } catch (error) {
+    // The node's own configuration cannot place it (no fitting type offered in its zones): the
+    // Pod waits, Pending, for the platform to change; it is not the Pod's failure.
+    if (error instanceof ProviderError && error.code === "InvalidConfiguration") {
+      return { kind: "hold", reason: error.code, message: error.message };
+    }
     if (error instanceof ProviderError) {
       return { kind: "refuse", reason: error.code, message: error.message };
     }

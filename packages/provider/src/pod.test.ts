@@ -169,6 +169,22 @@ describe("instanceTypeCandidates with instanceTypes.catalogue", () => {
     expect(codeOf(() => instanceTypeCandidates(podFacts(huge), config, []))).toBe("InvalidPodSpec");
   });
 
+  it("says the node's configuration, not the Pod, is at fault when the types that fit are offered in none of its zones", () => {
+    const pod = testPod("a", "u1", { resources: { requests: { cpu: "1", memory: "2Gi" } } });
+    const offeredNowhere = catalogue.map((t) => ({ ...t, subnets: [] }));
+    expect(() => instanceTypeCandidates(podFacts(pod), config, offeredNowhere)).toThrow(
+      "pod default/a: the allowed instance types that fit its requests (m7i.large, m7i.xlarge) are offered in none of this node's subnets' Availability Zones (subnet-0a1b2c3d); add a subnet in a zone that offers them, or allow other types (instanceTypes.catalogue.allowed)",
+    );
+    expect(codeOf(() => instanceTypeCandidates(podFacts(pod), config, offeredNowhere))).toBe(
+      "InvalidConfiguration",
+    );
+    // Nothing fits even where unoffered: still the Pod's spec.
+    const huge = testPod("a", "u1", { resources: { requests: { cpu: "64" } } });
+    expect(codeOf(() => instanceTypeCandidates(podFacts(huge), config, offeredNowhere))).toBe(
+      "InvalidPodSpec",
+    );
+  });
+
   it("lets a Pod ask for a type the patterns allow and EC2 lists; not bare metal, not another family", () => {
     const ask = (type: string) =>
       testPod("a", "u1", { nodeSelector: { "node.kubernetes.io/instance-type": type } });

@@ -266,6 +266,19 @@ export function instanceTypeCandidates(
     const found = candidateTypes(facts.requests, catalogue, rules);
     if (found.length > 0) return found.map((t) => t.name);
     const { cpu, memoryMiB, gpus } = facts.requests;
+    // Types that would fit, but EC2 offers none of them where this node launches: the platform's
+    // configuration (its subnets, its allow-list) must change, not the Pod.
+    const unoffered = candidateTypes(
+      facts.requests,
+      catalogue.filter((t) => t.subnets?.length === 0).map(({ subnets: _unoffered, ...t }) => t),
+      { ...rules, maxCandidates: 3 },
+    );
+    if (unoffered.length > 0) {
+      throw new ProviderError(
+        "InvalidConfiguration",
+        `pod ${facts.key}: the allowed instance types that fit its requests (${unoffered.map((t) => t.name).join(", ")}) are offered in none of this node's subnets' Availability Zones (${config.subnetIds.join(", ")}); add a subnet in a zone that offers them, or allow other types (instanceTypes.catalogue.allowed)`,
+      );
+    }
     throw new ProviderError(
       "InvalidPodSpec",
       `pod ${facts.key}: no allowed ${rules.architecture} instance type fits its requests (cpu ${cpu}, memory ${Math.ceil(memoryMiB)}Mi, gpus ${gpus}) with ${rules.reserved.cpu} vCPU and ${rules.reserved.memoryMiB}Mi kept for the host (allowed: ${rules.allowed.join(", ")}; EC2 lists ${catalogue.length} types)`,

@@ -31,7 +31,12 @@ export async function prepareMoto(moto: Moto): Promise<MotoNetwork> {
   const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.0.0.0/16" }));
   const vpcId = vpc.Vpc?.VpcId ?? "";
   const subnet = await ec2.send(
-    new CreateSubnetCommand({ VpcId: vpcId, CidrBlock: "10.0.0.0/16" }),
+    // A fixed zone: moto picks one at random otherwise, and some (us-east-1e) offer few types.
+    new CreateSubnetCommand({
+      VpcId: vpcId,
+      CidrBlock: "10.0.0.0/16",
+      AvailabilityZone: `${moto.region}a`,
+    }),
   );
   const sg = await ec2.send(
     new CreateSecurityGroupCommand({ VpcId: vpcId, GroupName: "nebula", Description: "nebula" }),
