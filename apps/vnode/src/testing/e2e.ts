@@ -79,7 +79,12 @@ async function prepareNetwork(
   const vpc = await ec2.send(new CreateVpcCommand({ CidrBlock: "10.1.0.0/16" }));
   const vpcId = vpc.Vpc?.VpcId ?? "";
   const subnet = await ec2.send(
-    new CreateSubnetCommand({ VpcId: vpcId, CidrBlock: "10.1.0.0/16" }),
+    // A fixed zone: moto picks one at random otherwise, and some (us-east-1e) offer few types.
+    new CreateSubnetCommand({
+      VpcId: vpcId,
+      CidrBlock: "10.1.0.0/16",
+      AvailabilityZone: `${await ec2.config.region()}a`,
+    }),
   );
   const sg = await ec2.send(
     new CreateSecurityGroupCommand({
