@@ -34,7 +34,7 @@ export interface AwsClients {
  * hundred milliseconds later. Retried, each would cost `maxAttempts` calls against a dead offering;
  * the launcher instead cools that offering down and moves on to the next.
  */
-export function definiteAnswerRetryStrategy(maxAttempts: number): RetryStrategyV2 {
+function definiteAnswerRetryStrategy(maxAttempts: number): RetryStrategyV2 {
   const inner = new AdaptiveRetryStrategy(maxAttempts);
   return {
     acquireInitialRetryToken: (scope: string) => inner.acquireInitialRetryToken(scope),
