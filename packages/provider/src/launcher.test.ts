@@ -234,6 +234,32 @@ describe("Launcher.launch", () => {
     expect(records.filter((r) => r.instanceId !== undefined)).toHaveLength(10);
   });
 
+  it("a Pod waits at most 10 s for another's launch in an unproven pool: a hung call holds nobody longer", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const { ctx, gateway, launcher } = setup({ subnetIds: [SUBNETS[0] as string] });
+      const run = gateway.runInstances.bind(gateway);
+      let hang = true;
+      vi.spyOn(gateway, "runInstances").mockImplementation(async (input) => {
+        if (hang) {
+          hang = false;
+          await new Promise(() => {}); // never answers
+        }
+        return run(input);
+      });
+      void launcher.launch(testRecord(ctx, testPod("stuck", "uid-hung")));
+      const behind = testRecord(ctx, testPod("behind", "uid-behind"));
+      const launched = launcher.launch(behind);
+      await vi.advanceTimersByTimeAsync(9_000);
+      expect(behind.instanceId).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(1_500);
+      await launched;
+      expect(behind.instanceId).toBeDefined();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("a proven offering takes a burst side by side: no Pod waits for another's launch", async () => {
     const { ctx, gateway, launcher } = setup({ subnetIds: [SUBNETS[0] as string] });
     const run = gateway.runInstances.bind(gateway);

@@ -14,6 +14,23 @@ import type { ParameterDelivery } from "./parameter-delivery.js";
 import type { Reclaimer } from "./reclaimer.js";
 import { disprove, launchBase, observe, type PodRecord, type ProviderContext } from "./record.js";
 
+/** The longest a Pod waits for another launch's answer in an unproven pool before it goes itself. */
+const PROBE_WAIT_MS = 10_000;
+
+/** `true` when `promise` settles within `ms`; the timer never keeps the process alive. */
+async function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+    timer.unref();
+  });
+  try {
+    return await Promise.race([promise.then(() => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Launches a Pod's instance, once: the intent recorded in the ledger before `RunInstances` (the
  * Pod UID's client token), the Pod's parameters written before the instance that reads them, the
@@ -126,7 +143,8 @@ export class Launcher {
       for (let i = 0; !repeating && choice.kind === "launch" && i <= placements.length; i++) {
         const pending = this.#unproven(poolOf(choice.placement));
         if (pending === undefined) break;
-        await pending;
+        // Bounded: a launch that hangs does not hold the others longer than PROBE_WAIT_MS.
+        if (!(await settlesWithin(pending, PROBE_WAIT_MS))) break;
         choice = choosePlacement(placements, record.backoff, this.#pools, ctx.now());
       }
       if (choice.kind === "wait") {
