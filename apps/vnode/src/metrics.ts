@@ -1,7 +1,7 @@
 /** The app's Prometheus metrics (`nebula_vnode_*`, listed in the README), from one helper. */
 import type { V1Pod } from "@kubernetes/client-node";
 import type { DoorbellBatch, Ec2PodProvider } from "@nebula/provider";
-import { virtualNodeMetrics } from "@nebula/virtual-node";
+import { INSTANCE_ANNOTATIONS, virtualNodeMetrics } from "@nebula/virtual-node";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
 /** What a drain waits for (`NodeController`'s `drainProgress`); `undefined`: not observed yet. */
@@ -159,6 +159,25 @@ export function vnodeMetrics(
   provider.onStartup(({ breakdown }) => {
     for (const { phase, seconds } of breakdown.phases) startupPhases.observe({ phase }, seconds);
     if (breakdown.totalSeconds !== undefined) startups.observe(breakdown.totalSeconds);
+  });
+  new Gauge({
+    name: name("spot_hourly_cost_usd"),
+    help: "Estimated hourly cost of this node's live Spot Pods by namespace: the sum of each Pod's Spot price at launch (annotation nebula.dev/spot-price-usd-per-hour); On-Demand Pods are not counted (Nebula does not read the On-Demand price list)",
+    labelNames: ["namespace"],
+    registers,
+    collect() {
+      this.reset();
+      const byNamespace = new Map<string, number>();
+      for (const pod of pods.list()) {
+        const phase = pod.status?.phase;
+        if (phase === "Succeeded" || phase === "Failed") continue;
+        const price = Number(pod.metadata?.annotations?.[INSTANCE_ANNOTATIONS.spotPrice]);
+        if (!Number.isFinite(price) || price < 0) continue;
+        const ns = pod.metadata?.namespace ?? "";
+        byNamespace.set(ns, (byNamespace.get(ns) ?? 0) + price);
+      }
+      for (const [namespace, cost] of byNamespace) this.set({ namespace }, cost);
+    },
   });
   const spotSignals = new Counter({
     name: name("spot_signals_total"),

@@ -201,6 +201,20 @@ describe(`a Deployment of ${REPLICAS} replicas on Spot-then-On-Demand`, () => {
       expect(instance?.InstanceType, pod.metadata?.name).toBe("m7i.large");
       expect(pod.metadata?.annotations?.["nebula.dev/capacity-type"]).toBe("spot");
     }
+    // The price at launch (moto's Spot price history says $0.00001/h for every type), on each Pod,
+    // and their sum by namespace in the vnode's cost gauge.
+    await until("every replica shows its Spot price", async () => {
+      const pods = await appPods();
+      return pods.every(
+        (p) => p.metadata?.annotations?.["nebula.dev/spot-price-usd-per-hour"] === "0.00001",
+      )
+        ? true
+        : undefined;
+    });
+    const cost = (await scrape(vnode.url)).get(
+      `nebula_vnode_spot_hourly_cost_usd{namespace="${NS}"}`,
+    );
+    expect(cost).toBeCloseTo(REPLICAS * 0.00001, 8);
     const deadTries = proxy.counts().noCapacity[`c7i.large/${zone}/spot`] ?? 0;
     const runCalls = proxy.counts().calls.RunInstances ?? 0;
     console.log(
@@ -212,7 +226,7 @@ describe(`a Deployment of ${REPLICAS} replicas on Spot-then-On-Demand`, () => {
     const launchEvents = (await eventsApi.listNamespacedEvent({ namespace: NS })).items;
     const said = launchEvents.map((e) => `${e.reason}: ${e.note ?? ""}`).join("\n");
     expect(said).toMatch(/InsufficientInstanceCapacity|capacity/);
-    expect(said).toContain("m7i.large, Spot");
+    expect(said).toContain("m7i.large, Spot at $0.00001/h");
 
     // 2. EC2 interrupts some replicas and recommends rebalancing another.
     const victims = first.slice(0, INTERRUPTED);

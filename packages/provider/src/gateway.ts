@@ -7,11 +7,13 @@
  */
 import { Buffer } from "node:buffer";
 import {
+  type _InstanceType,
   CreateTagsCommand,
   DeleteTagsCommand,
   DescribeInstancesCommand,
   DescribeInstanceTypeOfferingsCommand,
   DescribeInstanceTypesCommand,
+  DescribeSpotPriceHistoryCommand,
   DescribeSubnetsCommand,
   type EC2Client,
   GetConsoleOutputCommand,
@@ -44,6 +46,7 @@ import {
   observeInstance,
   type PollPage,
 } from "./poll.js";
+import { latestSpotPrice } from "./spot-price.js";
 import { CLUSTER_TAG, POD_TAG, POD_UID_TAG } from "./tags.js";
 
 /** Every EC2 state, terminated included: what a lookup by ID or by Pod UID asks for. */
@@ -55,6 +58,16 @@ const ALL_STATES = [
   "shutting-down",
   "terminated",
 ] as const;
+
+/** What `RunInstances` answered: the instance, its account and its Availability Zone. */
+export interface LaunchAnswer {
+  /** The instance ID; `undefined` when EC2's answer named none (an unknown outcome). */
+  readonly instanceId: string | undefined;
+  /** The account that owns it. */
+  readonly ownerId: string | undefined;
+  /** Its Availability Zone (`Placement.AvailabilityZone`), when EC2 said. */
+  readonly availabilityZone?: string | undefined;
+}
 
 /** One AWS call the gateway made, for a metric. */
 export interface GatewayCall {
@@ -81,10 +94,8 @@ export interface Gateway {
   describeInstance(instanceId: string): Promise<ObservedInstance | undefined>;
   /** The Pod UIDs among `podUids` with a live instance anywhere in this cluster. */
   podsWithLiveInstances(podUids: readonly string[]): Promise<Set<string>>;
-  /** `RunInstances`: the instance ID and the account that owns it, as EC2 answered. */
-  runInstances(
-    input: RunInstancesCommandInput,
-  ): Promise<{ instanceId: string | undefined; ownerId: string | undefined }>;
+  /** `RunInstances`: the instance ID, the account that owns it and its zone, as EC2 answered. */
+  runInstances(input: RunInstancesCommandInput): Promise<LaunchAnswer>;
   /** `StopInstances`, batched with other stops; `notFound` when EC2 does not know the ID. */
   stopInstance(instanceId: string): Promise<BatchOutcome>;
   /** `TerminateInstances`, batched with other terminates; `notFound` when EC2 does not know the ID. */
@@ -103,6 +114,11 @@ export interface Gateway {
   subnetZones(subnetIds: readonly string[]): Promise<Map<string, string>>;
   /** The Availability Zones among `zones` that offer each type (`DescribeInstanceTypeOfferings`). */
   instanceTypeOfferings(zones: readonly string[]): Promise<Map<string, Set<string>>>;
+  /**
+   * The current Spot price of a Linux instance type in an Availability Zone, in USD per hour as
+   * EC2 writes it (`"0.031200"`), from `DescribeSpotPriceHistory`; `undefined` when EC2 lists none.
+   */
+  spotPrice(instanceType: string, availabilityZone: string): Promise<string | undefined>;
   /** Writes the supervisor's shared parameters (create-only). */
   writeSharedParameters(parameters: readonly PodParameter[]): Promise<void>;
   /** Writes a Pod's parameters (overwrite). */
@@ -238,14 +254,33 @@ export class AwsGateway implements Gateway {
     return found;
   }
 
-  async runInstances(
-    input: RunInstancesCommandInput,
-  ): Promise<{ instanceId: string | undefined; ownerId: string | undefined }> {
+  async runInstances(input: RunInstancesCommandInput): Promise<LaunchAnswer> {
     const pod = input.TagSpecifications?.[0]?.Tags?.find((t) => t.Key === POD_TAG)?.Value;
     const output = await this.#call(`RunInstances for pod ${pod ?? "(unknown)"}`, () =>
       this.#ec2.send(new RunInstancesCommand(input)),
     );
-    return { instanceId: output.Instances?.[0]?.InstanceId, ownerId: output.OwnerId };
+    const instance = output.Instances?.[0];
+    return {
+      instanceId: instance?.InstanceId,
+      ownerId: output.OwnerId,
+      availabilityZone: instance?.Placement?.AvailabilityZone,
+    };
+  }
+
+  async spotPrice(instanceType: string, availabilityZone: string): Promise<string | undefined> {
+    const page = await this.#call(`DescribeSpotPriceHistory ${instanceType}`, () =>
+      this.#ec2.send(
+        new DescribeSpotPriceHistoryCommand({
+          InstanceTypes: [instanceType as _InstanceType],
+          ProductDescriptions: ["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
+          AvailabilityZone: availabilityZone,
+          // From now: EC2 answers the price in force now in each zone.
+          StartTime: new Date(),
+          MaxResults: 100,
+        }),
+      ),
+    );
+    return latestSpotPrice(page.SpotPriceHistory ?? [], instanceType, availabilityZone);
   }
 
   stopInstance(instanceId: string): Promise<BatchOutcome> {

@@ -208,6 +208,34 @@ describe("Launcher.launch", () => {
     expect(spotOnly.instanceId).toBeUndefined();
   });
 
+  it("reads a Spot instance's price at launch: on the record, in the Launched Event; a failed read shows none", async () => {
+    const { ctx, gateway, launcher, logs } = setup({ subnetIds: [SUBNETS[0] as string] });
+    gateway.zones.set(SUBNETS[0] as string, "us-east-1a");
+    gateway.spotPrices.set("m7i.large/us-east-1a", "0.031200");
+    const spot = testRecord(ctx, testPod("s", "uid-price"));
+    spot.capacityTypes = ["spot"];
+    await launcher.launch(spot);
+    expect(spot.spotPrice).toBe("0.031200");
+    expect(spot.events.find((e) => e.reason === "Launched")?.message).toContain(
+      "(m7i.large, Spot at $0.031200/h) in subnet-0a1b2c3d (us-east-1a)",
+    );
+    // On-Demand: no Spot price read.
+    const onDemand = testRecord(ctx, testPod("o", "uid-od"));
+    await launcher.launch(onDemand);
+    expect(onDemand.spotPrice).toBeUndefined();
+    expect(gateway.count("spotPrice")).toBe(1);
+    // EC2 refuses the read: launched all the same, without a price, and said in the log.
+    gateway.fail("spotPrice", new ProviderError("Unauthorized", "no ec2:DescribeSpotPriceHistory"));
+    const unpriced = testRecord(ctx, testPod("u", "uid-unpriced"));
+    unpriced.capacityTypes = ["spot"];
+    await launcher.launch(unpriced);
+    expect(unpriced.instanceId).toBeDefined();
+    expect(unpriced.spotPrice).toBeUndefined();
+    expect(
+      logs.some((l) => /Spot price of m7i.large in us-east-1a could not be read/.test(l.message)),
+    ).toBe(true);
+  });
+
   it("a burst of Pods tries an unproven offering once: the others wait for its answer, then go elsewhere", async () => {
     const { ctx, gateway, launcher } = setup({ subnetIds: SUBNETS });
     const run = gateway.runInstances.bind(gateway);

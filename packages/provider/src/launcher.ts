@@ -201,9 +201,11 @@ export class Launcher {
         capacityType: placement.capacityType,
       });
       let instanceId: string | undefined;
+      let zone: string | undefined;
       try {
         const output = await ctx.gateway.runInstances(input);
         instanceId = output.instanceId;
+        zone = output.availabilityZone;
         if (output.ownerId) record.accountId = output.ownerId;
         if (instanceId !== undefined) this.#proven.set(pool, ctx.now());
       } catch (error) {
@@ -244,18 +246,39 @@ export class Launcher {
       // RunInstances' answer is an observation: the instance exists and is pending.
       record.seen = true;
       record.missing = false;
+      // Recorded as soon as RunInstances returned; the parameters are tagged with the instance's
+      // ARN at the same time (a failure is retried by the next poll), and a Spot instance's price
+      // at launch is read beside them.
+      const [, , price] = await Promise.all([
+        this.recordInstance(record),
+        this.#parameters.tag(record),
+        placement.capacityType === "spot" && zone !== undefined
+          ? this.#spotPrice(placement.instanceType, zone)
+          : undefined,
+      ]);
+      if (price !== undefined) record.spotPrice = price;
       record.events.push({
         type: "Normal",
         reason: "Launched",
-        message: `launched instance ${instanceId} (${placement.instanceType}${placement.capacityType === "spot" ? ", Spot" : ""}) in ${placement.subnetId}`,
+        message: `launched instance ${instanceId} (${placement.instanceType}${placement.capacityType === "spot" ? `, Spot${price === undefined ? "" : ` at $${price}/h`}` : ""}) in ${placement.subnetId}${zone === undefined ? "" : ` (${zone})`}`,
       });
-      // Recorded as soon as RunInstances returned; the parameters are tagged with the instance's
-      // ARN at the same time (a failure is retried by the next poll).
-      await Promise.all([this.recordInstance(record), this.#parameters.tag(record)]);
       return false;
     } finally {
       probe?.();
       record.launching = false;
+    }
+  }
+
+  /** The Spot price of a type in a zone now (USD per hour); `undefined`, logged, when it cannot be read. */
+  async #spotPrice(instanceType: string, zone: string): Promise<string | undefined> {
+    try {
+      return await this.#ctx.gateway.spotPrice(instanceType, zone);
+    } catch (error) {
+      this.#ctx.log(
+        "warn",
+        `the Spot price of ${instanceType} in ${zone} could not be read (${String(error)}); the Pod shows none`,
+      );
+      return undefined;
     }
   }
 

@@ -68,6 +68,7 @@ describe("the controller's IAM policy", () => {
       "ec2:DescribeInstanceTypes",
       "ec2:DescribeInstanceTypeOfferings",
       "ec2:DescribeSubnets",
+      "ec2:DescribeSpotPriceHistory",
       "ssm:DescribeParameters",
       "cloudwatch:GetMetricData",
     ]);

@@ -108,6 +108,8 @@ export interface PodRecord {
   deleted: boolean;
   /** The Pod's first Ready was seen (and its start-up broken down, when it was one). */
   startupNoted?: boolean | undefined;
+  /** The Spot price (USD per hour, as EC2 wrote it) when this process launched the Pod's instance. */
+  spotPrice?: string | undefined;
   /** This process has said (Event, listeners) that the Pod's Spot instance is being reclaimed. */
   interruptionNoted?: boolean | undefined;
   /** This process has said that EC2 recommends rebalancing the Pod's Spot instance. */
@@ -222,6 +224,7 @@ function instanceInfo(record: PodRecord): PodInstanceInfo | undefined {
     availabilityZone: seen?.availabilityZone,
     subnetId: seen?.subnetId ?? record.placement?.subnetId,
     capacityType: seen?.capacityType ?? record.placement?.capacityType ?? "on-demand",
+    ...(record.spotPrice === undefined ? {} : { spotPriceUsdPerHour: record.spotPrice }),
   };
 }
 

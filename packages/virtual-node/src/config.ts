@@ -27,6 +27,8 @@ export const INSTANCE_ANNOTATIONS = {
   instanceType: "nebula.dev/instance-type-launched",
   availabilityZone: "nebula.dev/availability-zone",
   capacityType: "nebula.dev/capacity-type",
+  /** A Spot instance's price at launch, USD per hour. */
+  spotPrice: "nebula.dev/spot-price-usd-per-hour",
 } as const;
 
 /** The virtual node's configuration (before defaults). */

@@ -30,6 +30,8 @@ export interface PodInstanceInfo {
   readonly subnetId?: string | undefined;
   /** `spot` or `on-demand`. */
   readonly capacityType?: string | undefined;
+  /** A Spot instance's price when it was launched, USD per hour as EC2 wrote it (`"0.031200"`). */
+  readonly spotPriceUsdPerHour?: string | undefined;
 }
 
 /** A Pod's status as the provider now observes it. */

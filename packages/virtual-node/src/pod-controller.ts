@@ -606,6 +606,7 @@ export class PodController {
     if (info.availabilityZone)
       wanted[INSTANCE_ANNOTATIONS.availabilityZone] = info.availabilityZone;
     if (info.capacityType) wanted[INSTANCE_ANNOTATIONS.capacityType] = info.capacityType;
+    if (info.spotPriceUsdPerHour) wanted[INSTANCE_ANNOTATIONS.spotPrice] = info.spotPriceUsdPerHour;
     const current = pod.metadata?.annotations ?? {};
     if (Object.entries(wanted).every(([k, v]) => current[k] === v)) return;
     await this.#o.api.annotate(ref, wanted);

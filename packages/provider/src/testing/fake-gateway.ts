@@ -10,7 +10,7 @@ import type { PodParameter } from "@nebula/userdata";
 import type { BatchOutcome } from "../batch.js";
 import type { Ec2BudgetState } from "../ec2-budget.js";
 import { ProviderError } from "../errors.js";
-import type { Gateway, GatewayCall } from "../gateway.js";
+import type { Gateway, GatewayCall, LaunchAnswer } from "../gateway.js";
 import { type ReadInstanceTypes, readInstanceTypes } from "../instance-catalogue.js";
 import type { ListedParameter } from "../parameters.js";
 import { type ObservedInstance, observeInstance, POLLED_STATES, type PollPage } from "../poll.js";
@@ -135,15 +135,19 @@ export class FakeGateway implements Gateway {
     );
   }
 
-  async runInstances(
-    input: RunInstancesCommandInput,
-  ): Promise<{ instanceId: string | undefined; ownerId: string | undefined }> {
+  async runInstances(input: RunInstancesCommandInput): Promise<LaunchAnswer> {
     this.#enter("runInstances", input);
     const tags = input.TagSpecifications?.find((t) => t.ResourceType === "instance")?.Tags ?? [];
     const existing = [...this.instances.values()].find(
       (i) => input.ClientToken !== undefined && i.ClientToken === input.ClientToken,
     );
-    if (existing) return { instanceId: existing.InstanceId, ownerId: "123456789012" };
+    if (existing) {
+      return {
+        instanceId: existing.InstanceId,
+        ownerId: "123456789012",
+        availabilityZone: this.zones.get(existing.SubnetId ?? "") ?? "us-east-1a",
+      };
+    }
     const podUid = tags.find((t) => t.Key === POD_UID_TAG)?.Value ?? "";
     const instance = this.addInstance(podUid, {
       State: { Name: "pending" },
@@ -153,7 +157,11 @@ export class FakeGateway implements Gateway {
       ...(input.InstanceType ? { InstanceType: input.InstanceType } : {}),
       ...(input.SubnetId ? { SubnetId: input.SubnetId } : {}),
     });
-    return { instanceId: instance.InstanceId, ownerId: "123456789012" };
+    return {
+      instanceId: instance.InstanceId,
+      ownerId: "123456789012",
+      availabilityZone: this.zones.get(input.SubnetId ?? "") ?? "us-east-1a",
+    };
   }
 
   async stopInstance(instanceId: string): Promise<BatchOutcome> {
@@ -212,6 +220,14 @@ export class FakeGateway implements Gateway {
   async subnetZones(subnetIds: readonly string[]): Promise<Map<string, string>> {
     this.#enter("subnetZones", subnetIds);
     return new Map([...this.zones].filter(([subnet]) => subnetIds.includes(subnet)));
+  }
+
+  /** `type/zone` → Spot price (USD per hour), as {@link FakeGateway.spotPrice} answers (unlisted: none). */
+  spotPrices = new Map<string, string>();
+
+  async spotPrice(instanceType: string, availabilityZone: string): Promise<string | undefined> {
+    this.#enter("spotPrice", `${instanceType}/${availabilityZone}`);
+    return this.spotPrices.get(`${instanceType}/${availabilityZone}`);
   }
 
   async instanceTypeOfferings(zones: readonly string[]): Promise<Map<string, Set<string>>> {
