@@ -357,7 +357,7 @@ describe("toPodStatus", () => {
       ...notice,
       seq: 6,
       final: true,
-      containers: [{ ...exited(143, "app"), stoppedBecause: "SpotInterruption" }],
+      containers: [{ ...exited(143, "app"), stoppedBecause: "SpotInterruption" as const }],
     };
     const ended = toPodStatus(
       stored,
