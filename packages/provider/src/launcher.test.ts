@@ -147,6 +147,28 @@ describe("Launcher.launch", () => {
     expect(runs(gateway).slice(8).filter(cooled).length).toBeGreaterThan(0);
   });
 
+  it("writes the next intent only after the refused one's clear: a slow clear never erases it", async () => {
+    const { ctx, gateway, ledger, launcher } = setup({ subnetIds: SUBNETS });
+    gateway.fail("runInstances", capacityError());
+    const done: string[] = [];
+    const recordLaunch = ledger.recordLaunch.bind(ledger);
+    vi.spyOn(ledger, "recordLaunch").mockImplementation(async (base, fields) => {
+      const clear = "clientToken" in fields && fields.clientToken === undefined;
+      // The clear is slow (a compare-and-swap conflict and a retry, say).
+      if (clear) await new Promise((resolve) => setTimeout(resolve, 30));
+      const out = await recordLaunch(base, fields);
+      done.push(clear ? "clear" : String(fields.clientToken ?? "instance"));
+      return out;
+    });
+    const record = testRecord(ctx, testPod("web", "uid-order"));
+    await launcher.launch(record);
+    expect(done).toEqual(["uid-order", "clear", "uid-order.1", "instance"]);
+    expect((await ledger.get("uid-order"))?.launch).toMatchObject({
+      clientToken: "uid-order.1",
+      instanceId: record.instanceId,
+    });
+  });
+
   it("with every pool cooling, waits without a call and says why, with one Warning", async () => {
     const { ctx, gateway, launcher, clock } = setup();
     const record = testRecord(ctx, testPod("web", "uid-wait"));

@@ -167,6 +167,8 @@ export class Launcher {
       const requestedAt = ctx.now();
       try {
         // The intent, durably, before the call: a crash from here on leaves a launch to look for.
+        await record.ledgerClearing;
+        record.ledgerClearing = undefined;
         await ctx.ledger.recordLaunch(launchBase(facts), {
           requestedAt,
           clientToken: placement.clientToken,
@@ -305,9 +307,14 @@ export class Launcher {
     record.launchRequested = false;
     // No launch to wait for: a lookup need not wait out EC2's consistency window either.
     record.requestedAt = undefined;
-    void this.#ctx.ledger
+    // Kept: the next intent of this Pod is written only after it (both are compare-and-swap
+    // writes of one entry; the clear landing second would erase the new intent).
+    record.ledgerClearing = this.#ctx.ledger
       .recordLaunch(launchBase(record.facts), { requestedAt: undefined, clientToken: undefined })
-      .catch(() => undefined);
+      .then(
+        () => undefined,
+        () => undefined,
+      );
   }
 
   /** Writes the instance ID to the ledger (retried by the poll when it fails). */

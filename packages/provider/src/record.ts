@@ -108,6 +108,8 @@ export interface PodRecord {
   deleted: boolean;
   /** The Pod's first Ready was seen (and its start-up broken down, when it was one). */
   startupNoted?: boolean | undefined;
+  /** The ledger write clearing a launch intent EC2 refused, while in flight (the next intent waits for it). */
+  ledgerClearing?: Promise<void> | undefined;
   /** The Spot price (USD per hour, as EC2 wrote it) when this process launched the Pod's instance. */
   spotPrice?: string | undefined;
   /** This process has said (Event, listeners) that the Pod's Spot instance is being reclaimed. */
