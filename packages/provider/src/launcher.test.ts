@@ -258,6 +258,30 @@ describe("Launcher.launch", () => {
     ).toBe(true);
   });
 
+  it("goes on without a Spot price that does not come within 5 s: the launch (and a teardown behind it) is not held", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const { ctx, gateway, launcher, logs } = setup({ subnetIds: [SUBNETS[0] as string] });
+      vi.spyOn(gateway, "spotPrice").mockImplementation(() => new Promise(() => {}));
+      const record = testRecord(ctx, testPod("s", "uid-slow-price"));
+      record.capacityTypes = ["spot"];
+      let done = false;
+      const launched = launcher.launch(record).then(() => {
+        done = true;
+      });
+      await vi.advanceTimersByTimeAsync(4_000);
+      expect(done).toBe(false);
+      expect(record.instanceId).toBeDefined();
+      await vi.advanceTimersByTimeAsync(1_500);
+      await launched;
+      expect(record.launching).toBe(false);
+      expect(record.spotPrice).toBeUndefined();
+      expect(logs.some((l) => /no answer within 5000 ms/.test(l.message))).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("a burst of Pods tries an unproven offering once: the others wait for its answer, then go elsewhere", async () => {
     const { ctx, gateway, launcher } = setup({ subnetIds: SUBNETS });
     const run = gateway.runInstances.bind(gateway);

@@ -17,6 +17,9 @@ import { disprove, launchBase, observe, type PodRecord, type ProviderContext } f
 /** The longest a Pod waits for another launch's answer in an unproven pool before it goes itself. */
 const PROBE_WAIT_MS = 10_000;
 
+/** The longest a launch waits for its Spot price before it goes on without one. */
+const SPOT_PRICE_WAIT_MS = 5_000;
+
 /** `true` when `promise` settles within `ms`; the timer never keeps the process alive. */
 async function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
@@ -154,15 +157,15 @@ export class Launcher {
       const placement = choice.placement;
       const pool = poolOf(placement);
       if (!this.#isProven(pool) && !this.#probes.has(pool)) {
-        this.#probes.set(
-          pool,
-          new Promise<void>((resolve) => {
-            probe = () => {
-              this.#probes.delete(pool);
-              resolve();
-            };
-          }),
-        );
+        let answered = (): void => {};
+        const mine = new Promise<void>((resolve) => {
+          answered = resolve;
+        });
+        this.#probes.set(pool, mine);
+        probe = () => {
+          if (this.#probes.get(pool) === mine) this.#probes.delete(pool);
+          answered();
+        };
       }
       const requestedAt = ctx.now();
       try {
@@ -210,13 +213,18 @@ export class Launcher {
         zone = output.availabilityZone;
         if (output.ownerId) record.accountId = output.ownerId;
         if (instanceId !== undefined) this.#proven.set(pool, ctx.now());
+        // The pool's answer is in: the Pods waiting on it need not wait for the rest.
+        probe?.();
       } catch (error) {
-        return this.#failed(
+        const next = this.#failed(
           record,
           placement,
           placements.length,
           toProviderError(error, `RunInstances for pod ${facts.key}`),
         );
+        // The pool is cooled down (a capacity error) before the Pods waiting on it choose again.
+        probe?.();
+        return next;
       }
       if (instanceId === undefined) {
         record.unknownOutcome = true;
@@ -271,10 +279,22 @@ export class Launcher {
     }
   }
 
-  /** The Spot price of a type in a zone now (USD per hour); `undefined`, logged, when it cannot be read. */
+  /**
+   * The Spot price of a type in a zone now (USD per hour); `undefined`, logged, when it cannot be
+   * read within SPOT_PRICE_WAIT_MS (the launch it belongs to holds the Pod's teardown meanwhile).
+   */
   async #spotPrice(instanceType: string, zone: string): Promise<string | undefined> {
+    const read = this.#ctx.gateway.spotPrice(instanceType, zone);
     try {
-      return await this.#ctx.gateway.spotPrice(instanceType, zone);
+      let price: string | undefined;
+      const inTime = await settlesWithin(
+        read.then((p) => {
+          price = p;
+        }),
+        SPOT_PRICE_WAIT_MS,
+      );
+      if (!inTime) throw new Error(`no answer within ${SPOT_PRICE_WAIT_MS} ms`);
+      return price;
     } catch (error) {
       this.#ctx.log(
         "warn",
