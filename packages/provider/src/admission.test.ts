@@ -45,7 +45,7 @@ describe("admitPod", () => {
     const pod = testPod("a", "u1", { resources: { requests: { cpu: "1" } } });
     expect(admitPod(podFacts(pod), withCatalogue, offeredNowhere)).toMatchObject({
       kind: "hold",
-      reason: "InvalidConfiguration",
+      reason: "InsufficientCapacity",
       message: expect.stringContaining("are offered in none of this node's subnets"),
     });
   });

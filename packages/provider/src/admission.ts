@@ -34,7 +34,8 @@ export type Admission =
  * outside the allow-list, or whose capacity-type annotation its namespace may not use, is refused
  * with the error's code as reason (`InstanceTypeNotAllowed`, `InvalidPodSpec`). A Pod no allowed
  * type offered in the node's zones fits, while one not offered there would, is held (`Pending`,
- * reason `InvalidConfiguration`): the platform's configuration must change, not the Pod.
+ * reason `InsufficientCapacity`, platform blocked): the platform's configuration must change, not
+ * the Pod.
  *
  * @param catalogue - EC2's instance types (`instanceTypes.catalogue`; see {@link instanceTypeCandidates}).
  */
@@ -61,9 +62,11 @@ export function admitPod(
     };
   } catch (error) {
     // The node's own configuration cannot place it (no fitting type offered in its zones): the
-    // Pod waits, Pending, for the platform to change; it is not the Pod's failure.
+    // Pod waits, Pending, for the platform to change; it is not the Pod's failure, and the roll-up
+    // must not tell the customer to fix it: for them there is no capacity that fits (platform
+    // blocked), and the message tells the operator what to change.
     if (error instanceof ProviderError && error.code === "InvalidConfiguration") {
-      return { kind: "hold", reason: error.code, message: error.message };
+      return { kind: "hold", reason: "InsufficientCapacity", message: error.message };
     }
     if (error instanceof ProviderError) {
       return { kind: "refuse", reason: error.code, message: error.message };
