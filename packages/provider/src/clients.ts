@@ -51,8 +51,8 @@ function definiteAnswerRetryStrategy(maxAttempts: number): RetryStrategyV2 {
 
 /**
  * Builds the clients from the configuration (Region, endpoint, adaptive retry with
- * `maxAttempts`, no retry of EC2's capacity and quota answers), using any given instead. Logs, metrics and SQS clients exist only when the
- * configuration turns them on.
+ * `maxAttempts`, no retry of EC2's capacity and quota answers), using any given instead. Logs,
+ * metrics and SQS clients exist only when the configuration turns them on.
  */
 export function createAwsClients(
   config: ProviderConfig,
