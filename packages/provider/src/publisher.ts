@@ -1,5 +1,5 @@
 import type { V1PodStatus } from "@kubernetes/client-node";
-import { needsConsoleOutput } from "@nebula/state-mapping";
+import { isSpotInterruptionMarked, needsConsoleOutput } from "@nebula/state-mapping";
 import type { PodStatusChange, PodStatusListener } from "@nebula/virtual-node";
 import { toProviderError } from "./errors.js";
 import { notifyAll } from "./listeners.js";
@@ -45,11 +45,6 @@ export interface SpotSignal {
    */
   readonly noticeToMarkSeconds?: number;
 }
-
-const marked = (status: V1PodStatus | undefined) =>
-  status?.conditions?.some(
-    (c) => c.type === "DisruptionTarget" && c.status === "True" && c.reason === "SpotInterruption",
-  ) === true;
 
 const ready = (status: V1PodStatus | undefined) =>
   status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") === true;
@@ -189,9 +184,9 @@ export class StatusPublisher {
       pod: record.facts.key,
       namespace: record.facts.namespace,
     };
-    if (!record.interruptionNoted && marked(status)) {
+    if (!record.interruptionNoted && isSpotInterruptionMarked(status)) {
       record.interruptionNoted = true;
-      if (!marked(record.delivered?.[0] ?? record.pod.status)) {
+      if (!isSpotInterruptionMarked(record.delivered?.[0] ?? record.pod.status)) {
         const mark = status.conditions?.find((c) => c.type === "DisruptionTarget");
         record.events.push({
           type: "Warning",

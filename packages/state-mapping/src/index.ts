@@ -1,7 +1,7 @@
 export { bootTimeline } from "./boot-timeline.js";
 export { parseEc2Instance } from "./instance.js";
 export { DEFAULT_STABILITY_WINDOW_SECONDS, toInstanceReason } from "./instance-reason.js";
-export { toPodStatus } from "./pod-status.js";
+export { isSpotInterruptionMarked, toPodStatus } from "./pod-status.js";
 export { INSTANCE_REASONS, type InstanceReason } from "./reasons.js";
 export {
   CONSOLE_REPORT_MARKER,

@@ -1,7 +1,12 @@
 import type { V1PodStatus } from "@kubernetes/client-node";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type InstanceState, toInstanceState, toPodStatus } from "./index.js";
+import {
+  type InstanceState,
+  isSpotInterruptionMarked,
+  toInstanceState,
+  toPodStatus,
+} from "./index.js";
 import { b64, crashLooping, ec2, exited, NOW, pod, report, running } from "./test-fixtures.js";
 
 const live = (rep: ReturnType<typeof report>) =>
@@ -273,6 +278,48 @@ describe("toPodStatus", () => {
       now: NOW,
     });
     expect(condition(crashed, "DisruptionTarget")).toBeUndefined();
+  });
+
+  it("isSpotInterruptionMarked answers for the mark toPodStatus writes, and for nothing else", () => {
+    const lost = toInstanceState(ec2("terminated", { code: "Server.SpotInstanceTermination" }), {
+      now: NOW,
+    });
+    const status = toPodStatus(pod("OnFailure"), lost, { now: NOW });
+    expect(isSpotInterruptionMarked(status)).toBe(true);
+    // As read back from the API server.
+    expect(isSpotInterruptionMarked(JSON.parse(JSON.stringify(status)))).toBe(true);
+    // Not ours (an eviction's), not true, another condition, not a status: false.
+    const cond = (c: object) => ({ phase: "Running", conditions: [c] });
+    expect(
+      isSpotInterruptionMarked(
+        cond({ type: "DisruptionTarget", status: "True", reason: "EvictionByEvictionAPI" }),
+      ),
+    ).toBe(false);
+    expect(
+      isSpotInterruptionMarked(
+        cond({ type: "DisruptionTarget", status: "False", reason: "SpotInterruption" }),
+      ),
+    ).toBe(false);
+    expect(
+      isSpotInterruptionMarked(cond({ type: "Ready", status: "True", reason: "SpotInterruption" })),
+    ).toBe(false);
+    expect(
+      isSpotInterruptionMarked(
+        toPodStatus(pod("Never"), live(report(1, false, [running()])), { now: NOW }),
+      ),
+    ).toBe(false);
+    for (const junk of [
+      undefined,
+      null,
+      7,
+      "x",
+      [],
+      { conditions: "no" },
+      { conditions: [null, 3] },
+    ]) {
+      expect(isSpotInterruptionMarked(junk)).toBe(false);
+    }
+    fc.assert(fc.property(fc.anything(), (x) => typeof isSpotInterruptionMarked(x) === "boolean"));
   });
 
   it("over any run of observations, DisruptionTarget is there exactly while Spot is the Pod's reason, once, its time fixed (property)", () => {

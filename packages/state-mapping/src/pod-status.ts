@@ -485,10 +485,7 @@ export function toPodStatus(
   // The mark is this mapping's while Spot is the reason (or, before the end, while a notice is
   // known): dropped with it (a newer final report that says the containers completed); a
   // DisruptionTarget another component set is kept.
-  const ours = (c: unknown) => {
-    const o = readObject(c);
-    return o?.type === DISRUPTION_TARGET && o.reason === "SpotInterruption";
-  };
+  const ours = isSpotInterruptionCondition;
   const previous = stored.otherConditions
     .map(readObject)
     .find((c) => ours(c) && c?.status === "True");
@@ -540,6 +537,30 @@ export function toPodStatus(
 
 /** The condition the kubelet sets on a Pod it ends for a disruption (Kubernetes 1.26+). */
 const DISRUPTION_TARGET = "DisruptionTarget";
+
+/** Whether `condition` is the `DisruptionTarget` condition {@link toPodStatus} writes for Spot (any status). */
+function isSpotInterruptionCondition(condition: unknown): boolean {
+  const o = readObject(condition);
+  return o?.type === DISRUPTION_TARGET && o.reason === "SpotInterruption";
+}
+
+/**
+ * Whether a Pod's status carries the mark {@link toPodStatus} gives a Pod whose Spot instance EC2
+ * is reclaiming: `DisruptionTarget=True` with reason `SpotInterruption`. Total: anything that is
+ * not such a status (`undefined`, a malformed object) answers `false`.
+ *
+ * @example
+ * ```ts
+ * if (!isSpotInterruptionMarked(stored) && isSpotInterruptionMarked(next)) recordEvent("SpotInterruption");
+ * ```
+ */
+export function isSpotInterruptionMarked(status: unknown): boolean {
+  const conditions = readObject(status)?.conditions;
+  return (
+    Array.isArray(conditions) &&
+    conditions.some((c) => isSpotInterruptionCondition(c) && readObject(c)?.status === "True")
+  );
+}
 
 /** What {@link toPodStatus} reads from the Pod's stored status. */
 interface StoredStatus {

@@ -123,6 +123,7 @@ describe("no exported function throws, whatever it is handed", () => {
       "encodeReportTags",
       "instanceTags",
       "isInstanceReason",
+      "isSpotInterruptionMarked",
       "needsConsoleOutput",
       "parseDescribeInstancesPage",
       "parseEc2Instance",
@@ -149,6 +150,15 @@ describe("no exported function throws, whatever it is handed", () => {
     fc.assert(
       fc.property(hostilePod, hostileState, hostileOptions, (p, state, options) => {
         expect(call("toPodStatus", p, state, options)).toBeTypeOf("object");
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it("isSpotInterruptionMarked", () => {
+    fc.assert(
+      fc.property(fc.oneof(hostilePod, anything), (value) => {
+        expect(call("isSpotInterruptionMarked", value)).toBeTypeOf("boolean");
       }),
       { numRuns: 400 },
     );
