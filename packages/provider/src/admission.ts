@@ -11,6 +11,9 @@ import {
 /** Reason of a DaemonSet Pod the provider does not launch. */
 const DAEMONSET_NOT_LAUNCHED_REASON = "DaemonSetPodNotLaunched";
 
+/** The reason a Pod is held for when no allowed type that fits it is offered in the node's zones. */
+export const CAPACITY_HOLD_REASON = "InsufficientCapacity";
+
 /** What the provider does with a Pod, decided before any cloud call. */
 export type Admission =
   /**
@@ -66,7 +69,7 @@ export function admitPod(
     // must not tell the customer to fix it: for them there is no capacity that fits (platform
     // blocked), and the message tells the operator what to change.
     if (error instanceof ProviderError && error.code === "InvalidConfiguration") {
-      return { kind: "hold", reason: "InsufficientCapacity", message: error.message };
+      return { kind: "hold", reason: CAPACITY_HOLD_REASON, message: error.message };
     }
     if (error instanceof ProviderError) {
       return { kind: "refuse", reason: error.code, message: error.message };

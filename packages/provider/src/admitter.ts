@@ -9,10 +9,11 @@ import {
   type RenderResult,
   renderUserData,
 } from "@nebula/userdata";
-import { type Admission, admitPod } from "./admission.js";
+import { type Admission, admitPod, CAPACITY_HOLD_REASON } from "./admission.js";
 import { NO_BACKOFF } from "./capacity.js";
 import type { ProviderConfig } from "./config.js";
 import { ProviderError, toProviderError } from "./errors.js";
+import type { InstanceTypeInfo } from "./instance-catalogue.js";
 import { buildRunInstancesInput, type LaunchInput } from "./launch.js";
 import { type PodFacts, podFacts } from "./pod.js";
 import type { ObservedInstance } from "./poll.js";
@@ -175,6 +176,49 @@ export class Admitter {
     }
   }
 
+  /**
+   * A Pod held because no allowed type that fits it is offered in the node's zones, on a poll:
+   * admitted again from the catalogue as it is now (a stale one is refreshed in the background),
+   * and launched once a type is offered. While it is still held nothing changes and nothing is
+   * said again (its status and Event already say why).
+   */
+  async reconsiderHold(record: PodRecord): Promise<void> {
+    if (record.mode !== "hold" || record.holdReason !== CAPACITY_HOLD_REASON) return;
+    if (record.deleted || record.readmitting) return;
+    record.readmitting = true;
+    try {
+      let catalogue: readonly InstanceTypeInfo[] | undefined;
+      try {
+        catalogue = await this.#ctx.instanceTypes?.current();
+      } catch {
+        return; // No catalogue to decide from: the next poll asks again.
+      }
+      const admission = admitPod(record.facts, this.#ctx.config, catalogue);
+      if (admission.kind !== "launch") return;
+      const sources = await this.#readSources(record);
+      if (record.mode !== "hold" || record.deleted) return;
+      // Admitted: the hold's reason and condition go; the launch (or a config hold) says the rest.
+      record.mode = "launch";
+      record.holdReason = undefined;
+      if (record.status) {
+        const { reason: _reason, message: _message, ...rest } = record.status;
+        record.status = {
+          ...rest,
+          conditions: (rest.conditions ?? []).filter((c) => c.type !== LAUNCHED_CONDITION),
+        };
+      }
+      this.#admit(record, admission, sources);
+      if (record.mode === "launch") {
+        this.#ctx.log(
+          "info",
+          `pod ${record.facts.key}: an allowed instance type that fits it is offered now (${admission.instanceTypes.join(", ")}); launching`,
+        );
+      }
+    } finally {
+      record.readmitting = false;
+    }
+  }
+
   /** The Pod renders (or has an instance) now: it is launched, or observed, from here on. */
   leaveConfigHold(record: PodRecord): void {
     if (record.mode !== "config") return;
@@ -276,6 +320,7 @@ export class Admitter {
     }
     if (admission.kind === "hold") {
       record.mode = "hold";
+      record.holdReason = admission.reason;
       record.status = heldStatus(record.pod, admission.reason, admission.message, now);
       record.events.push({ type: "Normal", reason: admission.reason, message: admission.message });
       return;

@@ -126,6 +126,11 @@ export class Poller {
         .filter((r) => r.mode === "config" && !r.deleted)
         .map((r) => this.#admitter.readmit(r, byUid.get(r.facts.uid))),
     );
+    // Pods held because no type that fits them is offered in the node's zones: admitted again
+    // from the catalogue as it is now (EC2 may offer a type since); those admitted launch below.
+    await Promise.all(
+      records.filter((r) => r.mode === "hold").map((r) => this.#admitter.reconsiderHold(r)),
+    );
     const unlisted = unlistedPods(
       records.map((r) => ({
         uid: r.facts.uid,

@@ -231,4 +231,53 @@ describe("Ec2PodProvider with instanceTypes.catalogue, over the fake gateway", (
     expect(launchedTypes()).toEqual(["m7i.xlarge", "m7i.large"]);
     await provider.stop();
   });
+
+  it("a Pod held because no fitting type is offered in the node's zones launches once EC2 offers one (catalogue refreshed, no restart)", async () => {
+    const { provider, gateway, clock, changes } = fakeProvider({
+      config: testConfig({
+        instanceTypes: {
+          default: "m7i.large",
+          catalogue: { allowed: ["m7i.*"], refreshMinutes: 1 },
+        },
+      }),
+    });
+    gateway.instanceTypes = EC2_INSTANCE_TYPES;
+    gateway.zones = new Map([["subnet-0a1b2c3d", "us-east-1a"]]);
+    gateway.offerings = new Map([
+      ["m7i.large", new Set(["us-east-1b"])],
+      ["m7i.xlarge", new Set(["us-east-1b"])],
+    ]);
+    await provider.createPod(testPod("web", "uid-web"));
+    expect(provider.getPodStatus("uid-web")).toMatchObject({
+      phase: "Pending",
+      reason: "InsufficientCapacity",
+    });
+    const runs = () => gateway.calls.filter((c) => c.action === "runInstances");
+    // Still not offered: polls change nothing and say nothing again.
+    await provider.pollOnce();
+    await settle();
+    const heldEvents = changes.flatMap((c) => c.events ?? []).length;
+    clock.now += 61_000;
+    await provider.pollOnce();
+    await provider.pollOnce();
+    await settle();
+    expect(runs()).toHaveLength(0);
+    expect(changes.flatMap((c) => c.events ?? [])).toHaveLength(heldEvents);
+    // EC2 offers m7i.large in the node's zone: the next catalogue read admits the Pod.
+    gateway.offerings = new Map([
+      ["m7i.large", new Set(["us-east-1a", "us-east-1b"])],
+      ["m7i.xlarge", new Set(["us-east-1b"])],
+    ]);
+    clock.now += 61_000;
+    await provider.pollOnce(); // The stale catalogue starts its refresh.
+    await provider.pollOnce();
+    await settle();
+    expect(runs().map((c) => (c.arg as { InstanceType?: string }).InstanceType)).toEqual([
+      "m7i.large",
+    ]);
+    const status = provider.getPodStatus("uid-web");
+    expect(status?.reason).not.toBe("InsufficientCapacity");
+    expect(status?.conditions?.map((c) => c.reason)).not.toContain("InsufficientCapacity");
+    await provider.stop();
+  });
 });

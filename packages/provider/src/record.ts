@@ -75,6 +75,8 @@ export interface PodRecord {
   configError?: string | undefined;
   /** Reading the sources and rendering again is in progress. */
   readmitting?: boolean | undefined;
+  /** Why a Pod in mode `hold` is held (the admission's reason, e.g. `InsufficientCapacity`). */
+  holdReason?: string | undefined;
   /** Render notices already published as Events. */
   notices?: Set<string> | undefined;
   /** When RunInstances answered (the grace for an instance not yet listed starts here). */
