@@ -168,4 +168,38 @@ export class KubernetesPodApi implements PodApi {
   async exists(pod: PodRef): Promise<boolean> {
     return (await this.#read(pod)) !== undefined;
   }
+
+  /**
+   * Asks the API server to evict this incarnation of the Pod (`policy/v1` Eviction, a UID
+   * precondition), as `kubectl drain` does: it is deleted with its own grace period only if its
+   * PodDisruptionBudgets allow it. Needs `create` on `pods/eviction`.
+   *
+   * @returns `evicted` (the API server took it: the Pod is being deleted), `blocked` (HTTP 429: a
+   * PodDisruptionBudget allows no disruption now; ask again later), or `gone` (no such Pod, or
+   * the name is another incarnation's now).
+   * @throws VirtualNodeError `RequestFailed` for any other answer (its `cause` is the API error).
+   */
+  async evict(pod: PodRef): Promise<PodEviction> {
+    try {
+      await this.#core.createNamespacedPodEviction({
+        name: pod.name,
+        namespace: pod.namespace,
+        body: {
+          apiVersion: "policy/v1",
+          kind: "Eviction",
+          metadata: { name: pod.name, namespace: pod.namespace },
+          deleteOptions: { preconditions: { uid: pod.uid } },
+        },
+      });
+      return "evicted";
+    } catch (error) {
+      const code = statusCode(error);
+      if (code === 429) return "blocked";
+      if (code === 404 || code === 409) return "gone";
+      throw failure("evicting", pod, error);
+    }
+  }
 }
+
+/** What {@link KubernetesPodApi.evict} got: evicted, blocked by a PodDisruptionBudget, or gone. */
+export type PodEviction = "evicted" | "blocked" | "gone";
