@@ -75,7 +75,7 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
   };
   const admitter = new Admitter(ctx, options);
   const parameters = new ParameterDelivery(ctx);
-  const publisher = new StatusPublisher(ctx);
+  const publisher = new StatusPublisher(ctx, options.evictPod);
   const reclaimer = new Reclaimer(ctx);
   // What the teardown's lookup finds is an observation of the Pod too.
   reclaimer.onFound = (record) => publisher.computeStatus(record);

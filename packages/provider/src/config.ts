@@ -170,13 +170,22 @@ export const ProviderConfigSchema = z
      * placements first; On-Demand once EC2 has no Spot capacity for any of them). A Pod may
      * choose with the annotation `nebula.dev/requested-capacity-type` only in
      * `annotationNamespaces` (`"*"`: all); elsewhere such a Pod is refused.
+     *
+     * `onRebalance`: what a Spot instance's rebalance recommendation (EC2: elevated risk of
+     * interruption) does. `report` (default): an Event and a metric, the Pod keeps running (EC2
+     * may never interrupt it). `evict`: the Pod is also evicted through the API server's Eviction
+     * API, as `kubectl drain` does, so its controller replaces it before an interruption; its
+     * PodDisruptionBudgets apply (a refused eviction is asked again every 30 s), and a Pod no
+     * controller owns is not evicted (nothing would replace it). Needs `create` on
+     * `pods/eviction` for the vnode (deploy/vnode/rbac-rebalance-eviction.yaml).
      */
     capacity: z
       .strictObject({
         default: z.enum(["on-demand", "spot", "spot-then-on-demand"]).default("on-demand"),
         annotationNamespaces: z.array(z.string().min(1).max(253)).default([]),
+        onRebalance: z.enum(["report", "evict"]).default("report"),
       })
-      .default({ default: "on-demand", annotationNamespaces: [] }),
+      .default({ default: "on-demand", annotationNamespaces: [], onRebalance: "report" }),
     /**
      * Upper bound of the grace period a Pod's teardown gives its containers (from
      * `metadata.deletionGracePeriodSeconds`, else `spec.terminationGracePeriodSeconds`), so that

@@ -9,6 +9,7 @@ import type { PodSourceRefs, PodSources, RenderOptionsInput, RenderResult } from
 import type { RenderedPod } from "./admitter.js";
 import type { Gateway } from "./gateway.js";
 import type { LaunchInput } from "./launch.js";
+import type { EvictPod } from "./rebalance.js";
 
 /** Options of `Ec2PodProvider`. */
 export interface Ec2PodProviderOptions {
@@ -67,6 +68,12 @@ export interface Ec2PodProviderOptions {
   readonly gateway?: Gateway;
   /** The clock, ms since the epoch (tests pass a fake one). Default `Date.now`. */
   readonly now?: () => number;
+  /**
+   * Asks the API server to evict a Pod (`@nebula/virtual-node`'s `KubernetesPodApi.evict`), for
+   * `capacity.onRebalance: evict`: the Pod of a Spot instance EC2 recommends moving off. Without
+   * it that setting only says, in the Pod's Event, that it cannot act.
+   */
+  readonly evictPod?: EvictPod;
   /** Where the provider writes one-line diagnostics. Default: nowhere. */
   readonly log?: (level: "info" | "warn" | "error", message: string) => void;
 }

@@ -11,6 +11,7 @@ import {
   sameDelivery,
   withStatus,
 } from "./record.js";
+import { type EvictPod, RebalanceEvictions } from "./rebalance.js";
 import { type StartupBreakdown, startupBreakdown, startupLine } from "./startup.js";
 import { isTerminalStatus, podStatus } from "./status.js";
 
@@ -60,9 +61,14 @@ export class StatusPublisher {
   readonly #listeners = new Set<PodStatusListener>();
   readonly #startupListeners = new Set<(startup: PodStartup) => void>();
   readonly #spotListeners = new Set<(signal: SpotSignal) => void>();
+  readonly #evictions: RebalanceEvictions;
 
-  constructor(ctx: ProviderContext) {
+  /** @param evictPod - The API server's eviction, for `capacity.onRebalance: evict`. */
+  constructor(ctx: ProviderContext, evictPod?: EvictPod) {
     this.#ctx = ctx;
+    this.#evictions = new RebalanceEvictions(ctx, evictPod, (record) => {
+      void this.publish(record);
+    });
   }
 
   /** Subscribes to status changes; returns the unsubscribe. */
@@ -147,16 +153,19 @@ export class StatusPublisher {
     if (status === undefined) return;
     this.#noteStartup(record, status);
     this.#noteSpot(record, status);
+    // A pending eviction for a rebalance recommendation is asked for (when due) beside this one.
+    void this.#evictions.drive(record);
     const delivery = deliveryOf(record, status);
     if (sameDelivery(record.delivered, delivery) && record.events.length === 0) return;
-    const events = record.events;
+    // A copy: an Event added while the listeners write (an eviction's outcome) is the next one's.
+    const events = [...record.events];
     const [, instance] = delivery;
     const copy = structuredClone(status);
     const change: PodStatusChange = {
       pod: withStatus(record),
       status: copy,
       terminal: isTerminalStatus(status),
-      events: [...events],
+      events,
       ...(instance ? { instance } : {}),
     };
     const results = await Promise.allSettled([...this.#listeners].map(async (l) => l(change)));
@@ -211,7 +220,7 @@ export class StatusPublisher {
       record.events.push({
         type: "Normal",
         reason: "RebalanceRecommendation",
-        message: `EC2 recommends moving off Spot instance ${record.instanceId ?? ""} (notice at ${rebalance.time}): it is at elevated risk of interruption; Nebula does not act on it, the Pod keeps running`,
+        message: `EC2 recommends moving off Spot instance ${record.instanceId ?? ""} (notice at ${rebalance.time}): it is at elevated risk of interruption; ${this.#evictions.begin(record)}`,
       });
       notifyAll(this.#spotListeners, (listener) => listener({ ...base, kind: "rebalance" }));
     }
