@@ -67,9 +67,12 @@ export function createVnode(options: VnodeOptions): Vnode {
   const ledger = new ConfigMapPodLedger(kubeConfig, { namespace, prefix: "nebula-pod-" });
   const log = (level: "debug" | "info" | "warn" | "error", message: string) =>
     logger[level](message);
+  const api = new KubernetesPodApi(kubeConfig);
   const provider = new Ec2PodProvider({
     config: config.provider,
     ledger,
+    // capacity.onRebalance: evict (the optional RBAC rule deploy/vnode/rbac-rebalance-eviction.yaml).
+    evictPod: (pod) => api.evict(pod),
     livePodUids: () =>
       informer.list().flatMap((p) => (p.metadata?.uid === undefined ? [] : [p.metadata.uid])),
     readSources: podSourceReader(kubeConfig),
@@ -98,7 +101,6 @@ export function createVnode(options: VnodeOptions): Vnode {
     config.node.drain ? drainProgress : undefined,
   );
 
-  const api = new KubernetesPodApi(kubeConfig);
   const events = new EventRecorder(kubeConfig, {
     reportingController: "nebula.dev/vnode",
     reportingInstance: options.identity.slice(0, 128),

@@ -3,16 +3,24 @@
  * capacity in the node's zone (the EC2 proxy of the test peers refuses that offering), run by the
  * real supervisor in the instance-host simulator, with the event channel on. Then EC2 interrupts
  * some replicas (the simulator serves the notice on their IMDS and reclaims them when the warning
- * ends) and recommends rebalancing another. Asserted: every Pod runs, the dead offering is tried
- * about once, not once per Pod, and the Events say why; an interrupted Pod is marked
- * (`DisruptionTarget`, not Ready) while its containers still stop, then ends `Failed` /
- * `SpotInterruption` with its containers' final report; its replacement runs; nothing leaks.
+ * ends) and recommends rebalancing another, with `capacity.onRebalance: evict` (and the optional
+ * RBAC rule it needs). Asserted: every Pod runs, the dead offering is tried about once, not once
+ * per Pod, and the Events say why; an interrupted Pod is marked (`DisruptionTarget`, not Ready)
+ * while its containers still stop, then ends `Failed` / `SpotInterruption` with its containers'
+ * final report; the rebalanced one is evicted through the API server (never marked as a Spot
+ * interruption) and its instance terminated; every replacement runs; nothing leaks.
  * Printed: notice → marked, notice → Failed, notice → replacement Running, notice → old instance
  * terminated.
  */
 import { DescribeSubnetsCommand } from "@aws-sdk/client-ec2";
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
-import { AppsV1Api, CoreV1Api, EventsV1Api, type V1Pod } from "@kubernetes/client-node";
+import {
+  AppsV1Api,
+  CoreV1Api,
+  EventsV1Api,
+  RbacAuthorizationV1Api,
+  type V1Pod,
+} from "@kubernetes/client-node";
 import {
   createEc2EventRule,
   type Ec2EventRule,
@@ -45,6 +53,8 @@ const WARNING_MS = 60_000;
 const NODE = "vnode-spot";
 const NS = "vnode-spot";
 const APP = "spot-web";
+/** The optional RBAC rule `capacity.onRebalance: evict` needs. */
+const EVICTION_RBAC = "rbac-rebalance-eviction.yaml";
 
 const { controlPlane, moto } = useTestPeers();
 const admin = controlPlane.kubeConfig();
@@ -60,7 +70,14 @@ let rule: Ec2EventRule | undefined;
 let zone: string;
 
 beforeAll(async () => {
-  const world = await startWorld({ admin, ec2, moto, cluster: NODE, namespace: NS });
+  const world = await startWorld({
+    admin,
+    ec2,
+    moto,
+    cluster: NODE,
+    namespace: NS,
+    manifests: [EVICTION_RBAC],
+  });
   hosts = world.hosts;
   const subnets = await ec2.send(
     new DescribeSubnetsCommand({ SubnetIds: [world.network.subnetId] }),
@@ -92,7 +109,7 @@ beforeAll(async () => {
     default: "t3.micro",
     catalogue: { allowed: ["c7i.large", "m7i.large"] },
   };
-  config.provider.capacity = { default: "spot-then-on-demand" };
+  config.provider.capacity = { default: "spot-then-on-demand", onRebalance: "evict" };
   config.provider.events = { queueUrl: queue.QueueUrl };
   vnode = await startVnode({
     nodeName: NODE,
@@ -108,6 +125,10 @@ afterAll(async () => {
   await deleteNode(admin, NODE);
   await proxy?.close();
   await hosts?.close();
+  // The optional eviction right goes with this file: the next files' vnodes run without it.
+  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+  await rbac.deleteClusterRoleBinding({ name: "nebula-vnode-rebalance-eviction" });
+  await rbac.deleteClusterRole({ name: "nebula-vnode-rebalance-eviction" });
   ec2.destroy();
   expect(code).toBe(0);
 });
@@ -145,7 +166,7 @@ async function appPods(): Promise<V1Pod[]> {
 }
 
 describe(`a Deployment of ${REPLICAS} replicas on Spot-then-On-Demand`, () => {
-  it("runs every Pod past a dead Spot offering; interrupted replicas are marked at the notice, end as Spot interruptions and are replaced; nothing leaks", async () => {
+  it("runs every Pod past a dead Spot offering; interrupted replicas are marked at the notice, end as Spot interruptions and are replaced; the rebalanced one is evicted and replaced; nothing leaks", async () => {
     await until("the Node Ready", async () => {
       const node = await core.readNode({ name: NODE });
       return condition(node as V1Pod, "Ready")?.status === "True" ? node : undefined;
@@ -252,8 +273,9 @@ describe(`a Deployment of ${REPLICAS} replicas on Spot-then-On-Demand`, () => {
     const terminatedAt = new Map<string, number>();
     const originals = new Set(first.map((p) => p.metadata?.uid ?? ""));
     const replacementRunningAt: number[] = [];
+    let rebalancedTerminated = false;
     const ended = await until(
-      "the interrupted replicas Failed, their instances terminated, and the Deployment whole again",
+      "the interrupted replicas Failed, the rebalanced one evicted, their instances terminated, and the Deployment whole again",
       async () => {
         const now = Date.now();
         const pods = await appPods();
@@ -274,11 +296,16 @@ describe(`a Deployment of ${REPLICAS} replicas on Spot-then-On-Demand`, () => {
             terminatedAt.set(pod.metadata?.uid ?? "", now);
           }
         }
+        const rebalancedInstance = live.find((x) => x.InstanceId === instanceOf(rebalanced));
+        if (rebalancedInstance?.State?.Name === "terminated") rebalancedTerminated = true;
+        const rebalancedGone = !pods.some((p) => p.metadata?.uid === rebalanced.metadata?.uid);
         const fresh = pods.filter((p) => !originals.has(p.metadata?.uid ?? "") && runningReady(p));
         while (replacementRunningAt.length < fresh.length) replacementRunningAt.push(now);
         return failedAt.size === INTERRUPTED &&
           terminatedAt.size === INTERRUPTED &&
-          fresh.length === INTERRUPTED
+          rebalancedGone &&
+          rebalancedTerminated &&
+          fresh.length === INTERRUPTED + 1
           ? pods
           : undefined;
       },
@@ -320,17 +347,19 @@ describe(`a Deployment of ${REPLICAS} replicas on Spot-then-On-Demand`, () => {
         failedAt.get(uid) ?? Number.NEGATIVE_INFINITY,
       );
     }
-    // The rebalanced replica runs on, untouched, and is told.
-    const stillThere = ended.find((p) => p.metadata?.uid === rebalanced.metadata?.uid);
-    expect(stillThere && runningReady(stillThere)).toBe(true);
-    expect(condition(stillThere, "DisruptionTarget")).toBeUndefined();
+    // The rebalanced replica was evicted (capacity.onRebalance: evict), told why, and replaced;
+    // never taken for a Spot interruption.
     const events = (await eventsApi.listNamespacedEvent({ namespace: NS })).items;
     const about = (uid: string | undefined, reason: string) =>
       events.filter((e) => e.regarding?.uid === uid && e.reason === reason);
     for (const pod of victims) {
       expect(about(pod.metadata?.uid, "SpotInterruption"), pod.metadata?.name).toHaveLength(1);
     }
-    expect(about(rebalanced.metadata?.uid, "RebalanceRecommendation")).toHaveLength(1);
+    const recommended = about(rebalanced.metadata?.uid, "RebalanceRecommendation");
+    expect(recommended).toHaveLength(1);
+    expect(recommended[0]?.note).toContain("evicting the Pod so that its ReplicaSet replaces it");
+    expect(about(rebalanced.metadata?.uid, "RebalanceEviction")).toHaveLength(1);
+    expect(about(rebalanced.metadata?.uid, "SpotInterruption")).toEqual([]);
     const metrics = await scrape(vnode.url);
     expect(
       metrics.get(`nebula_vnode_spot_signals_total{kind="interruption",namespace="${NS}"}`),
@@ -358,6 +387,6 @@ describe(`a Deployment of ${REPLICAS} replicas on Spot-then-On-Demand`, () => {
     );
     const uids = all.map((i) => i.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value);
     expect(new Set(uids).size).toBe(uids.length);
-    expect(uids.length).toBe(REPLICAS + INTERRUPTED);
+    expect(uids.length).toBe(REPLICAS + INTERRUPTED + 1);
   });
 });

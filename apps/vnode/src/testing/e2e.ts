@@ -383,6 +383,8 @@ export async function startWorld(options: {
   readonly moto: MotoConnection;
   readonly cluster: string;
   readonly namespace: string;
+  /** Deploy manifests (deploy/vnode/) applied beside rbac.yaml, e.g. an optional RBAC rule. */
+  readonly manifests?: readonly string[];
 }): Promise<E2eWorld> {
   const network = await prepareNetwork(options.ec2);
   const hosts = await startInstanceHosts({
@@ -391,7 +393,12 @@ export async function startWorld(options: {
     cluster: options.cluster,
     bootDelayMs: 500,
   });
-  for (const file of ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"]) {
+  for (const file of [
+    "namespace.yaml",
+    "serviceaccount.yaml",
+    "rbac.yaml",
+    ...(options.manifests ?? []),
+  ]) {
     await applyManifest(options.admin, file);
   }
   await options.admin
