@@ -137,6 +137,12 @@ const BUILT_IN_REASONS: Readonly<Record<string, ReasonDefinition>> = {
     plural: "were lost by the platform",
     transient: true,
   },
+  PlatformMisconfigured: {
+    class: "PlatformBlocked",
+    singular: "cannot be launched until the platform's configuration is fixed",
+    plural: "cannot be launched until the platform's configuration is fixed",
+    transient: false,
+  },
   Provisioning: {
     class: "PlatformWorking",
     singular: "is being provisioned",

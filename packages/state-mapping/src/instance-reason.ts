@@ -202,7 +202,9 @@ const STOP_SIGNALS = new Set([15, 9]);
 const POD_REASONS: Readonly<Record<string, InstanceReason>> = {
   SpotInterruption: "InstanceLost",
   InvalidPodSpec: "InvalidSpec",
-  InvalidConfiguration: "ConfigurationError",
+  // The provider's own configuration (an AMI, subnet, security group or instance profile EC2
+  // refuses): the operator's to fix, not the customer's; the Pod's spec is not at fault.
+  InvalidConfiguration: "PlatformMisconfigured",
   // A Pod the provider refuses before launch carries the refusal's code as its reason: nothing can
   // be placed until the spec changes, so it ranks as a rejected spec, never as "starting".
   InvalidPod: "InvalidSpec",

@@ -14,6 +14,7 @@ describe("INSTANCE_REASONS", () => {
       "QuotaExceeded",
       "InsufficientCapacity",
       "InstanceLost",
+      "PlatformMisconfigured",
       "Unknown",
       "Provisioning",
       "Starting",

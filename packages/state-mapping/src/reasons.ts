@@ -32,6 +32,7 @@ export const INSTANCE_REASONS = [
   "QuotaExceeded",
   "InsufficientCapacity",
   "InstanceLost",
+  "PlatformMisconfigured",
   // unknown: the state could not be read (rollup's Unclassified class)
   "Unknown",
   // platform working
