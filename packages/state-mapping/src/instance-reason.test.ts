@@ -257,6 +257,15 @@ describe("toInstanceReason on a Pod", () => {
     expect(toInstanceReason({ phase: "Pending", reason: "QuotaExceeded" }).reason).toBe(
       "QuotaExceeded",
     );
+    // EC2 refused the launch for the provider's own configuration (an AMI, a subnet): the
+    // operator's to fix, so platform blocked, not the customer's ConfigurationError.
+    expect(
+      toInstanceReason({
+        phase: "Pending",
+        reason: "InvalidConfiguration",
+        message: "launch is being retried: RunInstances failed (InvalidAMIID.NotFound).",
+      }).reason,
+    ).toBe("PlatformMisconfigured");
     // Every refusal the provider writes before launch (Failed at once, with the refusal's code as
     // the reason and a message naming the field) is a rejected spec, never "starting".
     for (const reason of [
