@@ -794,4 +794,81 @@ describe("crash at every side effect", () => {
     expect(runs).toBeGreaterThanOrEqual(10);
     expect(failures).toEqual([]);
   }, 600_000);
+
+  it("killed at each side effect of a launch EC2 refuses for Spot capacity and retries at once On-Demand, a fresh process launches at most one instance and reclaims it", async () => {
+    // Spot-then-On-Demand with no Spot capacity at all: the launch is refused once, its intent
+    // cleared, and the next placement (On-Demand) taken in the same launch; a kill may land
+    // between any two of those writes.
+    proxy.configure({ noCapacity: [{ capacityType: "spot" }] });
+    const failures: string[] = [];
+    let runs = 0;
+    try {
+      for (let k = 0; k < 10; k++) {
+        for (const when of ["before", "after"] as const) {
+          const node = `crash-ice-${k}-${when}`;
+          const podUid = uid(960 + k * 2 + (when === "after" ? 1 : 0));
+          const inner = new MemoryPodLedger();
+          const mortal = new Mortal(k, when);
+          const pod = testPod("victim", podUid);
+          const config = viaProxy(node, {
+            maxAttempts: 1,
+            eventualConsistencySeconds: 3,
+            capacity: { default: "spot-then-on-demand" },
+          });
+          const first = new Ec2PodProvider({
+            config,
+            renderUserData: () => USER_DATA,
+            livePodUids: () => [podUid],
+            ledger: mortal.ledger(inner),
+          });
+          mortal.clients(first);
+          const teardown = testTeardown(first);
+          try {
+            await first.createPod(pod);
+            await first.pollOnce();
+            for (let i = 0; i < 30 && !mortal.dead; i++) {
+              const result = await teardown.step(deleting(pod));
+              if (result.status === "complete") break;
+              await first.pollOnce();
+            }
+          } catch {
+            // died
+          }
+          await first.stop().catch(() => undefined);
+          if (!mortal.dead) break; // k is past the last side effect
+          runs++;
+          const second = new Ec2PodProvider({
+            config: { ...config, maxAttempts: 5 },
+            renderUserData: () => USER_DATA,
+            livePodUids: () => [podUid],
+            ledger: inner,
+          });
+          await second.createPod(deleting(pod));
+          const state = await testTeardown(second, { removed: teardown.removed }).reclaim(
+            deleting(pod),
+            { rounds: 120, ms: 100 },
+          );
+          await second.stop();
+          const instances = await nodeInstances(ec2, node);
+          const alive = instances.filter((i) => i.State?.Name !== "terminated");
+          if (!state.complete) {
+            failures.push(`${node}: reclaim not complete (${JSON.stringify(state.result)})`);
+          }
+          if (instances.length > 1)
+            failures.push(`${node}: ${instances.length} instances launched`);
+          if (instances.some((i) => i.InstanceLifecycle === "spot")) {
+            failures.push(`${node}: a Spot instance exists although EC2 refused every Spot launch`);
+          }
+          if (alive.length > 0) failures.push(`${node}: ${alive.length} instance(s) left running`);
+        }
+      }
+    } finally {
+      proxy.configure({ noCapacity: [] });
+    }
+    // The refused launch is a side effect too: the kills land before and after it, its intent's
+    // clear, the On-Demand intent and launch, and the teardown's writes.
+    expect(runs).toBeGreaterThanOrEqual(8);
+    expect(proxy.counts().noCapacity).not.toEqual({});
+    expect(failures).toEqual([]);
+  }, 600_000);
 });
