@@ -1,12 +1,17 @@
 /**
  * The EC2 client's retries, against moto behind a fault proxy: EC2's definite answers that come
- * as server errors (a capacity error is an HTTP 500) are not retried; transient faults are.
+ * as server errors (a capacity error is an HTTP 500) are not retried; transient faults are. Its
+ * request timeout, behind a proxy that holds `RunInstances` without ever answering: the launch
+ * fails as a transient fault after `maxAttempts` timed-out attempts instead of hanging.
  */
-import { RunInstancesCommand } from "@aws-sdk/client-ec2";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { DescribeInstancesCommand, RunInstancesCommand } from "@aws-sdk/client-ec2";
 import { type Moto, startMoto } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAwsClients } from "./clients.js";
 import { parseProviderConfig } from "./config.js";
+import { toProviderError } from "./errors.js";
 import { type FaultProxy, startFaultProxy } from "./testing/fault-proxy.js";
 import { type MotoNetwork, motoConfig, prepareMoto } from "./testing/moto-env.js";
 
@@ -24,6 +29,54 @@ afterAll(async () => {
   await faults?.close();
   await moto?.stop();
 });
+
+/**
+ * A loopback proxy in front of `target` that forwards every request except `RunInstances`, which
+ * it takes and never answers (a hung call). Counts the requests it held.
+ */
+async function startHangingProxy(
+  target: string,
+): Promise<{ endpoint: string; held: () => number; close: () => Promise<void> }> {
+  let held = 0;
+  const read = (req: IncomingMessage) =>
+    new Promise<Buffer>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => resolve(Buffer.concat(chunks)));
+      req.on("error", reject);
+    });
+  const server: Server = createServer(async (req, res) => {
+    const body = await read(req);
+    if (new URLSearchParams(body.toString("utf8")).get("Action") === "RunInstances") {
+      held++;
+      return;
+    }
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (typeof v === "string" && k !== "host" && k !== "connection") headers[k] = v;
+    }
+    const upstream = await fetch(new URL(req.url ?? "/", target), {
+      method: req.method ?? "POST",
+      headers,
+      ...(body.length > 0 ? { body: new Uint8Array(body) } : {}),
+    });
+    const payload = Buffer.from(await upstream.arrayBuffer());
+    res.writeHead(upstream.status, {
+      "content-type": upstream.headers.get("content-type") ?? "text/xml",
+      "content-length": String(payload.length),
+    });
+    res.end(payload);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    held: () => held,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
 
 function launch() {
   return new RunInstancesCommand({
@@ -72,5 +125,38 @@ describe("the provider's EC2 client", () => {
     expect(out.Instances?.[0]?.InstanceId).toMatch(/^i-/);
     expect(sent() - before).toBe(2);
     ec2.destroy();
+  });
+
+  // A hang guard only (the assertions are on the error): 2 attempts of 500 ms, and back-off.
+  it("gives up on a RunInstances that is never answered: TimeoutError after maxAttempts, a transient fault", {
+    timeout: 30_000,
+  }, async () => {
+    const hanging = await startHangingProxy(moto.endpoint);
+    try {
+      const config = parseProviderConfig({
+        ...motoConfig(moto, network, "client-timeouts"),
+        endpoint: hanging.endpoint,
+        maxAttempts: 2,
+        requestTimeoutMs: 500,
+      });
+      const { ec2 } = createAwsClients(config);
+      // Other calls go through the proxy to moto and are answered.
+      const listed = await ec2.send(new DescribeInstancesCommand({}));
+      expect(listed.$metadata.httpStatusCode).toBe(200);
+      const error = await ec2.send(launch()).then(
+        () => undefined,
+        (e: unknown) => e as Error & { $metadata?: { attempts?: number } },
+      );
+      expect(error?.name).toBe("TimeoutError");
+      expect(error?.$metadata?.attempts).toBe(2);
+      expect(hanging.held()).toBe(2);
+      // The launcher takes it for an unknown outcome and repeats the same request later.
+      const wrapped = toProviderError(error, "RunInstances for pod default/hung");
+      expect(wrapped.code).toBe("Unavailable");
+      expect(wrapped.retryable).toBe(true);
+      ec2.destroy();
+    } finally {
+      await hanging.close();
+    }
   });
 });

@@ -5,6 +5,7 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import { SSMClient } from "@aws-sdk/client-ssm";
 import { AdaptiveRetryStrategy } from "@smithy/core/retry";
 import type {
+  NodeHttpHandlerOptions,
   RetryErrorInfo,
   RetryStrategyV2,
   RetryToken,
@@ -25,6 +26,19 @@ export interface AwsClients {
   readonly metrics: CloudWatchClient | undefined;
   /** SQS: the event channel's queue (`config.events`). */
   readonly sqs: SQSClient | undefined;
+}
+
+/**
+ * The HTTP options of every client built here: connection and request timeouts from the
+ * configuration. `throwOnRequestTimeout` makes a request that outlives `requestTimeout` fail with
+ * the SDK's `TimeoutError` (by default the SDK only logs a warning and waits on).
+ */
+export function requestHandlerOptions(config: ProviderConfig): NodeHttpHandlerOptions {
+  return {
+    connectionTimeout: config.connectionTimeoutMs,
+    requestTimeout: config.requestTimeoutMs,
+    throwOnRequestTimeout: true,
+  };
 }
 
 /**
@@ -51,8 +65,9 @@ function definiteAnswerRetryStrategy(maxAttempts: number): RetryStrategyV2 {
 
 /**
  * Builds the clients from the configuration (Region, endpoint, adaptive retry with
- * `maxAttempts`, no retry of EC2's capacity and quota answers), using any given instead. Logs,
- * metrics and SQS clients exist only when the configuration turns them on.
+ * `maxAttempts`, no retry of EC2's capacity and quota answers, connection and request timeouts
+ * of each attempt), using any given instead. Logs, metrics and SQS clients exist only when the
+ * configuration turns them on.
  */
 export function createAwsClients(
   config: ProviderConfig,
@@ -62,6 +77,7 @@ export function createAwsClients(
     region: config.region,
     retryMode: "adaptive",
     maxAttempts: config.maxAttempts,
+    requestHandler: requestHandlerOptions(config),
     ...(config.endpoint === undefined ? {} : { endpoint: config.endpoint }),
   };
   return {

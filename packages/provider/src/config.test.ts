@@ -33,6 +33,17 @@ describe("parseProviderConfig", () => {
     });
   });
 
+  it("defaults the AWS clients' timeouts, and bounds them", () => {
+    expect(parseProviderConfig(testConfig())).toMatchObject({
+      requestTimeoutMs: 30_000,
+      connectionTimeoutMs: 5_000,
+    });
+    expect(problems(testConfig({ requestTimeoutMs: 0 }))).toContain("requestTimeoutMs");
+    expect(problems(testConfig({ connectionTimeoutMs: 60_001 }))).toContain(
+      "connectionTimeoutMs",
+    );
+  });
+
   it("lists every problem with its path", () => {
     const message = problems(
       testConfig({

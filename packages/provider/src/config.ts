@@ -257,6 +257,16 @@ export const ProviderConfigSchema = z
     /** SDK attempts per call (adaptive retry mode). */
     maxAttempts: z.number().int().min(1).max(20).default(5),
     /**
+     * The longest one attempt of any AWS call may take, from its request sent to its answer read,
+     * in milliseconds; then it fails with the SDK's `TimeoutError` (a `ProviderError`
+     * `Unavailable`, retryable) and the SDK's retry takes over, up to `maxAttempts`. Without it
+     * a hung `RunInstances` would hold its Pod's launch for as long as the socket lives. With
+     * `events` it must leave room for the queue's long poll (`events.waitSeconds` + 2 s).
+     */
+    requestTimeoutMs: z.number().int().min(100).max(600_000).default(30_000),
+    /** The longest the TCP (and TLS) connection of one attempt may take to open, in milliseconds. */
+    connectionTimeoutMs: z.number().int().min(100).max(60_000).default(5_000),
+    /**
      * This node's share of the account's EC2 request budget, per API (EC2 throttles each API per
      * account and Region; several virtual nodes and the hosts' own report writes share it). Reads
      * are Describe/Get/List/Search APIs, writes every other one. EC2's published defaults are a
@@ -371,7 +381,15 @@ export const ProviderConfigSchema = z
   .refine((c) => Object.keys(c.tags).length + Object.keys(c.podLabelTags).length <= MAX_USER_TAGS, {
     message: `tags and podLabelTags together may add at most ${MAX_USER_TAGS} tags`,
     path: ["podLabelTags"],
-  });
+  })
+  .refine(
+    (c) => c.events === undefined || c.requestTimeoutMs >= (c.events.waitSeconds + 2) * 1000,
+    {
+      message:
+        "requestTimeoutMs must be at least events.waitSeconds + 2 s: the queue's long poll holds each ReceiveMessage that long",
+      path: ["requestTimeoutMs"],
+    },
+  );
 
 /**
  * The instance types Pods may run on: `instanceTypes.allowed` when configured, else the default

@@ -42,6 +42,38 @@ describe("classifyAwsError", () => {
     expect(classifyAwsError({ name: "Weird", $fault: "client" })).toBe("InvalidRequest");
   });
 
+  it("takes a timed-out attempt for a transient fault: Unavailable, retryable", () => {
+    // The three timeouts of @smithy/node-http-handler (4.x), as it builds them: the request
+    // outliving `requestTimeout` (with `throwOnRequestTimeout`), the connection not opened within
+    // `connectionTimeout`, the socket idle past its timeout; the SDK adds `$metadata` after its
+    // last attempt.
+    const timeouts = [
+      Object.assign(
+        new Error(
+          "@smithy/node-http-handler - [ERROR] a request has exceeded the configured 500 ms requestTimeout.",
+        ),
+        { name: "TimeoutError", code: "ETIMEDOUT", $metadata: { attempts: 2 } },
+      ),
+      Object.assign(
+        new Error(
+          "@smithy/node-http-handler - the request socket did not establish a connection with the server within the configured timeout of 5000 ms.",
+        ),
+        { name: "TimeoutError" },
+      ),
+      Object.assign(new Error("the request socket timed out after 900000 ms of inactivity"), {
+        name: "TimeoutError",
+      }),
+      Object.assign(new Error("connect ETIMEDOUT 10.0.0.1:443"), { code: "ETIMEDOUT" }),
+    ];
+    for (const timeout of timeouts) {
+      expect(classifyAwsError(timeout)).toBe("Unavailable");
+      const wrapped = toProviderError(timeout, "RunInstances for pod default/web");
+      expect(wrapped.code).toBe("Unavailable");
+      expect(wrapped.retryable).toBe(true);
+      expect(wrapped.cause).toBe(timeout);
+    }
+  });
+
   it("never throws and always answers a code", () => {
     fc.assert(
       fc.property(fc.anything(), (value) => {

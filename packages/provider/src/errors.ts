@@ -24,7 +24,8 @@
  * - `IdempotencyMismatch` — a launch with this Pod's UID as `ClientToken` was made before with other
  *   parameters.
  * - `Unavailable` — EC2 answered with a server error, or could not be reached (region outage,
- *   network). Retry later.
+ *   network), or an attempt outlived the client's timeouts (`requestTimeoutMs`,
+ *   `connectionTimeoutMs`: the SDK's `TimeoutError`). Retry later.
  * - `InvalidRequest` — EC2 rejected the request for another client-side reason.
  * - `Unknown` — anything else.
  */
