@@ -29,6 +29,8 @@ export const INSTANCE_ANNOTATIONS = {
   capacityType: "nebula.dev/capacity-type",
   /** A Spot instance's price at launch, USD per hour. */
   spotPrice: "nebula.dev/spot-price-usd-per-hour",
+  /** The instance's price at launch, either capacity type (Spot or On-Demand), USD per hour. */
+  price: "nebula.dev/price-usd-per-hour",
 } as const;
 
 /** The virtual node's configuration (before defaults). */

@@ -32,6 +32,12 @@ export interface PodInstanceInfo {
   readonly capacityType?: string | undefined;
   /** A Spot instance's price when it was launched, USD per hour as EC2 wrote it (`"0.031200"`). */
   readonly spotPriceUsdPerHour?: string | undefined;
+  /**
+   * The instance's price when it was launched, either capacity type, USD per hour as AWS wrote it:
+   * the Spot price (`"0.031200"`), or the On-Demand price of the AWS Price List
+   * (`"0.0960000000"`).
+   */
+  readonly priceUsdPerHour?: string | undefined;
 }
 
 /** A Pod's status as the provider now observes it. */

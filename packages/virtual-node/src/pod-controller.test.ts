@@ -1,8 +1,13 @@
 import type { V1Pod, V1PodSpec, V1PodStatus } from "@kubernetes/client-node";
 import { MemoryPodLedger } from "@nebula/teardown";
 import { describe, expect, it } from "vitest";
-import { parseVirtualNodeConfig } from "./config.js";
-import type { FoundInstance, InstanceReclaimer, PodLifecycle } from "./lifecycle.js";
+import { INSTANCE_ANNOTATIONS, parseVirtualNodeConfig } from "./config.js";
+import type {
+  FoundInstance,
+  InstanceReclaimer,
+  PodInstanceInfo,
+  PodLifecycle,
+} from "./lifecycle.js";
 import type { PodApi, PodRef } from "./pod-api.js";
 import { type LaunchLedger, PodController, type RecordedLaunch } from "./pod-controller.js";
 import { PodTeardown } from "./pod-teardown.js";
@@ -20,6 +25,8 @@ class World implements PodLifecycle, InstanceReclaimer {
   readonly pods = new Map<string, V1Pod>();
   readonly states = new Map<string, string>();
   readonly present = new Set<string>();
+  /** The annotations each `annotate` call wrote, in order. */
+  readonly annotated: Record<string, string>[] = [];
   failAddFinalizer = false;
   async createPod(pod: V1Pod): Promise<void> {
     this.log.push(`createPod ${pod.metadata?.name}`);
@@ -72,7 +79,8 @@ function setup(
       if (pod?.metadata) pod.metadata.finalizers = [...(pod.metadata.finalizers ?? []), finalizer];
     },
     removeFinalizer: async (ref: PodRef) => void world.log.push(`removeFinalizer ${ref.name}`),
-    annotate: async () => undefined,
+    annotate: async (_ref: PodRef, annotations: Record<string, string>) =>
+      void world.annotated.push({ ...annotations }),
     deleteNow: async (ref: PodRef) => {
       world.log.push(`deleteNow ${ref.name}`);
       world.present.delete(ref.uid);
@@ -216,6 +224,61 @@ describe("PodController", () => {
     await controller.reconcile("default/web-2").catch(() => undefined);
     expect(world.log).toContain("addFinalizer web-2");
     expect(world.log).not.toContain("createPod web-2");
+  });
+
+  it("shows what a Pod runs on in its annotations, its price at launch too (Spot or On-Demand)", async () => {
+    const { world, controller } = setup();
+    const pod = (name: string, uid: string): V1Pod => ({
+      metadata: { namespace: "default", name, uid, finalizers: [FINALIZER] },
+      spec: { nodeName: "vnode-test", containers: [{ name: "app", image: "busybox" }] },
+    });
+    const placed = async (p: V1Pod, instance: PodInstanceInfo) => {
+      const key = `default/${p.metadata?.name}`;
+      world.pods.set(key, p);
+      await controller.reconcile(key);
+      const delivered = controller.onStatusChange({
+        pod: p,
+        status: { phase: "Pending" },
+        terminal: false,
+        instance,
+      });
+      await controller.reconcile(key);
+      await delivered;
+      return world.annotated.at(-1);
+    };
+    expect(
+      await placed(pod("od", "uid-od"), {
+        instanceId: INSTANCE,
+        instanceType: "m7i.large",
+        availabilityZone: "us-east-1a",
+        capacityType: "on-demand",
+        priceUsdPerHour: "0.1008000000",
+      }),
+    ).toEqual({
+      [INSTANCE_ANNOTATIONS.instanceId]: INSTANCE,
+      [INSTANCE_ANNOTATIONS.instanceType]: "m7i.large",
+      [INSTANCE_ANNOTATIONS.availabilityZone]: "us-east-1a",
+      [INSTANCE_ANNOTATIONS.capacityType]: "on-demand",
+      "nebula.dev/price-usd-per-hour": "0.1008000000",
+    });
+    expect(
+      await placed(pod("spot", "uid-spot"), {
+        instanceId: INSTANCE,
+        capacityType: "spot",
+        spotPriceUsdPerHour: "0.031200",
+        priceUsdPerHour: "0.031200",
+      }),
+    ).toMatchObject({
+      "nebula.dev/spot-price-usd-per-hour": "0.031200",
+      "nebula.dev/price-usd-per-hour": "0.031200",
+    });
+    // No price known: no price annotation.
+    expect(
+      await placed(pod("unpriced", "uid-unpriced"), {
+        instanceId: INSTANCE,
+        capacityType: "on-demand",
+      }),
+    ).not.toHaveProperty(INSTANCE_ANNOTATIONS.price);
   });
 
   it("a Pod being deleted: the provider hears of the deletion before anything looks for its instance", async () => {

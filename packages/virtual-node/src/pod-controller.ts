@@ -607,6 +607,7 @@ export class PodController {
       wanted[INSTANCE_ANNOTATIONS.availabilityZone] = info.availabilityZone;
     if (info.capacityType) wanted[INSTANCE_ANNOTATIONS.capacityType] = info.capacityType;
     if (info.spotPriceUsdPerHour) wanted[INSTANCE_ANNOTATIONS.spotPrice] = info.spotPriceUsdPerHour;
+    if (info.priceUsdPerHour) wanted[INSTANCE_ANNOTATIONS.price] = info.priceUsdPerHour;
     const current = pod.metadata?.annotations ?? {};
     if (Object.entries(wanted).every(([k, v]) => current[k] === v)) return;
     await this.#o.api.annotate(ref, wanted);
