@@ -3,6 +3,12 @@
  * as server errors (a capacity error is an HTTP 500) are not retried; transient faults are. Its
  * request timeout, behind a proxy that holds `RunInstances` without ever answering: the launch
  * fails as a transient fault after `maxAttempts` timed-out attempts instead of hanging.
+ *
+ * The Price List client (`pricing`, On-Demand prices) has no test against a peer here: moto
+ * serves no Price List (it answers an HTML 500 page to `GetProducts`), and no other local peer
+ * does. Its parsing is tested on the AWS example answer (`on-demand-price.test.ts`), its caching
+ * and bounds through the launcher (`launcher.test.ts`), its timeouts with the others
+ * (`clients.test.ts`); it has not been run against the real Price List Query API.
  */
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";

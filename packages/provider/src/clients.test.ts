@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { GetMetricDataCommand } from "@aws-sdk/client-cloudwatch";
 import { GetLogEventsCommand } from "@aws-sdk/client-cloudwatch-logs";
 import { DescribeInstancesCommand } from "@aws-sdk/client-ec2";
+import { GetProductsCommand } from "@aws-sdk/client-pricing";
 import { ReceiveMessageCommand } from "@aws-sdk/client-sqs";
 import { DescribeParametersCommand } from "@aws-sdk/client-ssm";
 import type { NodeHttpHandlerOptions } from "@smithy/types";
@@ -35,8 +36,9 @@ afterAll(async () => {
 
 /** The HTTP options a client's request handler resolved (known once it has handled a request). */
 function handlerOptions(client: { config: { requestHandler: unknown } }): NodeHttpHandlerOptions {
-  return (client.config.requestHandler as { httpHandlerConfigs(): NodeHttpHandlerOptions })
-    .httpHandlerConfigs();
+  return (
+    client.config.requestHandler as { httpHandlerConfigs(): NodeHttpHandlerOptions }
+  ).httpHandlerConfigs();
 }
 
 /** What a call rejected with (the test fails if it resolves). */
@@ -77,9 +79,9 @@ describe("createAwsClients", () => {
       }),
     );
     const clients = createAwsClients(config);
-    const { ec2, ssm, logs, metrics } = clients;
-    if (logs === undefined || metrics === undefined) {
-      throw new Error("the configuration turns logs and metrics on");
+    const { ec2, ssm, logs, metrics, pricing } = clients;
+    if (logs === undefined || metrics === undefined || pricing === undefined) {
+      throw new Error("the configuration turns logs, metrics and pricing on");
     }
     const now = new Date();
     const errors = await Promise.all([
@@ -93,19 +95,23 @@ describe("createAwsClients", () => {
           new GetMetricDataCommand({ MetricDataQueries: [], StartTime: now, EndTime: now }),
         ),
       ),
+      failure(pricing.send(new GetProductsCommand({ ServiceCode: "AmazonEC2" }))),
     ]);
     for (const error of errors) {
       expect(error.name).toBe("TimeoutError");
       expect(toProviderError(error, "a call").code).toBe("Unavailable");
     }
-    for (const client of [ec2, ssm, logs, metrics]) {
+    for (const client of [ec2, ssm, logs, metrics, pricing]) {
       expect(handlerOptions(client)).toMatchObject({
         connectionTimeout: 1_000,
         requestTimeout: 200,
         throwOnRequestTimeout: true,
       });
     }
-    for (const client of [ec2, ssm, logs, metrics]) client.destroy();
+    // The Price List client asks its own Region, at most twice per read.
+    expect(await pricing.config.region()).toBe("us-east-1");
+    expect(await pricing.config.maxAttempts()).toBe(1);
+    for (const client of [ec2, ssm, logs, metrics, pricing]) client.destroy();
   });
 
   it("the event queue's client too, with room for its long poll", async () => {
@@ -126,6 +132,18 @@ describe("createAwsClients", () => {
     expect(error.name).toBe("TimeoutError");
     expect(handlerOptions(sqs)).toMatchObject({ requestTimeout: 2_000 });
     sqs.destroy();
+  });
+
+  it("builds the Price List client in pricing.region only when On-Demand prices are read", async () => {
+    const on = createAwsClients(
+      parseProviderConfig(testConfig({ region: "eu-west-1", pricing: { region: "eu-central-1" } })),
+    );
+    expect(await on.pricing?.config.region()).toBe("eu-central-1");
+    expect(await on.pricing?.config.maxAttempts()).toBe(2);
+    expect(await on.ec2.config.region()).toBe("eu-west-1");
+    const off = createAwsClients(parseProviderConfig(testConfig({ pricing: { onDemand: false } })));
+    expect(off.pricing).toBeUndefined();
+    for (const client of [on.ec2, on.ssm, on.pricing, off.ec2, off.ssm]) client?.destroy();
   });
 
   it("refuses a request timeout shorter than the event queue's long poll", () => {

@@ -1,6 +1,7 @@
 import { CloudWatchClient } from "@aws-sdk/client-cloudwatch";
 import { CloudWatchLogsClient } from "@aws-sdk/client-cloudwatch-logs";
 import { EC2Client } from "@aws-sdk/client-ec2";
+import { PricingClient } from "@aws-sdk/client-pricing";
 import { SQSClient } from "@aws-sdk/client-sqs";
 import { SSMClient } from "@aws-sdk/client-ssm";
 import { AdaptiveRetryStrategy } from "@smithy/core/retry";
@@ -26,7 +27,20 @@ export interface AwsClients {
   readonly metrics: CloudWatchClient | undefined;
   /** SQS: the event channel's queue (`config.events`). */
   readonly sqs: SQSClient | undefined;
+  /**
+   * The AWS Price List Query API: On-Demand prices (`config.pricing.onDemand`), in
+   * `config.pricing.region`. Optional, so that a set of clients built before it existed still
+   * satisfies this interface.
+   */
+  readonly pricing?: PricingClient | undefined;
 }
+
+/**
+ * Attempts of one Price List read: the price is for show, read at most once per type per cache
+ * period, so one retry of a transient fault, not `maxAttempts` against an endpoint that answers
+ * none (moto serves no Price List: with 5 attempts each read would cost seconds of back-off).
+ */
+const PRICING_MAX_ATTEMPTS = 2;
 
 /**
  * The HTTP options of every client built here: connection and request timeouts from the
@@ -67,7 +81,8 @@ function definiteAnswerRetryStrategy(maxAttempts: number): RetryStrategyV2 {
  * Builds the clients from the configuration (Region, endpoint, adaptive retry with
  * `maxAttempts`, no retry of EC2's capacity and quota answers, connection and request timeouts
  * of each attempt), using any given instead. Logs, metrics and SQS clients exist only when the
- * configuration turns them on.
+ * configuration turns them on; the Price List client when `pricing.onDemand` does (in
+ * `pricing.region`, at most {@link PRICING_MAX_ATTEMPTS} attempts per read).
  */
 export function createAwsClients(
   config: ProviderConfig,
@@ -97,5 +112,13 @@ export function createAwsClients(
         ? undefined
         : (given.metrics ?? new CloudWatchClient(clientConfig)),
     sqs: config.events === undefined ? undefined : (given.sqs ?? new SQSClient(clientConfig)),
+    pricing: config.pricing.onDemand
+      ? (given.pricing ??
+        new PricingClient({
+          ...clientConfig,
+          region: config.pricing.region,
+          maxAttempts: Math.min(config.maxAttempts, PRICING_MAX_ATTEMPTS),
+        }))
+      : undefined,
   };
 }

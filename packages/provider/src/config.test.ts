@@ -33,15 +33,22 @@ describe("parseProviderConfig", () => {
     });
   });
 
-  it("defaults the AWS clients' timeouts, and bounds them", () => {
+  it("defaults the AWS clients' timeouts and the On-Demand price read, and bounds them", () => {
     expect(parseProviderConfig(testConfig())).toMatchObject({
       requestTimeoutMs: 30_000,
       connectionTimeoutMs: 5_000,
+      pricing: { onDemand: true, region: "us-east-1" },
+    });
+    expect(parseProviderConfig(testConfig({ pricing: { region: "ap-south-1" } })).pricing).toEqual({
+      onDemand: true,
+      region: "ap-south-1",
     });
     expect(problems(testConfig({ requestTimeoutMs: 0 }))).toContain("requestTimeoutMs");
-    expect(problems(testConfig({ connectionTimeoutMs: 60_001 }))).toContain(
-      "connectionTimeoutMs",
+    expect(problems(testConfig({ connectionTimeoutMs: 60_001 }))).toContain("connectionTimeoutMs");
+    expect(problems(testConfig({ pricing: { region: "Virginia" } }))).toContain(
+      "pricing.region: must be an AWS Region",
     );
+    expect(problems({ ...testConfig(), pricing: { currency: "EUR" } })).toContain("pricing");
   });
 
   it("lists every problem with its path", () => {

@@ -267,6 +267,25 @@ export const ProviderConfigSchema = z
     /** The longest the TCP (and TLS) connection of one attempt may take to open, in milliseconds. */
     connectionTimeoutMs: z.number().int().min(100).max(60_000).default(5_000),
     /**
+     * The On-Demand price at launch (AWS Price List Query API, `pricing:GetProducts`): an
+     * On-Demand launch reads its type's Linux, shared-tenancy price in `region` of the provider
+     * (cached per type for 12 hours, a failure too) into the `Launched` Event and the Pod's
+     * `nebula.dev/price-usd-per-hour`. `onDemand: false` turns the read off. The Price List
+     * Query API answers in a few Regions only (`us-east-1`, `eu-central-1`, `ap-south-1`):
+     * `region` is where it is asked, not whose prices.
+     */
+    pricing: z
+      .strictObject({
+        /** Read On-Demand prices (default true). */
+        onDemand: z.boolean().default(true),
+        /** The Region of the Price List Query API endpoint. */
+        region: z
+          .string()
+          .regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, 'must be an AWS Region such as "us-east-1"')
+          .default("us-east-1"),
+      })
+      .default({ onDemand: true, region: "us-east-1" }),
+    /**
      * This node's share of the account's EC2 request budget, per API (EC2 throttles each API per
      * account and Region; several virtual nodes and the hosts' own report writes share it). Reads
      * are Describe/Get/List/Search APIs, writes every other one. EC2's published defaults are a
@@ -370,7 +389,8 @@ export const ProviderConfigSchema = z
       .optional(),
     /**
      * EC2 endpoint override, for tests only (moto). Production leaves it unset. With
-     * `podDelivery: "parameters"` the SSM client uses it too (moto serves both on one endpoint).
+     * `podDelivery: "parameters"` the SSM client uses it too (moto serves both on one endpoint),
+     * and so does the Price List client (moto serves no Price List: every read fails, at once).
      */
     endpoint: z.url().optional(),
   })

@@ -74,6 +74,17 @@ describe("classifyAwsError", () => {
     }
   });
 
+  it("classifies the Price List endpoint's refusals and a non-AWS answer (moto has no Price List)", () => {
+    expect(classifyAwsError({ name: "AccessDeniedException", $fault: "client" })).toBe(
+      "Unauthorized",
+    );
+    // moto answers an HTML 500 page, which the SDK cannot deserialize.
+    const html = Object.assign(new SyntaxError("Unexpected token '<'"), {
+      $metadata: { httpStatusCode: 500, attempts: 1 },
+    });
+    expect(classifyAwsError(html)).toBe("Unavailable");
+  });
+
   it("never throws and always answers a code", () => {
     fc.assert(
       fc.property(fc.anything(), (value) => {

@@ -22,6 +22,7 @@ import {
   StopInstancesCommand,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
+import { GetProductsCommand, type PricingClient } from "@aws-sdk/client-pricing";
 import type { SSMClient } from "@aws-sdk/client-ssm";
 import type { PodParameter } from "@nebula/userdata";
 import { type BatchOutcome, chunk, InstanceBatcher } from "./batch.js";
@@ -29,6 +30,7 @@ import type { ProviderConfig } from "./config.js";
 import { Ec2Budget, type Ec2BudgetState } from "./ec2-budget.js";
 import { classifyAwsError, toProviderError } from "./errors.js";
 import { type ReadInstanceTypes, readInstanceTypes } from "./instance-catalogue.js";
+import { onDemandHourlyPrice, onDemandPriceFilters } from "./on-demand-price.js";
 import {
   defaultParameterKeyId,
   deleteParameters,
@@ -119,6 +121,13 @@ export interface Gateway {
    * EC2 writes it (`"0.031200"`), from `DescribeSpotPriceHistory`; `undefined` when EC2 lists none.
    */
   spotPrice(instanceType: string, availabilityZone: string): Promise<string | undefined>;
+  /**
+   * The On-Demand price of a Linux, shared-tenancy instance type in the provider's Region, in USD
+   * per hour as the AWS Price List writes it (`"0.0960000000"`), from the Price List Query API
+   * (`GetProducts`); `undefined` when it lists none (or no Price List client is configured).
+   * Optional: a gateway without it shows no On-Demand price.
+   */
+  onDemandPrice?(instanceType: string): Promise<string | undefined>;
   /** Writes the supervisor's shared parameters (create-only). */
   writeSharedParameters(parameters: readonly PodParameter[]): Promise<void>;
   /** Writes a Pod's parameters (overwrite). */
@@ -143,6 +152,7 @@ export interface Gateway {
 export class AwsGateway implements Gateway {
   readonly #ec2: EC2Client;
   readonly #ssm: SSMClient;
+  readonly #pricing: PricingClient | undefined;
   readonly #config: ProviderConfig;
   readonly #stop: InstanceBatcher;
   readonly #terminate: InstanceBatcher;
@@ -150,12 +160,17 @@ export class AwsGateway implements Gateway {
   readonly #budget: Ec2Budget;
 
   /**
-   * @param clients - the EC2 and SSM clients (see `createAwsClients`).
+   * @param clients - the EC2 and SSM clients, and the Price List client when On-Demand prices are
+   * read (see `createAwsClients`).
    * @param config - the provider's configuration (cluster, node, page and batch sizes, KMS key).
    */
-  constructor(clients: { ec2: EC2Client; ssm: SSMClient }, config: ProviderConfig) {
+  constructor(
+    clients: { ec2: EC2Client; ssm: SSMClient; pricing?: PricingClient | undefined },
+    config: ProviderConfig,
+  ) {
     this.#ec2 = clients.ec2;
     this.#ssm = clients.ssm;
+    this.#pricing = clients.pricing;
     this.#config = config;
     this.#budget = new Ec2Budget(config.ec2Budget);
     this.#countCalls();
@@ -281,6 +296,23 @@ export class AwsGateway implements Gateway {
       ),
     );
     return latestSpotPrice(page.SpotPriceHistory ?? [], instanceType, availabilityZone);
+  }
+
+  async onDemandPrice(instanceType: string): Promise<string | undefined> {
+    const pricing = this.#pricing;
+    if (pricing === undefined) return undefined;
+    const output = await this.#call(`GetProducts (On-Demand price of ${instanceType})`, () =>
+      pricing.send(
+        new GetProductsCommand({
+          ServiceCode: "AmazonEC2",
+          FormatVersion: "aws_v1",
+          Filters: onDemandPriceFilters(instanceType, this.#config.region),
+          // One product matches these filters; a few more would be ambiguous anyway.
+          MaxResults: 10,
+        }),
+      ),
+    );
+    return onDemandHourlyPrice(output.PriceList ?? [], instanceType);
   }
 
   stopInstance(instanceId: string): Promise<BatchOutcome> {

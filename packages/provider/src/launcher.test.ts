@@ -1,10 +1,12 @@
 import type { RunInstancesCommandInput } from "@aws-sdk/client-ec2";
 import { describe, expect, it, vi } from "vitest";
 import { ProviderError } from "./errors.js";
+import type { Gateway } from "./gateway.js";
 import { pickSubnet } from "./launch.js";
 import { Launcher } from "./launcher.js";
 import { ParameterDelivery } from "./parameter-delivery.js";
 import { Reclaimer } from "./reclaimer.js";
+import { deliveryOf } from "./record.js";
 import { addOwnedInstance, T0, testContext, testRecord } from "./testing/context.js";
 import { testPod } from "./testing/fixtures.js";
 
@@ -24,6 +26,25 @@ function runs(gateway: ReturnType<typeof testContext>["gateway"]): RunInstancesC
     .filter((c) => c.action === "runInstances")
     .map((c) => c.arg as RunInstancesCommandInput);
 }
+
+/**
+ * Gives the fake gateway an On-Demand price read (the fake has none: `Gateway.onDemandPrice` is
+ * optional) answering with `answer`; returns the instance types read, in order.
+ */
+function onDemandPrices(
+  gateway: ReturnType<typeof testContext>["gateway"],
+  answer: (instanceType: string) => Promise<string | undefined>,
+): string[] {
+  const reads: string[] = [];
+  const withPrices: Gateway = gateway;
+  withPrices.onDemandPrice = (instanceType) => {
+    reads.push(instanceType);
+    return answer(instanceType);
+  };
+  return reads;
+}
+
+const TWELVE_HOURS = 12 * 60 * 60 * 1000;
 
 const capacityError = () =>
   new ProviderError("InsufficientCapacity", "no m7i.large capacity", {
@@ -280,6 +301,125 @@ describe("Launcher.launch", () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it("reads an On-Demand instance's price at launch: on the record, in the Launched Event and the Pod's instance facts", async () => {
+    const { ctx, gateway, launcher } = setup({ subnetIds: [SUBNETS[0] as string] });
+    gateway.zones.set(SUBNETS[0] as string, "us-east-1a");
+    gateway.spotPrices.set("m7i.large/us-east-1a", "0.031200");
+    const reads = onDemandPrices(gateway, async () => "0.1008000000");
+    const onDemand = testRecord(ctx, testPod("o", "uid-od-price"));
+    await launcher.launch(onDemand);
+    expect(onDemand.price).toBe("0.1008000000");
+    expect(onDemand.spotPrice).toBeUndefined();
+    expect(onDemand.events.find((e) => e.reason === "Launched")?.message).toContain(
+      "(m7i.large, On-Demand at $0.1008000000/h) in subnet-0a1b2c3d (us-east-1a)",
+    );
+    const [, instance] = deliveryOf(onDemand, undefined);
+    expect(instance).toMatchObject({ capacityType: "on-demand", priceUsdPerHour: "0.1008000000" });
+    expect(instance).not.toHaveProperty("spotPriceUsdPerHour");
+    // The type's price is known: the next On-Demand launch of it reads nothing.
+    const again = testRecord(ctx, testPod("o2", "uid-od-again"));
+    await launcher.launch(again);
+    expect(again.price).toBe("0.1008000000");
+    expect(reads).toEqual(["m7i.large"]);
+    // A Spot launch's price is its Spot price, in both fields; no Price List read.
+    const spot = testRecord(ctx, testPod("s", "uid-spot-price"));
+    spot.capacityTypes = ["spot"];
+    await launcher.launch(spot);
+    expect(spot).toMatchObject({ price: "0.031200", spotPrice: "0.031200" });
+    expect(deliveryOf(spot, undefined)[1]).toMatchObject({
+      spotPriceUsdPerHour: "0.031200",
+      priceUsdPerHour: "0.031200",
+    });
+    expect(reads).toEqual(["m7i.large"]);
+  });
+
+  it("reads no On-Demand price with pricing.onDemand off, nor from a gateway without the read", async () => {
+    const off = setup({ pricing: { onDemand: false } });
+    const reads = onDemandPrices(off.gateway, async () => "0.1008000000");
+    const record = testRecord(off.ctx, testPod("o", "uid-off"));
+    await off.launcher.launch(record);
+    expect(reads).toEqual([]);
+    expect(record.price).toBeUndefined();
+    expect(record.events.find((e) => e.reason === "Launched")?.message).toContain("(m7i.large) in");
+    const plain = setup();
+    const unread = testRecord(plain.ctx, testPod("p", "uid-plain"));
+    await plain.launcher.launch(unread);
+    expect(unread.instanceId).toBeDefined();
+    expect(unread.price).toBeUndefined();
+  });
+
+  it("goes on without an On-Demand price that does not come within 5 s, with one read in flight per type", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const { ctx, gateway, launcher, logs, clock } = setup({ subnetIds: [SUBNETS[0] as string] });
+      const reads = onDemandPrices(gateway, () => new Promise(() => {}));
+      const records = [0, 1].map((i) => testRecord(ctx, testPod(`o${i}`, `uid-hung-${i}`)));
+      let done = 0;
+      const launched = Promise.all(
+        records.map((r) =>
+          launcher.launch(r).then(() => {
+            done++;
+          }),
+        ),
+      );
+      await vi.advanceTimersByTimeAsync(4_000);
+      expect(done).toBe(0);
+      expect(records.every((r) => r.instanceId !== undefined)).toBe(true);
+      await vi.advanceTimersByTimeAsync(1_500);
+      await launched;
+      expect(records.map((r) => [r.launching, r.price])).toEqual([
+        [false, undefined],
+        [false, undefined],
+      ]);
+      expect(reads).toEqual(["m7i.large"]);
+      expect(logs.filter((l) => /no answer within 5000 ms/.test(l.message))).toHaveLength(1);
+      // Past the bound, a launch does not wait on the hung read at all, nor starts another.
+      clock.advance(5_000);
+      const later = testRecord(ctx, testPod("o-later", "uid-hung-later"));
+      let laterDone = false;
+      const third = launcher.launch(later).then(() => {
+        laterDone = true;
+      });
+      await vi.advanceTimersByTimeAsync(0);
+      expect(laterDone).toBe(true);
+      await third;
+      expect(reads).toEqual(["m7i.large"]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("a failed On-Demand price read is tried again only after the cache period (12 h)", async () => {
+    const { ctx, gateway, launcher, logs, clock } = setup();
+    let fail = true;
+    const reads = onDemandPrices(gateway, async () => {
+      if (fail)
+        throw new ProviderError("Unauthorized", "not authorized to perform pricing:GetProducts");
+      return "0.1008000000";
+    });
+    const launch = async (uid: string) => {
+      const record = testRecord(ctx, testPod(uid, uid));
+      await launcher.launch(record);
+      expect(record.instanceId).toBeDefined();
+      return record;
+    };
+    expect((await launch("uid-f1")).price).toBeUndefined();
+    expect(reads).toHaveLength(1);
+    const warned = logs.filter(
+      (l) => l.level === "warn" && /On-Demand price of m7i.large/.test(l.message),
+    );
+    expect(warned).toHaveLength(1);
+    expect(warned[0]?.message).toContain("pricing:GetProducts");
+    fail = false;
+    expect((await launch("uid-f2")).price).toBeUndefined();
+    clock.advance(TWELVE_HOURS - 1);
+    expect((await launch("uid-f3")).price).toBeUndefined();
+    expect(reads).toHaveLength(1);
+    clock.advance(1);
+    expect((await launch("uid-f4")).price).toBe("0.1008000000");
+    expect(reads).toHaveLength(2);
   });
 
   it("a burst of Pods tries an unproven offering once: the others wait for its answer, then go elsewhere", async () => {

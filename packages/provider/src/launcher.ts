@@ -10,6 +10,7 @@ import {
 } from "./capacity.js";
 import { ProviderError, toProviderError } from "./errors.js";
 import { buildRunInstancesInput } from "./launch.js";
+import { OnDemandPriceCache } from "./on-demand-price-cache.js";
 import type { ParameterDelivery } from "./parameter-delivery.js";
 import type { Reclaimer } from "./reclaimer.js";
 import { disprove, launchBase, observe, type PodRecord, type ProviderContext } from "./record.js";
@@ -17,8 +18,11 @@ import { disprove, launchBase, observe, type PodRecord, type ProviderContext } f
 /** The longest a Pod waits for another launch's answer in an unproven pool before it goes itself. */
 const PROBE_WAIT_MS = 10_000;
 
-/** The longest a launch waits for its Spot price before it goes on without one. */
-const SPOT_PRICE_WAIT_MS = 5_000;
+/**
+ * The longest a launch waits for its price (Spot, or On-Demand from the Price List) before it
+ * goes on without one: the launch holds its Pod's teardown meanwhile.
+ */
+const PRICE_WAIT_MS = 5_000;
 
 /** `true` when `promise` settles within `ms`; the timer never keeps the process alive. */
 async function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
@@ -58,11 +62,19 @@ export class Launcher {
    * per Pod.
    */
   readonly #probes = new Map<string, Promise<void>>();
+  /** On-Demand prices by type (`config.pricing.onDemand`), read through the gateway. */
+  readonly #onDemandPrices: OnDemandPriceCache;
 
   constructor(ctx: ProviderContext, parameters: ParameterDelivery, reclaimer: Reclaimer) {
     this.#ctx = ctx;
     this.#parameters = parameters;
     this.#reclaimer = reclaimer;
+    this.#onDemandPrices = new OnDemandPriceCache({
+      read: async (instanceType) => ctx.gateway.onDemandPrice?.(instanceType),
+      now: ctx.now,
+      log: ctx.log,
+      waitMs: PRICE_WAIT_MS,
+    });
     parameters.onNotWritten = (record) => this.noInstanceCanExist(record);
   }
 
@@ -257,20 +269,27 @@ export class Launcher {
       record.seen = true;
       record.missing = false;
       // Recorded as soon as RunInstances returned; the parameters are tagged with the instance's
-      // ARN at the same time (a failure is retried by the next poll), and a Spot instance's price
-      // at launch is read beside them.
+      // ARN at the same time (a failure is retried by the next poll), and the instance's price
+      // at launch (Spot, or On-Demand) is read beside them.
+      const spot = placement.capacityType === "spot";
       const [, , price] = await Promise.all([
         this.recordInstance(record),
         this.#parameters.tag(record),
-        placement.capacityType === "spot" && zone !== undefined
-          ? this.#spotPrice(placement.instanceType, zone)
-          : undefined,
+        spot
+          ? zone === undefined
+            ? undefined
+            : this.#spotPrice(placement.instanceType, zone)
+          : this.#onDemandPrice(placement.instanceType),
       ]);
-      if (price !== undefined) record.spotPrice = price;
+      if (price !== undefined) {
+        record.price = price;
+        if (spot) record.spotPrice = price;
+      }
+      const priced = price === undefined ? "" : ` at $${price}/h`;
       record.events.push({
         type: "Normal",
         reason: "Launched",
-        message: `launched instance ${instanceId} (${placement.instanceType}${placement.capacityType === "spot" ? `, Spot${price === undefined ? "" : ` at $${price}/h`}` : ""}) in ${placement.subnetId}${zone === undefined ? "" : ` (${zone})`}`,
+        message: `launched instance ${instanceId} (${placement.instanceType}${spot ? `, Spot${priced}` : price === undefined ? "" : `, On-Demand${priced}`}) in ${placement.subnetId}${zone === undefined ? "" : ` (${zone})`}`,
       });
       return false;
     } finally {
@@ -280,8 +299,20 @@ export class Launcher {
   }
 
   /**
+   * The On-Demand price of a type (USD per hour), from the cache of Price List reads: `undefined`
+   * when `pricing.onDemand` is off, the gateway reads none, or it is not known within
+   * PRICE_WAIT_MS of its read's start (the cache logs why).
+   */
+  async #onDemandPrice(instanceType: string): Promise<string | undefined> {
+    if (!this.#ctx.config.pricing.onDemand || this.#ctx.gateway.onDemandPrice === undefined) {
+      return undefined;
+    }
+    return this.#onDemandPrices.price(instanceType);
+  }
+
+  /**
    * The Spot price of a type in a zone now (USD per hour); `undefined`, logged, when it cannot be
-   * read within SPOT_PRICE_WAIT_MS (the launch it belongs to holds the Pod's teardown meanwhile).
+   * read within PRICE_WAIT_MS (the launch it belongs to holds the Pod's teardown meanwhile).
    */
   async #spotPrice(instanceType: string, zone: string): Promise<string | undefined> {
     const read = this.#ctx.gateway.spotPrice(instanceType, zone);
@@ -291,9 +322,9 @@ export class Launcher {
         read.then((p) => {
           price = p;
         }),
-        SPOT_PRICE_WAIT_MS,
+        PRICE_WAIT_MS,
       );
-      if (!inTime) throw new Error(`no answer within ${SPOT_PRICE_WAIT_MS} ms`);
+      if (!inTime) throw new Error(`no answer within ${PRICE_WAIT_MS} ms`);
       return price;
     } catch (error) {
       this.#ctx.log(

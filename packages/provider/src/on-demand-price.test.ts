@@ -93,10 +93,9 @@ describe("onDemandHourlyPrice", () => {
     expect(onDemandHourlyPrice(AWS_EXAMPLE_PRICE_LIST, "m7i.large")).toBeUndefined();
     // Its price is there, per GB-month: only the unit keeps it out.
     const hourly = AWS_EXAMPLE_PRICE_LIST.map((e) =>
-      e.replace('"unit":"GB-Mo"', '"unit":"Hrs"').replace(
-        '"attributes":{',
-        '"attributes":{"instanceType":"m7i.large",',
-      ),
+      e
+        .replace('"unit":"GB-Mo"', '"unit":"Hrs"')
+        .replace('"attributes":{', '"attributes":{"instanceType":"m7i.large",'),
     );
     expect(onDemandHourlyPrice(hourly, "m7i.large")).toBe("0.1380000000");
   });

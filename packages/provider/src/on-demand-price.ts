@@ -102,10 +102,7 @@ function hourlyPrices(entry: unknown, instanceType: string): string[] {
  * on anything unexpected. Never throws: a text that is not JSON, an entry of another type or
  * without an hourly dimension, a price that is not a decimal are skipped.
  */
-export function onDemandHourlyPrice(
-  priceList: unknown,
-  instanceType: string,
-): string | undefined {
+export function onDemandHourlyPrice(priceList: unknown, instanceType: string): string | undefined {
   if (!Array.isArray(priceList)) return undefined;
   // By value: "0.096" and "0.0960000000" are one price.
   const found = new Map<number, string>();

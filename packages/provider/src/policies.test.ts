@@ -62,7 +62,8 @@ describe("the controller's IAM policy", () => {
       }
     }
     const star = policy.Statement.filter((s) => list(s.Resource).includes("*"));
-    // GetMetricData has no resource-level permissions (nor a namespace condition key).
+    // GetMetricData has no resource-level permissions (nor a namespace condition key), nor has
+    // the Price List's GetProducts (the On-Demand price at launch).
     expect(star.flatMap((s) => list(s.Action))).toEqual([
       "ec2:DescribeInstances",
       "ec2:DescribeInstanceTypes",
@@ -70,6 +71,7 @@ describe("the controller's IAM policy", () => {
       "ec2:DescribeSubnets",
       "ec2:DescribeSpotPriceHistory",
       "ssm:DescribeParameters",
+      "pricing:GetProducts",
       "cloudwatch:GetMetricData",
     ]);
   });

@@ -114,6 +114,11 @@ export interface PodRecord {
   ledgerClearing?: Promise<void> | undefined;
   /** The Spot price (USD per hour, as EC2 wrote it) when this process launched the Pod's instance. */
   spotPrice?: string | undefined;
+  /**
+   * The instance's price (USD per hour) when this process launched it, either capacity type: the
+   * Spot price, or the On-Demand price as the AWS Price List writes it.
+   */
+  price?: string | undefined;
   /** This process has said (Event, listeners) that the Pod's Spot instance is being reclaimed. */
   interruptionNoted?: boolean | undefined;
   /** This process has said that EC2 recommends rebalancing the Pod's Spot instance. */
@@ -229,6 +234,7 @@ function instanceInfo(record: PodRecord): PodInstanceInfo | undefined {
     subnetId: seen?.subnetId ?? record.placement?.subnetId,
     capacityType: seen?.capacityType ?? record.placement?.capacityType ?? "on-demand",
     ...(record.spotPrice === undefined ? {} : { spotPriceUsdPerHour: record.spotPrice }),
+    ...(record.price === undefined ? {} : { priceUsdPerHour: record.price }),
   };
 }
 
