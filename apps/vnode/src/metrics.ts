@@ -160,23 +160,48 @@ export function vnodeMetrics(
     for (const { phase, seconds } of breakdown.phases) startupPhases.observe({ phase }, seconds);
     if (breakdown.totalSeconds !== undefined) startups.observe(breakdown.totalSeconds);
   });
+  /** The live (not terminal) Pods' prices at launch from `annotation`, summed by `labelsOf`. */
+  const costs = (annotation: string, labelsOf: (pod: V1Pod) => Record<string, string>) => {
+    const sums = new Map<string, { labels: Record<string, string>; cost: number }>();
+    for (const pod of pods.list()) {
+      const phase = pod.status?.phase;
+      if (phase === "Succeeded" || phase === "Failed") continue;
+      const text = pod.metadata?.annotations?.[annotation];
+      const price = text === undefined ? Number.NaN : Number(text);
+      if (!Number.isFinite(price) || price < 0) continue;
+      const labels = labelsOf(pod);
+      const key = JSON.stringify(labels);
+      const sum = sums.get(key) ?? { labels, cost: 0 };
+      sum.cost += price;
+      sums.set(key, sum);
+    }
+    return sums.values();
+  };
   new Gauge({
     name: name("spot_hourly_cost_usd"),
-    help: "Estimated hourly cost of this node's live Spot Pods by namespace: the sum of each Pod's Spot price at launch (annotation nebula.dev/spot-price-usd-per-hour); On-Demand Pods are not counted (Nebula does not read the On-Demand price list)",
+    help: "Estimated hourly cost of this node's live Spot Pods by namespace: the sum of each Pod's Spot price at launch (annotation nebula.dev/spot-price-usd-per-hour); On-Demand Pods are in nebula_vnode_hourly_cost_usd",
     labelNames: ["namespace"],
     registers,
     collect() {
       this.reset();
-      const byNamespace = new Map<string, number>();
-      for (const pod of pods.list()) {
-        const phase = pod.status?.phase;
-        if (phase === "Succeeded" || phase === "Failed") continue;
-        const price = Number(pod.metadata?.annotations?.[INSTANCE_ANNOTATIONS.spotPrice]);
-        if (!Number.isFinite(price) || price < 0) continue;
-        const ns = pod.metadata?.namespace ?? "";
-        byNamespace.set(ns, (byNamespace.get(ns) ?? 0) + price);
-      }
-      for (const [namespace, cost] of byNamespace) this.set({ namespace }, cost);
+      const byNamespace = costs(INSTANCE_ANNOTATIONS.spotPrice, (pod) => ({
+        namespace: pod.metadata?.namespace ?? "",
+      }));
+      for (const { labels, cost } of byNamespace) this.set(labels, cost);
+    },
+  });
+  new Gauge({
+    name: name("hourly_cost_usd"),
+    help: "Estimated hourly cost of this node's live Pods by namespace and capacity type (spot, on-demand): the sum of each Pod's price at launch (annotation nebula.dev/price-usd-per-hour: the Spot price, or the On-Demand price of the AWS Price List); a Pod whose price could not be read is not counted",
+    labelNames: ["namespace", "capacity_type"],
+    registers,
+    collect() {
+      this.reset();
+      const byNamespaceAndType = costs(INSTANCE_ANNOTATIONS.price, (pod) => ({
+        namespace: pod.metadata?.namespace ?? "",
+        capacity_type: pod.metadata?.annotations?.[INSTANCE_ANNOTATIONS.capacityType] ?? "unknown",
+      }));
+      for (const { labels, cost } of byNamespaceAndType) this.set(labels, cost);
     },
   });
   const spotSignals = new Counter({
