@@ -35,8 +35,3 @@ export type { ObservedInstance, PollPage } from "./poll.js";
 export type { PollResult } from "./poller.js";
 export { Ec2PodProvider } from "./provider.js";
 export type { SpotSignal } from "./publisher.js";
-export {
-  type EvictPod,
-  type PodEvictionOutcome,
-  REBALANCE_EVICTION_RETRY_MS,
-} from "./rebalance.js";

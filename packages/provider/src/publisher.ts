@@ -3,6 +3,7 @@ import { isSpotInterruptionMarked, needsConsoleOutput } from "@nebula/state-mapp
 import type { PodStatusChange, PodStatusListener } from "@nebula/virtual-node";
 import { toProviderError } from "./errors.js";
 import { notifyAll } from "./listeners.js";
+import { type EvictPod, RebalanceEvictions } from "./rebalance.js";
 import {
   deliveryOf,
   type PodRecord,
@@ -11,7 +12,6 @@ import {
   sameDelivery,
   withStatus,
 } from "./record.js";
-import { type EvictPod, RebalanceEvictions } from "./rebalance.js";
 import { type StartupBreakdown, startupBreakdown, startupLine } from "./startup.js";
 import { isTerminalStatus, podStatus } from "./status.js";
 

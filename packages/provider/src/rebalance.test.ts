@@ -2,7 +2,11 @@ import type { ExitReport } from "@nebula/state-mapping";
 import type { PodStatusChange } from "@nebula/virtual-node";
 import { describe, expect, it } from "vitest";
 import { StatusPublisher } from "./publisher.js";
-import { type EvictPod, type PodEvictionOutcome, REBALANCE_EVICTION_RETRY_MS } from "./rebalance.js";
+import {
+  type EvictPod,
+  type PodEvictionOutcome,
+  REBALANCE_EVICTION_RETRY_MS,
+} from "./rebalance.js";
 import { observe, refreshState } from "./record.js";
 import {
   addOwnedInstance,
@@ -97,7 +101,9 @@ describe("acting early on a rebalance recommendation (capacity.onRebalance)", ()
     w.clock.advance(REBALANCE_EVICTION_RETRY_MS * 3);
     await w.poll();
     expect(w.asked).toEqual([]);
-    expect(recommendation(w.events())).toContain("does not act on it (capacity.onRebalance: report)");
+    expect(recommendation(w.events())).toContain(
+      "does not act on it (capacity.onRebalance: report)",
+    );
     expect(w.events().map((e) => e.reason)).toEqual(["RebalanceRecommendation"]);
   });
 
@@ -105,8 +111,13 @@ describe("acting early on a rebalance recommendation (capacity.onRebalance)", ()
     const w = world({});
     await w.poll();
     expect(w.asked).toEqual([{ namespace: "default", name: "web-1", uid: "uid-web-1" }]);
-    expect(recommendation(w.events())).toContain("evicting the Pod so that its ReplicaSet replaces it");
-    expect(w.events().map((e) => e.reason)).toEqual(["RebalanceRecommendation", "RebalanceEviction"]);
+    expect(recommendation(w.events())).toContain(
+      "evicting the Pod so that its ReplicaSet replaces it",
+    );
+    expect(w.events().map((e) => e.reason)).toEqual([
+      "RebalanceRecommendation",
+      "RebalanceEviction",
+    ]);
     // Later polls (the recommendation still in the report) ask nothing again.
     w.clock.advance(REBALANCE_EVICTION_RETRY_MS * 3);
     await w.poll();
@@ -147,14 +158,19 @@ describe("acting early on a rebalance recommendation (capacity.onRebalance)", ()
     w.clock.advance(REBALANCE_EVICTION_RETRY_MS);
     await w.poll();
     expect(w.asked).toHaveLength(2);
-    expect(w.events().map((e) => e.reason)).toEqual(["RebalanceRecommendation", "RebalanceEviction"]);
+    expect(w.events().map((e) => e.reason)).toEqual([
+      "RebalanceRecommendation",
+      "RebalanceEviction",
+    ]);
   });
 
   it("evict, a Pod no controller owns: not evicted (nothing would replace it), and the Event says why", async () => {
     const w = world({ owner: false });
     await w.poll();
     expect(w.asked).toEqual([]);
-    expect(recommendation(w.events())).toContain("not evicted: no controller would replace the Pod");
+    expect(recommendation(w.events())).toContain(
+      "not evicted: no controller would replace the Pod",
+    );
   });
 
   it("evict, a Pod deleted (or gone) while refused: asked no more", async () => {

@@ -1,6 +1,6 @@
 import { toProviderError } from "./errors.js";
-import { isTerminalStatus } from "./status.js";
 import type { PodRecord, ProviderContext } from "./record.js";
+import { isTerminalStatus } from "./status.js";
 
 /**
  * What asking the API server to evict a Pod got: `evicted` (it is being deleted, with its grace
@@ -73,7 +73,11 @@ export class RebalanceEvictions {
     if (record.facts.ownerKind === undefined || record.facts.ownerKind === "DaemonSet") {
       return "not evicted: no controller would replace the Pod (capacity.onRebalance: evict evicts only Pods a ReplicaSet, StatefulSet, Job or other controller owns), it keeps running";
     }
-    this.#pending.set(record.facts.uid, { askedAt: undefined, inFlight: false, blockedSaid: false });
+    this.#pending.set(record.facts.uid, {
+      askedAt: undefined,
+      inFlight: false,
+      blockedSaid: false,
+    });
     return `evicting the Pod so that its ${record.facts.ownerKind} replaces it before an interruption (capacity.onRebalance: evict; its PodDisruptionBudgets apply)`;
   }
 

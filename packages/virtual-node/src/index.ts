@@ -25,7 +25,7 @@ export type {
 } from "./lifecycle.js";
 export { virtualNodeMetrics } from "./metrics.js";
 export { NodeController, staticHealth } from "./node-controller.js";
-export { KubernetesPodApi, type PodEviction, type PodRef } from "./pod-api.js";
+export { KubernetesPodApi, type PodRef } from "./pod-api.js";
 export { ledgerLaunches, PodController } from "./pod-controller.js";
 export { graceSeconds } from "./pod-plan.js";
 export { podSourceReader } from "./pod-sources.js";
