@@ -670,6 +670,30 @@ describe("helm template", () => {
     ).toEqual([]);
   });
 
+  it("grants pods/eviction only with capacity.onRebalance evict, the rule of deploy/vnode/rbac-rebalance-eviction.yaml", async () => {
+    const evictions = (objects: K8sObject[]) =>
+      (find(objects, "ClusterRole", "nebula-vnode")?.rules ?? []).filter((r) =>
+        r.resources?.includes("pods/eviction"),
+      );
+    expect(evictions(await template("-f", TEST_VALUES))).toEqual([]);
+    const optional = find(
+      manifest("vnode/rbac-rebalance-eviction.yaml"),
+      "ClusterRole",
+      "nebula-vnode-rebalance-eviction",
+    );
+    expect(optional?.rules).toHaveLength(1);
+    expect(
+      evictions(
+        await template(
+          "-f",
+          TEST_VALUES,
+          "--set",
+          "vnode.config.provider.capacity.onRebalance=evict",
+        ),
+      ),
+    ).toEqual(optional?.rules);
+  });
+
   it("follows the release's name and namespace everywhere (another release in another namespace)", async () => {
     const out = await helm([
       "template",

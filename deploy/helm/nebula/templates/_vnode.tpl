@@ -74,6 +74,15 @@ rules:
   - apiGroups: ["events.k8s.io"]
     resources: ["events"]
     verbs: ["create", "patch"]
+  {{- if eq (dig "capacity" "onRebalance" "report" $provider) "evict" }}
+  # Only with provider.capacity.onRebalance: evict (deploy/vnode/rbac-rebalance-eviction.yaml):
+  # the Pod of a Spot instance EC2 recommends moving off is evicted, within its
+  # PodDisruptionBudgets. An eviction names no node: neither RBAC nor the admission policies can
+  # hold it to this Node's Pods (docs/security.md).
+  - apiGroups: [""]
+    resources: ["pods/eviction"]
+    verbs: ["create"]
+  {{- end }}
   {{- if ne ($provider.podDelivery | default "parameters") "user-data" }}
   # ConfigMaps and Secrets a Pod on this node references, read by name (get only: no list or
   # watch, nothing cached) at launch, for the podDelivery "parameters" of the provider (the
