@@ -50,13 +50,27 @@ async function budgetObserved(name: string): Promise<void> {
 beforeAll(async () => {
   await applyManifest(admin, "namespace.yaml");
   await applyManifest(admin, "rbac.yaml");
-  await applyManifest(admin, "rbac-rebalance-eviction.yaml");
   await core.createNamespace({ body: { metadata: { name: NS } } });
 });
 
-describe("KubernetesPodApi.evict", () => {
-  const api = () =>
-    new KubernetesPodApi(controlPlane.clientFor(VNODE_SERVICE_ACCOUNT, SERVICE_ACCOUNT_GROUPS));
+const api = () =>
+  new KubernetesPodApi(controlPlane.clientFor(VNODE_SERVICE_ACCOUNT, SERVICE_ACCOUNT_GROUPS));
+
+describe("KubernetesPodApi.evict under deploy/vnode/rbac.yaml alone", () => {
+  it("is refused: the vnode may not evict without the optional rule (RBAC, HTTP 403)", async () => {
+    const ref = await createPod("unruled", { app: "unruled" });
+    await expect(api().evict(ref)).rejects.toMatchObject({
+      code: "RequestFailed",
+      message: expect.stringContaining("HTTP 403"),
+    });
+    expect(await deleting(ref)).toBe(false);
+  });
+});
+
+describe("KubernetesPodApi.evict with rbac-rebalance-eviction.yaml", () => {
+  beforeAll(async () => {
+    await applyManifest(admin, "rbac-rebalance-eviction.yaml");
+  });
 
   it("evicts a Pod no budget protects: the API server deletes it (Terminating)", async () => {
     const ref = await createPod("free", { app: "free" });
@@ -83,16 +97,5 @@ describe("KubernetesPodApi.evict", () => {
     const ref = await createPod("renamed", { app: "renamed" });
     expect(await api().evict({ ...ref, uid: "an-older-incarnation" })).toBe("gone");
     expect(await deleting(ref)).toBe(false);
-  });
-
-  it("without the optional rule, the vnode may not evict (RBAC refuses)", async () => {
-    const ref = await createPod("unruled", { app: "unruled" });
-    const bare = controlPlane.clientFor("system:serviceaccount:nebula-system:other", [
-      "system:serviceaccounts",
-    ]);
-    await expect(new KubernetesPodApi(bare).evict(ref)).rejects.toMatchObject({
-      code: "RequestFailed",
-      message: expect.stringContaining("HTTP 403"),
-    });
   });
 });
