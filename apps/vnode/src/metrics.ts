@@ -206,7 +206,7 @@ export function vnodeMetrics(
   });
   const spotSignals = new Counter({
     name: name("spot_signals_total"),
-    help: "EC2's Spot signals about this node's Pods, by kind (interruption: a Pod marked DisruptionTarget because EC2 is reclaiming its instance; rebalance: EC2 recommends moving off the instance, not acted on) and namespace",
+    help: "EC2's Spot signals about this node's Pods, by kind (interruption: a Pod marked DisruptionTarget because EC2 is reclaiming its instance; rebalance: EC2 recommends moving off the instance; the Pod is evicted only with capacity.onRebalance evict) and namespace",
     labelNames: ["kind", "namespace"],
     registers,
   });
