@@ -1,4 +1,6 @@
-import { existsSync, readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
 import {
@@ -11,7 +13,7 @@ import {
   toInstanceState,
 } from "@nebula/state-mapping";
 import { afterEach, describe, expect, it } from "vitest";
-import { type RenderOptionsInput, renderUserData } from "./index.js";
+import { type RenderOptionsInput, renderUserData, supervisorScript } from "./index.js";
 import { type FakeImage, HOST_IP, INSTANCE_ID, TestHost } from "./testing/host.js";
 
 const FAST: RenderOptionsInput = {
@@ -44,6 +46,7 @@ async function run(
     failCreateTags: number;
     awsFailures: number;
     cgroup: "v1" | "v2";
+    lifeCycle: "spot" | "on-demand" | "scheduled";
   }> = {},
 ) {
   const rendered = renderUserData(p, { ...FAST, ...options });
@@ -750,62 +753,78 @@ describe("the generated user-data on a host", () => {
     });
   }
 
-  it("on a Spot interruption notice stops the containers within the warning, reports it and leaves the instance to EC2", async () => {
-    const h = await run(
-      pod([{ name: "app", image: "fake/server:1" }], {
-        restartPolicy: "Always",
-        terminationGracePeriodSeconds: 600,
-      }),
-      {
-        "fake/server:1": {
-          script:
-            "trap 'echo drained >\"$TERMINATION_LOG\"; exit 0' TERM; while :; do sleep 0.1; done",
+  // IMDS `instance-life-cycle` says `spot`, or cannot be read (404): the Spot paths are polled.
+  it.each([
+    ["says spot", "spot", "IMDS instance-life-cycle: spot"],
+    ["is unreadable", undefined, "IMDS instance-life-cycle: unreadable"],
+  ] as const)(
+    "on a Spot interruption notice (the instance's life cycle %s) stops the containers within the warning, reports it and leaves the instance to EC2",
+    async (_, lifeCycle, said) => {
+      const h = await run(
+        pod([{ name: "app", image: "fake/server:1" }], {
+          restartPolicy: "Always",
+          terminationGracePeriodSeconds: 600,
+        }),
+        {
+          "fake/server:1": {
+            script:
+              "trap 'echo drained >\"$TERMINATION_LOG\"; exit 0' TERM; while :; do sleep 0.1; done",
+          },
         },
-      },
-    );
-    await h.until(() => h.tagReports().some((r) => container(r, "app")?.state === "running"));
-    const action = new Date(Date.now() + 120_000);
-    h.raiseSpotNotice("terminate", action);
-    expect(await h.finished()).toBe(0);
-    // The grace is capped by the two-minute warning, less the time kept for the final report.
-    const [stop] = h.dockerCalls("stop");
-    const grace = Number(/^docker stop -t (\d+) /.exec(stop ?? "")?.[1]);
-    expect(grace).toBeGreaterThan(80);
-    expect(grace).toBeLessThanOrEqual(100);
-    const final = last(h.tagReports());
-    expect(final).toMatchObject({
-      final: true,
-      stopRequested: true,
-      interruption: {
-        kind: "spot",
-        action: "terminate",
-        time: action.toISOString().replace(/\.\d{3}Z$/, "Z"),
-      },
-    });
-    expect(container(final, "app")).toMatchObject({
-      state: "terminated",
-      exitCode: 0,
-      stoppedBecause: "SpotInterruption",
-    });
-    expect(text(container(final, "app")?.messageB64)).toBe("drained\n");
-    expect(h.poweredOff()).toBe(false);
-    // The notice was reported at once, before the containers were stopped: the controller marks
-    // the Pod from that report while the grace runs.
-    const notice = h.tagReports().find((r) => r.interruption !== undefined && !r.final);
-    expect(notice).toMatchObject({ stopRequested: true, interruption: { action: "terminate" } });
-    expect(container(notice, "app")?.state).toBe("running");
-    expect(notice?.seq).toBe((final?.seq ?? 0) - 1);
-    // The controller: the instance is still running, yet the Pod ends as a Spot interruption.
-    const state = toInstanceState(
-      {
-        InstanceId: INSTANCE_ID,
-        State: { Name: "running" },
-        Tags: Object.entries(h.tags).map(([Key, Value]) => ({ Key, Value })),
-      },
-      { now: new Date() },
-    );
-    expect(state).toMatchObject({ kind: "Terminal", stopped: { cause: "SpotInterruption" } });
-  });
+        {},
+        lifeCycle === undefined ? {} : { lifeCycle },
+      );
+      await h.until(() => h.tagReports().some((r) => container(r, "app")?.state === "running"));
+      const action = new Date(Date.now() + 120_000);
+      h.raiseSpotNotice("terminate", action);
+      expect(await h.finished()).toBe(0);
+      // Said once; read once when it answers, asked again at every poll while it does not.
+      expect(h.supervisorLog().split(said)).toHaveLength(2);
+      const asked = h.imdsReads.filter((p) => p === "instance-life-cycle").length;
+      if (lifeCycle === undefined) expect(asked).toBeGreaterThanOrEqual(2);
+      else expect(asked).toBe(1);
+      expect(h.imdsReads).toContain("spot/instance-action");
+      expect(h.imdsReads).toContain("events/recommendations/rebalance");
+      // The grace is capped by the two-minute warning, less the time kept for the final report.
+      const [stop] = h.dockerCalls("stop");
+      const grace = Number(/^docker stop -t (\d+) /.exec(stop ?? "")?.[1]);
+      expect(grace).toBeGreaterThan(80);
+      expect(grace).toBeLessThanOrEqual(100);
+      const final = last(h.tagReports());
+      expect(final).toMatchObject({
+        final: true,
+        stopRequested: true,
+        interruption: {
+          kind: "spot",
+          action: "terminate",
+          time: action.toISOString().replace(/\.\d{3}Z$/, "Z"),
+        },
+      });
+      expect(container(final, "app")).toMatchObject({
+        state: "terminated",
+        exitCode: 0,
+        stoppedBecause: "SpotInterruption",
+      });
+      expect(text(container(final, "app")?.messageB64)).toBe("drained\n");
+      expect(h.poweredOff()).toBe(false);
+      // The notice was reported at once, before the containers were stopped: the controller marks
+      // the Pod from that report while the grace runs.
+      const notice = h.tagReports().find((r) => r.interruption !== undefined && !r.final);
+      expect(notice).toMatchObject({ stopRequested: true, interruption: { action: "terminate" } });
+      expect(container(notice, "app")?.state).toBe("running");
+      expect(notice?.seq).toBe((final?.seq ?? 0) - 1);
+      // The controller: the instance is still running, yet the Pod ends as a Spot interruption.
+      const state = toInstanceState(
+        {
+          InstanceId: INSTANCE_ID,
+          State: { Name: "running" },
+          Tags: Object.entries(h.tags).map(([Key, Value]) => ({ Key, Value })),
+        },
+        { now: new Date() },
+      );
+      expect(state).toMatchObject({ kind: "Terminal", stopped: { cause: "SpotInterruption" } });
+    },
+  );
 
   it("reports a rebalance recommendation once and keeps the containers running", async () => {
     const h = await run(
@@ -832,6 +851,38 @@ describe("the generated user-data on a host", () => {
     expect(await h.finished()).toBe(0);
     expect(last(h.tagReports())).toMatchObject({ final: true, rebalance: { time } });
   });
+
+  it.each(["on-demand", "scheduled"] as const)(
+    "on a host whose IMDS says instance-life-cycle %s, never reads the Spot notice nor the rebalance recommendation",
+    async (lifeCycle) => {
+      const h = await run(
+        pod([{ name: "app", image: "fake/server:1" }], { restartPolicy: "Always" }),
+        { "fake/server:1": { script: "while :; do sleep 0.1; done" } },
+        {},
+        { lifeCycle },
+      );
+      await h.until(() => h.tagReports().some((r) => container(r, "app")?.state === "running"));
+      // EC2 would never serve these to a host that is not Spot: served here, they show that the
+      // supervisor does not even ask.
+      h.raiseRebalance(new Date());
+      h.raiseSpotNotice("terminate", new Date(Date.now() + 120_000));
+      // Several Spot poll periods (SPOT_POLL_SECONDS, 2 s) with the container running.
+      await new Promise((resolve) => setTimeout(resolve, 7000));
+      expect(h.imdsReads).not.toContain("spot/instance-action");
+      expect(h.imdsReads).not.toContain("events/recommendations/rebalance");
+      h.terminate();
+      expect(await h.finished()).toBe(0);
+      expect(h.imdsReads.filter((p) => p === "instance-life-cycle")).toHaveLength(1);
+      expect(h.imdsReads).not.toContain("spot/instance-action");
+      expect(h.imdsReads).not.toContain("events/recommendations/rebalance");
+      expect(h.supervisorLog()).toContain(`IMDS instance-life-cycle: ${lifeCycle}`);
+      const final = last(h.tagReports());
+      expect(final).toMatchObject({ final: true, stopRequested: true });
+      expect(final?.interruption).toBeUndefined();
+      expect(final?.rebalance).toBeUndefined();
+      expect(container(final, "app")?.stoppedBecause).toBe("StopRequested");
+    },
+  );
 
   it("reports the boot timeline: supervisor start, each pull's start and end, each first start", async () => {
     const h = await run(
@@ -1052,5 +1103,92 @@ describe("the generated user-data on a host", () => {
     ]);
     const shim = readFileSync(join(h.dir, "lib", "shim-0.sh"), "utf8");
     expect(shim).toContain("'/opt/sandd/sandd' '--socket=/run/sandd.sock' &\nexec \"$@\"\n");
+  });
+});
+
+// spot_check in real bash, the installed supervisor sourced (without `main "$@"`) with an IMDS
+// of test functions: what each poll reads, and LIFE_CYCLE after it.
+describe("spot_check: the instance's life cycle, read once", () => {
+  /**
+   * Runs one poll per answer, IMDS `instance-life-cycle` answering it at that poll (`null`: 404);
+   * returns each poll's reads then `|` and LIFE_CYCLE, and the log lines.
+   */
+  function polls(answers: readonly (string | null)[]): { reads: string[][]; log: string[] } {
+    const dir = mkdtempSync(join(tmpdir(), "nebula-life-cycle-"));
+    try {
+      const script = `
+. "$T/lib.sh"
+RUN=$T INSTANCE_ID=i-1
+log() { printf '%s\\n' "$*" >>"$T/log"; }
+imds_to() {
+  printf ' %s' "$2" >>"$T/reads"
+  [ "$2" = instance-life-cycle ] && [ -e "$T/answer" ] && cp "$T/answer" "$1"
+}
+answer() { if [ "$1" = null ]; then rm -f "$T/answer"; else printf '%s' "$1" >"$T/answer"; fi; }
+${answers
+  .map(
+    (a) =>
+      `answer ${a === null ? "null" : `'${a}'`}; SPOT_NEXT=0; spot_check; printf ' | %s\\n' "$LIFE_CYCLE" >>"$T/reads"`,
+  )
+  .join("\n")}
+`;
+      execFileSync("bash", ["-c", `cat >"$T/lib.sh"; ${script}`], {
+        input: supervisorScript().replace(/\nmain "\$@"\n$/, "\n"),
+        env: { ...process.env, T: dir },
+        encoding: "utf8",
+      });
+      const reads = readFileSync(join(dir, "reads"), "utf8").trim().split("\n");
+      const log = existsSync(join(dir, "log"))
+        ? readFileSync(join(dir, "log"), "utf8").trim().split("\n")
+        : [];
+      return { reads: reads.map((line) => line.trim().split(/\s+/)), log };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  const SPOT = ["events/recommendations/rebalance", "spot/instance-action"];
+
+  it.each([
+    ["on-demand", "on-demand"],
+    ["scheduled", "scheduled"],
+    ["on-demand\n", "on-demand"],
+  ])("%j: reads it once and no Spot path ever", (answer, said) => {
+    const { reads, log } = polls([answer, "spot", "spot"]);
+    expect(reads).toEqual([
+      ["instance-life-cycle", "|", said],
+      ["|", said],
+      ["|", said],
+    ]);
+    expect(log).toEqual([`IMDS instance-life-cycle: ${said}`]);
+  });
+
+  it.each(["spot", "capacity-block"])(
+    "%j: reads it once and the Spot paths at every poll",
+    (answer) => {
+      const { reads, log } = polls([answer, "on-demand", "on-demand"]);
+      expect(reads).toEqual([
+        ["instance-life-cycle", ...SPOT, "|", answer],
+        [...SPOT, "|", answer],
+        [...SPOT, "|", answer],
+      ]);
+      expect(log).toEqual([`IMDS instance-life-cycle: ${answer}`]);
+    },
+  );
+
+  it("unreadable (404, or an empty answer): reads the Spot paths, and asks again at every poll until it is told", () => {
+    const { reads, log } = polls([null, "", "on-demand", "spot"]);
+    expect(reads).toEqual([
+      // Unreadable: the Spot paths as on a Spot host.
+      ["instance-life-cycle", ...SPOT, "|", "-"],
+      // An empty answer is no answer.
+      ["instance-life-cycle", ...SPOT, "|", "-"],
+      ["instance-life-cycle", "|", "on-demand"],
+      ["|", "on-demand"],
+    ]);
+    // Said once each.
+    expect(log).toEqual([
+      "IMDS instance-life-cycle: unreadable",
+      "IMDS instance-life-cycle: on-demand",
+    ]);
   });
 });

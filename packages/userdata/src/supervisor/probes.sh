@@ -59,7 +59,8 @@ probe_action() {
       ;;
     tcp)
       host=${1:-$(probe_host "$i")}
-      # shellcheck disable=SC2016 # the connect runs in the child shell, with its arguments
+      # The connect runs in the child shell, with its arguments.
+      # shellcheck disable=SC2016
       timeout -k 1 "$t" bash -c ': >"/dev/tcp/$1/$2"' _ "$host" "$2" 2>/dev/null && return 0
       printf 'dial tcp %s:%s: connection refused or timed out' "$host" "$2"
       return 1

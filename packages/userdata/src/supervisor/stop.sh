@@ -98,14 +98,29 @@ finish() {
 # SPOT_TIME and SPOT_AT (when it was seen: the stop time, recorded first). On the way, reads the
 # rebalance recommendation (404 until there is one): REBALANCE_TIME is set and REBALANCE_NEW
 # says it is new (the loop reports it; nothing else changes: EC2 does not act on it).
+# Neither is read on a host that is not Spot, where EC2 never serves them: the first poll reads
+# IMDS instance-life-cycle (EC2 says spot, on-demand, or scheduled for a Scheduled Instance) into
+# LIFE_CYCLE, once, and on-demand or scheduled ends every poll there. Unreadable (404, a timeout,
+# an empty answer): LIFE_CYCLE=- and the Spot paths are read as on a Spot host (the safe side),
+# the life cycle asked again at every poll until it answers. Each outcome is logged once.
 spot_check() {
   local body t
   printf -v t '%(%s)T' -1
   ((t >= SPOT_NEXT)) || return 1
   SPOT_NEXT=$((t + SPOT_POLL_SECONDS))
   [ -n "$INSTANCE_ID" ] || return 1
-  if [ -z "$REBALANCE_TIME" ] && interruptible imds_to "$RUN/rebalance" events/recommendations/rebalance; then
-    body=$(cat "$RUN/rebalance")
+  if [ "${LIFE_CYCLE:--}" = - ]; then
+    if interruptible imds_to "$RUN/spot" instance-life-cycle && [ -s "$RUN/spot" ]; then
+      LIFE_CYCLE=$(<"$RUN/spot")
+      log "IMDS instance-life-cycle: $LIFE_CYCLE"
+    elif [ -z "$LIFE_CYCLE" ]; then
+      LIFE_CYCLE=-
+      log "IMDS instance-life-cycle: unreadable"
+    fi
+  fi
+  case $LIFE_CYCLE in on-demand | scheduled) return 1 ;; esac
+  if [ -z "$REBALANCE_TIME" ] && interruptible imds_to "$RUN/spot" events/recommendations/rebalance; then
+    body=$(<"$RUN/spot")
     if [[ $body =~ \"noticeTime\"[[:space:]]*:[[:space:]]*\"([0-9]{4}-[0-9][0-9]-[0-9][0-9]T[0-9:.]+Z)\" ]]; then
       REBALANCE_TIME=${BASH_REMATCH[1]}
       REBALANCE_NEW=1
@@ -113,7 +128,7 @@ spot_check() {
     fi
   fi
   interruptible imds_to "$RUN/spot" spot/instance-action || return 1
-  body=$(cat "$RUN/spot")
+  body=$(<"$RUN/spot")
   [[ $body =~ \"action\"[[:space:]]*:[[:space:]]*\"([a-z]+)\" ]] || return 1
   SPOT_AT=$t
   SPOT_ACTION=${BASH_REMATCH[1]}

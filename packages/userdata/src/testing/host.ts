@@ -83,6 +83,11 @@ export interface HostOptions {
    * hierarchy (`cgroup.controllers`). Default `v1`.
    */
   readonly cgroup?: "v1" | "v2";
+  /**
+   * What IMDS answers at `instance-life-cycle`, as EC2 does (`spot`, `on-demand`, or `scheduled`
+   * for a Scheduled Instance). Default: not served (404), an IMDS that does not say.
+   */
+  readonly lifeCycle?: "spot" | "on-demand" | "scheduled";
 }
 
 const PODMAN_DOCKER = fileURLToPath(new URL("./podman/docker", import.meta.url));
@@ -177,6 +182,11 @@ export class TestHost {
   readonly doorbells: Doorbell[] = [];
   /** How many times IMDS handed out the role's credentials. */
   credentialReads = 0;
+  /**
+   * Every metadata path IMDS was asked for (what follows `/latest/meta-data/`, e.g.
+   * `spot/instance-action`), in order, whatever it answered (a refused token too).
+   */
+  readonly imdsReads: string[] = [];
   private server: Server | undefined;
   private failTags: number;
   private failedReport = 0;
@@ -526,12 +536,16 @@ export class TestHost {
     const url = req.url ?? "/";
     if (req.method === "PUT" && url === "/latest/api/token") return [200, "imds-token"];
     if (url.startsWith("/latest/meta-data/")) {
-      if (req.headers["x-aws-ec2-metadata-token"] !== "imds-token") return [401, "missing token"];
       const path = url.slice("/latest/meta-data/".length);
+      this.imdsReads.push(path);
+      if (req.headers["x-aws-ec2-metadata-token"] !== "imds-token") return [401, "missing token"];
       const meta: Record<string, string> = {
         "instance-id": INSTANCE_ID,
         "placement/region": REGION,
         "local-ipv4": HOST_IP,
+        ...(this.options.lifeCycle === undefined
+          ? {}
+          : { "instance-life-cycle": this.options.lifeCycle }),
         ...(this.spotNotice === undefined ? {} : { "spot/instance-action": this.spotNotice }),
         ...(this.rebalance === undefined
           ? {}
