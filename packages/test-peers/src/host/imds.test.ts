@@ -119,6 +119,38 @@ describe("startImdsServer", () => {
     expect((await (await get("")).text()).split("\n")).not.toContain("spot/");
   });
 
+  it("serves instance-life-cycle: on-demand by default, spot for a Spot instance, listed under meta-data", async () => {
+    const lifeCycle = async (identity: ImdsIdentity) => {
+      server = await startImdsServer(identity);
+      const t = await (await token(server.endpoint)).text();
+      const get = (path: string) =>
+        fetch(`${server?.endpoint}latest/meta-data/${path}`, {
+          headers: { "x-aws-ec2-metadata-token": t },
+        });
+      const answer = await get("instance-life-cycle");
+      const listed = (await (await get("")).text()).split("\n");
+      await server.close();
+      server = undefined;
+      return { status: answer.status, body: await answer.text(), listed };
+    };
+    const plain = await lifeCycle(IDENTITY);
+    expect(plain).toMatchObject({ status: 200, body: "on-demand" });
+    expect(plain.listed).toContain("instance-life-cycle");
+    expect(plain.listed).toEqual([...plain.listed].sort());
+    expect(await lifeCycle({ ...IDENTITY, lifeCycle: "spot" })).toMatchObject({
+      status: 200,
+      body: "spot",
+    });
+    expect(await lifeCycle({ ...IDENTITY, lifeCycle: "on-demand" })).toMatchObject({
+      body: "on-demand",
+    });
+    // Token-checked like every item.
+    server = await startImdsServer(IDENTITY);
+    expect((await fetch(`${server.endpoint}latest/meta-data/instance-life-cycle`)).status).toBe(
+      401,
+    );
+  });
+
   it("enforces IMDSv2: no token, a bad token, an expired token or a bad TTL are refused", async () => {
     let clock = 1_000_000;
     server = await startImdsServer(IDENTITY, () => clock);

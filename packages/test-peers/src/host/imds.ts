@@ -25,6 +25,11 @@ export interface ImdsIdentity {
   /** `true` when `HttpTokens=required` (IMDSv2 only): GETs without a token get 401. */
   readonly tokensRequired: boolean;
   /**
+   * The purchasing option (`instance-life-cycle`): `spot` for a Spot Instance, `on-demand`
+   * otherwise (EC2 also says `scheduled` for a Scheduled Instance). Default `on-demand`.
+   */
+  readonly lifeCycle?: "spot" | "on-demand" | "scheduled" | undefined;
+  /**
    * The instance's tags as they are now, when `InstanceMetadataTags=enabled` (served under
    * `tags/instance`, as EC2 does); `undefined`: tags are not in the metadata (404).
    */
@@ -75,7 +80,8 @@ function send(res: ServerResponse, status: number, body: string, type = "text/pl
  * /latest/api/token` (TTL header required, 1–21600 s; `X-Forwarded-For` refused as EC2 does),
  * then token-checked GETs of the metadata the guest contract names (instance ID, region, role
  * credentials) plus a few common extras (`placement/availability-zone`, `ami-id`,
- * `instance-type`, `local-ipv4`, `iam/info`, `/latest/dynamic/instance-identity/document`),
+ * `instance-type`, `instance-life-cycle`, `local-ipv4`, `iam/info`,
+ * `/latest/dynamic/instance-identity/document`),
  * and the notices set with {@link ImdsServer.setNotice} (Spot interruption, rebalance).
  * The role credentials are dummies (moto checks no signature), renewed with a 6-hour expiry.
  *
@@ -136,6 +142,7 @@ export async function startImdsServer(
           "hostname",
           "iam/",
           "instance-id",
+          "instance-life-cycle",
           "instance-type",
           "local-hostname",
           "local-ipv4",
@@ -146,6 +153,8 @@ export async function startImdsServer(
           .join("\n");
       case "instance-id":
         return identity.instanceId;
+      case "instance-life-cycle":
+        return identity.lifeCycle ?? "on-demand";
       case "ami-id":
         return identity.imageId;
       case "instance-type":

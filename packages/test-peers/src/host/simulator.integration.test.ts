@@ -128,7 +128,7 @@ region=$(md placement/region)
 role=$(md iam/security-credentials/)
 creds=$(md "iam/security-credentials/$role")
 field() { printf '%s\\n' "$creds" | sed -n "s/.*\\"$1\\" *: *\\"\\([^\\"]*\\)\\".*/\\1/p"; }
-echo "guest $id in $region has role $role" >>/dev/console
+echo "guest $id in $region has role $role, life cycle $(md instance-life-cycle)" >>/dev/console
 curl -sSf --aws-sigv4 "aws:amz:$region:ec2" --user "$(field AccessKeyId):$(field SecretAccessKey)" \\
   -H "x-amz-security-token: $(field Token)" \\
   --data-urlencode Action=CreateTags --data-urlencode Version=2016-11-15 \\
@@ -158,8 +158,9 @@ describe("startInstanceHosts", () => {
     expect(instance.StateReason?.Code).toBe("Client.InstanceInitiatedShutdown");
     expect(instance.Tags).toContainEqual({ Key: "nebula:test", Value: `written by ${id}` });
     expect(guest.history.map((h) => h.phase)).toEqual(["booting", "running", "stopping", "off"]);
+    // An On-Demand launch: its IMDS says so.
     expect(guest.console()).toContain(
-      `guest ${id} in ${moto.region} has role ${NEBULA_INSTANCE_PROFILE}`,
+      `guest ${id} in ${moto.region} has role ${NEBULA_INSTANCE_PROFILE}, life cycle on-demand`,
     );
     // moto itself agrees (the proxy only adds what moto cannot show).
     const direct = moto.ec2();
@@ -560,6 +561,8 @@ describe("startInstanceHosts: Spot", () => {
       fetch(`${imds}latest/meta-data/${path}`, { headers: { "x-aws-ec2-metadata-token": token } });
     expect((await (await get("")).text()).split("\n")).toContain("events/");
     expect((await get("spot/instance-action")).status).toBe(404);
+    // Launched with MarketType spot (moto: InstanceLifecycle "spot"): its IMDS says so.
+    expect(await (await get("instance-life-cycle")).text()).toBe("spot");
     await new Promise((resolve) => setTimeout(resolve, 1000));
     expect((await describeOne(id)).State?.Name).toBe("running");
     expect(guest.phase).toBe("running");

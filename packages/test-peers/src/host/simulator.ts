@@ -533,6 +533,9 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
           privateIp: instance?.PrivateIpAddress ?? "10.0.0.10",
           accountId: reservation?.OwnerId ?? "123456789012",
           tokensRequired: instance?.MetadataOptions?.HttpTokens === "required",
+          // moto says InstanceLifecycle "spot" for a launch with MarketType "spot", nothing for
+          // On-Demand, as EC2 does.
+          lifeCycle: instance?.InstanceLifecycle === "spot" ? "spot" : "on-demand",
           // Read live, as EC2 serves them: a tag the controller writes later is seen at once.
           tags:
             instance?.MetadataOptions?.InstanceMetadataTags === "enabled"
