@@ -266,6 +266,8 @@ describe(`a Deployment of ${REPLICAS} replicas on Spot-then-On-Demand`, () => {
       victims.map((p) => ({ kind: "interruption", instanceId: instanceOf(p) ?? "" })),
     );
     await hosts.recommendRebalance(instanceOf(rebalanced) ?? "");
+    const rebalancedAt = Date.now();
+    let evictedAt: number | undefined;
 
     const markedAt = new Map<string, number>();
     const markedWhileRunning = new Set<string>();
@@ -298,7 +300,11 @@ describe(`a Deployment of ${REPLICAS} replicas on Spot-then-On-Demand`, () => {
         }
         const rebalancedInstance = live.find((x) => x.InstanceId === instanceOf(rebalanced));
         if (rebalancedInstance?.State?.Name === "terminated") rebalancedTerminated = true;
-        const rebalancedGone = !pods.some((p) => p.metadata?.uid === rebalanced.metadata?.uid);
+        const evicting = pods.find((p) => p.metadata?.uid === rebalanced.metadata?.uid);
+        if (evictedAt === undefined && evicting?.metadata?.deletionTimestamp !== undefined) {
+          evictedAt = now;
+        }
+        const rebalancedGone = evicting === undefined;
         const fresh = pods.filter((p) => !originals.has(p.metadata?.uid ?? "") && runningReady(p));
         while (replacementRunningAt.length < fresh.length) replacementRunningAt.push(now);
         return failedAt.size === INTERRUPTED &&
@@ -322,6 +328,7 @@ describe(`a Deployment of ${REPLICAS} replicas on Spot-then-On-Demand`, () => {
         `notice → Pod Failed: max ${seconds(quantile(delays(failedAt), 1))} s`,
         `first notice → replacements Running: ${replacementRunningAt.map((t) => seconds(t - firstNotice)).join(", ")} s`,
         `notice → old instance terminated: ${delays(terminatedAt).map(seconds).join(", ")} s (EC2 reclaims at ${seconds(WARNING_MS)} s)`,
+        `rebalance recommended → Pod evicted (deleting): ${evictedAt === undefined ? "not seen (already gone)" : `${seconds(evictedAt - rebalancedAt)} s`}`,
       ].join("\n"),
     );
     // The Deployment was whole again while EC2's warning still ran: no replacement waited for the
