@@ -378,6 +378,7 @@ describe("renderOptionsOf", () => {
       metrics: { namespace: "Nebula", sampleSeconds: 10, publishSeconds: 60 },
       delivery: config.podDelivery,
       maxGracePeriodSeconds: 3600,
+      dns: { clusterDNS: [], clusterDomain: "cluster.local" },
     });
   });
 
@@ -387,8 +388,25 @@ describe("renderOptionsOf", () => {
       cluster: config.clusterName,
       delivery: config.podDelivery,
       maxGracePeriodSeconds: config.maxGracePeriodSeconds,
+      dns: { clusterDNS: [], clusterDomain: "cluster.local" },
     });
     expect(renderOptionsOf(config, { metrics: {} })).toMatchObject({ metrics: {} });
+  });
+
+  it("gives the hosts the configured cluster DNS, unless the userData option names its own", () => {
+    const config = parseProviderConfig(
+      testConfig({ dns: { clusterDNS: ["10.96.0.10"], clusterDomain: "corp.local" } }),
+    );
+    expect(renderOptionsOf(config, undefined).dns).toEqual({
+      clusterDNS: ["10.96.0.10"],
+      clusterDomain: "corp.local",
+    });
+    expect(renderOptionsOf(config, { dns: { clusterDNS: ["10.0.0.10"] } }).dns).toEqual({
+      clusterDNS: ["10.0.0.10"],
+    });
+    expect(() => parseProviderConfig(testConfig({ dns: { clusterDNS: ["kube-dns"] } }))).toThrow(
+      /dns/,
+    );
   });
 
   it("has the hosts ring the event channel's queue when it is on, and only then", () => {

@@ -382,6 +382,7 @@ export function renderOptionsOf(
     ...(config.events === undefined ? {} : { doorbell: { queueUrl: config.events.queueUrl } }),
     delivery: config.podDelivery,
     maxGracePeriodSeconds: config.maxGracePeriodSeconds,
+    dns: userData?.dns ?? config.dns,
   };
 }
 

@@ -1,4 +1,4 @@
-import { LogsOptions, MetricsOptions } from "@nebula/userdata";
+import { DnsOptions, LogsOptions, MetricsOptions } from "@nebula/userdata";
 import { z } from "zod";
 import { ProviderError } from "./errors.js";
 import { MAX_USER_TAGS, RESERVED_TAG_COUNT } from "./tags.js";
@@ -165,6 +165,15 @@ export const ProviderConfigSchema = z
      * `DaemonSetPodNotLaunched` (one instance per DaemonSet Pod is rarely wanted); `launch` runs them.
      */
     daemonSetPods: z.enum(["skip", "launch"]).default("skip"),
+    /**
+     * Cluster DNS for the Pods' containers, as the kubelet's `clusterDNS` and `clusterDomain`
+     * (`@nebula/userdata`'s `DnsOptions`): a `dnsPolicy: ClusterFirst` Pod (the default) gets these
+     * nameservers, the search path `<ns>.svc.<domain> svc.<domain> <domain>` and `ndots:5`, its
+     * `dnsConfig` merged as the kubelet merges it. Set `clusterDNS` only to addresses the
+     * instances reach (a VPC-routable DNS Service, an internal load balancer in front of
+     * CoreDNS). Empty (the default): the instance's resolver, as the kubelet falls back.
+     */
+    dns: DnsOptions.default({ clusterDNS: [], clusterDomain: "cluster.local" }),
     /**
      * How a Pod's instance is bought: `on-demand`, `spot`, or `spot-then-on-demand` (Spot
      * placements first; On-Demand once EC2 has no Spot capacity for any of them). A Pod may

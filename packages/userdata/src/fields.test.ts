@@ -128,7 +128,12 @@ function rows(markdown: string): Map<string, Map<string, Verdict>> {
 
 /** What the host is told, or the refusal. */
 function render(pod: V1Pod): { plan: string } | { code: string; said: string } {
-  const result = renderUserData(pod, { delivery: "parameters" }, SAMPLE_SOURCES);
+  // With a cluster DNS, as the rows of the DNS fields describe it (without one they change nothing).
+  const result = renderUserData(
+    pod,
+    { delivery: "parameters", dns: { clusterDNS: ["10.96.0.10"] } },
+    SAMPLE_SOURCES,
+  );
   if (!result.ok)
     return { code: result.error.code, said: `${result.error.path} ${result.error.message}` };
   return { plan: JSON.stringify([result.value.script, result.value.parameters]) };

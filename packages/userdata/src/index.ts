@@ -1,5 +1,6 @@
 export { UserDataError } from "./errors.js";
 export {
+  DnsOptions,
   HOST_NETWORK_ANNOTATION,
   LogsOptions,
   MAX_USER_DATA_BYTES,

@@ -199,8 +199,8 @@ function probePod(out: string, spec: Partial<V1Pod["spec"]> = {}, annotations = 
   };
 }
 
-async function runPod(p: V1Pod): Promise<TestHost> {
-  const rendered = renderUserData(p, FAST);
+async function runPod(p: V1Pod, options: RenderOptionsInput = {}): Promise<TestHost> {
+  const rendered = renderUserData(p, { ...FAST, ...options });
   if (!rendered.ok) throw rendered.error;
   const h = new TestHost({ images: {}, docker: "podman", env: { NEBULA_PODMAN_ROOT: ROOT } });
   hosts.push(h);
@@ -280,6 +280,55 @@ describe("IMDS from a Pod's containers, with real podman and the real firewall r
     expect(read(join(hostOut, "hosts-app"))).toMatch(entry);
     // The host's own /etc/hosts is not touched.
     expect(readFileSync("/etc/hosts", "utf8")).not.toMatch(entry);
+  });
+
+  it("dnsPolicy and dnsConfig reach every container's /etc/resolv.conf, as the kubelet writes it", async () => {
+    const resolvPod = (out: string, spec: Partial<V1Pod["spec"]>): V1Pod => {
+      const base = probePod(out);
+      const containers = (base.spec?.containers ?? []).map((c) => ({
+        ...c,
+        command: ["sh", "-c", `cat /etc/resolv.conf >/out/resolv-${c.name}`],
+      }));
+      return { ...base, spec: { ...base.spec, containers, ...spec } };
+    };
+    const lines = (text: string) =>
+      text
+        .split("\n")
+        .map((l) => l.trim().replace(/\s+/g, " "))
+        .filter((l) => /^(nameserver|search|options) /.test(l))
+        .sort(); // The runtime chooses the lines' order (podman writes search first).
+    // ClusterFirst (the default) with a cluster DNS configured, and the Pod's dnsConfig merged.
+    const cluster = outDir();
+    await runPod(
+      resolvPod(cluster, {
+        dnsConfig: { searches: ["corp.example"], options: [{ name: "edns0" }] },
+      }),
+      { dns: { clusterDNS: ["10.96.0.10"] } },
+    );
+    for (const c of ["app", "side"]) {
+      expect(lines(read(join(cluster, `resolv-${c}`))), c).toEqual([
+        "nameserver 10.96.0.10",
+        "options ndots:5 edns0",
+        "search test.svc.cluster.local svc.cluster.local cluster.local corp.example",
+      ]);
+    }
+    // None: exactly the Pod's dnsConfig, nothing of the host's.
+    const none = outDir();
+    await runPod(
+      resolvPod(none, {
+        dnsPolicy: "None",
+        dnsConfig: {
+          nameservers: ["10.0.0.53"],
+          searches: ["a.example"],
+          options: [{ name: "ndots", value: "2" }],
+        },
+      }),
+    );
+    expect(lines(read(join(none, "resolv-app")))).toEqual([
+      "nameserver 10.0.0.53",
+      "options ndots:2",
+      "search a.example",
+    ]);
   });
 
   it("with the hostNetwork opt-in, a container does reach IMDS (what the annotation grants)", async () => {

@@ -132,6 +132,31 @@ const DoorbellOptions = z.object({
     .refine((s) => URL.canParse(s), "must be an http or https URL"),
 });
 
+/**
+ * Cluster DNS, as the kubelet's `clusterDNS` and `clusterDomain`: a Pod with `dnsPolicy:
+ * ClusterFirst` (the default) gets these nameservers, the search path
+ * `<ns>.svc.<clusterDomain> svc.<clusterDomain> <clusterDomain>` and `ndots:5`. Set them only
+ * where the instances reach those addresses (a VPC-routable DNS Service, NodeLocal DNS, an
+ * internal load balancer). Empty (the default): every policy but `None` uses the instance's
+ * resolver, as the kubelet falls back when it has no cluster DNS.
+ */
+export const DnsOptions = z.object({
+  /** Up to 3 nameserver addresses (the cluster DNS Service's IPs). */
+  clusterDNS: z
+    .array(z.union([z.ipv4(), z.ipv6()]))
+    .max(3)
+    .default([]),
+  /** The cluster's DNS domain (default `cluster.local`). */
+  clusterDomain: z
+    .string()
+    .regex(
+      /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/,
+      "must be a DNS domain",
+    )
+    .max(253)
+    .default("cluster.local"),
+});
+
 /** Options of {@link renderUserData}. Every field has a default; `{}` is valid. */
 export const RenderOptions = z.object({
   /** Cluster name, written into the unit's description and the host log (informational). */
@@ -207,6 +232,8 @@ export const RenderOptions = z.object({
    * longer after its stop. The virtual node's teardown caps the grace the same way.
    */
   maxGracePeriodSeconds: z.number().int().min(0).max(86_400).default(3600),
+  /** Cluster DNS for `dnsPolicy: ClusterFirst` Pods ({@link DnsOptions}); default: none. */
+  dns: DnsOptions.default({ clusterDNS: [], clusterDomain: "cluster.local" }),
   /** Container logs to CloudWatch Logs (`awslogs` driver); absent: Docker's default log driver. */
   logs: LogsOptions.optional(),
   /** Container CPU and memory to CloudWatch metrics; absent: no sampling. `{}` turns it on with the defaults. */

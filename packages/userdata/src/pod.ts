@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { dnsFlags, type PodDns, podDns } from "./dns.js";
 import { UserDataError } from "./errors.js";
 import type { ResolvedRenderOptions } from "./options.js";
 import { HOST_NETWORK_ANNOTATION, RESTART_LIMIT_ANNOTATION } from "./options.js";
@@ -143,6 +144,14 @@ const Pod = z.looseObject({
       .optional(),
     hostname: str.optional(),
     hostnameOverride: str.optional(),
+    dnsPolicy: str.optional(),
+    dnsConfig: z
+      .looseObject({
+        nameservers: z.array(str).optional(),
+        searches: z.array(str).optional(),
+        options: z.array(z.looseObject({ name: str.optional(), value: str.optional() })).optional(),
+      })
+      .optional(),
     hostPID: z.boolean().optional(),
     hostIPC: z.boolean().optional(),
     shareProcessNamespace: z.boolean().optional(),
@@ -511,6 +520,7 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
       : [
           ...(hostname === undefined ? [] : [`--hostname=${hostname}`]),
           ...publishFlags(all.map(({ c }) => c)),
+          ...dnsFlags(planDns(meta.namespace ?? "default", spec, hostNetwork, options.dns, ctx)),
         ],
     hostAliases: planHostAliases(spec),
     containers,
@@ -1063,6 +1073,20 @@ function legacyProfile(value: string | undefined): string | undefined {
   if (value === "unconfined") return "Unconfined";
   if (value.startsWith("localhost/")) return "Localhost";
   return value;
+}
+
+/** {@link podDns} for the plan: a bad field is `InvalidPod`, a notice becomes an Event. */
+function planDns(
+  namespace: string,
+  spec: PodSpec["spec"],
+  hostNetwork: boolean,
+  dns: ResolvedRenderOptions["dns"],
+  ctx: SourceContext,
+): PodDns | undefined {
+  const out = podDns(namespace, spec, hostNetwork, dns);
+  if ("error" in out) fail("InvalidPod", out.error.path, out.error.message);
+  if (out.notice !== undefined) ctx.notices.push(out.notice);
+  return out.resolver;
 }
 
 /** An IPv4 or IPv6 address, as the API server validates `hostAliases[].ip`. */
