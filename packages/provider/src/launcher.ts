@@ -14,6 +14,7 @@ import { OnDemandPriceCache } from "./on-demand-price-cache.js";
 import type { ParameterDelivery } from "./parameter-delivery.js";
 import type { Reclaimer } from "./reclaimer.js";
 import { disprove, launchBase, observe, type PodRecord, type ProviderContext } from "./record.js";
+import { settlesWithin } from "./settles.js";
 
 /** The longest a Pod waits for another launch's answer in an unproven pool before it goes itself. */
 const PROBE_WAIT_MS = 10_000;
@@ -23,20 +24,6 @@ const PROBE_WAIT_MS = 10_000;
  * goes on without one: the launch holds its Pod's teardown meanwhile.
  */
 const PRICE_WAIT_MS = 5_000;
-
-/** `true` when `promise` settles within `ms`; the timer never keeps the process alive. */
-async function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([promise.then(() => true), late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /**
  * Launches a Pod's instance, once: the intent recorded in the ledger before `RunInstances` (the

@@ -4,6 +4,7 @@
  * read per type in flight, and never waited on for longer than a bound.
  */
 import { classifyAwsError, type ProviderErrorCode } from "./errors.js";
+import { settlesWithin } from "./settles.js";
 
 /** How long a price (or a failure to read one) stands: prices change a few times a year. */
 export const ON_DEMAND_PRICE_TTL_MS = 12 * 60 * 60 * 1000;
@@ -32,20 +33,6 @@ interface Entry {
   reading: Promise<void> | undefined;
   /** A caller gave up waiting for this read (said once). */
   late: boolean;
-}
-
-/** Resolves when `promise` settles or after `ms`, whichever is first; the timer never holds the process. */
-async function waitAtMost(promise: Promise<void>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-    timer.unref();
-  });
-  try {
-    return await Promise.race([promise.then(() => true), late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**
@@ -80,7 +67,7 @@ export class OnDemandPriceCache {
     const reading = entry.reading;
     if (reading === undefined) return entry.price;
     const left = entry.since + this.#options.waitMs - now;
-    if (left > 0 && (await waitAtMost(reading, left))) return entry.price;
+    if (left > 0 && (await settlesWithin(reading, left))) return entry.price;
     if (!entry.late) {
       entry.late = true;
       this.#say(
