@@ -9,6 +9,7 @@ import {
   DescribeInstancesCommand,
   DescribeVolumesCommand,
   type EC2Client,
+  type Instance,
   RunInstancesCommand,
   StopInstancesCommand,
   TerminateInstancesCommand,
@@ -732,65 +733,90 @@ describe("security", () => {
   });
 });
 
+/**
+ * Kills a process before or after each of its first `sideEffects` side effects (EC2 mutations and
+ * ledger writes, {@link Mortal}) while it launches a Pod, observes it and tears it down; then a
+ * fresh process on the same ledger reclaims it. Returns the runs that died and what went wrong:
+ * a reclaim not complete, more than one instance, one left running, or `extra`'s own finding.
+ */
+async function crashAtEverySideEffect(options: {
+  readonly name: string;
+  readonly uidBase: number;
+  readonly sideEffects: number;
+  readonly config: (node: string) => ProviderConfigInput;
+  readonly extra?: (node: string, instances: readonly Instance[]) => string | undefined;
+}): Promise<{ runs: number; failures: string[] }> {
+  const failures: string[] = [];
+  let runs = 0;
+  for (let k = 0; k < options.sideEffects; k++) {
+    for (const when of ["before", "after"] as const) {
+      const node = `${options.name}-${k}-${when}`;
+      const podUid = uid(options.uidBase + k * 2 + (when === "after" ? 1 : 0));
+      const inner = new MemoryPodLedger();
+      const mortal = new Mortal(k, when);
+      const pod = testPod("victim", podUid);
+      const config = options.config(node);
+      const first = new Ec2PodProvider({
+        config: { ...config, maxAttempts: 1 },
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [podUid],
+        ledger: mortal.ledger(inner),
+      });
+      mortal.clients(first);
+      // The first process (provider and teardown driver): launch, observe, delete, until done or dead.
+      const teardown = testTeardown(first);
+      try {
+        await first.createPod(pod);
+        await first.pollOnce();
+        for (let i = 0; i < 30 && !mortal.dead; i++) {
+          const result = await teardown.step(deleting(pod));
+          if (result.status === "complete") break;
+          await first.pollOnce();
+        }
+      } catch {
+        // died
+      }
+      await first.stop().catch(() => undefined);
+      if (!mortal.dead) break; // k is past the last side effect
+      runs++;
+      // A fresh process on the same ledger: the Pod is still there, being deleted.
+      // A launch recorded but never sent is only declared absent after the consistency window
+      // (3 s here): until then "not found" is not proof.
+      const second = new Ec2PodProvider({
+        config,
+        renderUserData: () => USER_DATA,
+        livePodUids: () => [podUid],
+        ledger: inner,
+      });
+      await second.createPod(deleting(pod));
+      // A fresh PodTeardown too; the Pod object is where the first left it (one API server).
+      const state = await testTeardown(second, { removed: teardown.removed }).reclaim(
+        deleting(pod),
+        { rounds: 120, ms: 100 },
+      );
+      await second.stop();
+      const instances = await nodeInstances(ec2, node);
+      const alive = instances.filter((i) => i.State?.Name !== "terminated");
+      if (!state.complete) {
+        failures.push(`${node}: reclaim not complete (${JSON.stringify(state.result)})`);
+      }
+      if (instances.length > 1) failures.push(`${node}: ${instances.length} instances launched`);
+      if (alive.length > 0) failures.push(`${node}: ${alive.length} instance(s) left running`);
+      const found = options.extra?.(node, instances);
+      if (found !== undefined) failures.push(found);
+    }
+  }
+  return { runs, failures };
+}
+
 describe("crash at every side effect", () => {
   it("killed before or after each EC2 mutation and ledger write, a fresh process launches at most one instance and reclaims it", async () => {
-    const failures: string[] = [];
-    let runs = 0;
-    for (let k = 0; k < 16; k++) {
-      for (const when of ["before", "after"] as const) {
-        const node = `crash-${k}-${when}`;
-        const podUid = uid(900 + k * 2 + (when === "after" ? 1 : 0));
-        const inner = new MemoryPodLedger();
-        const mortal = new Mortal(k, when);
-        const pod = testPod("victim", podUid);
-        const first = new Ec2PodProvider({
-          config: viaProxy(node, { maxAttempts: 1, eventualConsistencySeconds: 3 }),
-          renderUserData: () => USER_DATA,
-          livePodUids: () => [podUid],
-          ledger: mortal.ledger(inner),
-        });
-        mortal.clients(first);
-        // The first process (provider and teardown driver): launch, observe, delete, until done or dead.
-        const teardown = testTeardown(first);
-        try {
-          await first.createPod(pod);
-          await first.pollOnce();
-          for (let i = 0; i < 30 && !mortal.dead; i++) {
-            const result = await teardown.step(deleting(pod));
-            if (result.status === "complete") break;
-            await first.pollOnce();
-          }
-        } catch {
-          // died
-        }
-        await first.stop().catch(() => undefined);
-        if (!mortal.dead) break; // k is past the last side effect
-        runs++;
-        // A fresh process on the same ledger: the Pod is still there, being deleted.
-        // A launch recorded but never sent is only declared absent after the consistency window
-        // (3 s here): until then "not found" is not proof.
-        const second = new Ec2PodProvider({
-          config: viaProxy(node, { eventualConsistencySeconds: 3 }),
-          renderUserData: () => USER_DATA,
-          livePodUids: () => [podUid],
-          ledger: inner,
-        });
-        await second.createPod(deleting(pod));
-        // A fresh PodTeardown too; the Pod object is where the first left it (one API server).
-        const state = await testTeardown(second, { removed: teardown.removed }).reclaim(
-          deleting(pod),
-          { rounds: 120, ms: 100 },
-        );
-        await second.stop();
-        const instances = await nodeInstances(ec2, node);
-        const alive = instances.filter((i) => i.State?.Name !== "terminated");
-        if (!state.complete) {
-          failures.push(`${node}: reclaim not complete (${JSON.stringify(state.result)})`);
-        }
-        if (instances.length > 1) failures.push(`${node}: ${instances.length} instances launched`);
-        if (alive.length > 0) failures.push(`${node}: ${alive.length} instance(s) left running`);
-      }
-    }
+    const { runs, failures } = await crashAtEverySideEffect({
+      name: "crash",
+      uidBase: 900,
+      sideEffects: 16,
+      config: (node) => viaProxy(node, { eventualConsistencySeconds: 3 }),
+    });
     expect(runs).toBeGreaterThanOrEqual(10);
     expect(failures).toEqual([]);
   }, 600_000);
@@ -800,75 +826,28 @@ describe("crash at every side effect", () => {
     // cleared, and the next placement (On-Demand) taken in the same launch; a kill may land
     // between any two of those writes.
     proxy.configure({ noCapacity: [{ capacityType: "spot" }] });
-    const failures: string[] = [];
-    let runs = 0;
     try {
-      for (let k = 0; k < 10; k++) {
-        for (const when of ["before", "after"] as const) {
-          const node = `crash-ice-${k}-${when}`;
-          const podUid = uid(960 + k * 2 + (when === "after" ? 1 : 0));
-          const inner = new MemoryPodLedger();
-          const mortal = new Mortal(k, when);
-          const pod = testPod("victim", podUid);
-          const config = viaProxy(node, {
-            maxAttempts: 1,
+      const { runs, failures } = await crashAtEverySideEffect({
+        name: "crash-ice",
+        uidBase: 960,
+        sideEffects: 10,
+        config: (node) =>
+          viaProxy(node, {
             eventualConsistencySeconds: 3,
             capacity: { default: "spot-then-on-demand" },
-          });
-          const first = new Ec2PodProvider({
-            config,
-            renderUserData: () => USER_DATA,
-            livePodUids: () => [podUid],
-            ledger: mortal.ledger(inner),
-          });
-          mortal.clients(first);
-          const teardown = testTeardown(first);
-          try {
-            await first.createPod(pod);
-            await first.pollOnce();
-            for (let i = 0; i < 30 && !mortal.dead; i++) {
-              const result = await teardown.step(deleting(pod));
-              if (result.status === "complete") break;
-              await first.pollOnce();
-            }
-          } catch {
-            // died
-          }
-          await first.stop().catch(() => undefined);
-          if (!mortal.dead) break; // k is past the last side effect
-          runs++;
-          const second = new Ec2PodProvider({
-            config: { ...config, maxAttempts: 5 },
-            renderUserData: () => USER_DATA,
-            livePodUids: () => [podUid],
-            ledger: inner,
-          });
-          await second.createPod(deleting(pod));
-          const state = await testTeardown(second, { removed: teardown.removed }).reclaim(
-            deleting(pod),
-            { rounds: 120, ms: 100 },
-          );
-          await second.stop();
-          const instances = await nodeInstances(ec2, node);
-          const alive = instances.filter((i) => i.State?.Name !== "terminated");
-          if (!state.complete) {
-            failures.push(`${node}: reclaim not complete (${JSON.stringify(state.result)})`);
-          }
-          if (instances.length > 1)
-            failures.push(`${node}: ${instances.length} instances launched`);
-          if (instances.some((i) => i.InstanceLifecycle === "spot")) {
-            failures.push(`${node}: a Spot instance exists although EC2 refused every Spot launch`);
-          }
-          if (alive.length > 0) failures.push(`${node}: ${alive.length} instance(s) left running`);
-        }
-      }
+          }),
+        extra: (node, instances) =>
+          instances.some((i) => i.InstanceLifecycle === "spot")
+            ? `${node}: a Spot instance exists although EC2 refused every Spot launch`
+            : undefined,
+      });
+      // The refused launch is a side effect too: the kills land before and after it, its
+      // intent's clear, the On-Demand intent and launch, and the teardown's writes.
+      expect(runs).toBeGreaterThanOrEqual(8);
+      expect(proxy.counts().noCapacity).not.toEqual({});
+      expect(failures).toEqual([]);
     } finally {
       proxy.configure({ noCapacity: [] });
     }
-    // The refused launch is a side effect too: the kills land before and after it, its intent's
-    // clear, the On-Demand intent and launch, and the teardown's writes.
-    expect(runs).toBeGreaterThanOrEqual(8);
-    expect(proxy.counts().noCapacity).not.toEqual({});
-    expect(failures).toEqual([]);
   }, 600_000);
 });
