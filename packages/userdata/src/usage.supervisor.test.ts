@@ -466,6 +466,11 @@ describe("a Pod with logs and metrics on, on the test host (docker stand-in)", (
     // The loop sampled (docker stats, which the stand-in refuses) and ended with the supervisor:
     // no process of this guest is left.
     expect(h.calls().some((c) => c.startsWith("docker stats --no-stream --format"))).toBe(true);
+    // A watcher's last `sleep 0.5` may outlive its killed loop by that half second: gone within 2 s.
+    const deadline = Date.now() + 2_000;
+    while (guestProcesses(h.dir).length > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     expect(guestProcesses(h.dir)).toEqual([]);
   });
 });
