@@ -26,3 +26,9 @@ export {
 export { parseQuantity } from "./quantity.js";
 export { type RenderResult, renderUserData, supervisorScript } from "./render.js";
 export { type ServiceEnvSource, serviceEnvironment } from "./service-env.js";
+export {
+  type PodTokenRequest,
+  podTokenParameterName,
+  podTokenParameterValue,
+  podTokenRequests,
+} from "./tokens.js";

@@ -374,8 +374,11 @@ describe("the Parameter Store delivery", () => {
 
 describe("parameter names and references", () => {
   it("name a Pod's parameters under its cluster and UID, and read the UID back", () => {
-    expect(podParameterNames("prod", "u-1")).toHaveLength(MAX_POD_PARAMETERS);
+    expect(podParameterNames("prod", "u-1")).toHaveLength(MAX_POD_PARAMETERS + 1);
     expect(podParameterNames("prod", "u-1")[0]).toBe("/nebula/prod/pods/u-1/0");
+    // The tokens' parameter is one of the Pod's names, so its teardown deletes it too.
+    expect(podParameterNames("prod", "u-1").at(-1)).toBe("/nebula/prod/pods/u-1/t");
+    expect(podUidOfParameter("prod", "/nebula/prod/pods/u-1/t")).toBe("u-1");
     expect(podUidOfParameter("prod", "/nebula/prod/pods/u-1/3")).toBe("u-1");
     expect(podUidOfParameter("prod", "/nebula/other/pods/u-1/3")).toBeUndefined();
     // A cluster name Parameter Store does not allow becomes a stable hash.

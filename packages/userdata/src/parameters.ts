@@ -93,10 +93,13 @@ export function supervisorParameterPrefix(cluster: string, sha256: string): stri
   return `${POD_PARAMETER_ROOT}/${clusterSegment(cluster)}/supervisor/${sha256.slice(0, 16)}/`;
 }
 
-/** Every name a Pod's parameters can have ({@link MAX_POD_PARAMETERS} of them): what teardown deletes. */
+/**
+ * Every name a Pod's parameters can have: the {@link MAX_POD_PARAMETERS} of its spec
+ * (`<prefix>0` …) and its service-account tokens' (`<prefix>t`). What teardown deletes.
+ */
 export function podParameterNames(cluster: string, podUid: string): string[] {
   const prefix = podParameterPrefix(cluster, podUid);
-  return Array.from({ length: MAX_POD_PARAMETERS }, (_, i) => `${prefix}${i}`);
+  return [...Array.from({ length: MAX_POD_PARAMETERS }, (_, i) => `${prefix}${i}`), `${prefix}t`];
 }
 
 /** The Pod UID in a Pod parameter's name, or undefined when the name is not one of this cluster's. */
