@@ -739,7 +739,7 @@ describe("helm template", () => {
     expect(vnode?.spec?.template.spec?.containers[0]?.args).toContain("--namespace=platform");
     // The admission policies fence the release's ServiceAccount; its leader-election Lease is in
     // the release's namespace.
-    for (const suffix of ["pods", "node"]) {
+    for (const suffix of ["pods", "node", "tokens"]) {
       const policy = find(objects, "ValidatingAdmissionPolicy", `acme-nebula-vnode-${suffix}`)
         ?.spec as { matchConditions: Array<{ expression: string }> } | undefined;
       expect(policy?.matchConditions[0]?.expression).toBe(
@@ -919,8 +919,10 @@ describe("helm template", () => {
     expect(Object.keys(admission(objects)).sort()).toEqual([
       "ValidatingAdmissionPolicy//nebula-vnode-node",
       "ValidatingAdmissionPolicy//nebula-vnode-pods",
+      "ValidatingAdmissionPolicy//nebula-vnode-tokens",
       "ValidatingAdmissionPolicyBinding//nebula-vnode-node",
       "ValidatingAdmissionPolicyBinding//nebula-vnode-pods",
+      "ValidatingAdmissionPolicyBinding//nebula-vnode-tokens",
     ]);
     expect(admission(objects)).toEqual(admission(kustomized));
     // The names RBAC and the policy pin are the Node the Deployment runs (--node-name) and its

@@ -21,6 +21,7 @@ import {
   type PodLifecycle,
   PodTeardown,
   podSourceReader,
+  podTokenRequester,
   type Runnable,
 } from "@nebula/virtual-node";
 import { kubeletApiServer } from "@nebula/virtual-node/kubelet";
@@ -76,6 +77,8 @@ export function createVnode(options: VnodeOptions): Vnode {
     livePodUids: () =>
       informer.list().flatMap((p) => (p.metadata?.uid === undefined ? [] : [p.metadata.uid])),
     readSources: podSourceReader(kubeConfig),
+    // Projected service-account tokens (kube-api-access-*, IRSA's): bound to the Pod, renewed.
+    requestToken: podTokenRequester(kubeConfig),
     log,
   });
   // The app checks, at compile time, that the provider satisfies the interfaces the package owns.

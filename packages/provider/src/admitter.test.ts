@@ -4,13 +4,14 @@ import { describe, expect, it } from "vitest";
 import { Admitter, type AdmitterOptions, renderOptionsOf } from "./admitter.js";
 import { parseProviderConfig } from "./config.js";
 import { podFacts } from "./pod.js";
+import { PodTokens } from "./pod-tokens.js";
 import { LAUNCHED_CONDITION } from "./status.js";
 import { addOwnedInstance, observed, T0, testContext } from "./testing/context.js";
 import { testConfig, testPod } from "./testing/fixtures.js";
 
 function setup(overrides: Parameters<typeof testContext>[0] = {}, options: AdmitterOptions = {}) {
   const t = testContext(overrides);
-  const admitter = new Admitter(t.ctx, options);
+  const admitter = new Admitter(t.ctx, options, new PodTokens(t.ctx, undefined, "test"));
   const load = (pod: V1Pod) => admitter.load(pod, podFacts(pod));
   return { ...t, admitter, load };
 }

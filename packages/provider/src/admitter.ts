@@ -16,6 +16,7 @@ import { ProviderError, toProviderError } from "./errors.js";
 import type { InstanceTypeInfo } from "./instance-catalogue.js";
 import { buildRunInstancesInput, type LaunchInput } from "./launch.js";
 import { type PodFacts, podFacts } from "./pod.js";
+import type { IssuedTokens, PodTokens } from "./pod-tokens.js";
 import type { ObservedInstance } from "./poll.js";
 import { deliveryOf, disprove, observe, type PodRecord, type ProviderContext } from "./record.js";
 import { CREATE_CONTAINER_CONFIG_ERROR, configErrorStatus, LAUNCHED_CONDITION } from "./status.js";
@@ -62,8 +63,13 @@ type Rendered =
 
 /** The Pod's sources, or why they could not be read. */
 type SourcesRead =
-  | { readonly ok: true; readonly sources: PodSources | undefined }
-  | { readonly ok: false; readonly message: string };
+  | {
+      readonly ok: true;
+      readonly sources: PodSources | undefined;
+      /** Its service-account tokens (none: it projects none, or user-data delivery). */
+      readonly tokens?: IssuedTokens | undefined;
+    }
+  | { readonly ok: false; readonly reason: string; readonly message: string };
 
 const NO_READ: SourcesRead = { ok: true, sources: undefined };
 const NO_SOURCES: PodSources = { configMaps: {}, secrets: {} };
@@ -77,10 +83,12 @@ const NO_SOURCES: PodSources = { configMaps: {}, secrets: {} };
 export class Admitter {
   readonly #ctx: ProviderContext;
   readonly #options: AdmitterOptions;
+  readonly #tokens: PodTokens;
 
-  constructor(ctx: ProviderContext, options: AdmitterOptions) {
+  constructor(ctx: ProviderContext, options: AdmitterOptions, tokens: PodTokens) {
     this.#ctx = ctx;
     this.#options = options;
+    this.#tokens = tokens;
   }
 
   /** Builds (and registers) the record of a Pod from the Pod and its ledger entry. */
@@ -234,23 +242,30 @@ export class Admitter {
   }
 
   /**
-   * The Pod's ConfigMaps and Secrets, and the Services of its environment (`podDelivery:
-   * "parameters"` only; never throws). Read for every Pod: the Services are in every Pod's
-   * environment (`default/kubernetes` at least), referenced or not.
+   * The Pod's ConfigMaps and Secrets, the Services of its environment, and its service-account
+   * tokens (`podDelivery: "parameters"` only; never throws). Read for every Pod: the Services are
+   * in every Pod's environment (`default/kubernetes` at least), referenced or not. A token that
+   * cannot be issued holds the Pod (`FailedMount`, as the kubelet says it), like a missing Secret.
    */
   async #readSources(record: PodRecord): Promise<SourcesRead> {
     if (this.#ctx.config.podDelivery !== "parameters") return NO_READ;
     const refs = podSourceRefs(record.pod);
     const read = this.#options.readSources;
-    if (read === undefined) return { ok: true, sources: NO_SOURCES };
-    try {
-      return { ok: true, sources: await read(record.pod, refs) };
-    } catch (error) {
-      return {
-        ok: false,
-        message: `the ConfigMaps, Secrets and Services of pod ${record.facts.key} could not be read: ${error instanceof Error ? error.message : String(error)}`,
-      };
+    let sources = NO_SOURCES;
+    if (read !== undefined) {
+      try {
+        sources = await read(record.pod, refs);
+      } catch (error) {
+        return {
+          ok: false,
+          reason: "FailedToReadSources",
+          message: `the ConfigMaps, Secrets and Services of pod ${record.facts.key} could not be read: ${error instanceof Error ? error.message : String(error)}`,
+        };
+      }
     }
+    const tokens = await this.#tokens.forLaunch(record);
+    if (!tokens.ok) return { ok: false, reason: "FailedMount", message: tokens.message };
+    return { ok: true, sources, tokens: tokens.issued };
   }
 
   /** Holds the Pod `Pending` with `CreateContainerConfigError` (one Warning per distinct message). */
@@ -274,7 +289,7 @@ export class Admitter {
     const now = new Date(this.#ctx.now());
     if (admission.kind === "launch") {
       if (!sources.ok) {
-        this.#holdForConfig(record, "FailedToReadSources", sources.message);
+        this.#holdForConfig(record, sources.reason, sources.message);
         return;
       }
       try {
@@ -295,7 +310,11 @@ export class Admitter {
         record.capacityTypes = admission.capacityTypes;
         record.userData = rendered.userData;
         const delivery = config.podDelivery === "parameters";
-        const parameters = delivery ? rendered.parameters : [];
+        const tokens = delivery ? sources.tokens : undefined;
+        const parameters = delivery
+          ? [...rendered.parameters, ...(tokens === undefined ? [] : [tokens.parameter])]
+          : [];
+        record.tokens = tokens;
         record.sharedParameters = delivery ? rendered.sharedParameters : [];
         if (JSON.stringify(parameters) !== JSON.stringify(record.parameters)) {
           record.parameters = parameters;

@@ -15,6 +15,7 @@ import { Launcher } from "./launcher.js";
 import { LeakCollector } from "./leak-collector.js";
 import type { Ec2PodProviderOptions } from "./options.js";
 import { ParameterDelivery } from "./parameter-delivery.js";
+import { PodTokens } from "./pod-tokens.js";
 import { Poller } from "./poller.js";
 import { StatusPublisher } from "./publisher.js";
 import { Reclaimer } from "./reclaimer.js";
@@ -31,6 +32,8 @@ export interface ProviderParts {
   readonly admitter: Admitter;
   readonly launcher: Launcher;
   readonly parameters: ParameterDelivery;
+  /** The Pods' service-account tokens: issued before launch, renewed while they run. */
+  readonly tokens: PodTokens;
   readonly publisher: StatusPublisher;
   readonly reclaimer: Reclaimer;
   readonly leaks: LeakCollector;
@@ -73,7 +76,12 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
     listing: undefined,
     listingReadAt: undefined,
   };
-  const admitter = new Admitter(ctx, options);
+  const tokens = new PodTokens(
+    ctx,
+    options.requestToken,
+    options.userData?.cluster ?? config.clusterName,
+  );
+  const admitter = new Admitter(ctx, options, tokens);
   const parameters = new ParameterDelivery(ctx);
   const publisher = new StatusPublisher(ctx, options.evictPod);
   const reclaimer = new Reclaimer(ctx);
@@ -97,10 +105,11 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
     admitter,
     launcher,
     parameters,
+    tokens,
     publisher,
     reclaimer,
     leaks: new LeakCollector(ctx, options.livePodUids),
-    poller: new Poller(ctx, { admitter, launcher, parameters, publisher }),
+    poller: new Poller(ctx, { admitter, launcher, parameters, publisher, tokens }),
     doorbells:
       events && clients.sqs
         ? new Doorbells(ctx, publisher, new SqsDoorbellQueue(clients.sqs, events.queueUrl), events)

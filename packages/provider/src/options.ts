@@ -9,6 +9,7 @@ import type { PodSourceRefs, PodSources, RenderOptionsInput, RenderResult } from
 import type { RenderedPod } from "./admitter.js";
 import type { Gateway } from "./gateway.js";
 import type { LaunchInput } from "./launch.js";
+import type { RequestToken } from "./pod-tokens.js";
 import type { EvictPod } from "./rebalance.js";
 
 /** Options of `Ec2PodProvider`. */
@@ -42,6 +43,14 @@ export interface Ec2PodProviderOptions {
    * same way and is retried. Default: no sources (a Pod that needs one is held).
    */
   readonly readSources?: (pod: V1Pod, refs: PodSourceRefs) => Promise<PodSources>;
+  /**
+   * With `podDelivery: "parameters"`: requests a bound token of the Pod's ServiceAccount
+   * (`TokenRequest`, bound to the Pod; `@nebula/virtual-node`'s `podTokenRequester`) for every
+   * `serviceAccountToken` its projected volumes ask for (`kube-api-access-*` among them): issued
+   * before the Pod launches, delivered in its token parameter, renewed at 80 % of their life while
+   * it runs. Without it, a Pod that projects a token is held (`FailedMount`).
+   */
+  readonly requestToken?: RequestToken;
   /**
    * UIDs of the Pods that exist and are bound to this node (from the virtual node's Pod informer).
    * The leak collector reads it after listing instances; an instance whose Pod UID is not in it

@@ -322,6 +322,113 @@ describe("launch with parameters", () => {
   });
 });
 
+describe("service-account tokens", () => {
+  it("issued before RunInstances into the Pod's token parameter, tagged with the instance's ARN, renewed in place (the tag stays), deleted by the teardown", async () => {
+    const cluster = "p-tokens";
+    const podUid = uid(3);
+    const pod = testPod("with-token", podUid);
+    if (pod.spec) {
+      pod.spec.serviceAccountName = "reader";
+      pod.spec.volumes = [
+        {
+          name: "kube-api-access-x1y2z",
+          projected: {
+            sources: [
+              { serviceAccountToken: { expirationSeconds: 600, path: "token" } },
+              {
+                configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] },
+              },
+              {
+                downwardAPI: {
+                  items: [{ path: "namespace", fieldRef: { fieldPath: "metadata.namespace" } }],
+                },
+              },
+            ],
+          },
+        },
+      ];
+    }
+    // The clock the provider renews by: moved forward past the renewal time below.
+    let offset = 0;
+    const now = () => Date.now() + offset;
+    // Tokens as the API server issues them (the real TokenRequest is @nebula/virtual-node's
+    // podTokenRequester, tested against kube-apiserver): a compact JWS, 600 s of life.
+    let issued = 0;
+    const asked: string[] = [];
+    const expected = parametersOf(cluster, podUid, ["spec"]);
+    const provider = new Ec2PodProvider({
+      config: config(cluster),
+      renderUserData: renderWith(() => expected),
+      readSources: async () => ({
+        configMaps: { "kube-root-ca.crt": { data: { "ca.crt": "CA" } } },
+        secrets: {},
+      }),
+      requestToken: async (p, request) => {
+        asked.push(`${p.spec?.serviceAccountName}:${request.expirationSeconds}`);
+        issued++;
+        return {
+          token: `eyJhbGciOiJSUzI1NiJ9.eyJuIjoi${issued}In0.c2ln`,
+          expiresAt: now() + 600_000,
+        };
+      },
+      livePodUids: () => [podUid],
+      now,
+    });
+    const tokenName = `${podParameterPrefix(cluster, podUid)}t`;
+    const atLaunch: Array<Map<string, string>> = [];
+    provider.client.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === "RunInstancesCommand") {
+          atLaunch.push(await readParameters([tokenName]));
+        }
+        return next(args);
+      },
+      { step: "initialize", name: "tokenAtLaunch" },
+    );
+    await provider.createPod(pod);
+    expect(asked).toEqual(["reader:600"]);
+    expect(atLaunch).toEqual([new Map([[tokenName, "0:eyJhbGciOiJSUzI1NiJ9.eyJuIjoi1In0.c2ln"]])]);
+    const [instance] = await nodeInstances(ec2, `${cluster}-node`);
+    const instanceId = instance?.InstanceId ?? "";
+    await provider.pollOnce();
+    const arn = (await tagsOf(tokenName))["nebula:instance-arn"];
+    expect(arn).toMatch(new RegExp(`:instance/${instanceId}$`));
+
+    // Not due yet: nothing is asked.
+    await provider.pollOnce();
+    expect(issued).toBe(1);
+    // At 80 % of its life the token is renewed: the parameter is overwritten in place and keeps
+    // every tag (the instance's ARN too: the host role goes on reading it).
+    offset = 480_000;
+    await provider.pollOnce();
+    const deadline = Date.now() + 10_000;
+    while (
+      (await readParameters([tokenName])).get(tokenName)?.includes("eyJuIjoi1In0") &&
+      Date.now() < deadline
+    ) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(issued).toBe(2);
+    expect(await readParameters([tokenName])).toEqual(
+      new Map([[tokenName, "0:eyJhbGciOiJSUzI1NiJ9.eyJuIjoi2In0.c2ln"]]),
+    );
+    expect(await tagsOf(tokenName)).toEqual({
+      "nebula:cluster": cluster,
+      "nebula:pod-uid": podUid,
+      "nebula:instance-arn": arn,
+    });
+
+    // The teardown deletes it with the Pod's other parameters; no renewal after the Pod is gone.
+    expect(await reclaim(provider, pod)).toMatchObject({ complete: true, instanceId });
+    expect(await podParameters(cluster, podUid)).toEqual([]);
+    offset = 2 * 480_000;
+    await provider.pollOnce();
+    await provider.stop();
+    expect(issued).toBe(2);
+    expect(await podParameters(cluster, podUid)).toEqual([]);
+  });
+});
+
 describe("CreateContainerConfigError", () => {
   it("a Pod whose Secret is missing is held Pending (waiting reason, one Warning) and launched once the Secret appears", async () => {
     const cluster = "p-config";

@@ -6,6 +6,7 @@ import { ProviderError } from "./errors.js";
 import { Launcher } from "./launcher.js";
 import { ParameterDelivery } from "./parameter-delivery.js";
 import { podFacts } from "./pod.js";
+import { PodTokens } from "./pod-tokens.js";
 import { Poller, type PollResult } from "./poller.js";
 import { StatusPublisher } from "./publisher.js";
 import { Reclaimer } from "./reclaimer.js";
@@ -14,7 +15,7 @@ import { testPod } from "./testing/fixtures.js";
 
 function setup(overrides: Parameters<typeof testContext>[0] = {}, options: AdmitterOptions = {}) {
   const t = testContext(overrides);
-  const admitter = new Admitter(t.ctx, options);
+  const admitter = new Admitter(t.ctx, options, new PodTokens(t.ctx, undefined, "test"));
   const parameters = new ParameterDelivery(t.ctx);
   const publisher = new StatusPublisher(t.ctx);
   const reclaimer = new Reclaimer(t.ctx);

@@ -3,6 +3,7 @@ import { type ProviderError, toProviderError } from "./errors.js";
 import type { Launcher } from "./launcher.js";
 import { notifyAll } from "./listeners.js";
 import type { ParameterDelivery } from "./parameter-delivery.js";
+import type { PodTokens } from "./pod-tokens.js";
 import type { ObservedInstance } from "./poll.js";
 import { describedOutcome, planListing, unlistedPods } from "./poll-plan.js";
 import type { StatusPublisher } from "./publisher.js";
@@ -44,6 +45,7 @@ export class Poller {
   readonly #launcher: Launcher;
   readonly #parameters: ParameterDelivery;
   readonly #publisher: StatusPublisher;
+  readonly #tokens: PodTokens | undefined;
   readonly #listeners = new Set<(result: PollResult, seconds: number) => void>();
   #polling: Promise<PollResult> | undefined;
 
@@ -54,6 +56,8 @@ export class Poller {
       launcher: Launcher;
       parameters: ParameterDelivery;
       publisher: StatusPublisher;
+      /** Renews the running Pods' service-account tokens; undefined: none are served. */
+      tokens?: PodTokens | undefined;
     },
   ) {
     this.#ctx = ctx;
@@ -61,6 +65,7 @@ export class Poller {
     this.#launcher = parts.launcher;
     this.#parameters = parts.parameters;
     this.#publisher = parts.publisher;
+    this.#tokens = parts.tokens;
   }
 
   /** Subscribes to every finished cycle (its result and duration in seconds). */
@@ -185,6 +190,8 @@ export class Poller {
     if (record.parametersUntagged && !record.deleted && !isTerminalStatus(record.status)) {
       work.push(this.#parameters.tag(record));
     }
+    // In the background, a few at a time: a renewal never delays the poll.
+    this.#tokens?.renewIfDue(record);
     return this.#publisher.needsConsole(record) ? "console" : "publish";
   }
 

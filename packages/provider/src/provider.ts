@@ -24,6 +24,7 @@ import type { CollectedParameterLeak, LeakCollection, LeakCollector } from "./le
 import type { Ec2PodProviderOptions } from "./options.js";
 import type { ParameterDelivery } from "./parameter-delivery.js";
 import { podFacts } from "./pod.js";
+import type { PodTokens } from "./pod-tokens.js";
 import type { Poller, PollResult } from "./poller.js";
 import type { PodStartup, SpotSignal, StatusPublisher } from "./publisher.js";
 import type { Reclaimer, ReclaimOptions } from "./reclaimer.js";
@@ -72,6 +73,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   readonly #reclaimer: Reclaimer;
   readonly #leaks: LeakCollector;
   readonly #poller: Poller;
+  readonly #tokens: PodTokens;
   readonly #doorbells: Doorbells | undefined;
   readonly #timers: { poll?: NodeJS.Timeout | undefined; leaks?: NodeJS.Timeout | undefined } = {};
   #running: { abort: AbortController; doorbells: Promise<void> } | undefined;
@@ -91,6 +93,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     this.#reclaimer = parts.reclaimer;
     this.#leaks = parts.leaks;
     this.#poller = parts.poller;
+    this.#tokens = parts.tokens;
     this.#doorbells = parts.doorbells;
   }
 
@@ -297,6 +300,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     clearTimeout(this.#timers.leaks);
     running?.abort.abort();
     await Promise.all([this.#poller.idle(), running?.doorbells]);
+    await this.#tokens.idle();
     await this.gateway.flush();
   }
 

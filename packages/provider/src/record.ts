@@ -18,6 +18,7 @@ import { jsonEqual } from "./json-equal.js";
 import type { LaunchInput } from "./launch.js";
 import { disproveOwnership, type OwnershipRules } from "./ownership.js";
 import type { CapacityType, PodFacts } from "./pod.js";
+import type { IssuedTokens } from "./pod-tokens.js";
 import type { ObservedInstance } from "./poll.js";
 
 /** What the provider does with a Pod. */
@@ -65,6 +66,14 @@ export interface PodRecord {
   sharedParameters?: readonly PodParameter[] | undefined;
   /** When this process last wrote them (ms); written again when half the leak grace old. */
   parametersWrittenAt?: number | undefined;
+  /** The Pod's service-account tokens as this process last issued them (its token parameter). */
+  tokens?: IssuedTokens | undefined;
+  /** A renewal of its tokens is queued or in flight. */
+  renewingTokens?: boolean | undefined;
+  /** The last renewal failed: not before this time again (ms). */
+  tokensRetryAt?: number | undefined;
+  /** Renewals are failing (one Warning per failure streak). */
+  tokensFailing?: boolean | undefined;
   /** The Pod's parameters may still lack the `nebula:instance-arn` tag of its instance. */
   parametersUntagged: boolean;
   /** Tagging in progress. */

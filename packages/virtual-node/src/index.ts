@@ -35,3 +35,4 @@ export {
   type PodTeardownResult,
   PRE_TERMINATE_HOLD_PREFIX,
 } from "./pod-teardown.js";
+export { podTokenRequester } from "./pod-tokens.js";

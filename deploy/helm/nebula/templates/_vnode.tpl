@@ -95,6 +95,12 @@ rules:
   - apiGroups: [""]
     resources: ["services"]
     verbs: ["list"]
+  # Bound service-account tokens of the Pods on this node (projected serviceAccountToken volumes,
+  # kube-api-access-* among them), requested at launch and renewed while they run. The admission
+  # policy below refuses a token not bound to a Pod.
+  - apiGroups: [""]
+    resources: ["serviceaccounts/token"]
+    verbs: ["create"]
   {{- end }}
   # The kubelet API (kubectl logs, /stats/summary, /metrics/resource): a bearer token is
   # authenticated with a TokenReview and every request is authorized with a SubjectAccessReview,
@@ -342,6 +348,43 @@ metadata:
     {{- include "nebula.labels" $ctx | nindent 4 }}
 spec:
   policyName: {{ $name }}-node
+  validationActions: [Deny]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {{ $name }}-tokens
+  labels:
+    {{- include "nebula.labels" $ctx | nindent 4 }}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["serviceaccounts/token"]
+  # Only the virtual node's own requests: everyone else is left to RBAC.
+  matchConditions:
+    - name: nebula-vnode
+      expression: "request.userInfo.username == 'system:serviceaccount:{{ $root.Release.Namespace }}:{{ $name }}'"
+  validations:
+    # The API server checks that the bound Pod exists with that UID; whether it is bound to this
+    # Node is beyond an admission policy (docs/security.md).
+    - expression: >-
+        has(object.spec.boundObjectRef) && object.spec.boundObjectRef.kind == 'Pod' &&
+        has(object.spec.boundObjectRef.uid) && object.spec.boundObjectRef.uid != ''
+      message: {{ $name }} may request only service-account tokens bound to a Pod
+      reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {{ $name }}-tokens
+  labels:
+    {{- include "nebula.labels" $ctx | nindent 4 }}
+spec:
+  policyName: {{ $name }}-tokens
   validationActions: [Deny]
 ---
 apiVersion: v1

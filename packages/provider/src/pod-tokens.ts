@@ -1,0 +1,225 @@
+import type { V1Pod } from "@kubernetes/client-node";
+import {
+  type PodParameter,
+  type PodTokenRequest,
+  podTokenParameterName,
+  podTokenParameterValue,
+  podTokenRequests,
+} from "@nebula/userdata";
+import { toProviderError } from "./errors.js";
+import type { PodRecord, ProviderContext } from "./record.js";
+import { isTerminalStatus } from "./status.js";
+
+/**
+ * Asks the API server for one bound service-account token of a Pod (a `TokenRequest` for the Pod's
+ * ServiceAccount, bound to the Pod: `@nebula/virtual-node`'s `podTokenRequester`). Resolves to the
+ * token and when it expires (ms since the epoch); rejects with what the API server said.
+ */
+export type RequestToken = (
+  pod: V1Pod,
+  request: { readonly audience: string | undefined; readonly expirationSeconds: number },
+) => Promise<{ readonly token: string; readonly expiresAt: number }>;
+
+/** The Pod's tokens as last issued: the token parameter to write, and when to renew them. */
+export interface IssuedTokens {
+  /** `<prefix>t` with every token of the Pod (`@nebula/userdata`'s `podTokenParameterValue`). */
+  readonly parameter: PodParameter;
+  /** When they were requested (ms). */
+  readonly issuedAt: number;
+  /** When to request them again (ms): see {@link renewalTime}. */
+  readonly renewAt: number;
+  /** When the first of them expires (ms). */
+  readonly expiresAt: number;
+}
+
+/** The longest a token is used before it is renewed, whatever its lifetime (the kubelet's 24 h). */
+const MAX_TOKEN_AGE_MS = 24 * 3600 * 1000;
+/** Wait after a failed request or write before the next attempt. */
+const RETRY_MS = 30_000;
+/** Renewals in flight at once (a restarted virtual node renews every running Pod's tokens). */
+const CONCURRENT_RENEWALS = 4;
+
+/**
+ * When tokens issued at `issuedAt` are renewed, as the kubelet does: at 80 % of the shortest
+ * lifetime, and at most 24 h after issue. Pure; a lifetime already over gives `issuedAt`.
+ */
+export function renewalTime(issuedAt: number, expiries: readonly number[]): number {
+  const soonest = Math.min(...expiries);
+  if (!Number.isFinite(soonest)) return issuedAt + MAX_TOKEN_AGE_MS;
+  const life = Math.max(0, soonest - issuedAt);
+  return issuedAt + Math.min(MAX_TOKEN_AGE_MS, Math.floor(life * 0.8));
+}
+
+/** What {@link PodTokens.issue} gives: the tokens (none for a Pod that projects none), or why not. */
+export type TokensIssued =
+  | { readonly ok: true; readonly issued: IssuedTokens | undefined }
+  | { readonly ok: false; readonly message: string };
+
+const NONE: TokensIssued = { ok: true, issued: undefined };
+
+/**
+ * The Pods' service-account tokens (`podDelivery: "parameters"`): requested for a Pod before it
+ * launches (with its sources: a token that cannot be issued holds the Pod, as a missing Secret
+ * does), carried in its token parameter with its other parameters, and renewed while the Pod runs
+ * (its instance exists, it is not terminal, not deleted): at 80 % of the shortest lifetime, then
+ * the parameter is overwritten and the host picks the new tokens up within a tenth of that
+ * lifetime. After a restart the process does not know when the running Pods' tokens were issued:
+ * it renews them at once, {@link CONCURRENT_RENEWALS} at a time.
+ */
+export class PodTokens {
+  readonly #ctx: ProviderContext;
+  readonly #request: RequestToken | undefined;
+  readonly #cluster: string;
+  readonly #queue: PodRecord[] = [];
+  readonly #inFlight = new Set<Promise<void>>();
+
+  /**
+   * @param ctx - the provider's context.
+   * @param request - how tokens are requested; undefined: a Pod that projects one is held.
+   * @param cluster - the cluster segment the renderer names parameters with.
+   */
+  constructor(ctx: ProviderContext, request: RequestToken | undefined, cluster: string) {
+    this.#ctx = ctx;
+    this.#request = request;
+    this.#cluster = cluster;
+  }
+
+  /** The tokens the Pod projects (none with `podDelivery: "user-data"`, which serves none). */
+  requestsOf(pod: V1Pod): readonly PodTokenRequest[] {
+    return this.#ctx.config.podDelivery === "parameters" ? podTokenRequests(pod) : [];
+  }
+
+  /**
+   * The Pod's tokens for a launch: those already issued while they are not due, else new ones.
+   * Never throws.
+   */
+  async forLaunch(record: PodRecord): Promise<TokensIssued> {
+    const current = record.tokens;
+    if (current !== undefined && this.#ctx.now() < current.renewAt) {
+      return { ok: true, issued: current };
+    }
+    return this.issue(record.pod);
+  }
+
+  /** Requests every token the Pod projects. Never throws: a failure says which token and why. */
+  async issue(pod: V1Pod): Promise<TokensIssued> {
+    const requests = this.requestsOf(pod);
+    if (requests.length === 0) return NONE;
+    const uid = pod.metadata?.uid ?? "";
+    const key = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+    const account = pod.spec?.serviceAccountName || "default";
+    if (this.#request === undefined) {
+      return {
+        ok: false,
+        message: `pod ${key} projects a service-account token, and this provider was built without requestToken (pass @nebula/virtual-node's podTokenRequester)`,
+      };
+    }
+    const issuedAt = this.#ctx.now();
+    const tokens: { key: string; token: string }[] = [];
+    const expiries: number[] = [];
+    for (const request of requests) {
+      const audience = request.audience ?? "the API server";
+      try {
+        const answer = await this.#request(pod, {
+          audience: request.audience,
+          expirationSeconds: request.expirationSeconds,
+        });
+        tokens.push({ key: request.key, token: answer.token });
+        expiries.push(answer.expiresAt);
+      } catch (error) {
+        return {
+          ok: false,
+          message: `failed to fetch token for pod ${key}: service account ${account}, audience ${audience}: ${error instanceof Error ? error.message : String(error)}`,
+        };
+      }
+    }
+    const value = podTokenParameterValue(tokens);
+    if (!value.ok) return { ok: false, message: `pod ${key}: ${value.error.message}` };
+    return {
+      ok: true,
+      issued: {
+        parameter: { name: podTokenParameterName(this.#cluster, uid), value: value.value },
+        issuedAt,
+        renewAt: renewalTime(issuedAt, expiries),
+        expiresAt: Math.min(...expiries),
+      },
+    };
+  }
+
+  /**
+   * Queues the Pod's renewal when it is due: it runs (its instance exists; it is not deleted, not
+   * terminal), projects a token, and its tokens are unknown (a restart) or at their renewal time.
+   * Returns at once; the renewal runs in the background ({@link idle} waits for it).
+   */
+  renewIfDue(record: PodRecord): void {
+    if (record.mode !== "launch" || record.instanceId === undefined || record.deleted) return;
+    if (record.renewingTokens || isTerminalStatus(record.status)) return;
+    const now = this.#ctx.now();
+    if ((record.tokensRetryAt ?? 0) > now) return;
+    if (record.tokens !== undefined && now < record.tokens.renewAt) return;
+    if (this.requestsOf(record.pod).length === 0) return;
+    record.renewingTokens = true;
+    this.#queue.push(record);
+    this.#drain();
+  }
+
+  /** Resolves once no renewal is queued or in flight. */
+  async idle(): Promise<void> {
+    while (this.#inFlight.size > 0) await Promise.all(this.#inFlight);
+  }
+
+  #drain(): void {
+    while (this.#inFlight.size < CONCURRENT_RENEWALS) {
+      const record = this.#queue.shift();
+      if (record === undefined) return;
+      const run = this.#renew(record).finally(() => {
+        record.renewingTokens = false;
+        this.#inFlight.delete(run);
+        this.#drain();
+      });
+      this.#inFlight.add(run);
+    }
+  }
+
+  async #renew(record: PodRecord): Promise<void> {
+    const { facts } = record;
+    // Deleted or ended while it waited in the queue: no token for a Pod that is going.
+    if (record.deleted || isTerminalStatus(record.status)) return;
+    const issued = await this.issue(record.pod);
+    if (!issued.ok || issued.issued === undefined) {
+      this.#failed(record, issued.ok ? "no token is projected" : issued.message);
+      return;
+    }
+    const { parameter } = issued.issued;
+    try {
+      // Overwritten in place: the parameter keeps its tags, the instance's ARN among them.
+      await this.#ctx.gateway.writePodParameters(facts.uid, [parameter]);
+    } catch (error) {
+      this.#failed(record, toProviderError(error, `PutParameter ${parameter.name}`).message);
+      return;
+    }
+    record.tokens = issued.issued;
+    record.tokensRetryAt = undefined;
+    if (record.parameters !== undefined) {
+      // A later rewrite of the Pod's parameters (their refresh) carries the new tokens.
+      record.parameters = record.parameters.map((p) => (p.name === parameter.name ? parameter : p));
+    }
+    if (record.tokensFailing) {
+      record.tokensFailing = false;
+      this.#ctx.log("info", `pod ${facts.key}: its service-account token is renewed again`);
+    }
+  }
+
+  #failed(record: PodRecord, message: string): void {
+    record.tokensRetryAt = this.#ctx.now() + RETRY_MS;
+    this.#ctx.log("warn", `pod ${record.facts.key}: ${message} (retried in ${RETRY_MS / 1000}s)`);
+    if (record.tokensFailing) return;
+    record.tokensFailing = true;
+    const expires = record.tokens?.expiresAt;
+    record.events.push({
+      type: "Warning",
+      reason: "FailedToRenewToken",
+      message: `${message}; the host keeps the current token${expires === undefined ? "" : ` (it expires at ${new Date(expires).toISOString()})`} and the renewal is retried`,
+    });
+  }
+}

@@ -1,0 +1,204 @@
+/**
+ * `podTokenRequester` against a real kube-apiserver, as the vnode's ServiceAccount under the
+ * shipped RBAC (deploy/vnode/rbac.yaml) and the shipped token policy (deploy/vnode/admission.yaml):
+ * the token is the Pod's ServiceAccount's, bound to the Pod, with the audience and lifetime asked;
+ * it authorizes what that ServiceAccount's RBAC allows and nothing else; it dies with the Pod.
+ */
+import { readFileSync } from "node:fs";
+import {
+  AuthenticationV1Api,
+  CoreV1Api,
+  KubeConfig,
+  type KubernetesObject,
+  KubernetesObjectApi,
+  loadAllYaml,
+  RbacAuthorizationV1Api,
+  type V1Pod,
+} from "@kubernetes/client-node";
+import { useTestPeers } from "@nebula/test-peers/vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { podTokenRequester } from "./pod-tokens.js";
+import { applyManifest, SERVICE_ACCOUNT_GROUPS, VNODE_SERVICE_ACCOUNT } from "./testing/rbac.js";
+
+const { controlPlane } = useTestPeers();
+const admin = controlPlane.kubeConfig();
+const core = admin.makeApiClient(CoreV1Api);
+const NS = "pod-tokens-it";
+const OTHER = "pod-tokens-other";
+
+let pod: V1Pod;
+const vnode = () => controlPlane.clientFor(VNODE_SERVICE_ACCOUNT, SERVICE_ACCOUNT_GROUPS);
+
+/** A client of the same API server that authenticates with `token` alone. */
+function withToken(token: string): KubeConfig {
+  const cluster = admin.getCurrentCluster();
+  if (!cluster) throw new Error("no cluster in the admin kubeconfig");
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [cluster],
+    users: [{ name: "pod", token }],
+    contexts: [{ name: "pod", cluster: cluster.name, user: "pod" }],
+    currentContext: "pod",
+  });
+  return kc;
+}
+
+async function review(token: string, audiences?: string[]) {
+  const answer = await admin.makeApiClient(AuthenticationV1Api).createTokenReview({
+    body: { spec: { token, ...(audiences ? { audiences } : {}) } },
+  });
+  // `authenticated` is left out when false.
+  return { ...answer.status, authenticated: answer.status?.authenticated === true };
+}
+
+const claims = (token: string) =>
+  JSON.parse(Buffer.from(token.split(".")[1] ?? "", "base64url").toString("utf8")) as Record<
+    string,
+    unknown
+  >;
+
+async function refusal(request: () => Promise<unknown>): Promise<string | undefined> {
+  try {
+    await request();
+    return undefined;
+  } catch (error) {
+    return String((error as { body?: unknown }).body ?? error);
+  }
+}
+
+beforeAll(async () => {
+  await applyManifest(admin, "namespace.yaml");
+  await applyManifest(admin, "rbac.yaml");
+  // Only the token policy of admission.yaml: the Pod and Node policies would fence the other
+  // test files' requests (they use Pods of other nodes) on this shared API server.
+  const policies = loadAllYaml(
+    readFileSync(new URL("../../../deploy/vnode/admission.yaml", import.meta.url), "utf8"),
+  ) as KubernetesObject[];
+  const objects = KubernetesObjectApi.makeApiClient(admin);
+  for (const object of policies.filter((o) => o.metadata?.name === "nebula-vnode-tokens")) {
+    await objects.create(object).catch((error: { code?: number }) => {
+      if (error.code !== 409) throw error;
+    });
+  }
+  for (const name of [NS, OTHER]) await core.createNamespace({ body: { metadata: { name } } });
+  await core.createNamespacedServiceAccount({
+    namespace: NS,
+    body: { metadata: { name: "reader" } },
+  });
+  const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+  await rbac.createNamespacedRole({
+    namespace: NS,
+    body: {
+      metadata: { name: "pod-reader" },
+      rules: [{ apiGroups: [""], resources: ["pods"], verbs: ["list"] }],
+    },
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace: NS,
+    body: {
+      metadata: { name: "reader" },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "pod-reader" },
+      subjects: [{ kind: "ServiceAccount", name: "reader", namespace: NS }],
+    },
+  });
+  pod = await core.createNamespacedPod({
+    namespace: NS,
+    body: {
+      metadata: { name: "reader" },
+      spec: {
+        nodeName: "nebula",
+        serviceAccountName: "reader",
+        containers: [{ name: "app", image: "busybox" }],
+      },
+    },
+  });
+});
+
+describe("podTokenRequester", () => {
+  it("issues the Pod's ServiceAccount's token, bound to the Pod, for the lifetime asked", async () => {
+    const before = Date.now();
+    const { token, expiresAt } = await podTokenRequester(vnode())(pod, {
+      audience: undefined,
+      expirationSeconds: 600,
+    });
+    expect(expiresAt).toBeGreaterThanOrEqual(before + 590_000);
+    expect(expiresAt).toBeLessThanOrEqual(Date.now() + 610_000);
+    const status = await review(token);
+    expect(status?.authenticated).toBe(true);
+    expect(status?.user?.username).toBe(`system:serviceaccount:${NS}:reader`);
+    expect(status?.user?.extra?.["authentication.kubernetes.io/pod-name"]).toEqual(["reader"]);
+    expect(status?.user?.extra?.["authentication.kubernetes.io/pod-uid"]).toEqual([
+      pod.metadata?.uid,
+    ]);
+    // What its ServiceAccount may do, and no more.
+    const asPod = withToken(token).makeApiClient(CoreV1Api);
+    const listed = await asPod.listNamespacedPod({ namespace: NS });
+    expect(listed.items.map((p) => p.metadata?.name)).toEqual(["reader"]);
+    expect(await refusal(() => asPod.listNamespacedPod({ namespace: OTHER }))).toMatch(/forbidden/);
+    expect(await refusal(() => asPod.listNamespacedSecret({ namespace: NS }))).toMatch(/forbidden/);
+  });
+
+  it("issues a token for another audience (IRSA's sts.amazonaws.com), valid for it alone", async () => {
+    const { token, expiresAt } = await podTokenRequester(vnode())(pod, {
+      audience: "sts.amazonaws.com",
+      expirationSeconds: 3600,
+    });
+    const payload = claims(token);
+    expect(payload.aud).toEqual(["sts.amazonaws.com"]);
+    expect(payload.sub).toBe(`system:serviceaccount:${NS}:reader`);
+    expect((payload.exp as number) * 1000).toBe(expiresAt);
+    expect((await review(token, ["sts.amazonaws.com"]))?.authenticated).toBe(true);
+    // Not a token for the API server.
+    expect((await review(token))?.authenticated).toBe(false);
+  });
+
+  it("says why when the ServiceAccount does not exist", async () => {
+    const ghost = { ...pod, spec: { ...pod.spec, containers: [], serviceAccountName: "ghost" } };
+    await expect(
+      podTokenRequester(vnode())(ghost, { audience: undefined, expirationSeconds: 600 }),
+    ).rejects.toThrow(
+      'TokenRequest for serviceaccount pod-tokens-it/ghost (pod reader): serviceaccounts "ghost" not found',
+    );
+  });
+
+  it("the shipped policy refuses the vnode a token not bound to a Pod", async () => {
+    const asVnode = vnode().makeApiClient(CoreV1Api);
+    const unbound = () =>
+      asVnode.createNamespacedServiceAccountToken({
+        name: "reader",
+        namespace: NS,
+        body: { spec: { audiences: [], expirationSeconds: 600 } },
+      });
+    // The policy takes effect once the API server's admission informer has it and its binding.
+    const deadline = Date.now() + 30_000;
+    let message = await refusal(unbound);
+    while (!message?.includes("nebula-vnode-tokens") && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 250));
+      message = await refusal(unbound);
+    }
+    expect(message).toMatch(/may request only service-account tokens bound to a Pod/);
+  });
+
+  it("the token dies with its Pod", async () => {
+    const doomed = await core.createNamespacedPod({
+      namespace: NS,
+      body: {
+        metadata: { name: "doomed" },
+        spec: { serviceAccountName: "reader", containers: [{ name: "app", image: "busybox" }] },
+      },
+    });
+    const { token } = await podTokenRequester(vnode())(doomed, {
+      audience: undefined,
+      expirationSeconds: 600,
+    });
+    expect((await review(token))?.authenticated).toBe(true);
+    await core.deleteNamespacedPod({ name: "doomed", namespace: NS, gracePeriodSeconds: 0 });
+    const deadline = Date.now() + 30_000;
+    let authenticated = (await review(token))?.authenticated;
+    while (authenticated && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 250));
+      authenticated = (await review(token))?.authenticated;
+    }
+    expect(authenticated).toBe(false);
+  });
+});

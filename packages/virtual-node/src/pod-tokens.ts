@@ -1,0 +1,99 @@
+/**
+ * Requests a Pod's bound service-account tokens, for a provider that serves them on the Pod's
+ * machine (`@nebula/provider`'s `requestToken`). Kubernetes I/O the virtual node owns, next to
+ * `podSourceReader`.
+ *
+ * @packageDocumentation
+ */
+import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { z } from "zod";
+
+/** What a provider asks: the audience (undefined: the API server's own) and the lifetime. */
+interface TokenAsk {
+  readonly audience: string | undefined;
+  readonly expirationSeconds: number;
+}
+
+/** The parts of a `TokenRequest`'s answer the host needs. */
+const TokenRequestStatus = z.object({
+  status: z.object({
+    token: z.string().min(1),
+    expirationTimestamp: z.union([z.date(), z.string().min(1)]),
+  }),
+});
+
+/** The API server's own words in a failed call (its `Status` message), else the error's. */
+function statusMessage(error: unknown): string {
+  const body = (error as { body?: unknown } | undefined)?.body;
+  if (typeof body === "string") {
+    try {
+      const message = (JSON.parse(body) as { message?: unknown }).message;
+      if (typeof message === "string" && message !== "") return message;
+    } catch {
+      // not JSON: the error's own message below
+    }
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Requests bound tokens of a Pod's ServiceAccount with `TokenRequest`, as the kubelet does for a
+ * projected `serviceAccountToken`: for `spec.serviceAccountName` (`default` when unset), in the
+ * Pod's namespace, bound to the Pod (its name and UID: the token stops being valid when the Pod is
+ * deleted), with the audience and lifetime asked. The API server may issue a longer lifetime than
+ * asked (`--service-account-extend-token-expiration`); the answer's expiry is the one returned.
+ * Rejects with what the API server said (the ServiceAccount missing, forbidden, ...), or when the
+ * answer has no token. Needs `create` on `serviceaccounts/token`; the shipped admission policy
+ * refuses the virtual node a token that is not bound to a Pod.
+ *
+ * @example
+ * ```ts
+ * const provider = new Ec2PodProvider({ config, ledger, requestToken: podTokenRequester(kubeConfig) });
+ * ```
+ */
+export function podTokenRequester(
+  kubeConfig: KubeConfig,
+): (pod: V1Pod, ask: TokenAsk) => Promise<{ token: string; expiresAt: number }> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  return async (pod, ask) => {
+    const namespace = pod.metadata?.namespace ?? "default";
+    const name = pod.spec?.serviceAccountName || "default";
+    const podName = pod.metadata?.name;
+    const uid = pod.metadata?.uid;
+    if (!podName || !uid) {
+      throw new Error(
+        `cannot bind a token to pod ${namespace}/${podName ?? "?"}: it has no name or UID`,
+      );
+    }
+    let answer: unknown;
+    try {
+      answer = await core.createNamespacedServiceAccountToken({
+        name,
+        namespace,
+        body: {
+          spec: {
+            audiences: ask.audience === undefined ? [] : [ask.audience],
+            expirationSeconds: ask.expirationSeconds,
+            boundObjectRef: { apiVersion: "v1", kind: "Pod", name: podName, uid },
+          },
+        },
+      });
+    } catch (error) {
+      throw new Error(
+        `TokenRequest for serviceaccount ${namespace}/${name} (pod ${podName}): ${statusMessage(error)}`,
+        { cause: error },
+      );
+    }
+    const parsed = TokenRequestStatus.safeParse(answer);
+    if (!parsed.success) {
+      throw new Error(
+        `TokenRequest for serviceaccount ${namespace}/${name} answered without a token: ${z.prettifyError(parsed.error)}`,
+      );
+    }
+    const expiresAt = new Date(parsed.data.status.expirationTimestamp).getTime();
+    if (!Number.isFinite(expiresAt)) {
+      throw new Error(`TokenRequest for serviceaccount ${namespace}/${name}: unreadable expiry`);
+    }
+    return { token: parsed.data.status.token, expiresAt };
+  };
+}
