@@ -20,10 +20,9 @@ import {
   PodController,
   type PodLifecycle,
   PodTeardown,
-  podSourceReader,
-  podTokenRequester,
   type Runnable,
 } from "@nebula/virtual-node";
+import { podSourceReader, podTokenRequester } from "@nebula/virtual-node/host";
 import { kubeletApiServer } from "@nebula/virtual-node/kubelet";
 import type { AppConfig } from "./config.js";
 import { vnodeMetrics } from "./metrics.js";
