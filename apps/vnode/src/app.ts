@@ -22,7 +22,11 @@ import {
   PodTeardown,
   type Runnable,
 } from "@nebula/virtual-node";
-import { podSourceReader, podTokenRequester } from "@nebula/virtual-node/host";
+import {
+  podServiceAccountReader,
+  podSourceReader,
+  podTokenRequester,
+} from "@nebula/virtual-node/host";
 import { kubeletApiServer } from "@nebula/virtual-node/kubelet";
 import type { AppConfig } from "./config.js";
 import { vnodeMetrics } from "./metrics.js";
@@ -78,6 +82,8 @@ export function createVnode(options: VnodeOptions): Vnode {
     readSources: podSourceReader(kubeConfig),
     // Projected service-account tokens (kube-api-access-*, IRSA's): bound to the Pod, renewed.
     requestToken: podTokenRequester(kubeConfig),
+    // A ServiceAccount's eks.amazonaws.com/role-arn gives its Pods that AWS role (as IRSA).
+    readServiceAccount: podServiceAccountReader(kubeConfig),
     log,
   });
   // The app checks, at compile time, that the provider satisfies the interfaces the package owns.

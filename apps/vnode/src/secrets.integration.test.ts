@@ -3,7 +3,9 @@
  * container reads a Secret through env and a volume and a ConfigMap through `envFrom` gets the
  * values byte for byte on its instance, the Service variables and host name a kubelet would give, while no Secret value is in the user-data, the console, the
  * Pod, its Events or the exit report; a missing mandatory Secret keeps a Pod waiting with
- * `CreateContainerConfigError` until it appears; after deletion no parameter is left.
+ * `CreateContainerConfigError` until it appears; after deletion no parameter is left. A Pod's
+ * projected service-account token (issue #34) is its ServiceAccount's, bound to it, in the file
+ * where the kubelet puts it, with the cluster's CA and the namespace beside it.
  */
 import { createHash } from "node:crypto";
 import { gunzipSync } from "node:zlib";
@@ -13,7 +15,13 @@ import {
   type Instance,
 } from "@aws-sdk/client-ec2";
 import { DescribeParametersCommand } from "@aws-sdk/client-ssm";
-import { AppsV1Api, CoreV1Api, EventsV1Api, type V1Pod } from "@kubernetes/client-node";
+import {
+  AppsV1Api,
+  AuthenticationV1Api,
+  CoreV1Api,
+  EventsV1Api,
+  type V1Pod,
+} from "@kubernetes/client-node";
 import type { InstanceHosts } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -257,6 +265,194 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
         return (await parameterNames()).some((n) => n.includes(uid)) ? undefined : true;
       },
       240_000,
+      1000,
+    );
+  });
+
+  it("a Pod's kube-api-access volume is served: its ServiceAccount's token bound to it, the cluster's CA and its namespace, where the kubelet puts them; the token parameter goes with the Pod", async () => {
+    await core.createNamespacedServiceAccount({
+      namespace: NS,
+      body: { metadata: { name: "reader" } },
+    });
+    const ca = await until(
+      "the namespace's kube-root-ca.crt (published by kube-controller-manager)",
+      async () =>
+        (await core.listNamespacedConfigMap({ namespace: NS })).items.find(
+          (c) => c.metadata?.name === "kube-root-ca.crt",
+        )?.data?.["ca.crt"],
+      60_000,
+      500,
+    );
+    // The volume the API server's ServiceAccount admission adds to every Pod (the local world's
+    // API server runs without that plugin, so the test writes it as the plugin would).
+    const dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    const check = [
+      `[ "$(cat ${dir}/namespace)" = ${NS} ] || { echo namespace-differs >/dev/termination-log; exit 1; }`,
+      `[ "$(sha256sum <${dir}/ca.crt | cut -d' ' -f1)" = ${sha(ca)} ] || { echo ca-differs >/dev/termination-log; exit 1; }`,
+      // The token itself is the termination message: the test reviews it below.
+      `cat ${dir}/token >/dev/termination-log`,
+    ].join("\n");
+    const created = await core.createNamespacedPod({
+      namespace: NS,
+      body: barePod(
+        "has-token",
+        NODE,
+        {
+          command: ["sh", "-c", check],
+          volumeMounts: [{ name: "kube-api-access-e2e01", mountPath: dir, readOnly: true }],
+        },
+        {
+          serviceAccountName: "reader",
+          volumes: [
+            {
+              name: "kube-api-access-e2e01",
+              projected: {
+                defaultMode: 0o644,
+                sources: [
+                  { serviceAccountToken: { expirationSeconds: 3607, path: "token" } },
+                  {
+                    configMap: {
+                      name: "kube-root-ca.crt",
+                      items: [{ key: "ca.crt", path: "ca.crt" }],
+                    },
+                  },
+                  {
+                    downwardAPI: {
+                      items: [
+                        {
+                          path: "namespace",
+                          fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" },
+                        },
+                      ],
+                    },
+                  },
+                ],
+              },
+            },
+          ],
+        },
+      ),
+    });
+    const uid = created.metadata?.uid ?? "";
+    const ended = await until(
+      "the Pod ended (its container checked the CA and namespace and printed its token)",
+      async () => {
+        const p = await readPod(core, NS, "has-token");
+        const phase = p?.status?.phase;
+        return phase === "Succeeded" || phase === "Failed" ? p : undefined;
+      },
+      240_000,
+      500,
+    );
+    const terminated = ended.status?.containerStatuses?.[0]?.state?.terminated;
+    expect(terminated?.exitCode, terminated?.message).toBe(0);
+    const token = terminated?.message ?? "";
+    const review = await admin.makeApiClient(AuthenticationV1Api).createTokenReview({
+      body: { spec: { token } },
+    });
+    expect(review.status?.authenticated).toBe(true);
+    expect(review.status?.user?.username).toBe(`system:serviceaccount:${NS}:reader`);
+    expect(review.status?.user?.extra?.["authentication.kubernetes.io/pod-uid"]).toEqual([uid]);
+    expect(await parameterNames()).toContain(`/nebula/${NODE}/pods/${uid}/t`);
+    // The token appears nowhere a reader of the instance or the API could see it but the
+    // termination message this Pod chose to write it to.
+    const [instance] = await instancesOf(uid);
+    const seen = await visible(instance?.InstanceId ?? "", "has-token");
+    expect(seen.replaceAll(token, "")).not.toContain(token.split(".")[2] ?? "no-signature");
+
+    await core.deleteNamespacedPod({ name: "has-token", namespace: NS });
+    await until(
+      "the Pod gone and its token parameter with it",
+      async () =>
+        (await readPod(core, NS, "has-token")) === undefined &&
+        !(await parameterNames()).some((n) => n.includes(uid))
+          ? true
+          : undefined,
+      180_000,
+      1000,
+    );
+    // Bound to the Pod: the token dies with it.
+    const after = await admin.makeApiClient(AuthenticationV1Api).createTokenReview({
+      body: { spec: { token } },
+    });
+    expect(after.status?.authenticated ?? false).toBe(false);
+  });
+
+  it("a ServiceAccount's AWS role reaches its Pod as IRSA's: the sts.amazonaws.com token in the webhook's file, AWS_ROLE_ARN beside it, and STS takes it", async () => {
+    const role = "arn:aws:iam::123456789012:role/nebula-e2e-reader";
+    await core.createNamespacedServiceAccount({
+      namespace: NS,
+      body: {
+        metadata: { name: "aws-reader", annotations: { "eks.amazonaws.com/role-arn": role } },
+      },
+    });
+    const check = [
+      `[ "$AWS_ROLE_ARN" = ${role} ] || { echo "role-differs: $AWS_ROLE_ARN" >/dev/termination-log; exit 1; }`,
+      `[ "$AWS_WEB_IDENTITY_TOKEN_FILE" = /var/run/secrets/eks.amazonaws.com/serviceaccount/token ] || { echo token-file-differs >/dev/termination-log; exit 1; }`,
+      `[ "$AWS_REGION/$AWS_STS_REGIONAL_ENDPOINTS" = ${moto.region}/regional ] || { echo region-differs >/dev/termination-log; exit 1; }`,
+      'cat "$AWS_WEB_IDENTITY_TOKEN_FILE" >/dev/termination-log',
+    ].join("\n");
+    const created = await core.createNamespacedPod({
+      namespace: NS,
+      body: barePod(
+        "has-role",
+        NODE,
+        { command: ["sh", "-c", check] },
+        { serviceAccountName: "aws-reader" },
+      ),
+    });
+    const uid = created.metadata?.uid ?? "";
+    const ended = await until(
+      "the Pod ended (its container checked its role's environment and printed its token)",
+      async () => {
+        const p = await readPod(core, NS, "has-role");
+        const phase = p?.status?.phase;
+        return phase === "Succeeded" || phase === "Failed" ? p : undefined;
+      },
+      240_000,
+      500,
+    );
+    const terminated = ended.status?.containerStatuses?.[0]?.state?.terminated;
+    expect(terminated?.exitCode, terminated?.message).toBe(0);
+    const token = terminated?.message ?? "";
+    // The token's audience is STS's, its subject the Pod's ServiceAccount, bound to the Pod.
+    const review = await admin.makeApiClient(AuthenticationV1Api).createTokenReview({
+      body: { spec: { token, audiences: ["sts.amazonaws.com"] } },
+    });
+    expect(review.status?.authenticated).toBe(true);
+    expect(review.status?.audiences).toEqual(["sts.amazonaws.com"]);
+    expect(review.status?.user?.username).toBe(`system:serviceaccount:${NS}:aws-reader`);
+    expect(review.status?.user?.extra?.["authentication.kubernetes.io/pod-uid"]).toEqual([uid]);
+    const claims = JSON.parse(Buffer.from(token.split(".")[1] ?? "", "base64url").toString());
+    expect(claims.exp - claims.iat).toBe(86400);
+    // What an SDK in the container does with it: AssumeRoleWithWebIdentity (unsigned), here
+    // against moto's STS (which does not check the token: the review above does).
+    const sts = await fetch(moto.endpoint, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({
+        Action: "AssumeRoleWithWebIdentity",
+        Version: "2011-06-15",
+        RoleArn: role,
+        RoleSessionName: "nebula-e2e",
+        WebIdentityToken: token,
+      }),
+    });
+    const answer = await sts.text();
+    expect(sts.status, answer).toBe(200);
+    expect(answer).toMatch(/<AccessKeyId>[A-Z0-9]+<\/AccessKeyId>/);
+    expect(answer).toContain(
+      `<Arn>arn:aws:sts::123456789012:assumed-role/nebula-e2e-reader/nebula-e2e</Arn>`,
+    );
+    await core.deleteNamespacedPod({ name: "has-role", namespace: NS });
+    await until(
+      "the Pod gone and its token parameter with it",
+      async () =>
+        (await readPod(core, NS, "has-role")) === undefined &&
+        !(await parameterNames()).some((n) => n.includes(uid))
+          ? true
+          : undefined,
+      180_000,
       1000,
     );
   });

@@ -20,6 +20,7 @@ import type { IssuedTokens, PodTokens } from "./pod-tokens.js";
 import type { ObservedInstance } from "./poll.js";
 import { deliveryOf, disprove, observe, type PodRecord, type ProviderContext } from "./record.js";
 import { CREATE_CONTAINER_CONFIG_ERROR, configErrorStatus, LAUNCHED_CONDITION } from "./status.js";
+import { type ReadServiceAccount, withWebIdentity } from "./web-identity.js";
 
 /**
  * A rendered Pod as a `renderUserData` override may return it: `@nebula/userdata`'s
@@ -49,6 +50,7 @@ export interface AdmitterOptions {
       ) => LaunchInput["userData"] | RenderedPod | RenderResult)
     | undefined;
   readonly readSources?: ((pod: V1Pod, refs: PodSourceRefs) => Promise<PodSources>) | undefined;
+  readonly readServiceAccount?: ReadServiceAccount | undefined;
 }
 
 /** A rendered Pod, or why it is held. */
@@ -68,6 +70,8 @@ type SourcesRead =
       readonly sources: PodSources | undefined;
       /** Its service-account tokens (none: it projects none, or user-data delivery). */
       readonly tokens?: IssuedTokens | undefined;
+      /** The Pod as rendered for its host (its ServiceAccount's role added); undefined: the Pod. */
+      readonly hostPod?: V1Pod | undefined;
     }
   | { readonly ok: false; readonly reason: string; readonly message: string };
 
@@ -263,9 +267,46 @@ export class Admitter {
         };
       }
     }
-    const tokens = await this.#tokens.forLaunch(record);
+    const hostPod = await this.hostPod(record.pod);
+    if (!hostPod.ok) return { ok: false, reason: "FailedToReadSources", message: hostPod.message };
+    if (hostPod.warning !== undefined) {
+      record.notices ??= new Set();
+      const key = `InvalidRoleArn\n${hostPod.warning}`;
+      if (!record.notices.has(key)) {
+        record.notices.add(key);
+        record.events.push({ type: "Warning", reason: "InvalidRoleArn", message: hostPod.warning });
+      }
+    }
+    const tokens = await this.#tokens.forLaunch(record, hostPod.pod);
     if (!tokens.ok) return { ok: false, reason: "FailedMount", message: tokens.message };
-    return { ok: true, sources, tokens: tokens.issued };
+    return { ok: true, sources, tokens: tokens.issued, hostPod: hostPod.pod };
+  }
+
+  /**
+   * The Pod as rendered for its host: with its ServiceAccount's AWS role (`withWebIdentity`) when
+   * the `readServiceAccount` option reads one; `warning` when the annotation is not a role ARN.
+   * Never throws.
+   */
+  async hostPod(
+    pod: V1Pod,
+  ): Promise<
+    { ok: true; pod: V1Pod; warning?: string | undefined } | { ok: false; message: string }
+  > {
+    const read = this.#options.readServiceAccount;
+    if (read === undefined || this.#ctx.config.podDelivery !== "parameters") {
+      return { ok: true, pod };
+    }
+    let account: Awaited<ReturnType<ReadServiceAccount>>;
+    try {
+      account = await read(pod);
+    } catch (error) {
+      return {
+        ok: false,
+        message: `the serviceaccount of pod ${pod.metadata?.namespace}/${pod.metadata?.name} could not be read: ${error instanceof Error ? error.message : String(error)}`,
+      };
+    }
+    const identity = withWebIdentity(pod, account?.annotations, this.#ctx.config.region);
+    return { ok: true, pod: identity.pod, warning: identity.warning };
   }
 
   /** Holds the Pod `Pending` with `CreateContainerConfigError` (one Warning per distinct message). */
@@ -293,7 +334,7 @@ export class Admitter {
         return;
       }
       try {
-        const rendered = this.#render(record, sources.sources);
+        const rendered = this.#render(record, sources.sources, sources.hostPod ?? record.pod);
         if ("held" in rendered) {
           this.#holdForConfig(record, rendered.held.reason, rendered.held.message);
           return;
@@ -315,6 +356,7 @@ export class Admitter {
           ? [...rendered.parameters, ...(tokens === undefined ? [] : [tokens.parameter])]
           : [];
         record.tokens = tokens;
+        record.hostPod = delivery ? sources.hostPod : undefined;
         record.sharedParameters = delivery ? rendered.sharedParameters : [];
         if (JSON.stringify(parameters) !== JSON.stringify(record.parameters)) {
           record.parameters = parameters;
@@ -350,19 +392,16 @@ export class Admitter {
   }
 
   /**
-   * Renders the Pod (`@nebula/userdata`, or the `renderUserData` override): its user-data, its
+   * Renders the Pod as its host gets it (`pod`: with its role, see {@link Admitter.hostPod}) with
+   * `@nebula/userdata` or the `renderUserData` override: its user-data, its
    * parameters and notices, or `held` for a missing mandatory ConfigMap or Secret. Throws a
    * `ProviderError` (`InvalidPodSpec`, with the renderer's code as `reason`) for a Pod to refuse.
    */
-  #render(record: PodRecord, sources: PodSources | undefined): Rendered {
+  #render(record: PodRecord, sources: PodSources | undefined, pod: V1Pod): Rendered {
     const override = this.#options.renderUserData;
     const out = override
-      ? override(record.pod, sources)
-      : renderUserData(
-          record.pod,
-          renderOptionsOf(this.#ctx.config, this.#options.userData),
-          sources,
-        );
+      ? override(pod, sources)
+      : renderUserData(pod, renderOptionsOf(this.#ctx.config, this.#options.userData), sources);
     if (typeof out === "string" || out instanceof Uint8Array) {
       return { userData: out, parameters: [], sharedParameters: [], notices: [] };
     }

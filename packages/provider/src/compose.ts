@@ -1,5 +1,6 @@
 import type { EC2Client } from "@aws-sdk/client-ec2";
 import type { SSMClient } from "@aws-sdk/client-ssm";
+import type { V1Pod } from "@kubernetes/client-node";
 import { MemoryPodLedger } from "@nebula/teardown";
 import { Admitter } from "./admitter.js";
 import { createAwsClients } from "./clients.js";
@@ -76,12 +77,21 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
     listing: undefined,
     listingReadAt: undefined,
   };
-  const tokens = new PodTokens(
+  // A Pod's host Pod (its ServiceAccount's role added) is the admitter's to find out: at launch,
+  // and for a renewal after a restart.
+  const tokens: PodTokens = new PodTokens(
     ctx,
     options.requestToken,
     options.userData?.cluster ?? config.clusterName,
+    options.readServiceAccount
+      ? async (pod): Promise<V1Pod> => {
+          const found = await admitter.hostPod(pod);
+          if (!found.ok) throw new Error(found.message);
+          return found.pod;
+        }
+      : undefined,
   );
-  const admitter = new Admitter(ctx, options, tokens);
+  const admitter: Admitter = new Admitter(ctx, options, tokens);
   const parameters = new ParameterDelivery(ctx);
   const publisher = new StatusPublisher(ctx, options.evictPod);
   const reclaimer = new Reclaimer(ctx);

@@ -11,6 +11,7 @@ import type { Gateway } from "./gateway.js";
 import type { LaunchInput } from "./launch.js";
 import type { RequestToken } from "./pod-tokens.js";
 import type { EvictPod } from "./rebalance.js";
+import type { ReadServiceAccount } from "./web-identity.js";
 
 /** Options of `Ec2PodProvider`. */
 export interface Ec2PodProviderOptions {
@@ -51,6 +52,14 @@ export interface Ec2PodProviderOptions {
    * it runs. Without it, a Pod that projects a token is held (`FailedMount`).
    */
   readonly requestToken?: RequestToken;
+  /**
+   * With `podDelivery: "parameters"`: reads the Pod's ServiceAccount (`spec.serviceAccountName`,
+   * in its namespace; undefined when it does not exist), for its AWS role: a ServiceAccount
+   * annotated `eks.amazonaws.com/role-arn` gives its Pods that role, as EKS's IRSA webhook does
+   * (`@nebula/virtual-node/host`'s `podServiceAccountReader`). Without it, only a Pod the webhook
+   * already mutated gets a role. A rejection holds the Pod and is retried.
+   */
+  readonly readServiceAccount?: ReadServiceAccount;
   /**
    * UIDs of the Pods that exist and are bound to this node (from the virtual node's Pod informer).
    * The leak collector reads it after listing instances; an instance whose Pod UID is not in it

@@ -63,15 +63,29 @@ function requester(lifeMs = 3607_000, now = () => T0) {
   };
 }
 
-function setup(request: RequestToken | undefined) {
+function setup(
+  request: RequestToken | undefined,
+  serviceAccount?: { annotations?: Record<string, string> } | undefined,
+) {
   const t = testContext({ podDelivery: "parameters" });
-  const tokens = new PodTokens(t.ctx, request, "test");
+  const readServiceAccount = serviceAccount && (async () => serviceAccount);
+  const tokens: PodTokens = new PodTokens(
+    t.ctx,
+    request,
+    "test",
+    readServiceAccount &&
+      (async (pod) => {
+        const found = await admitter.hostPod(pod);
+        if (!found.ok) throw new Error(found.message);
+        return found.pod;
+      }),
+  );
   // The CA of kube-api-access-*, as the API server publishes it in every namespace.
   const readSources = async () => ({
     configMaps: { "kube-root-ca.crt": { data: { "ca.crt": "-----BEGIN CERTIFICATE-----" } } },
     secrets: {},
   });
-  const admitter = new Admitter(t.ctx, { readSources }, tokens);
+  const admitter: Admitter = new Admitter(t.ctx, { readSources, readServiceAccount }, tokens);
   return { ...t, tokens, admitter };
 }
 
@@ -165,6 +179,64 @@ describe("tokens at launch", () => {
     expect(tokens.requestsOf(podWithTokens("uid-t5"))).toEqual([]);
     expect(await tokens.issue(podWithTokens("uid-t5"))).toEqual({ ok: true, issued: undefined });
     expect(r.asked).toEqual([]);
+  });
+});
+
+describe("the Pod's own AWS role (IRSA)", () => {
+  const ROLE = "arn:aws:iam::123456789012:role/reader";
+
+  it("a ServiceAccount with a role gives the Pod the sts.amazonaws.com token, rendered and issued", async () => {
+    const r = requester();
+    const { admitter } = setup(r.request, { annotations: { "eks.amazonaws.com/role-arn": ROLE } });
+    const pod = testPod("plain", "uid-i1");
+    const record = await admitter.load(pod, podFacts(pod));
+    expect(record.mode).toBe("launch");
+    expect(r.asked).toEqual([
+      { pod: "plain", audience: "sts.amazonaws.com", expirationSeconds: 86400 },
+    ]);
+    expect(record.hostPod?.spec?.containers[0]?.env?.[0]).toEqual({
+      name: "AWS_ROLE_ARN",
+      value: ROLE,
+    });
+    // The Pod as the API has it is not changed.
+    expect(record.pod.spec?.containers[0]?.env).toBeUndefined();
+  });
+
+  it("a role that is not a role ARN: a Warning, and the Pod launches without a role", async () => {
+    const r = requester();
+    const { admitter } = setup(r.request, { annotations: { "eks.amazonaws.com/role-arn": "x" } });
+    const pod = testPod("plain", "uid-i2");
+    const record = await admitter.load(pod, podFacts(pod));
+    expect(record.mode).toBe("launch");
+    expect(record.events.map((e) => e.reason)).toEqual(["InvalidRoleArn"]);
+    expect(r.asked).toEqual([]);
+  });
+
+  it("after a restart the renewal finds the role again (the host Pod is found out once)", async () => {
+    const r = requester();
+    const t = setup(r.request, { annotations: { "eks.amazonaws.com/role-arn": ROLE } });
+    const record = testRecord(t.ctx, testPod("plain", "uid-i3"), {
+      instanceId: "i-0123456789abcdef0",
+    });
+    t.tokens.renewIfDue(record);
+    await t.tokens.idle();
+    expect(r.asked.map((a) => a.audience)).toEqual(["sts.amazonaws.com"]);
+    expect(record.tokens?.parameter.name).toBe("/nebula/test/pods/uid-i3/t");
+  });
+
+  it("after a restart, a Pod with no token and no role costs one read and no request", async () => {
+    const r = requester();
+    const t = setup(r.request, { annotations: {} });
+    const record = testRecord(t.ctx, testPod("plain", "uid-i4"), {
+      instanceId: "i-0123456789abcdef0",
+    });
+    t.tokens.renewIfDue(record);
+    await t.tokens.idle();
+    expect(record.hostPod).toBeDefined();
+    t.tokens.renewIfDue(record);
+    await t.tokens.idle();
+    expect(r.asked).toEqual([]);
+    expect(t.gateway.calls).toEqual([]);
   });
 });
 

@@ -70,6 +70,7 @@ export class PodTokens {
   readonly #ctx: ProviderContext;
   readonly #request: RequestToken | undefined;
   readonly #cluster: string;
+  readonly #hostPodOf: ((pod: V1Pod) => Promise<V1Pod>) | undefined;
   readonly #queue: PodRecord[] = [];
   readonly #inFlight = new Set<Promise<void>>();
 
@@ -77,11 +78,20 @@ export class PodTokens {
    * @param ctx - the provider's context.
    * @param request - how tokens are requested; undefined: a Pod that projects one is held.
    * @param cluster - the cluster segment the renderer names parameters with.
+   * @param hostPodOf - the Pod as rendered for its host (its ServiceAccount's role added: see
+   *   `withWebIdentity`), for a Pod this process did not render (after a restart); undefined:
+   *   the Pod itself.
    */
-  constructor(ctx: ProviderContext, request: RequestToken | undefined, cluster: string) {
+  constructor(
+    ctx: ProviderContext,
+    request: RequestToken | undefined,
+    cluster: string,
+    hostPodOf?: (pod: V1Pod) => Promise<V1Pod>,
+  ) {
     this.#ctx = ctx;
     this.#request = request;
     this.#cluster = cluster;
+    this.#hostPodOf = hostPodOf;
   }
 
   /** The tokens the Pod projects (none with `podDelivery: "user-data"`, which serves none). */
@@ -90,15 +100,15 @@ export class PodTokens {
   }
 
   /**
-   * The Pod's tokens for a launch: those already issued while they are not due, else new ones.
-   * Never throws.
+   * The Pod's tokens for a launch (`hostPod`: the Pod as rendered for its host): those already
+   * issued while they are not due, else new ones. Never throws.
    */
-  async forLaunch(record: PodRecord): Promise<TokensIssued> {
+  async forLaunch(record: PodRecord, hostPod: V1Pod): Promise<TokensIssued> {
     const current = record.tokens;
     if (current !== undefined && this.#ctx.now() < current.renewAt) {
       return { ok: true, issued: current };
     }
-    return this.issue(record.pod);
+    return this.issue(hostPod);
   }
 
   /** Requests every token the Pod projects. Never throws: a failure says which token and why. */
@@ -157,7 +167,10 @@ export class PodTokens {
     const now = this.#ctx.now();
     if ((record.tokensRetryAt ?? 0) > now) return;
     if (record.tokens !== undefined && now < record.tokens.renewAt) return;
-    if (this.requestsOf(record.pod).length === 0) return;
+    // A Pod this process did not render (a restart) may get a token from its ServiceAccount's
+    // role: its host's Pod is found out once, in the renewal.
+    const pod = record.hostPod ?? (this.#hostPodOf === undefined ? record.pod : undefined);
+    if (pod !== undefined && this.requestsOf(pod).length === 0) return;
     record.renewingTokens = true;
     this.#queue.push(record);
     this.#drain();
@@ -185,7 +198,21 @@ export class PodTokens {
     const { facts } = record;
     // Deleted or ended while it waited in the queue: no token for a Pod that is going.
     if (record.deleted || isTerminalStatus(record.status)) return;
-    const issued = await this.issue(record.pod);
+    let pod = record.hostPod;
+    if (pod === undefined) {
+      try {
+        pod = this.#hostPodOf === undefined ? record.pod : await this.#hostPodOf(record.pod);
+      } catch (error) {
+        this.#failed(
+          record,
+          `pod ${facts.key}: ${error instanceof Error ? error.message : String(error)}`,
+        );
+        return;
+      }
+      record.hostPod = pod;
+    }
+    if (this.requestsOf(pod).length === 0) return;
+    const issued = await this.issue(pod);
     if (!issued.ok || issued.issued === undefined) {
       this.#failed(record, issued.ok ? "no token is projected" : issued.message);
       return;

@@ -66,6 +66,11 @@ export interface PodRecord {
   sharedParameters?: readonly PodParameter[] | undefined;
   /** When this process last wrote them (ms); written again when half the leak grace old. */
   parametersWrittenAt?: number | undefined;
+  /**
+   * The Pod as rendered for its host: with its ServiceAccount's AWS role added
+   * (`withWebIdentity`), or the Pod itself. Undefined until this process renders or renews it.
+   */
+  hostPod?: V1Pod | undefined;
   /** The Pod's service-account tokens as this process last issued them (its token parameter). */
   tokens?: IssuedTokens | undefined;
   /** A renewal of its tokens is queued or in flight. */

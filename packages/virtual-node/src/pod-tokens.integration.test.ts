@@ -17,7 +17,7 @@ import {
 } from "@kubernetes/client-node";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { beforeAll, describe, expect, it } from "vitest";
-import { podTokenRequester } from "./pod-tokens.js";
+import { podServiceAccountReader, podTokenRequester } from "./pod-tokens.js";
 import { applyManifest, SERVICE_ACCOUNT_GROUPS, VNODE_SERVICE_ACCOUNT } from "./testing/rbac.js";
 
 const { controlPlane } = useTestPeers();
@@ -83,7 +83,12 @@ beforeAll(async () => {
   for (const name of [NS, OTHER]) await core.createNamespace({ body: { metadata: { name } } });
   await core.createNamespacedServiceAccount({
     namespace: NS,
-    body: { metadata: { name: "reader" } },
+    body: {
+      metadata: {
+        name: "reader",
+        annotations: { "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/reader" },
+      },
+    },
   });
   const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
   await rbac.createNamespacedRole({
@@ -200,5 +205,16 @@ describe("podTokenRequester", () => {
       authenticated = (await review(token))?.authenticated;
     }
     expect(authenticated).toBe(false);
+  });
+});
+
+describe("podServiceAccountReader", () => {
+  it("reads the Pod's ServiceAccount's annotations (its AWS role), and nothing for one that does not exist", async () => {
+    const read = podServiceAccountReader(vnode());
+    expect(await read(pod)).toEqual({
+      annotations: { "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/reader" },
+    });
+    const ghost = { ...pod, spec: { ...pod.spec, containers: [], serviceAccountName: "ghost" } };
+    expect(await read(ghost)).toBeUndefined();
   });
 });

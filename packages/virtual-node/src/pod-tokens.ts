@@ -1,6 +1,6 @@
 /**
- * Requests a Pod's bound service-account tokens, for a provider that serves them on the Pod's
- * machine (`@nebula/provider`'s `requestToken`). Kubernetes I/O the virtual node owns, next to
+ * Requests a Pod's bound service-account tokens and reads its ServiceAccount, for a provider that
+ * serves them on the Pod's machine (`@nebula/provider`'s `requestToken` and `readServiceAccount`). Kubernetes I/O the virtual node owns, next to
  * `podSourceReader`.
  *
  * @packageDocumentation
@@ -95,5 +95,47 @@ export function podTokenRequester(
       throw new Error(`TokenRequest for serviceaccount ${namespace}/${name}: unreadable expiry`);
     }
     return { token: parsed.data.status.token, expiresAt };
+  };
+}
+
+/** The parts of a ServiceAccount a provider reads: its annotations (the AWS role of IRSA). */
+const ServiceAccountSchema = z.object({
+  metadata: z.object({ annotations: z.record(z.string(), z.string()).nullish() }).nullish(),
+});
+
+/**
+ * Reads a Pod's ServiceAccount (`spec.serviceAccountName`, `default` when unset, in the Pod's
+ * namespace) for its annotations, as `@nebula/provider`'s `readServiceAccount` wants them (the
+ * `eks.amazonaws.com/role-arn` of IRSA). Undefined when it does not exist (404); rejects with what
+ * the API server said otherwise. Needs `get` on `serviceaccounts`.
+ *
+ * @example
+ * ```ts
+ * const provider = new Ec2PodProvider({ config, ledger, readServiceAccount: podServiceAccountReader(kubeConfig) });
+ * ```
+ */
+export function podServiceAccountReader(
+  kubeConfig: KubeConfig,
+): (pod: V1Pod) => Promise<{ annotations: Record<string, string> } | undefined> {
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  return async (pod) => {
+    const namespace = pod.metadata?.namespace ?? "default";
+    const name = pod.spec?.serviceAccountName || "default";
+    let answer: unknown;
+    try {
+      answer = await core.readNamespacedServiceAccount({ name, namespace });
+    } catch (error) {
+      if ((error as { code?: number }).code === 404) return undefined;
+      throw new Error(`reading serviceaccount ${namespace}/${name}: ${statusMessage(error)}`, {
+        cause: error,
+      });
+    }
+    const parsed = ServiceAccountSchema.safeParse(answer);
+    if (!parsed.success) {
+      throw new Error(
+        `serviceaccount ${namespace}/${name} is malformed: ${z.prettifyError(parsed.error)}`,
+      );
+    }
+    return { annotations: parsed.data.metadata?.annotations ?? {} };
   };
 }

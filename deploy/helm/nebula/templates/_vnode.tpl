@@ -101,6 +101,11 @@ rules:
   - apiGroups: [""]
     resources: ["serviceaccounts/token"]
     verbs: ["create"]
+  # The ServiceAccount of a Pod on this node, read by name at launch for its AWS role
+  # (eks.amazonaws.com/role-arn, as EKS's IRSA webhook reads it).
+  - apiGroups: [""]
+    resources: ["serviceaccounts"]
+    verbs: ["get"]
   {{- end }}
   # The kubelet API (kubectl logs, /stats/summary, /metrics/resource): a bearer token is
   # authenticated with a TokenReview and every request is authorized with a SubjectAccessReview,
