@@ -33,7 +33,7 @@ import {
 } from "./parameters.js";
 import { type ContainerPlan, type PlannedFile, type PodPlan, resolvePodPlan } from "./pod.js";
 import { bashQuote, shQuote } from "./quote.js";
-import { SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
+import { PARAMETERS_ONLY_PART, SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
 
 /** Where the user-data installs the supervisor and its data (the guest contract). */
 const SUPERVISOR_PATH = "/usr/local/lib/nebula/supervisor.sh";
@@ -130,12 +130,22 @@ const PLACEHOLDERS: Record<string, string> = {
 /**
  * The host supervisor script exactly as the user-data installs it: the bash source with the
  * exit-report constants of `@nebula/state-mapping` embedded, so writer and reader cannot drift.
+ *
+ * @param options - `delivery`: the variant that delivery installs. `"parameters"` (the default):
+ *   the whole script, as the shared supervisor parameters hold it. `"user-data"`: the script
+ *   without what only the Parameter Store delivery runs (reading pod.sh and the service-account
+ *   tokens from SSM), as the user-data delivery embeds it, since there every byte counts against
+ *   EC2's 16 KiB.
+ * @returns the script.
  */
-export function supervisorScript(): string {
-  return SUPERVISOR_TEMPLATE.replace(
-    /@@([A-Z_]+)@@/g,
-    (whole, name: string) => PLACEHOLDERS[name] ?? whole,
-  );
+export function supervisorScript(
+  options: { readonly delivery?: "user-data" | "parameters" } = {},
+): string {
+  const template =
+    options.delivery === "user-data"
+      ? SUPERVISOR_TEMPLATE.replace(PARAMETERS_ONLY_PART, "")
+      : SUPERVISOR_TEMPLATE;
+  return template.replace(/@@([A-Z_]+)@@/g, (whole, name: string) => PLACEHOLDERS[name] ?? whole);
 }
 
 /**
@@ -320,7 +330,7 @@ function tooLarge(
   gzipped: boolean,
 ): UserDataError {
   const top = largestParts(plan, [
-    ["the supervisor script", Buffer.byteLength(supervisorScript())],
+    ["the supervisor script", Buffer.byteLength(supervisorScript({ delivery: "user-data" }))],
   ]);
   return new UserDataError(
     "TooLarge",
@@ -559,7 +569,7 @@ set -euo pipefail
 umask 022
 mkdir -p ${dirs}
 cat >${SUPERVISOR_PATH} <<'NEBULA_SUPERVISOR'
-${supervisorScript()}NEBULA_SUPERVISOR
+${supervisorScript({ delivery: "user-data" })}NEBULA_SUPERVISOR
 `;
   return `${head}${pod}${shims}chmod 0755 ${SUPERVISOR_PATH}
 {

@@ -378,7 +378,7 @@ describe("the rendered Pod data", () => {
       const r = renderUserData(pod, options);
       if (!r.ok) throw r.error;
       // Without the supervisor itself, which is the same either way.
-      return r.value.script.replace(supervisorScript(), "");
+      return r.value.script.replace(supervisorScript({ delivery: "user-data" }), "");
     };
     const off = script();
     expect(off).not.toMatch(/LOG_GROUP|METRICS_|AWS_ENDPOINT_URL_LOGS|AWS_ENDPOINT_URL_CLOUDWATCH/);

@@ -46,7 +46,9 @@ SPOT_REPORT_SECONDS=20
 # HOST_DIRS, FILE_PATH/FILE_MODE/FILE_DATA (files to write first), DOCKER_AUTH, and when turned on
 # LOG_GROUP (logs), METRICS_NAMESPACE/METRICS_SAMPLE/METRICS_PUBLISH (metrics) and DOORBELL_QUEUE_URL
 # (the doorbell): from pod.sh, sourced by main. With the Parameter Store delivery, pod.ref names the SSM parameters that hold pod.sh
-# (POD_PARAMETERS, POD_SHA256, PARAMETER_WAIT_SECONDS) and pod.sh is fetched into memory-backed /run.
+# (POD_PARAMETERS, POD_SHA256, PARAMETER_WAIT_SECONDS) and pod.sh is fetched into memory-backed /run;
+# there pod.sh may also name service-account token files (TOKEN_PATH/TOKEN_KEY/TOKEN_MODE,
+# TOKEN_PARAMETER, TOKEN_POLL), which parameters.sh reads and renews.
 SECRETS=/run/nebula
 POD_DATA=$LIB/pod.sh
 if [ -f "$LIB/pod.ref" ]; then

@@ -28,11 +28,23 @@ export const SUPERVISOR_FRAGMENTS: readonly string[] = [
   "restart.sh",
   // Stopping: the grace, the final report and power-off, the Spot interruption notice.
   "stop.sh",
-  // The Pod's data: pod.sh from its SSM parameters or next to the supervisor, and its files.
+  // The Pod's data: pod.sh (next to the supervisor, or read by parameters.sh), and its files.
   "pod-data.sh",
+  // The Parameter Store delivery only (PARAMETERS_ONLY_FRAGMENTS): pod.sh from the Pod's SSM
+  // parameters, and its service-account tokens. Functions only.
+  "parameters.sh",
   // The main loop, and the call of main.
   "main.sh",
 ];
+
+/**
+ * The fragments only the Parameter Store delivery installs (the supervisor of its shared
+ * parameters): the user-data delivery's supervisor is the others joined, since there their bytes
+ * would count against EC2's 16 KiB for nothing. Functions only, each called under a guard that
+ * only this delivery's pod.ref or pod.sh sets (`POD_PARAMETERS`, `TOKEN_POLL`), so the script
+ * without them runs.
+ */
+export const PARAMETERS_ONLY_FRAGMENTS: readonly string[] = ["parameters.sh"];
 
 /**
  * Joins shell fragments into one script. Each fragment opens with a header, its lines before the

@@ -88,6 +88,8 @@ main() {
     (($(now) < LAST_REPORT + 600 && PROBE_GAP)) || PROBE_GAP=10
     [ -z "$changed" ] && [ -n "$PROBE_DIRTY" ] && (($(now) >= LAST_REPORT + PROBE_GAP)) &&
       changed=1 && ((PROBE_GAP *= PROBE_GAP < 320 ? 2 : 1))
+    # Service-account tokens (parameters.sh, only with the Parameter Store delivery).
+    [ -z "${TOKEN_POLL:-}" ] || tokens_tick
     if [ -n "$changed" ]; then report; else nap 1; fi
   done
 }
