@@ -227,6 +227,13 @@ export const RenderOptions = z.object({
    */
   parameterWaitSeconds: z.number().int().min(10).max(3600).default(600),
   /**
+   * With `delivery: "parameters"` and a Pod that projects service-account tokens: how often the
+   * host reads the Pod's token parameter for renewed tokens. Default: a tenth of the shortest
+   * token lifetime, at least 60 s (`tokenPollSeconds`), which the controller's renewal at 80 %
+   * of a token's life is paced for; set it lower only in tests.
+   */
+  tokenPollSeconds: z.number().int().min(1).max(3600).optional(),
+  /**
    * The longest grace the host gives the containers to stop (`terminationGracePeriodSeconds`,
    * the stop's own grace): a Pod asking for more (a year) gets this, so no instance bills for
    * longer after its stop. The virtual node's teardown caps the grace the same way.

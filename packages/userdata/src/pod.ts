@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { dnsFlags, type PodDns, podDns } from "./dns.js";
+import { formatDownwardMap } from "./downward.js";
 import { UserDataError } from "./errors.js";
 import type { ResolvedRenderOptions } from "./options.js";
 import { HOST_NETWORK_ANNOTATION, RESTART_LIMIT_ANNOTATION } from "./options.js";
@@ -7,6 +8,12 @@ import type { PodSources, RenderNotice, SourceObject } from "./parameters.js";
 import { ProbeFields, type ProbePlan, planProbes } from "./probes.js";
 import { parseQuantity } from "./quantity.js";
 import { serviceEnvironment } from "./service-env.js";
+import {
+  type PodTokenRequest,
+  podTokenRequests,
+  projectionRequest,
+  tokenPollSeconds,
+} from "./tokens.js";
 
 // The subset of V1Pod the host honours, parsed loosely: unknown fields are kept and ignored.
 const str = z.string();
@@ -111,12 +118,42 @@ const sourceVolume = {
   defaultMode: z.number().int().min(0).max(0o777).optional(),
   optional: z.boolean().optional(),
 };
+const Mode = z.number().int().min(0).max(0o777);
+/** `downwardAPI` items, of a volume or of a projection. */
+const DownwardItems = z
+  .array(
+    z.looseObject({
+      path: str,
+      fieldRef: z.looseObject({ fieldPath: str }).optional(),
+      resourceFieldRef: z.looseObject({ resource: str }).optional(),
+      mode: Mode.optional(),
+    }),
+  )
+  .optional();
+/** A `configMap` or `secret` source of a projected volume: no `defaultMode` of its own. */
+const projectedSource = { items: Items, optional: z.boolean().optional() };
+const Projection = z.looseObject({
+  configMap: z.looseObject({ name: str.optional(), ...projectedSource }).optional(),
+  secret: z.looseObject({ name: str.optional(), ...projectedSource }).optional(),
+  downwardAPI: z.looseObject({ items: DownwardItems }).optional(),
+  serviceAccountToken: z
+    .looseObject({
+      path: str,
+      audience: str.optional(),
+      expirationSeconds: z.number().optional(),
+    })
+    .optional(),
+});
 const Volume = z.looseObject({
   name: str,
   emptyDir: z.looseObject({}).optional(),
   hostPath: z.looseObject({ path: str, type: str.optional() }).optional(),
   configMap: z.looseObject({ name: str.optional(), ...sourceVolume }).optional(),
   secret: z.looseObject({ secretName: str.optional(), ...sourceVolume }).optional(),
+  downwardAPI: z.looseObject({ items: DownwardItems, defaultMode: Mode.optional() }).optional(),
+  projected: z
+    .looseObject({ sources: z.array(Projection).optional(), defaultMode: Mode.optional() })
+    .optional(),
 });
 const Pod = z.looseObject({
   metadata: z
@@ -230,8 +267,15 @@ export interface PodPlan {
   /** `spec.hostAliases` as `name:ip` entries for `/etc/hosts` (`docker --add-host`), in order. */
   readonly hostAliases: readonly string[];
   readonly containers: readonly ContainerPlan[];
-  /** Files to write before any container starts: ConfigMap and Secret volumes. */
+  /** Files to write before any container starts: ConfigMap, Secret, projected and downwardAPI volumes. */
   readonly files: readonly PlannedFile[];
+  /**
+   * Service-account token files (`serviceAccountToken` projections, parameters delivery only):
+   * the host writes them from the Pod's token parameter at boot and again when it changes.
+   */
+  readonly tokens: readonly PlannedToken[];
+  /** Seconds between two reads of the token parameter ({@link tokenPollSeconds}, or the option). */
+  readonly tokenPollSeconds: number;
   /** Docker `config.json` with the registry logins of `imagePullSecrets`; undefined: none. */
   readonly dockerConfig: string | undefined;
   /** Event-worthy facts (optional references missing, keys skipped). */
@@ -246,6 +290,16 @@ export interface PlannedFile {
   /** Permission bits, e.g. `0o644`. */
   readonly mode: number;
   readonly data: Buffer;
+}
+
+/** A service-account token file the host keeps up to date. */
+export interface PlannedToken {
+  /** Absolute host path of the file (in its volume's directory). */
+  readonly path: string;
+  /** The {@link PodTokenRequest} key of its audience and lifetime, in the token parameter. */
+  readonly key: string;
+  /** Permission bits (the projected volume's `defaultMode`, 0644 by default). */
+  readonly mode: number;
 }
 
 /** What planning needs to resolve ConfigMap and Secret references (the parameters delivery). */
@@ -429,6 +483,8 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
 
   const volumes = new Map<string, string>();
   const hostDirs: string[] = [];
+  const tokens: PlannedToken[] = [];
+  const requests = podTokenRequests(pod);
   for (const volume of spec.volumes ?? []) {
     const where = `spec.volumes[${volume.name}]`;
     if (!DNS_LABEL.test(volume.name))
@@ -448,19 +504,36 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
       }
       volumes.set(volume.name, path);
       if (volume.hostPath.type === "DirectoryOrCreate") hostDirs.push(path);
-    } else if (isServiceAccountProjection(volume)) {
+    } else if (ctx.sources === undefined && isServiceAccountProjection(volume)) {
+      // The user-data delivery cannot carry a token: the volume and its mounts are left out.
       volumes.set(volume.name, "");
     } else if (volume.configMap || volume.secret) {
       const dir = `${SOURCE_VOLUME_ROOT}/${volume.name}`;
       volumes.set(volume.name, dir);
       hostDirs.push(dir);
       files.push(...volumeFiles(volume, dir, where, ctx));
+    } else if (volume.projected || volume.downwardAPI) {
+      const dir = `${SOURCE_VOLUME_ROOT}/${volume.name}`;
+      volumes.set(volume.name, dir);
+      hostDirs.push(dir);
+      if (volume.downwardAPI) {
+        const mode = volume.downwardAPI.defaultMode ?? 0o644;
+        files.push(
+          ...downwardFiles(volume.downwardAPI.items ?? [], mode, dir, `${where}.downwardAPI`, {
+            meta,
+            spec,
+            ctx,
+          }),
+        );
+      } else {
+        files.push(...projectedFiles(volume, dir, where, { meta, spec, ctx, tokens, requests }));
+      }
     } else {
       const kind = Object.keys(volume).find((k) => k !== "name") ?? "unknown";
       fail(
         "UnsupportedVolume",
         where,
-        `volume ${JSON.stringify(volume.name)} is of kind ${kind}; the host supports emptyDir, hostPath, configMap and secret only`,
+        `volume ${JSON.stringify(volume.name)} is of kind ${kind}; the host supports emptyDir, hostPath, configMap, secret, projected and downwardAPI only`,
       );
     }
   }
@@ -525,6 +598,8 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
     hostAliases: planHostAliases(spec),
     containers,
     files,
+    tokens,
+    tokenPollSeconds: options.tokenPollSeconds ?? tokenPollSeconds(requests),
     dockerConfig,
     notices: ctx.notices,
     sourceWeights: ctx.weights,
@@ -619,6 +694,26 @@ function volumeFiles(
       `volume ${JSON.stringify(volume.name)} is a ${kind}; render with delivery: "parameters" to deliver it through Parameter Store (user-data is readable by anyone who may describe the instance)`,
     );
   }
+  return sourceFiles(kind, name, ref, ref.defaultMode ?? 0o644, dir, where, ctx);
+}
+
+/**
+ * The files of one ConfigMap or Secret (a volume, or a source of a projected volume): every key,
+ * or the `items` (each with its `mode`, else `mode`); a missing object or key is skipped when
+ * `optional`, else the container waits (`CreateContainerConfigError`), as the kubelet does.
+ */
+function sourceFiles(
+  kind: SourceKind,
+  name: string,
+  ref: {
+    readonly items?: z.infer<typeof Items>;
+    readonly optional?: boolean | undefined;
+  },
+  mode: number,
+  dir: string,
+  where: string,
+  ctx: SourceContext,
+): PlannedFile[] {
   const object = lookup(ctx, kind, name);
   if (object === undefined) {
     if (ref.optional === true) {
@@ -628,7 +723,6 @@ function volumeFiles(
     missing(kind, where, notFound(kind, name));
   }
   const values = sourceValues(kind, object, true);
-  const mode = ref.defaultMode ?? 0o644;
   const entries: [string, Buffer, number][] = [];
   if (ref.items && ref.items.length > 0) {
     for (const item of ref.items) {
@@ -656,6 +750,136 @@ function volumeFiles(
       data,
     };
   });
+}
+
+/** What the downwardAPI items and projections read besides the sources. */
+interface PodFacts {
+  readonly meta: NonNullable<PodSpec["metadata"]>;
+  readonly spec: PodSpec["spec"];
+  readonly ctx: SourceContext;
+}
+
+/**
+ * The files of `downwardAPI` items (a volume's, or a projection's), as the kubelet writes them:
+ * the field's value as of render time (labels and annotations do not change later on this host),
+ * `metadata.labels` and `metadata.annotations` whole in the kubelet's format. `resourceFieldRef`
+ * and the fields the host cannot know are refused.
+ */
+function downwardFiles(
+  items: NonNullable<z.infer<typeof DownwardItems>>,
+  mode: number,
+  dir: string,
+  where: string,
+  { meta, spec, ctx }: PodFacts,
+): PlannedFile[] {
+  return items.map((item, k) => {
+    const at = `${where}.items[${k}]`;
+    const path = relativePath(item.path, `${at}.path`);
+    let text: string | undefined;
+    if (item.resourceFieldRef) {
+      fail(
+        "UnsupportedVolume",
+        `${at}.resourceFieldRef`,
+        `downwardAPI item ${JSON.stringify(item.path)} uses resourceFieldRef ${item.resourceFieldRef.resource}, which is not supported (as in env)`,
+      );
+    } else if (item.fieldRef) {
+      const field = item.fieldRef.fieldPath;
+      text =
+        field === "metadata.labels"
+          ? formatDownwardMap(meta.labels ?? {})
+          : field === "metadata.annotations"
+            ? formatDownwardMap(meta.annotations ?? {})
+            : downward(field, meta, spec);
+      if (text === undefined)
+        fail(
+          "UnsupportedVolume",
+          `${at}.fieldRef`,
+          `downwardAPI item ${JSON.stringify(item.path)} uses fieldRef ${field}, which is not supported in a volume (metadata.name, metadata.namespace, metadata.uid, metadata.labels, metadata.annotations, metadata.labels['<key>'], metadata.annotations['<key>'], spec.nodeName, spec.serviceAccountName are)`,
+        );
+    } else {
+      fail(
+        "InvalidPod",
+        at,
+        `downwardAPI item ${JSON.stringify(item.path)} has neither fieldRef nor resourceFieldRef`,
+      );
+    }
+    const data = Buffer.from(text, "utf8");
+    ctx.weights.push([`downwardAPI file ${path} of ${where}`, data.length]);
+    return { path: `${dir}/${path}`, mode: item.mode ?? mode, data };
+  });
+}
+
+/**
+ * The files of a `projected` volume, source by source as the kubelet writes them: ConfigMap and
+ * Secret keys, downwardAPI items, and service-account tokens, which go into `tokens` (their
+ * contents come from the token parameter on the host, never from pod.sh). With the user-data
+ * delivery a Secret or token source is `SecretInUserData` and a ConfigMap source
+ * `UnsupportedVolume`, as the plain volumes.
+ */
+function projectedFiles(
+  volume: z.infer<typeof Volume>,
+  dir: string,
+  where: string,
+  facts: PodFacts & {
+    readonly tokens: PlannedToken[];
+    readonly requests: readonly PodTokenRequest[];
+  },
+): PlannedFile[] {
+  const { ctx } = facts;
+  const mode = volume.projected?.defaultMode ?? 0o644;
+  const files: PlannedFile[] = [];
+  const sources = volume.projected?.sources ?? [];
+  const token = sources.findIndex((source) => source.serviceAccountToken != null);
+  if (ctx.sources === undefined && token >= 0)
+    fail(
+      "SecretInUserData",
+      `${where}.projected.sources[${token}]`,
+      `projected volume ${JSON.stringify(volume.name)} takes a service-account token, which is never written into user-data: render with delivery: "parameters", which delivers and renews it through Parameter Store`,
+    );
+  sources.forEach((source, k) => {
+    const at = `${where}.projected.sources[${k}]`;
+    const kinds = Object.keys(source).filter((key) => source[key] != null);
+    if (kinds.length !== 1)
+      fail(
+        "InvalidPod",
+        at,
+        `source ${k} of projected volume ${JSON.stringify(volume.name)} must name exactly one kind, not ${kinds.length === 0 ? "none" : kinds.join(", ")}`,
+      );
+    if (source.configMap || source.secret) {
+      const kind: SourceKind = source.configMap ? "ConfigMap" : "Secret";
+      const ref = source.configMap ?? source.secret ?? {};
+      const name = ref.name ?? "";
+      if (ctx.sources === undefined)
+        fail(
+          kind === "Secret" ? "SecretInUserData" : "UnsupportedVolume",
+          at,
+          `projected volume ${JSON.stringify(volume.name)} takes ${kind} ${name}; render with delivery: "parameters" to deliver it through Parameter Store (user-data is readable by anyone who may describe the instance)`,
+        );
+      files.push(...sourceFiles(kind, name, ref, mode, dir, at, ctx));
+    } else if (source.downwardAPI) {
+      files.push(
+        ...downwardFiles(source.downwardAPI.items ?? [], mode, dir, `${at}.downwardAPI`, facts),
+      );
+    } else if (source.serviceAccountToken) {
+      const projection = source.serviceAccountToken;
+      const path = relativePath(projection.path, `${at}.serviceAccountToken.path`);
+      const asked = projectionRequest(projection);
+      const request = facts.requests.find(
+        (r) => r.audience === asked.audience && r.expirationSeconds === asked.expirationSeconds,
+      );
+      if (request === undefined)
+        fail("InvalidPod", at, `no token request matches source ${k} of ${volume.name}`);
+      facts.tokens.push({ path: `${dir}/${path}`, key: request.key, mode });
+    } else {
+      const kind = kinds[0] ?? "unknown";
+      fail(
+        "UnsupportedVolume",
+        at,
+        `projected volume ${JSON.stringify(volume.name)} has a ${kind} source, which the host does not support (configMap, secret, downwardAPI and serviceAccountToken are)`,
+      );
+    }
+  });
+  return files;
 }
 
 /** The registry logins of `imagePullSecrets` as one Docker `config.json` (first login per registry wins). */
@@ -692,8 +916,9 @@ function pullSecrets(names: readonly string[], ctx: SourceContext): string | und
 }
 
 function isServiceAccountProjection(volume: z.infer<typeof Volume>): boolean {
-  // The API server injects `kube-api-access-*` (service account token, CA, namespace) into every Pod.
-  // There is no API access from the instance, so the volume is left out (documented).
+  // The API server injects `kube-api-access-*` (service account token, CA, namespace) into every
+  // Pod. The user-data delivery cannot carry the token, so there the volume is left out
+  // (documented); the parameters delivery serves it as any projected volume.
   return volume.name.startsWith("kube-api-access-") && "projected" in volume;
 }
 
@@ -940,7 +1165,7 @@ function planContainer(
       fail(
         "UnsupportedVolume",
         at,
-        `container ${c.name} mounts ${mount.name} with ${mount.subPathExpr ? "subPathExpr" : "subPath"}, which is supported for configMap and secret volumes only`,
+        `container ${c.name} mounts ${mount.name} with ${mount.subPathExpr ? "subPathExpr" : "subPath"}, which is supported for configMap, secret, projected and downwardAPI volumes only`,
       );
     const from = mount.subPath
       ? `${source}/${relativePath(mount.subPath, `${at}.subPath`)}`
@@ -958,7 +1183,8 @@ function planContainer(
         `${at}.mountPath`,
         `mountPath ${JSON.stringify(target)} must be absolute and free of ',', '"' and newlines`,
       );
-    // The kubelet mounts ConfigMap and Secret volumes read-only whatever the mount says.
+    // The kubelet mounts ConfigMap, Secret, projected and downwardAPI volumes read-only whatever
+    // the mount says.
     flags.push(
       `--mount=type=bind,source=${from},target=${target}${mount.readOnly || fromSource ? ",readonly" : ""}`,
     );

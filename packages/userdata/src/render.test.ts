@@ -324,7 +324,7 @@ describe("renderUserData refuses, with a typed error that says where", () => {
     }
   });
 
-  it("a projected volume other than the API server's kube-api-access-*", () => {
+  it("a projected Secret in the user-data delivery, as a Secret volume (kube-api-access-* left out)", () => {
     const result = renderUserData(
       asPod({
         spec: {
@@ -337,8 +337,8 @@ describe("renderUserData refuses, with a typed error that says where", () => {
       }),
     );
     expect(result.ok ? "rendered" : [result.error.code, result.error.path]).toEqual([
-      "UnsupportedVolume",
-      "spec.volumes[certs]",
+      "SecretInUserData",
+      "spec.volumes[certs].projected.sources[0]",
     ]);
     expect(result.ok ? "" : result.error).toBeInstanceOf(UserDataError);
   });
@@ -357,7 +357,7 @@ describe("renderUserData refuses, with a typed error that says where", () => {
     ).toMatchObject({
       code: "UnsupportedVolume",
       message:
-        'volume "nfs" is of kind nfs; the host supports emptyDir, hostPath, configMap and secret only',
+        'volume "nfs" is of kind nfs; the host supports emptyDir, hostPath, configMap, secret, projected and downwardAPI only',
     });
     expect(
       errorOf(

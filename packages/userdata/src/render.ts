@@ -34,6 +34,7 @@ import {
 import { type ContainerPlan, type PlannedFile, type PodPlan, resolvePodPlan } from "./pod.js";
 import { bashQuote, shQuote } from "./quote.js";
 import { PARAMETERS_ONLY_PART, SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
+import { podTokenParameterName } from "./tokens.js";
 
 /** Where the user-data installs the supervisor and its data (the guest contract). */
 const SUPERVISOR_PATH = "/usr/local/lib/nebula/supervisor.sh";
@@ -459,6 +460,26 @@ function podData(
         ]
       : []),
     ...(options.doorbell ? [`DOORBELL_QUEUE_URL=${bashQuote(options.doorbell.queueUrl)}`] : []),
+    // Service-account token files (the parameters delivery only): where, which token, which mode;
+    // the tokens themselves come from TOKEN_PARAMETER on the host, never from pod.sh.
+    ...(plan.tokens.length > 0
+      ? [
+          array(
+            "TOKEN_PATH",
+            plan.tokens.map((t) => t.path),
+          ),
+          array(
+            "TOKEN_KEY",
+            plan.tokens.map((t) => t.key),
+          ),
+          array(
+            "TOKEN_MODE",
+            plan.tokens.map((t) => t.mode.toString(8).padStart(4, "0")),
+          ),
+          `TOKEN_PARAMETER=${bashQuote(podTokenParameterName(options.cluster, plan.uid))}`,
+          `TOKEN_POLL=${plan.tokenPollSeconds}`,
+        ]
+      : []),
   ];
   c.forEach((x: ContainerPlan, i) => {
     lines.push(array(`C${i}_FLAGS`, x.createFlags));

@@ -46,17 +46,7 @@ export function podTokenRequests(pod: unknown): readonly PodTokenRequest[] {
     for (const s of arr(obj(obj(v)?.projected)?.sources)) {
       const projection = obj(obj(s)?.serviceAccountToken);
       if (projection === undefined) continue;
-      const audience =
-        typeof projection.audience === "string" && projection.audience !== ""
-          ? projection.audience
-          : undefined;
-      const asked = projection.expirationSeconds;
-      const expirationSeconds =
-        typeof asked === "number" &&
-        Number.isInteger(asked) &&
-        asked >= MIN_TOKEN_EXPIRATION_SECONDS
-          ? asked
-          : DEFAULT_TOKEN_EXPIRATION_SECONDS;
+      const { audience, expirationSeconds } = projectionRequest(projection);
       if (found.some((r) => r.audience === audience && r.expirationSeconds === expirationSeconds)) {
         continue;
       }
@@ -64,6 +54,26 @@ export function podTokenRequests(pod: unknown): readonly PodTokenRequest[] {
     }
   }
   return found;
+}
+
+/**
+ * The audience and lifetime one `serviceAccountToken` projection asks for, as
+ * {@link podTokenRequests} reads them (an empty audience is the API server's own; a lifetime below
+ * the minimum or not a whole number is the default): what finds its request's key. Total.
+ *
+ * @param projection - the projection (any value).
+ */
+export function projectionRequest(
+  projection: unknown,
+): Pick<PodTokenRequest, "audience" | "expirationSeconds"> {
+  const p = obj(projection) ?? {};
+  const audience = typeof p.audience === "string" && p.audience !== "" ? p.audience : undefined;
+  const asked = p.expirationSeconds;
+  const expirationSeconds =
+    typeof asked === "number" && Number.isInteger(asked) && asked >= MIN_TOKEN_EXPIRATION_SECONDS
+      ? asked
+      : DEFAULT_TOKEN_EXPIRATION_SECONDS;
+  return { audience, expirationSeconds };
 }
 
 /**
