@@ -56,8 +56,10 @@ const NODE = "fence-node";
 /** A "real" Node: another kubelet's. */
 const REAL = "fence-real";
 const TENANT = "fence-tenant";
+/** A tenant's ServiceAccount, whose Pods' tokens the vnode requests. */
+const TOKEN_ACCOUNT = "fence-reader";
 const VNODE_USER = `system:serviceaccount:${NAMESPACE}:${NAME}`;
-/** Either policy: `${NAME}-pods` or `${NAME}-node`. */
+/** Any of the policies: `${NAME}-pods`, `${NAME}-node` or `${NAME}-tokens`. */
 const POLICY_DENIAL = `ValidatingAdmissionPolicy '${NAME}-`;
 const FINALIZER = "nebula.dev/instance-reclaim";
 
@@ -146,12 +148,21 @@ async function enter(world: World): Promise<void> {
   }
 }
 
-function pod(name: string, namespace: string, nodeName: string): V1Pod {
+function pod(
+  name: string,
+  namespace: string,
+  nodeName: string,
+  serviceAccountName?: string,
+): V1Pod {
   return {
     apiVersion: "v1",
     kind: "Pod",
     metadata: { name, namespace, labels: { app: "fence" }, annotations: { team: "a" } },
-    spec: { nodeName, containers: [{ name: "app", image: "busybox:1.36" }] },
+    spec: {
+      nodeName,
+      ...(serviceAccountName ? { serviceAccountName } : {}),
+      containers: [{ name: "app", image: "busybox:1.36" }],
+    },
   };
 }
 
@@ -313,6 +324,16 @@ function cannots(ownPod: string): Array<[string, (dryRun?: "All") => Promise<unk
           ...(d ? { dryRun: d } : {}),
         }),
     ],
+    [
+      "request a service-account token bound to no Pod",
+      (d) =>
+        core.createNamespacedServiceAccountToken({
+          name: TOKEN_ACCOUNT,
+          namespace: TENANT,
+          body: { spec: { audiences: [], expirationSeconds: 600 } },
+          ...(d ? { dryRun: d } : {}),
+        }),
+    ],
   ];
 }
 
@@ -361,8 +382,10 @@ beforeAll(async () => {
   ).toEqual([
     `ValidatingAdmissionPolicy/${NAME}-node`,
     `ValidatingAdmissionPolicy/${NAME}-pods`,
+    `ValidatingAdmissionPolicy/${NAME}-tokens`,
     `ValidatingAdmissionPolicyBinding/${NAME}-node`,
     `ValidatingAdmissionPolicyBinding/${NAME}-pods`,
+    `ValidatingAdmissionPolicyBinding/${NAME}-tokens`,
   ]);
 
   const core = admin.makeApiClient(CoreV1Api);
@@ -391,6 +414,14 @@ beforeAll(async () => {
     body: pod("fence-system-pod", "kube-system", REAL),
   });
   await core.createNamespacedPod({ namespace: TENANT, body: pod("other", TENANT, REAL) });
+  await core
+    .createNamespacedServiceAccount({
+      namespace: TENANT,
+      body: { metadata: { name: TOKEN_ACCOUNT } },
+    })
+    .catch((error) => {
+      if (statusCode(error) !== 409) throw error;
+    });
 });
 
 describe.each([
@@ -404,7 +435,7 @@ describe.each([
     await enter(world);
     await admin
       .makeApiClient(CoreV1Api)
-      .createNamespacedPod({ namespace: TENANT, body: pod(ownPod, TENANT, NODE) });
+      .createNamespacedPod({ namespace: TENANT, body: pod(ownPod, TENANT, NODE, TOKEN_ACCOUNT) });
     const core = vnode.makeApiClient(CoreV1Api);
     if (world === "before") {
       // RBAC takes effect once the authorizer's informer has the bindings.
@@ -563,6 +594,19 @@ describe.each([
       // A Pod bound to its Node, as pod-api.ts writes it.
       const current = await core.readNamespacedPod({ name: ownPod, namespace: TENANT });
       const uid = current.metadata?.uid ?? "";
+      // Its service-account token, bound to it, as pod-tokens.ts requests it.
+      const issued = await core.createNamespacedServiceAccountToken({
+        name: TOKEN_ACCOUNT,
+        namespace: TENANT,
+        body: {
+          spec: {
+            audiences: [],
+            expirationSeconds: 600,
+            boundObjectRef: { apiVersion: "v1", kind: "Pod", name: ownPod, uid },
+          },
+        },
+      });
+      expect(issued.status?.token).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
       await podPatch(
         core,
         TENANT,

@@ -19,6 +19,7 @@ import {
   AppsV1Api,
   AuthenticationV1Api,
   CoreV1Api,
+  DiscoveryV1Api,
   EventsV1Api,
   type V1Pod,
 } from "@kubernetes/client-node";
@@ -249,6 +250,33 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
     const uid = pod.metadata?.uid ?? "";
     const [instance] = await instancesOf(uid);
     expect(instance?.InstanceId).toBeDefined();
+    // The Pod's IP is its instance's private address, and a Service selecting it gets it as a
+    // ready endpoint (kube-controller-manager's EndpointSlice controller), as for a kubelet's Pod.
+    expect(pod.status?.podIP).toBe(instance?.PrivateIpAddress);
+    await core.createNamespacedService({
+      namespace: NS,
+      body: {
+        metadata: { name: "reads-secrets" },
+        spec: { ports: [{ port: 80 }], selector: { app: "reads-secrets" } },
+      },
+    });
+    const endpoint = await until(
+      "the Service's EndpointSlice with the Pod's IP",
+      async () => {
+        const slices = await admin.makeApiClient(DiscoveryV1Api).listNamespacedEndpointSlice({
+          namespace: NS,
+          labelSelector: "kubernetes.io/service-name=reads-secrets",
+        });
+        return slices.items
+          .flatMap((slice) => slice.endpoints ?? [])
+          .find((e) => e.targetRef?.uid === uid);
+      },
+      60_000,
+      500,
+    );
+    expect(endpoint.addresses).toEqual([pod.status?.podIP]);
+    expect(endpoint.conditions?.ready).toBe(true);
+    expect(endpoint.nodeName).toBe(NODE);
     expect(await parameterNames()).toEqual([`/nebula/${NODE}/pods/${uid}/0`]);
     const seen = await visible(instance?.InstanceId ?? "", pod.metadata?.name ?? "");
     expect(seen).toContain(`/nebula/${NODE}/pods/${uid}/0`); // the user-data names its parameter…
