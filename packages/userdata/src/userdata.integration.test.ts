@@ -50,7 +50,14 @@ import {
 } from "@nebula/test-peers";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type PodSources, type RenderOptionsInput, renderUserData } from "./index.js";
+import {
+  type PodSources,
+  podTokenParameterName,
+  podTokenParameterValue,
+  podTokenRequests,
+  type RenderOptionsInput,
+  renderUserData,
+} from "./index.js";
 import { expand as expandKubernetesReferences } from "./pod.js";
 import { containerLogStream } from "./render.js";
 import { INSTANCE_ID, TestHost } from "./testing/host.js";
@@ -678,6 +685,151 @@ describe("the Parameter Store delivery: real bash, real podman, moto's SSM throu
     expect(readdirSync(join(h.dir, "state"), { recursive: true }).join(" ")).not.toContain(
       "pod.sh",
     );
+  });
+
+  // Issue #34: the kube-api-access-* volume served as the kubelet serves it. The token comes from
+  // the Pod's token parameter (<prefix>t), which the test writes and overwrites as the controller
+  // does when it renews a token; `tokenPollSeconds: 2` (a render option, default a tenth of the
+  // token's life) makes the host read it every 2 s instead of every 6 minutes.
+  it("serves the service-account token, CA and namespace; a renewed token reaches the running container without a restart; a malformed value keeps the old one", async () => {
+    const out = outDir();
+    const dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    const T1 = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLTE";
+    const T2 = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjIifQ.eyJzdWIiOiJzeXN0ZW06c2EiLCJuIjoyfQ.c2ln-_2";
+    const p = pod(
+      [
+        {
+          name: "app",
+          image: IMAGE,
+          command: [
+            "sh",
+            "-c",
+            // Started once (the starts file); copies what it reads every 0.2 s until told to stop.
+            `echo $$ >>/out/starts; cp ${dir}/ca.crt /out/ca; cp ${dir}/namespace /out/namespace; stat -c %a ${dir}/token >/out/mode
+while [ ! -e /out/stop ]; do cat ${dir}/token >/out/seen.part && mv /out/seen.part /out/seen; sleep 0.2; done`,
+          ],
+        },
+      ],
+      out,
+    );
+    p.metadata = { ...p.metadata, uid: "uid-tokens-1" };
+    p.spec?.containers[0]?.volumeMounts?.push({
+      name: "kube-api-access-k8x2p",
+      mountPath: dir,
+      readOnly: true,
+    });
+    // The volume exactly as the API server injects it.
+    p.spec?.volumes?.push({
+      name: "kube-api-access-k8x2p",
+      projected: {
+        defaultMode: 420,
+        sources: [
+          { serviceAccountToken: { expirationSeconds: 3607, path: "token" } },
+          { configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] } },
+          {
+            downwardAPI: {
+              items: [
+                {
+                  path: "namespace",
+                  fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" },
+                },
+              ],
+            },
+          },
+        ],
+      },
+    });
+    const CA =
+      "-----BEGIN CERTIFICATE-----\nMIIC/zCCAeegAwIBAgIBADANBgkqhkiG9w0BAQsFADAVMRMwEQYDVQQD\n-----END CERTIFICATE-----\n";
+    const rendered = renderUserData(
+      p,
+      { ...FAST, cluster: "it", delivery: "parameters", tokenPollSeconds: 2 },
+      {
+        ...sources,
+        configMaps: { ...sources.configMaps, "kube-root-ca.crt": { data: { "ca.crt": CA } } },
+      },
+    );
+    if (!rendered.ok) throw rendered.error;
+    expect(podTokenRequests(p)).toEqual([
+      { key: "0", audience: undefined, expirationSeconds: 3607 },
+    ]);
+    const tokenParameter = podTokenParameterName("it", "uid-tokens-1");
+    const tokens = (value: string) => put([{ name: tokenParameter, value }]);
+    const value = (token: string) => {
+      const v = podTokenParameterValue([{ key: "0", token }]);
+      if (!v.ok) throw v.error;
+      return v.value;
+    };
+    await put([...rendered.value.sharedParameters, ...rendered.value.parameters]);
+    await tokens(value(T1));
+
+    const h = ssmHost();
+    expect(await h.boot(rendered.value)).toBe(0);
+    const seen = () =>
+      existsSync(join(out, "seen")) ? readFileSync(join(out, "seen"), "utf8") : "";
+    await h.until(() => seen() === T1, 120_000);
+    expect(readFileSync(join(out, "ca"), "utf8")).toBe(CA);
+    expect(readFileSync(join(out, "namespace"), "utf8")).toBe("test");
+    expect(readFileSync(join(out, "mode"), "utf8").trim()).toBe("644");
+
+    // The controller renews the token: the same container reads the new one within a poll or two.
+    await tokens(value(T2));
+    await h.until(() => seen() === T2, 30_000);
+    // A value that is not key:token pairs is ignored whole: the file keeps T2.
+    await tokens("0:not-a-token 1:x.y.z");
+    await h.until(() => h.supervisorLog().includes("not <key>:<token> pairs"), 30_000);
+    await new Promise((r) => setTimeout(r, 4_500));
+    expect(seen()).toBe(T2);
+    // Said once for the streak of failures, not at every poll.
+    expect(h.supervisorLog().split("cannot read the service-account tokens").length - 1).toBe(1);
+
+    writeFileSync(join(out, "stop"), "");
+    expect(await h.finished(120_000)).toBe(0);
+    expect(readFileSync(join(out, "starts"), "utf8").trim().split("\n")).toHaveLength(1);
+    expect(container(last(h.tagReports()), "app")).toMatchObject({
+      state: "terminated",
+      exitCode: 0,
+      restarts: 0,
+    });
+    const said = [h.consoleText(), h.supervisorLog(), JSON.stringify(h.tagReports())].join("\n");
+    for (const token of [T1, T2]) {
+      expect(said).not.toContain(token);
+      expect(rendered.value.script).not.toContain(token);
+    }
+    // The token files live in memory-backed /run/nebula, never on disk.
+    for (const file of readdirSync(join(h.dir, "state"), {
+      recursive: true,
+      withFileTypes: true,
+    })) {
+      if (!file.isFile()) continue;
+      const text = readFileSync(join(file.parentPath, file.name), "utf8");
+      for (const token of [T1, T2]) expect(text, file.name).not.toContain(token);
+    }
+    expect(readFileSync(join(h.dir, "run/volumes/kube-api-access-k8x2p/token"), "utf8")).toBe(T2);
+  });
+
+  it("without its token parameter the host starts no container: it says why on the console and powers off", async () => {
+    const out = outDir();
+    const p = pod([{ name: "app", image: IMAGE, command: ["sh", "-c", "touch /out/ran"] }], out);
+    p.metadata = { ...p.metadata, uid: "uid-tokens-2" };
+    p.spec?.volumes?.push({
+      name: "kube-api-access-q1",
+      projected: { sources: [{ serviceAccountToken: { path: "token" } }] },
+    });
+    const rendered = renderUserData(
+      p,
+      { ...FAST, cluster: "it", delivery: "parameters", parameterWaitSeconds: 10 },
+      sources,
+    );
+    if (!rendered.ok) throw rendered.error;
+    await put([...rendered.value.sharedParameters, ...rendered.value.parameters]);
+    const h = ssmHost();
+    expect(await h.boot(rendered.value)).toBe(0);
+    await h.until(() => h.poweredOff(), 60_000);
+    expect(h.consoleText()).toContain(
+      "cannot read the pod's service-account tokens from /nebula/it/pods/uid-tokens-2/t within 10s: no value in the answer",
+    );
+    expect(existsSync(join(out, "ran"))).toBe(false);
   });
 
   it("a parameter that does not hold what the user-data names is refused: the host says why and powers off", async () => {
