@@ -121,7 +121,11 @@ tokens_parse() {
     echo "no value in the answer (the parameter is missing or not readable yet)" >"$RUN/tokens.err"
     return 1
   fi
-  IFS=' ' read -ra entries <<<"${BASH_REMATCH[1]}"
+  e=${BASH_REMATCH[1]}
+  # Single spaces between entries: an empty entry (two spaces, a space at either end) is no pair.
+  [[ $e != *"  "* && $e != " "* && $e != *" " ]] || e=' '
+  IFS=' ' read -ra entries <<<"$e"
+  ((${#entries[@]} > 0)) || entries=('')
   for e in "${entries[@]}"; do
     if ! [[ $e =~ $re ]]; then
       TOKEN_GOT=()
@@ -148,12 +152,13 @@ tokens_get() {
 
 # Reads the token parameter once (within 5 s; a SIGTERM ends the call) into TOKEN_GOT.
 tokens_read() {
-  local status text
+  local status text why
   if [ -z "$INSTANCE_ID" ] && ! identify 1; then
     echo "no instance identity from IMDS" >"$RUN/tokens.err"
     return 1
   fi
   : >"$RUN/tokens.status"
+  : >"$RUN/tokens.err"
   # The credentials in this shell, so the call in the background uses the cached ones.
   aws_credentials || {
     echo "no instance role credentials from IMDS" >"$RUN/tokens.err"
@@ -167,8 +172,11 @@ tokens_read() {
   [ ! -f "$SECRETS/tokens.json" ] || text=$(<"$SECRETS/tokens.json")
   rm -f "$SECRETS/tokens.json"
   if [ "$status" != 200 ]; then
-    # An error answer holds no token: its head says why (AccessDenied, throttling).
-    printf 'HTTP %s: %s %s\n' "${status:-000}" "${text:0:300}" "$(tail -c 200 "$RUN/tokens.err" 2>/dev/null)" >"$RUN/tokens.err"
+    # Only an error answer's type and message are said, never a body whole: no token is logged.
+    why="HTTP ${status:-000}"
+    [[ $text =~ \"__type\"[[:space:]]*:[[:space:]]*\"([A-Za-z0-9_.#:]*)\" ]] && why+=" ${BASH_REMATCH[1]##*#}"
+    [[ $text =~ \"[Mm]essage\"[[:space:]]*:[[:space:]]*\"([^\"]{0,200})\" ]] && why+=": ${BASH_REMATCH[1]}"
+    printf '%s %s\n' "$why" "$(tail -c 200 "$RUN/tokens.err" 2>/dev/null)" >"$RUN/tokens.err"
     return 1
   fi
   tokens_parse "$text"
