@@ -48,6 +48,22 @@ describe("renderUserData", () => {
     expect(a.value.script.startsWith("#!/bin/bash\n")).toBe(true);
   });
 
+  it("the typical Pod with agents and the doorbell, user-data delivery: fits, without the Parameter Store code", () => {
+    const result = renderUserData(typicalPod(), {
+      agents: [{ name: "sandd", command: ["/opt/sandd", "--x='1'", "$(y)"] }],
+      doorbell: { queueUrl: "https://sqs.eu-west-1.amazonaws.com/123456789012/nebula-prod-events" },
+    });
+    if (!result.ok) throw result.error;
+    expect(result.value.bytes).toBeLessThanOrEqual(MAX_USER_DATA_BYTES);
+    // 15,661 bytes when the token code came (16,352 before, with pod.sh's SSM code inside).
+    expect(result.value.bytes).toBeLessThanOrEqual(15_800);
+    const { script } = result.value;
+    expect(script).toContain(supervisorScript({ delivery: "user-data" }));
+    for (const code of ["AmazonSSM", "fetch_pod() {", "tokens_tick() {", "ssm_endpoint() {"])
+      expect(script).not.toContain(code);
+    expect(supervisorScript()).toContain("tokens_tick() {");
+  });
+
   it("leaves small scripts in clear unless asked, and honours compression: always / never", () => {
     const never = renderUserData(typicalPod(), { compression: "never" });
     expect(never.ok ? never.value.gzipped : never.error.code).toBe("TooLarge");
