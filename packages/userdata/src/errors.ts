@@ -4,11 +4,15 @@
  * - `InvalidPod`: the Pod is malformed (no containers, empty image, bad names, NUL bytes, ...).
  * - `InvalidOptions`: the render options are malformed.
  * - `SecretInUserData`: a value would come from a Secret (env `secretKeyRef`, `envFrom.secretRef`,
- *   `imagePullSecrets`); user-data is readable by anyone who can describe the instance, so it is refused.
+ *   `imagePullSecrets`, a `secret` or projected `secret` volume) or be a service-account token (a
+ *   `serviceAccountToken` projection); user-data is readable by anyone who can describe the
+ *   instance, so it is refused.
  * - `UnsupportedEnvSource`: an env source this builder cannot resolve (ConfigMap refs, `resourceFieldRef`,
  *   unsupported downward-API fields).
- * - `UnsupportedVolume`: a volume kind other than `emptyDir` / `hostPath`, or a mount feature (`subPath`)
- *   the host cannot honour.
+ * - `UnsupportedVolume`: a volume kind other than `emptyDir`, `hostPath`, `configMap`, `secret`,
+ *   `projected`, `downwardAPI`; a projected source or downward-API field the host cannot serve
+ *   (`clusterTrustBundle`, `podCertificate`, `resourceFieldRef`, `status.*`); or a mount feature
+ *   (`subPath` outside those file volumes) the host cannot honour.
  * - `UnsupportedField`: a Pod feature the host supervisor does not implement (gRPC probes, ...).
  * - `HostNetworkNotAllowed`: `hostNetwork: true` without the opt-in annotation
  *   `nebula.dev/allow-host-network: "true"` (host networking reaches IMDS and the instance role).
