@@ -293,7 +293,7 @@ export interface PlannedFile {
 }
 
 /** A service-account token file the host keeps up to date. */
-export interface PlannedToken {
+interface PlannedToken {
   /** Absolute host path of the file (in its volume's directory). */
   readonly path: string;
   /** The {@link PodTokenRequest} key of its audience and lifetime, in the token parameter. */
