@@ -16,9 +16,16 @@ import { ProviderError, toProviderError } from "./errors.js";
 import type { InstanceTypeInfo } from "./instance-catalogue.js";
 import { buildRunInstancesInput, type LaunchInput } from "./launch.js";
 import { type PodFacts, podFacts } from "./pod.js";
-import type { IssuedTokens, PodTokens } from "./pod-tokens.js";
+import type { PodTokens } from "./pod-tokens.js";
 import type { ObservedInstance } from "./poll.js";
-import { deliveryOf, disprove, observe, type PodRecord, type ProviderContext } from "./record.js";
+import {
+  deliveryOf,
+  disprove,
+  type IssuedTokens,
+  observe,
+  type PodRecord,
+  type ProviderContext,
+} from "./record.js";
 import { CREATE_CONTAINER_CONFIG_ERROR, configErrorStatus, LAUNCHED_CONDITION } from "./status.js";
 import { type ReadServiceAccount, withWebIdentity } from "./web-identity.js";
 

@@ -1,13 +1,7 @@
 import type { V1Pod } from "@kubernetes/client-node";
-import {
-  type PodParameter,
-  type PodTokenRequest,
-  podTokenParameterName,
-  podTokenParameterValue,
-  podTokenRequests,
-} from "@nebula/userdata";
+import { podTokenParameterName, podTokenParameterValue, podTokenRequests } from "@nebula/userdata";
 import { toProviderError } from "./errors.js";
-import type { PodRecord, ProviderContext } from "./record.js";
+import type { IssuedTokens, PodRecord, ProviderContext } from "./record.js";
 import { isTerminalStatus } from "./status.js";
 
 /**
@@ -19,18 +13,6 @@ export type RequestToken = (
   pod: V1Pod,
   request: { readonly audience: string | undefined; readonly expirationSeconds: number },
 ) => Promise<{ readonly token: string; readonly expiresAt: number }>;
-
-/** The Pod's tokens as last issued: the token parameter to write, and when to renew them. */
-export interface IssuedTokens {
-  /** `<prefix>t` with every token of the Pod (`@nebula/userdata`'s `podTokenParameterValue`). */
-  readonly parameter: PodParameter;
-  /** When they were requested (ms). */
-  readonly issuedAt: number;
-  /** When to request them again (ms): see {@link renewalTime}. */
-  readonly renewAt: number;
-  /** When the first of them expires (ms). */
-  readonly expiresAt: number;
-}
 
 /** The longest a token is used before it is renewed, whatever its lifetime (the kubelet's 24 h). */
 const MAX_TOKEN_AGE_MS = 24 * 3600 * 1000;
@@ -95,7 +77,7 @@ export class PodTokens {
   }
 
   /** The tokens the Pod projects (none with `podDelivery: "user-data"`, which serves none). */
-  requestsOf(pod: V1Pod): readonly PodTokenRequest[] {
+  requestsOf(pod: V1Pod): ReturnType<typeof podTokenRequests> {
     return this.#ctx.config.podDelivery === "parameters" ? podTokenRequests(pod) : [];
   }
 

@@ -18,7 +18,6 @@ import { jsonEqual } from "./json-equal.js";
 import type { LaunchInput } from "./launch.js";
 import { disproveOwnership, type OwnershipRules } from "./ownership.js";
 import type { CapacityType, PodFacts } from "./pod.js";
-import type { IssuedTokens } from "./pod-tokens.js";
 import type { ObservedInstance } from "./poll.js";
 
 /** What the provider does with a Pod. */
@@ -38,6 +37,19 @@ type Mode =
   | "terminal";
 
 /** One Pod as the provider knows it. */
+
+/** The Pod's tokens as last issued: the token parameter to write, and when to renew them. */
+export interface IssuedTokens {
+  /** `<prefix>t` with every token of the Pod (`@nebula/userdata`'s `podTokenParameterValue`). */
+  readonly parameter: PodParameter;
+  /** When they were requested (ms). */
+  readonly issuedAt: number;
+  /** When to request them again (ms): see `renewalTime` in pod-tokens.ts. */
+  readonly renewAt: number;
+  /** When the first of them expires (ms). */
+  readonly expiresAt: number;
+}
+
 export interface PodRecord {
   pod: V1Pod;
   facts: PodFacts;

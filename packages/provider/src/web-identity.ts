@@ -19,9 +19,9 @@ export type ReadServiceAccount = (
 /** The ServiceAccount annotation naming the role. */
 export const ROLE_ARN_ANNOTATION = "eks.amazonaws.com/role-arn";
 /** The ServiceAccount annotation naming the token's audience (default `sts.amazonaws.com`). */
-export const AUDIENCE_ANNOTATION = "eks.amazonaws.com/audience";
+const AUDIENCE_ANNOTATION = "eks.amazonaws.com/audience";
 /** The ServiceAccount annotation naming the token's lifetime in seconds (default 86400). */
-export const TOKEN_EXPIRATION_ANNOTATION = "eks.amazonaws.com/token-expiration";
+const TOKEN_EXPIRATION_ANNOTATION = "eks.amazonaws.com/token-expiration";
 
 /** The volume the webhook adds, and its mount: what the SDKs find in `AWS_WEB_IDENTITY_TOKEN_FILE`. */
 const VOLUME = "aws-iam-token";

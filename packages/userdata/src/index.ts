@@ -27,7 +27,6 @@ export { parseQuantity } from "./quantity.js";
 export { type RenderResult, renderUserData, supervisorScript } from "./render.js";
 export { type ServiceEnvSource, serviceEnvironment } from "./service-env.js";
 export {
-  type PodTokenRequest,
   podTokenParameterName,
   podTokenParameterValue,
   podTokenRequests,

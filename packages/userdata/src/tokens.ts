@@ -14,7 +14,7 @@ import { POD_PARAMETER_VALUE_CHARS, podParameterPrefix } from "./parameters.js";
 /** `expirationSeconds` of a projection that names none (the API's default). */
 export const DEFAULT_TOKEN_EXPIRATION_SECONDS = 3600;
 /** The shortest `expirationSeconds` the API server accepts (and so the shortest token). */
-export const MIN_TOKEN_EXPIRATION_SECONDS = 600;
+const MIN_TOKEN_EXPIRATION_SECONDS = 600;
 
 /** One token the controller must request for a Pod: one per distinct audience and lifetime. */
 export interface PodTokenRequest {
@@ -22,7 +22,7 @@ export interface PodTokenRequest {
   readonly key: string;
   /** The audience to request; undefined: the API server's own (what `kube-api-access-*` asks). */
   readonly audience: string | undefined;
-  /** The lifetime to request, at least {@link MIN_TOKEN_EXPIRATION_SECONDS}. */
+  /** The lifetime to request, at least 600 s (the kube-apiserver's minimum). */
   readonly expirationSeconds: number;
 }
 
