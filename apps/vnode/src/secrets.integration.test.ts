@@ -399,11 +399,19 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
       180_000,
       1000,
     );
-    // Bound to the Pod: the token dies with it.
-    const after = await admin.makeApiClient(AuthenticationV1Api).createTokenReview({
-      body: { spec: { token } },
-    });
-    expect(after.status?.authenticated ?? false).toBe(false);
+    // Bound to the Pod: the token dies with it, once the kube-apiserver's authentication cache
+    // (10 s for a success) and its informer have seen the deletion.
+    await until(
+      "the Pod's token refused by the API server",
+      async () => {
+        const after = await admin.makeApiClient(AuthenticationV1Api).createTokenReview({
+          body: { spec: { token } },
+        });
+        return after.status?.authenticated === true ? undefined : true;
+      },
+      60_000,
+      1000,
+    );
   });
 
   it("a ServiceAccount's AWS role reaches its Pod as IRSA's: the sts.amazonaws.com token in the webhook's file, AWS_ROLE_ARN beside it, and STS takes it", async () => {
