@@ -26,6 +26,7 @@ import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { decodeConsoleOutput, decodeReportTags, type ExitReport } from "@nebula/state-mapping";
 import { SignatureV4 } from "@smithy/signature-v4";
+import { goQuote } from "../downward.js";
 import { DEFAULT_SANDBOX_IMAGE } from "../options.js";
 import type { RenderedUserData } from "../render.js";
 import { killMarked } from "./reap.js";
@@ -122,39 +123,6 @@ function systemPathWithoutAws(): string {
     rmSync(building, { recursive: true, force: true });
   }
   return dir;
-}
-
-const GO_ESCAPES: Record<string, string> = {
-  "\x07": "\\a",
-  "\b": "\\b",
-  "\f": "\\f",
-  "\n": "\\n",
-  "\r": "\\r",
-  "\t": "\\t",
-  "\v": "\\v",
-  '"': '\\"',
-  "\\": "\\\\",
-};
-
-/**
- * Go's `%q` (strconv.Quote), as `docker inspect --format '{{printf "%q" .}}'` prints: printable
- * characters as they are, the others as `\a`…`\v`, `\xHH`, `\uHHHH` or `\UHHHHHHHH`.
- */
-function goQuote(text: string): string {
-  let out = '"';
-  for (const ch of text) {
-    const cp = ch.codePointAt(0) ?? 0;
-    const named = GO_ESCAPES[ch];
-    if (named !== undefined) out += named;
-    else if (cp < 0x20 || cp === 0x7f) out += `\\x${cp.toString(16).padStart(2, "0")}`;
-    else if (cp > 0x7f && /[\p{C}\p{Z}]/u.test(ch))
-      out +=
-        cp > 0xffff
-          ? `\\U${cp.toString(16).padStart(8, "0")}`
-          : `\\u${cp.toString(16).padStart(4, "0")}`;
-    else out += ch;
-  }
-  return `${out}"`;
 }
 
 const key = (image: string) => image.replace(/[^A-Za-z0-9._-]/g, "_");
