@@ -3,7 +3,7 @@
 # run installs and builds nothing.
 #
 #   bash scripts/bootstrap.sh                 # everything
-#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, zizmor, control-plane, helm, kstatus, metrics-server, go
+#   bash scripts/bootstrap.sh apt moto        # only some steps: apt, moto, parliament, zizmor, control-plane, helm, kstatus, metrics-server, coredns, go
 #
 # Steps:
 #   apt            Debian packages the tests need (podman runc busybox-static shellcheck awscli
@@ -32,6 +32,9 @@
 #   metrics-server metrics-server $NEBULA_METRICS_SERVER_VERSION built from its Go module
 #                  (sigs.k8s.io/metrics-server) at $NEBULA_CACHE_DIR/metrics-server/<version>/
 #                  (~3 minutes cold): the virtual node's tests run `kubectl top` through it.
+#   coredns        CoreDNS $NEBULA_COREDNS_VERSION built from its Go module (github.com/coredns/coredns)
+#                  at $NEBULA_CACHE_DIR/coredns/<version>/ (~4 minutes cold): the local world's
+#                  cluster DNS (its kubernetes plugin over the test's kube-apiserver).
 #   go             A Go of at least 1.25 for the builds above (each of them does this first): the
 #                  machine's (on PATH or in /usr/local/go), else the official Go $NEBULA_GO_VERSION
 #                  (default 1.26.8) toolchain, fetched once from the Go module proxy as the module
@@ -43,7 +46,8 @@
 # Versions: NEBULA_K8S_VERSION (default v1.35.4), NEBULA_ETCD_VERSION (default v3.6.13),
 # NEBULA_MOTO_VERSION (default 5.2.5), NEBULA_PARLIAMENT_VERSION (default 1.6.4),
 # NEBULA_ZIZMOR_VERSION (default 1.32.0),
-# NEBULA_HELM_VERSION (default v4.3.1), NEBULA_METRICS_SERVER_VERSION (default v0.8.0).
+# NEBULA_HELM_VERSION (default v4.3.1), NEBULA_METRICS_SERVER_VERSION (default v0.8.0),
+# NEBULA_COREDNS_VERSION (default v1.14.7).
 # packages/test-peers reads the same defaults.
 set -euo pipefail
 
@@ -55,6 +59,7 @@ parliament_version="${NEBULA_PARLIAMENT_VERSION:-1.6.4}"
 zizmor_version="${NEBULA_ZIZMOR_VERSION:-1.32.0}"
 helm_version="${NEBULA_HELM_VERSION:-v4.3.1}"
 metrics_server_version="${NEBULA_METRICS_SERVER_VERSION:-v0.8.0}"
+coredns_version="${NEBULA_COREDNS_VERSION:-v1.14.7}"
 
 log() { echo "bootstrap: $*" >&2; }
 die() {
@@ -425,6 +430,13 @@ step_metrics_server() {
   build_go_program metrics-server "$metrics_server_version" sigs.k8s.io/metrics-server/cmd/metrics-server
 }
 
+# --- coredns ---------------------------------------------------------------------------------
+
+step_coredns() {
+  build_go_program coredns "$coredns_version" github.com/coredns/coredns \
+    "-X github.com/coredns/coredns/coremain.GitCommit=$coredns_version"
+}
+
 # --- go --------------------------------------------------------------------------------------
 
 step_go() {
@@ -435,7 +447,7 @@ step_go() {
 # --- main ------------------------------------------------------------------------------------
 
 steps=("$@")
-[ "${#steps[@]}" -gt 0 ] || steps=(apt moto parliament zizmor control-plane helm kstatus metrics-server)
+[ "${#steps[@]}" -gt 0 ] || steps=(apt moto parliament zizmor control-plane helm kstatus metrics-server coredns)
 for step in "${steps[@]}"; do
   case "$step" in
   apt) with_lock apt step_apt ;;
@@ -446,8 +458,9 @@ for step in "${steps[@]}"; do
   helm) with_lock helm step_helm ;;
   kstatus) with_lock kstatus step_kstatus ;;
   metrics-server) with_lock metrics-server step_metrics_server ;;
+  coredns) with_lock coredns step_coredns ;;
   go) step_go ;;
-  *) die "unknown step '$step' (apt, moto, parliament, zizmor, control-plane, helm, kstatus, metrics-server, go)" ;;
+  *) die "unknown step '$step' (apt, moto, parliament, zizmor, control-plane, helm, kstatus, metrics-server, coredns, go)" ;;
   esac
 done
 log "done"

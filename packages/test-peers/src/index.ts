@@ -11,6 +11,7 @@ export {
   kubectlPath,
   startControlPlane,
 } from "./control-plane.js";
+export { type ClusterDns, type ClusterDnsOptions, startClusterDns } from "./coredns.js";
 export {
   createEc2EventRule,
   EC2_EVENT_PATTERN,
@@ -76,6 +77,8 @@ export {
 } from "./moto.js";
 export {
   cacheDir,
+  corednsPath,
+  DEFAULT_COREDNS_VERSION,
   DEFAULT_ETCD_VERSION,
   DEFAULT_HELM_VERSION,
   DEFAULT_K8S_VERSION,

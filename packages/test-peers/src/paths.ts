@@ -13,6 +13,9 @@ export const DEFAULT_HELM_VERSION = "v4.3.1";
 /** The metrics-server version `scripts/bootstrap.sh` builds (`NEBULA_METRICS_SERVER_VERSION`). */
 export const DEFAULT_METRICS_SERVER_VERSION = "v0.8.0";
 
+/** The CoreDNS version `scripts/bootstrap.sh` builds (`NEBULA_COREDNS_VERSION`). */
+export const DEFAULT_COREDNS_VERSION = "v1.14.7";
+
 /**
  * The cache folder `scripts/bootstrap.sh` fills: `NEBULA_CACHE_DIR`, else `~/.cache/nebula`.
  *
@@ -44,5 +47,20 @@ export function metricsServerPath(env: NodeJS.ProcessEnv = process.env): string 
     "metrics-server",
     env.NEBULA_METRICS_SERVER_VERSION || DEFAULT_METRICS_SERVER_VERSION,
     "metrics-server",
+  );
+}
+
+/**
+ * The `coredns` binary `scripts/bootstrap.sh coredns` builds:
+ * `<cacheDir>/coredns/<NEBULA_COREDNS_VERSION>/coredns`.
+ *
+ * @param env - the environment to read (default `process.env`).
+ */
+export function corednsPath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(
+    cacheDir(env),
+    "coredns",
+    env.NEBULA_COREDNS_VERSION || DEFAULT_COREDNS_VERSION,
+    "coredns",
   );
 }
