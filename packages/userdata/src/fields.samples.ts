@@ -61,6 +61,14 @@ export const POD_SAMPLES: Record<string, unknown> = {
   volumes: [{ name: "scratch", emptyDir: {} }],
 };
 
+/**
+ * Pod fields that act only beside another: the sample Pod of the row gets these too, and so does
+ * the Pod it is compared with (`setHostnameAsFQDN` means nothing without a `subdomain`).
+ */
+export const POD_SAMPLE_COMPANIONS: Record<string, Record<string, unknown>> = {
+  setHostnameAsFQDN: { subdomain: "web" },
+};
+
 /** `spec.securityContext.<field>` */
 export const POD_SECURITY_SAMPLES: Record<string, unknown> = {
   appArmorProfile: { type: "Localhost", localhostProfile: "custom" },

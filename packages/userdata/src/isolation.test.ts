@@ -10,7 +10,7 @@ import type { V1Container, V1Pod } from "@kubernetes/client-node";
 import type { ExitReport } from "@nebula/state-mapping";
 import { afterEach, describe, expect, it } from "vitest";
 import { HOST_NETWORK_ANNOTATION, type RenderOptionsInput, renderUserData } from "./index.js";
-import { type FakeImage, TestHost } from "./testing/host.js";
+import { type FakeImage, HOST_IP, TestHost } from "./testing/host.js";
 
 const FAST: RenderOptionsInput = {
   backoff: { initialSeconds: 1, maxSeconds: 2, resetAfterSeconds: 600 },
@@ -93,6 +93,19 @@ describe("the Pod's network namespace", () => {
     expect(h.dockerCalls("create")[0]).toContain("--network=host");
     expect(h.sandboxCalls()).toEqual([]);
     expect(h.calls().filter((c) => c.startsWith("iptables"))).toEqual([]);
+  });
+
+  it("subdomain: the Pod's fully qualified name at the instance's address (IMDS local-ipv4) on the sandbox", async () => {
+    const h = await run(
+      pod([{ name: "app", image: "fake/a:1" }], { hostname: "db-0", subdomain: "db" }),
+      {
+        "fake/a:1": EXIT0,
+      },
+    );
+    const [sandbox] = h.sandboxCalls().filter((c) => c.startsWith("docker create"));
+    expect(sandbox).toBe(
+      `docker create --name=nebula-sandbox --network=bridge --hostname=db-0 --add-host=db-0.db.batch.svc.cluster.local:${HOST_IP} -- registry.k8s.io/pause:3.10`,
+    );
   });
 
   it("hostAliases: each name as --add-host on the sandbox (its containers share its /etc/hosts), in order", async () => {

@@ -181,6 +181,8 @@ const Pod = z.looseObject({
       .optional(),
     hostname: str.optional(),
     hostnameOverride: str.optional(),
+    subdomain: str.optional(),
+    setHostnameAsFQDN: z.boolean().optional(),
     dnsPolicy: str.optional(),
     dnsConfig: z
       .looseObject({
@@ -266,6 +268,12 @@ export interface PodPlan {
   readonly sandboxFlags: readonly string[];
   /** `spec.hostAliases` as `name:ip` entries for `/etc/hosts` (`docker --add-host`), in order. */
   readonly hostAliases: readonly string[];
+  /**
+   * The Pod's fully qualified name when it has a `subdomain` (`<hostname>.<subdomain>.<ns>.svc.<domain>`):
+   * the host maps it to the Pod's IP (the instance's private address) in `/etc/hosts`, as the
+   * kubelet does. Undefined without a subdomain, a host name or with hostNetwork.
+   */
+  readonly fqdn: string | undefined;
   readonly containers: readonly ContainerPlan[];
   /** Files to write before any container starts: ConfigMap, Secret, projected and downwardAPI volumes. */
   readonly files: readonly PlannedFile[];
@@ -578,7 +586,9 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
     };
   });
 
-  const hostname = podHostname(meta, spec);
+  const short = podHostname(meta, spec);
+  const fqdn = podFqdn(short, meta.namespace ?? "default", spec, hostNetwork, options.dns);
+  const hostname = spec.setHostnameAsFQDN === true && fqdn !== undefined ? fqdn : short;
   return {
     namespace: meta.namespace ?? "default",
     name: meta.name ?? "",
@@ -596,6 +606,7 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
           ...dnsFlags(planDns(meta.namespace ?? "default", spec, hostNetwork, options.dns, ctx)),
         ],
     hostAliases: planHostAliases(spec),
+    fqdn,
     containers,
     files,
     tokens,
@@ -1370,6 +1381,44 @@ function podHostname(
     fail("InvalidPod", field, `the Pod's host name ${JSON.stringify(name)} is not a DNS name`);
   }
   return cut;
+}
+
+/**
+ * The Pod's fully qualified domain name, as the kubelet builds it: `<hostname>.<subdomain>.<ns>.svc.<clusterDomain>`
+ * when it has a `subdomain` (a headless Service of that name gives peers its A record); undefined
+ * without one, without a host name, or with hostNetwork (the host's own name). With
+ * `setHostnameAsFQDN` it is also the containers' host name, which Linux caps at 64 characters:
+ * a longer one is `InvalidPod` with the kubelet's words.
+ */
+function podFqdn(
+  hostname: string | undefined,
+  namespace: string,
+  spec: {
+    readonly subdomain?: string | undefined;
+    readonly setHostnameAsFQDN?: boolean | undefined;
+  },
+  hostNetwork: boolean,
+  dns: ResolvedRenderOptions["dns"],
+): string | undefined {
+  if (hostNetwork || hostname === undefined) return undefined;
+  const sub = spec.subdomain ?? "";
+  if (sub === "") return undefined;
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(sub) || sub.length > 63) {
+    fail(
+      "InvalidPod",
+      "spec.subdomain",
+      `the Pod's subdomain ${JSON.stringify(sub)} is not a DNS label`,
+    );
+  }
+  const fqdn = `${hostname}.${sub}.${namespace}.svc.${dns.clusterDomain}`;
+  if (spec.setHostnameAsFQDN === true && fqdn.length > 64) {
+    fail(
+      "InvalidPod",
+      "spec.setHostnameAsFQDN",
+      `failed to construct FQDN from pod hostname and cluster domain, FQDN ${fqdn} is too long (64 characters is the max, ${fqdn.length} characters requested)`,
+    );
+  }
+  return fqdn;
 }
 
 /** The Pod sandbox's `--publish=` flags: each container port on its hostPort, else on the same port. */

@@ -231,6 +231,53 @@ describe("renderUserData", () => {
     });
   });
 
+  it("gives a Pod with a subdomain its fully qualified name as the kubelet does; setHostnameAsFQDN makes it the host name", () => {
+    const rendered = (pod: V1Pod, domain = "cluster.local") => {
+      const result = renderUserData(
+        { ...pod, metadata: { ...pod.metadata, namespace: "shop" } } as V1Pod,
+        { dns: { clusterDomain: domain } },
+      );
+      if (!result.ok) throw result.error;
+      return {
+        flags: /SANDBOX_FLAGS=\(([^\n]*)\)/.exec(result.value.script)?.[1],
+        fqdn: /^POD_FQDN=(.*)$/m.exec(result.value.script)?.[1],
+      };
+    };
+    expect(rendered(withApp({}, { hostname: "db-0" }))).toEqual({
+      flags: "$'--hostname=db-0'",
+      fqdn: "$''",
+    });
+    expect(rendered(withApp({}, { hostname: "db-0", subdomain: "db" }))).toEqual({
+      flags: "$'--hostname=db-0'",
+      fqdn: "$'db-0.db.shop.svc.cluster.local'",
+    });
+    expect(
+      rendered(
+        withApp({}, { hostname: "db-0", subdomain: "db", setHostnameAsFQDN: true }),
+        "k8s.example",
+      ),
+    ).toEqual({
+      flags: "$'--hostname=db-0.db.shop.svc.k8s.example'",
+      fqdn: "$'db-0.db.shop.svc.k8s.example'",
+    });
+    // Without a subdomain, setHostnameAsFQDN changes nothing (the kubelet's rule).
+    expect(rendered(withApp({}, { hostname: "db-0", setHostnameAsFQDN: true })).flags).toBe(
+      "$'--hostname=db-0'",
+    );
+    // Linux's 64-character host name: the kubelet fails the Pod, Nebula refuses it with its words.
+    expect(
+      errorOf(withApp({}, { hostname: "a".repeat(40), subdomain: "db", setHostnameAsFQDN: true })),
+    ).toMatchObject({
+      code: "InvalidPod",
+      path: "spec.setHostnameAsFQDN",
+      message: expect.stringContaining("64 characters is the max"),
+    });
+    expect(errorOf(withApp({}, { subdomain: "Not_A_Label" }))).toMatchObject({
+      code: "InvalidPod",
+      path: "spec.subdomain",
+    });
+  });
+
   it("sets TimeoutStopSec to the grace period plus 30 s", () => {
     const result = renderUserData(withApp({}, { terminationGracePeriodSeconds: 120 }));
     expect(result.ok && result.value.script).toContain("'TimeoutStopSec=150'");

@@ -383,6 +383,7 @@ function podData(
     array("SANDBOX_CMD", options.sandbox.command),
     array("SANDBOX_FLAGS", plan.sandboxFlags),
     array("HOST_ALIASES", plan.hostAliases),
+    `POD_FQDN=${bashQuote(plan.fqdn ?? "")}`,
     `N=${c.length}`,
     array(
       "NAMES",

@@ -31,7 +31,8 @@ imds_block() {
 # Starts the Pod sandbox: a container on the bridge network that holds the Pod's network namespace
 # (every container joins it, so they share localhost as in a Pod) and publishes the Pod's ports.
 # Sets NET; returns 1 with SANDBOX_ERR when the Pod cannot get a namespace of its own. The Pod's
-# hostAliases go into its /etc/hosts, which the containers that join it share.
+# hostAliases (and its fully qualified name, with a subdomain) go into its /etc/hosts, which the
+# containers that join it share.
 sandbox_up() {
   local n id
   [ "$HOST_NETWORK" != 1 ] || { log "hostNetwork: containers share the host's network (opted in)"; return 0; }
@@ -51,6 +52,8 @@ sandbox_up() {
   for ((n = 0; n < N; n++)); do docker rm -f "$(cname "$n")" >/dev/null 2>&1; done
   docker rm -f "$SANDBOX_NAME" >/dev/null 2>&1
   local flags=("--name=$SANDBOX_NAME" --network=bridge "${SANDBOX_FLAGS[@]}" "${HOST_ALIASES[@]/#/--add-host=}")
+  # A Pod with a subdomain finds its own fully qualified name at its IP, the instance's address.
+  [ -z "$POD_FQDN" ] || [ -z "$HOST_IP" ] || flags+=("--add-host=$POD_FQDN:$HOST_IP")
   ((${#SANDBOX_CMD[@]} == 0)) || flags+=("--entrypoint=${SANDBOX_CMD[0]}")
   if ! id=$(docker create "${flags[@]}" -- "$SANDBOX_IMAGE" "${SANDBOX_CMD[@]:1}" 2>"$RUN/sandbox.err") ||
     ! docker start "${id##*$'\n'}" >/dev/null 2>>"$RUN/sandbox.err"; then
