@@ -78,8 +78,10 @@ export interface IssueOptions {
   commonName: string;
   /** Subject organizations (the Kubernetes groups for a client cert). */
   organizations: readonly string[];
-  /** `server` (with SANs localhost and 127.0.0.1) or `client`. */
+  /** `server` (with SANs localhost, 127.0.0.1 and `ips`) or `client`. */
   usage: "server" | "client";
+  /** More IP addresses a `server` certificate names (e.g. this machine's, for its containers). */
+  ips?: readonly string[];
 }
 
 function issueArgs(work: string, options: IssueOptions): { req: string[]; sign: string[] } {
@@ -89,7 +91,7 @@ function issueArgs(work: string, options: IssueOptions): { req: string[]; sign: 
   writeFileSync(
     ext,
     options.usage === "server"
-      ? "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n"
+      ? `basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=${["DNS:localhost", "IP:127.0.0.1", ...(options.ips ?? []).map((ip) => `IP:${ip}`)].join(",")}\n`
       : "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
   );
   return {

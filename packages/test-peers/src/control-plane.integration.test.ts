@@ -1,6 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import { request as httpsRequest } from "node:https";
 import { createConnection } from "node:net";
+import { networkInterfaces } from "node:os";
 import { dirname } from "node:path";
 import {
   ApiException,
@@ -56,6 +58,31 @@ describe("shared control plane (from the global setup)", () => {
     expect(controlPlane.version).toBe(version.gitVersion);
     const namespaces = await core.listNamespace();
     expect(namespaces.items.map((n) => n.metadata?.name)).toContain("default");
+  });
+
+  it("serves at this machine's own address too, under a certificate that names it (where a simulated host's containers reach it)", async () => {
+    const address = Object.values(networkInterfaces())
+      .flat()
+      .find((a) => a !== undefined && a.family === "IPv4" && !a.internal)?.address;
+    expect(address).toBeDefined();
+    const kc = controlPlane.kubeConfig();
+    const cluster = kc.getCurrentCluster();
+    const { port } = new URL(cluster?.server ?? "");
+    const ca = Buffer.from(cluster?.caData ?? "", "base64").toString("utf8");
+    // Verified TLS (the serving CA, the IP in the URL matched against the certificate's SANs).
+    const code = await new Promise<number | undefined>((resolve, reject) => {
+      const req = httpsRequest(
+        { host: address, port: Number(port), path: "/version", ca, method: "GET" },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode);
+        },
+      );
+      req.once("error", reject);
+      req.end();
+    });
+    // Anonymous: /version is open to everyone, as in every cluster.
+    expect(code).toBe(200);
   });
 
   it("deletes a Pod bound to a node gracefully, and finally when the grace period is 0", async () => {

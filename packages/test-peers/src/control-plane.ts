@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
-import { tmpdir } from "node:os";
+import { networkInterfaces, tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { z } from "zod";
@@ -425,6 +425,8 @@ async function startOnce(
         commonName: "localhost",
         organizations: ["nebula-test-peers"],
         usage: "server",
+        // Containers of the instance-host simulator reach it at this machine's own addresses.
+        ips: machineAddresses(),
       }),
       issueCert({
         caDir: certDir,
@@ -484,7 +486,7 @@ async function startOnce(
       { what: `etcd on ${etcdUrl}`, timeoutMs, process: etcdProcess },
     );
 
-    const port = await freePort();
+    const port = await freePort("0.0.0.0");
     const server = `https://127.0.0.1:${port}`;
     const tls = { ca: servingCa.cert, cert: admin.cert, key: admin.key };
     const launchApiserver = async (): Promise<void> => {
@@ -501,7 +503,9 @@ async function startOnce(
             `--tls-private-key-file=${join(certDir, "apiserver.key")}`,
             "--authorization-mode=RBAC",
             `--secure-port=${port}`,
-            "--bind-address=127.0.0.1",
+            // Every address of this machine: a Nebula Pod's containers (in the instance-host
+            // simulator) reach it at the machine's address, as a Pod reaches an EKS endpoint.
+            "--bind-address=0.0.0.0",
             "--advertise-address=127.0.0.1",
             `--service-account-issuer=${server}/`,
             `--service-account-key-file=${join(certDir, "sa-signer.pub")}`,
@@ -791,4 +795,12 @@ export function connectControlPlane(info: ControlPlaneInfo): ControlPlaneConnect
       scheduler: data.scheduler ?? false,
     }),
   };
+}
+
+/** This machine's non-loopback IPv4 addresses (the serving certificate names them). */
+function machineAddresses(): string[] {
+  return Object.values(networkInterfaces())
+    .flat()
+    .filter((a) => a !== undefined && a.family === "IPv4" && !a.internal)
+    .map((a) => (a as { address: string }).address);
 }
