@@ -5,9 +5,13 @@
  * Pod, its Events or the exit report; a missing mandatory Secret keeps a Pod waiting with
  * `CreateContainerConfigError` until it appears; after deletion no parameter is left. A Pod's
  * projected service-account token (issue #34) is its ServiceAccount's, bound to it, in the file
- * where the kubelet puts it, with the cluster's CA and the namespace beside it.
+ * where the kubelet puts it, with the cluster's CA and the namespace beside it; the real kubectl
+ * in a Pod connects with it (InClusterConfig, `provider.kubernetesService` naming where the hosts
+ * reach the API server) and gets what its RBAC gives, no more. Its ServiceAccount's role reaches it
+ * as IRSA's.
  */
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import {
   DescribeInstanceAttributeCommand,
@@ -21,14 +25,16 @@ import {
   CoreV1Api,
   DiscoveryV1Api,
   EventsV1Api,
+  RbacAuthorizationV1Api,
   type V1Pod,
 } from "@kubernetes/client-node";
-import type { InstanceHosts } from "@nebula/test-peers";
+import { buildTestImage, type InstanceHosts, kubectlPath } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   barePod,
   deleteNode,
+  hostAddress,
   motoSsm,
   nodeInstances,
   readPod,
@@ -55,6 +61,14 @@ const PASSWORD = `Zq9-pw 'x' "y" $(id) \`id\` \\ é\nline2`;
 const KEY = `-----BEGIN KEY-----\nZq9KEYMATERIAL${"A".repeat(300)}\n-----END KEY-----\n`;
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
 
+const API = {
+  host: hostAddress(),
+  port: Number(new URL(admin.getCurrentCluster()?.server ?? "").port),
+};
+const ignoreConflict = (error: unknown) => {
+  if ((error as { code?: number }).code !== 409) throw error;
+};
+
 let hosts: InstanceHosts;
 let vnode: VnodeProcess;
 
@@ -71,6 +85,8 @@ beforeAll(async () => {
     batchWindowMs: 50,
   }) as { provider: Record<string, unknown> };
   config.provider.podDelivery = "parameters";
+  // The API server as the hosts reach it: this machine's address, its certificate names it.
+  config.provider.kubernetesService = API;
   vnode = await startVnode({
     nodeName: NODE,
     // As its ServiceAccount: the ConfigMap and Secret reads are what deploy/vnode/rbac.yaml grants.
@@ -88,6 +104,33 @@ afterAll(async () => {
   ssm.destroy();
   expect(code).toBe(0);
 });
+
+/**
+ * The `kube-api-access-*` volume the API server's ServiceAccount admission adds to every Pod (the
+ * local world's API server runs without that plugin, so a test writes it as the plugin would).
+ */
+function apiAccessVolume(name: string) {
+  return {
+    name,
+    projected: {
+      defaultMode: 0o644,
+      sources: [
+        { serviceAccountToken: { expirationSeconds: 3607, path: "token" } },
+        { configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] } },
+        {
+          downwardAPI: {
+            items: [
+              {
+                path: "namespace",
+                fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" },
+              },
+            ],
+          },
+        },
+      ],
+    },
+  };
+}
 
 async function instancesOf(uid: string): Promise<Instance[]> {
   return (await nodeInstances(ec2, NODE)).filter((i) =>
@@ -161,8 +204,6 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
       },
     });
     const cacheIP = cache.spec?.clusterIP ?? "";
-    const apiIP = (await core.readNamespacedService({ name: "kubernetes", namespace: "default" }))
-      .spec?.clusterIP;
     expect(cacheIP).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
     // The container checks what it got against the hashes and says which one differs.
     const check = [
@@ -171,7 +212,8 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
       `[ "$(stat -c %a /secret/key.pem)" = 400 ] || { echo mode-differs >/dev/termination-log; exit 1; }`,
       `[ "$CFG_MODE/$CFG_LEVEL/$URL" = blue/3/db://blue ] || { echo configmap-differs >/dev/termination-log; exit 1; }`,
       `[ "$CACHE_MAIN_SERVICE_HOST/$CACHE_MAIN_SERVICE_PORT_REDIS/$CACHE_MAIN_PORT/$CACHE" = "${cacheIP}/6379/tcp://${cacheIP}:6379/${cacheIP}:6379" ] || { echo "service-env-differs: $CACHE_MAIN_SERVICE_HOST $CACHE_MAIN_PORT $CACHE" >/dev/termination-log; exit 1; }`,
-      `[ "$KUBERNETES_SERVICE_HOST" = "${apiIP}" ] || { echo "kubernetes-env-differs: $KUBERNETES_SERVICE_HOST" >/dev/termination-log; exit 1; }`,
+      // provider.kubernetesService: where the hosts reach the API server, not its cluster IP.
+      `[ "$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT" = "${API.host}:${API.port}" ] || { echo "kubernetes-env-differs: $KUBERNETES_SERVICE_HOST" >/dev/termination-log; exit 1; }`,
       // The Pod's name is its containers' host name, as on a kubelet node.
       `[ "$(hostname)/$HOSTNAME" = "$POD_NAME/$POD_NAME" ] || { echo "hostname-differs: $(hostname) $HOSTNAME" >/dev/termination-log; exit 1; }`,
       "touch /tmp/ok",
@@ -331,33 +373,7 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
         },
         {
           serviceAccountName: "reader",
-          volumes: [
-            {
-              name: "kube-api-access-e2e01",
-              projected: {
-                defaultMode: 0o644,
-                sources: [
-                  { serviceAccountToken: { expirationSeconds: 3607, path: "token" } },
-                  {
-                    configMap: {
-                      name: "kube-root-ca.crt",
-                      items: [{ key: "ca.crt", path: "ca.crt" }],
-                    },
-                  },
-                  {
-                    downwardAPI: {
-                      items: [
-                        {
-                          path: "namespace",
-                          fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" },
-                        },
-                      ],
-                    },
-                  },
-                ],
-              },
-            },
-          ],
+          volumes: [apiAccessVolume("kube-api-access-e2e01")],
         },
       ),
     });
@@ -410,6 +426,79 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
         return after.status?.authenticated === true ? undefined : true;
       },
       60_000,
+      1000,
+    );
+  });
+
+  it("an in-cluster client connects with the Pod's own token: kubectl in the Pod lists its namespace's Pods and is forbidden from another's", async () => {
+    await core
+      .createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: "lister" } } })
+      .catch(ignoreConflict);
+    const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+    await rbac.createNamespacedRole({
+      namespace: NS,
+      body: {
+        metadata: { name: "pod-lister" },
+        rules: [{ apiGroups: [""], resources: ["pods"], verbs: ["list"] }],
+      },
+    });
+    await rbac.createNamespacedRoleBinding({
+      namespace: NS,
+      body: {
+        metadata: { name: "pod-lister" },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "pod-lister" },
+        subjects: [{ kind: "ServiceAccount", name: "lister", namespace: NS }],
+      },
+    });
+    // The real kubectl, as any client-go program: InClusterConfig from KUBERNETES_SERVICE_HOST/PORT,
+    // the token and ca.crt (it verifies the API server's certificate against it).
+    const image = await buildTestImage({
+      name: "nebula-test/kubectl",
+      files: { "/bin/kubectl": { content: readFileSync(kubectlPath()), mode: 0o755 } },
+    });
+    const dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+    const script = [
+      "kubectl get pods -o name >/tmp/own 2>&1; own=$?",
+      "kubectl get pods -n kube-system -o name >/tmp/other 2>&1; other=$?",
+      '{ echo "own=$own"; cat /tmp/own; echo "other=$other"; cat /tmp/other; } >/dev/termination-log',
+    ].join("\n");
+    await core.createNamespacedPod({
+      namespace: NS,
+      body: barePod(
+        "in-cluster",
+        NODE,
+        {
+          image,
+          imagePullPolicy: "IfNotPresent",
+          command: ["sh", "-c", script],
+          env: [{ name: "HOME", value: "/tmp" }],
+          volumeMounts: [{ name: "kube-api-access-e2e02", mountPath: dir, readOnly: true }],
+        },
+        { serviceAccountName: "lister", volumes: [apiAccessVolume("kube-api-access-e2e02")] },
+      ),
+    });
+    const ended = await until(
+      "the Pod ended (its kubectl asked the API server twice)",
+      async () => {
+        const p = await readPod(core, NS, "in-cluster");
+        const phase = p?.status?.phase;
+        return phase === "Succeeded" || phase === "Failed" ? p : undefined;
+      },
+      240_000,
+      500,
+    );
+    const report = ended.status?.containerStatuses?.[0]?.state?.terminated?.message ?? "";
+    expect(report).toMatch(/^own=0\n/);
+    expect(report).toContain("pod/in-cluster\n");
+    expect(report).toContain("other=1\n");
+    expect(report).toContain(
+      `User "system:serviceaccount:${NS}:lister" cannot list resource "pods" in API group "" in the namespace "kube-system"`,
+    );
+    await core.deleteNamespacedPod({ name: "in-cluster", namespace: NS });
+    await until(
+      "the Pod gone",
+      async () => ((await readPod(core, NS, "in-cluster")) === undefined ? true : undefined),
+      180_000,
       1000,
     );
   });

@@ -394,6 +394,21 @@ describe("renderOptionsOf", () => {
     expect(renderOptionsOf(config, { metrics: {} })).toMatchObject({ metrics: {} });
   });
 
+  it("gives the hosts the configured API server address for KUBERNETES_SERVICE_HOST (port 443 by default); a bad one is a configuration error", () => {
+    const config = parseProviderConfig(
+      testConfig({ kubernetesService: { host: "abc.gr7.eu-west-1.eks.amazonaws.com" } }),
+    );
+    expect(renderOptionsOf(config, undefined)).toMatchObject({
+      kubernetesService: { host: "abc.gr7.eu-west-1.eks.amazonaws.com", port: 443 },
+    });
+    expect(renderOptionsOf(parseProviderConfig(testConfig()), undefined)).not.toHaveProperty(
+      "kubernetesService",
+    );
+    expect(() =>
+      parseProviderConfig(testConfig({ kubernetesService: { host: "x y", port: 443 } })),
+    ).toThrow(/kubernetesService\.host/);
+  });
+
   it("gives the hosts the configured cluster DNS, unless the userData option names its own", () => {
     const config = parseProviderConfig(
       testConfig({ dns: { clusterDNS: ["10.96.0.10"], clusterDomain: "corp.local" } }),

@@ -433,7 +433,8 @@ export class Admitter {
  * `podDelivery`; `logs` and `metrics` are the configured ones when set (so that the hosts write
  * where the virtual node reads), else whatever the `userData` option says; the hosts ring the
  * event channel's queue (`doorbell`) when `events` is on; the host's grace is
- * capped at the configured `maxGracePeriodSeconds`, as the teardown's is.
+ * capped at the configured `maxGracePeriodSeconds`, as the teardown's is; `dns` and
+ * `kubernetesService` are the configured ones unless the `userData` option sets them.
  */
 export function renderOptionsOf(
   config: ProviderConfig,
@@ -448,6 +449,9 @@ export function renderOptionsOf(
     delivery: config.podDelivery,
     maxGracePeriodSeconds: config.maxGracePeriodSeconds,
     dns: userData?.dns ?? config.dns,
+    ...(config.kubernetesService === undefined
+      ? {}
+      : { kubernetesService: userData?.kubernetesService ?? config.kubernetesService }),
   };
 }
 

@@ -1,4 +1,4 @@
-import { DnsOptions, LogsOptions, MetricsOptions } from "@nebula/userdata";
+import { DnsOptions, LogsOptions, MetricsOptions, RenderOptions } from "@nebula/userdata";
 import { z } from "zod";
 import { ProviderError } from "./errors.js";
 import { MAX_USER_TAGS, RESERVED_TAG_COUNT } from "./tags.js";
@@ -174,6 +174,14 @@ export const ProviderConfigSchema = z
      * CoreDNS). Empty (the default): the instance's resolver, as the kubelet falls back.
      */
     dns: DnsOptions.default({ clusterDNS: [], clusterDomain: "cluster.local" }),
+    /**
+     * Where the instances reach the API server (`{ host, port }`: an EKS cluster's endpoint host
+     * name and 443, or a private address): the containers' `KUBERNETES_SERVICE_HOST`/`PORT` name
+     * it instead of the `kubernetes` Service's cluster IP, which nothing on a Nebula host routes,
+     * so in-cluster clients with the Pod's service-account token connect (`@nebula/userdata`'s
+     * `RenderOptions.kubernetesService`). Absent: the cluster IP, as on a kubelet node.
+     */
+    kubernetesService: RenderOptions.shape.kubernetesService,
     /**
      * How a Pod's instance is bought: `on-demand`, `spot`, or `spot-then-on-demand` (Spot
      * placements first; On-Demand once EC2 has no Spot capacity for any of them). A Pod may

@@ -241,6 +241,30 @@ export const RenderOptions = z.object({
   maxGracePeriodSeconds: z.number().int().min(0).max(86_400).default(3600),
   /** Cluster DNS for `dnsPolicy: ClusterFirst` Pods ({@link DnsOptions}); default: none. */
   dns: DnsOptions.default({ clusterDNS: [], clusterDomain: "cluster.local" }),
+  /**
+   * Where the hosts reach the API server (an EKS cluster's endpoint host name, a private address
+   * and port): the containers' `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT` (and the
+   * `KUBERNETES_PORT*` variables) name it instead of the `kubernetes` Service's cluster IP, which
+   * nothing on a Nebula host routes (no service proxy), so in-cluster clients with the Pod's
+   * service-account token connect. Its certificate must name `host` (an EKS endpoint's does).
+   * Absent: the cluster IP, as on a kubelet node.
+   */
+  kubernetesService: z
+    .object({
+      host: z.union([
+        z.ipv4(),
+        z.ipv6(),
+        z
+          .string()
+          .max(253)
+          .regex(
+            /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/i,
+            "must be a DNS name or an IP address",
+          ),
+      ]),
+      port: z.number().int().min(1).max(65535).default(443),
+    })
+    .optional(),
   /** Container logs to CloudWatch Logs (`awslogs` driver); absent: Docker's default log driver. */
   logs: LogsOptions.optional(),
   /** Container CPU and memory to CloudWatch metrics; absent: no sampling. `{}` turns it on with the defaults. */

@@ -388,6 +388,7 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
         given?.services ?? [],
         meta.namespace ?? "default",
         spec.enableServiceLinks ?? true,
+        options.kubernetesService,
       ),
     ),
     notices: [],

@@ -202,6 +202,27 @@ describe("renderUserData", () => {
     expect(unlinked.value.script).toContain("--env=KUBERNETES_SERVICE_HOST=10.96.0.1");
   });
 
+  it("kubernetesService: the containers' KUBERNETES_SERVICE_HOST/PORT name where the hosts reach the API server; a bad host is InvalidOptions", () => {
+    const services = [
+      {
+        metadata: { name: "kubernetes", namespace: "default" },
+        spec: { clusterIP: "10.96.0.1", ports: [{ name: "https", port: 443 }] },
+      },
+    ];
+    const result = renderUserData(
+      withApp({}),
+      { kubernetesService: { host: "api.example.internal", port: 6443 } },
+      { configMaps: {}, secrets: {}, services },
+    );
+    if (!result.ok) throw result.error;
+    expect(result.value.script).toContain("--env=KUBERNETES_SERVICE_HOST=api.example.internal");
+    expect(result.value.script).toContain("--env=KUBERNETES_SERVICE_PORT=6443");
+    expect(result.value.script).not.toContain("10.96.0.1");
+    expect(
+      errorOf(withApp({}), { kubernetesService: { host: "bad host;rm", port: 443 } }),
+    ).toMatchObject({ code: "InvalidOptions", path: "kubernetesService.host" });
+  });
+
   it("names the Pod sandbox's host as the kubelet names a Pod's: override, hostname, name; cut to 63", () => {
     const sandboxFlags = (pod: V1Pod) => {
       const result = renderUserData(pod);

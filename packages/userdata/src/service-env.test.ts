@@ -109,6 +109,34 @@ describe("serviceEnvironment", () => {
     }
   });
 
+  it("with apiServer, the kubernetes Service's variables name where the hosts reach the API server, with or without the Service", () => {
+    const eks = { host: "abc123.gr7.eu-west-1.eks.amazonaws.com", port: 443 };
+    for (const services of [[kubernetes], []]) {
+      const env = serviceEnvironment(services, "web", false, eks);
+      expect(env).toEqual([
+        ["KUBERNETES_SERVICE_HOST", eks.host],
+        ["KUBERNETES_SERVICE_PORT", "443"],
+        ["KUBERNETES_SERVICE_PORT_HTTPS", "443"],
+        ["KUBERNETES_PORT", `tcp://${eks.host}:443`],
+        ["KUBERNETES_PORT_443_TCP", `tcp://${eks.host}:443`],
+        ["KUBERNETES_PORT_443_TCP_PROTO", "tcp"],
+        ["KUBERNETES_PORT_443_TCP_PORT", "443"],
+        ["KUBERNETES_PORT_443_TCP_ADDR", eks.host],
+      ]);
+    }
+    const env = new Map(
+      serviceEnvironment([kubernetes], "web", true, { host: "fd00::10", port: 6443 }),
+    );
+    expect(env.get("KUBERNETES_SERVICE_HOST")).toBe("fd00::10");
+    expect(env.get("KUBERNETES_SERVICE_PORT")).toBe("6443");
+    expect(env.get("KUBERNETES_PORT")).toBe("tcp://[fd00::10]:6443");
+    // The Pod's own namespace's Service named kubernetes still wins, as on a kubelet.
+    const mine = service("web", "kubernetes", "10.0.0.99", [{ port: 8443 }]);
+    expect(
+      new Map(serviceEnvironment([mine], "web", true, eks)).get("KUBERNETES_SERVICE_HOST"),
+    ).toBe("10.0.0.99");
+  });
+
   it("is total: any input gives valid, distinct variable names and never throws", () => {
     fc.assert(
       fc.property(

@@ -61,7 +61,9 @@ const envName = (name: string): string => name.toUpperCase().replaceAll("-", "_"
  * named port, and the Docker link variables (`<NAME>_PORT`, `<NAME>_PORT_<port>_<PROTO>` and its
  * `_PROTO`, `_PORT`, `_ADDR`). A Service of the Pod's namespace named like a master Service wins
  * over it, as on a kubelet. Headless and `ExternalName` Services, and anything malformed, give
- * nothing. Pure and total.
+ * nothing. With `apiServer` (where the hosts reach the API server), the `kubernetes` Service's
+ * variables name that host and port instead of its cluster IP, so in-cluster clients (client-go's
+ * `InClusterConfig`, every SDK's equivalent) connect where the host can route. Pure and total.
  *
  * @example
  * ```ts
@@ -79,8 +81,25 @@ export function serviceEnvironment(
   services: readonly ServiceEnvSource[],
   namespace: string,
   enableServiceLinks: boolean,
+  apiServer?: { readonly host: string; readonly port: number },
 ): Array<[string, string]> {
   const chosen = new Map<string, z.infer<typeof ServiceShape>>();
+  if (apiServer !== undefined) {
+    // Where the hosts reach the API server stands in for the `kubernetes` Service's cluster IP,
+    // which nothing on a Nebula host routes; its port keeps the Service's name (`https`).
+    const given = services.find(
+      (s) => s.metadata?.name === "kubernetes" && s.metadata?.namespace === "default",
+    );
+    chosen.set("kubernetes", {
+      metadata: { name: "kubernetes", namespace: "default" },
+      spec: {
+        clusterIP: apiServer.host,
+        ports: [
+          { name: given?.spec?.ports?.[0]?.name ?? "https", port: apiServer.port, protocol: "TCP" },
+        ],
+      },
+    });
+  }
   for (const raw of services) {
     const parsed = ServiceShape.safeParse(raw);
     if (!parsed.success) continue;
