@@ -71,6 +71,13 @@ const ignoreConflict = (error: unknown) => {
 
 let hosts: InstanceHosts;
 let vnode: VnodeProcess;
+let vnodeOptions: Parameters<typeof startVnode>[0];
+/**
+ * `npm run test:full` waits for a 10-minute token's own renewal (at 80 % of its life, then the
+ * host's next read); CI renews it sooner the way a restarted virtual node does (every running
+ * Pod's tokens at once), through the same write and the same read on the host.
+ */
+const NATURAL_RENEWAL = process.env.NEBULA_E2E_TOKEN_NATURAL === "1";
 
 beforeAll(async () => {
   const world = await startWorld({ admin, ec2, moto, cluster: NODE, namespace: NS });
@@ -87,13 +94,14 @@ beforeAll(async () => {
   config.provider.podDelivery = "parameters";
   // The API server as the hosts reach it: this machine's address, its certificate names it.
   config.provider.kubernetesService = API;
-  vnode = await startVnode({
+  vnodeOptions = {
     nodeName: NODE,
     // As its ServiceAccount: the ConfigMap and Secret reads are what deploy/vnode/rbac.yaml grants.
     kubeconfig: controlPlane.kubeconfigFor(VNODE_USER, VNODE_GROUPS),
     moto,
     config,
-  });
+  };
+  vnode = await startVnode(vnodeOptions);
 }, 300_000);
 
 afterAll(async () => {
@@ -428,6 +436,89 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
       60_000,
       1000,
     );
+  });
+
+  it(`a 10-minute token is renewed in the running container without a restart (${NATURAL_RENEWAL ? "at 80 % of its life" : "as a restarted virtual node renews it"})`, async () => {
+    await core
+      .createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: "renewer" } } })
+      .catch(ignoreConflict);
+    const file = "/var/run/secrets/tokens/api";
+    // The container waits for its token file to change (900 s at most), then reports both tokens.
+    const script = [
+      `first=$(cat ${file}); n=0`,
+      `while [ "$(cat ${file})" = "$first" ]; do`,
+      '  n=$((n + 1)); [ "$n" -lt 900 ] || { echo "no new token in 900 s" >/dev/termination-log; exit 1; }',
+      "  sleep 1",
+      "done",
+      `printf '%s\\n%s' "$first" "$(cat ${file})" >/dev/termination-log`,
+    ].join("\n");
+    const created = await core.createNamespacedPod({
+      namespace: NS,
+      body: barePod(
+        "renews",
+        NODE,
+        {
+          command: ["sh", "-c", script],
+          volumeMounts: [{ name: "tokens", mountPath: "/var/run/secrets/tokens", readOnly: true }],
+        },
+        {
+          serviceAccountName: "renewer",
+          volumes: [
+            {
+              name: "tokens",
+              projected: {
+                sources: [{ serviceAccountToken: { expirationSeconds: 600, path: "api" } }],
+              },
+            },
+          ],
+        },
+      ),
+    });
+    const uid = created.metadata?.uid ?? "";
+    await until(
+      "the Pod running (its container has read its first token)",
+      async () => {
+        const p = await readPod(core, NS, "renews");
+        return p?.status?.containerStatuses?.[0]?.state?.running ? true : undefined;
+      },
+      240_000,
+      500,
+    );
+    if (!NATURAL_RENEWAL) {
+      const code = await vnode.stop();
+      expect(code).toBe(0);
+      vnode = await startVnode(vnodeOptions);
+    }
+    const ended = await until(
+      "the container saw a new token and ended",
+      async () => {
+        const p = await readPod(core, NS, "renews");
+        const phase = p?.status?.phase;
+        return phase === "Succeeded" || phase === "Failed" ? p : undefined;
+      },
+      NATURAL_RENEWAL ? 900_000 : 240_000,
+      1000,
+    );
+    const status = ended.status?.containerStatuses?.[0];
+    const message = status?.state?.terminated?.message ?? "";
+    expect(status?.state?.terminated?.exitCode, message).toBe(0);
+    expect(status?.restartCount).toBe(0);
+    const [first = "", renewed = ""] = message.split("\n");
+    expect(renewed).not.toBe(first);
+    const claims = (token: string) =>
+      JSON.parse(Buffer.from(token.split(".")[1] ?? "", "base64url").toString()) as {
+        iat: number;
+        exp: number;
+      };
+    expect(claims(renewed).iat).toBeGreaterThan(claims(first).iat);
+    expect(claims(renewed).exp - claims(renewed).iat).toBe(600);
+    for (const token of [first, renewed]) {
+      const review = await admin.makeApiClient(AuthenticationV1Api).createTokenReview({
+        body: { spec: { token } },
+      });
+      expect(review.status?.user?.username).toBe(`system:serviceaccount:${NS}:renewer`);
+      expect(review.status?.user?.extra?.["authentication.kubernetes.io/pod-uid"]).toEqual([uid]);
+    }
   });
 
   it("an in-cluster client connects with the Pod's own token: kubectl in the Pod lists its namespace's Pods and is forbidden from another's", async () => {
