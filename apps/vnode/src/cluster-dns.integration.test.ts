@@ -16,6 +16,7 @@ import {
   barePod,
   deleteNode,
   hostAddress,
+  podEnded,
   readPod,
   startVnode,
   startWorld,
@@ -156,15 +157,7 @@ describe("cluster DNS for Nebula Pods (nebula-vnode, kube-apiserver, CoreDNS, mo
         { hostname: "asker", subdomain: "peers", setHostnameAsFQDN: true },
       ),
     });
-    const ended = await until(
-      "the asker ended",
-      async () => {
-        const p = await readPod(core, NS, "asker");
-        return p?.status?.phase === "Succeeded" || p?.status?.phase === "Failed" ? p : undefined;
-      },
-      240_000,
-      500,
-    );
+    const ended = await podEnded(core, NS, "asker");
     const terminated = ended.status?.containerStatuses?.[0]?.state?.terminated;
     const report = terminated?.message ?? "";
     expect(terminated?.exitCode, report).toBe(0);

@@ -37,6 +37,7 @@ import {
   hostAddress,
   motoSsm,
   nodeInstances,
+  podEnded,
   readPod,
   startVnode,
   startWorld,
@@ -386,16 +387,7 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
       ),
     });
     const uid = created.metadata?.uid ?? "";
-    const ended = await until(
-      "the Pod ended (its container checked the CA and namespace and printed its token)",
-      async () => {
-        const p = await readPod(core, NS, "has-token");
-        const phase = p?.status?.phase;
-        return phase === "Succeeded" || phase === "Failed" ? p : undefined;
-      },
-      240_000,
-      500,
-    );
+    const ended = await podEnded(core, NS, "has-token");
     const terminated = ended.status?.containerStatuses?.[0]?.state?.terminated;
     expect(terminated?.exitCode, terminated?.message).toBe(0);
     const token = terminated?.message ?? "";
@@ -489,16 +481,7 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
       expect(code).toBe(0);
       vnode = await startVnode(vnodeOptions);
     }
-    const ended = await until(
-      "the container saw a new token and ended",
-      async () => {
-        const p = await readPod(core, NS, "renews");
-        const phase = p?.status?.phase;
-        return phase === "Succeeded" || phase === "Failed" ? p : undefined;
-      },
-      NATURAL_RENEWAL ? 900_000 : 240_000,
-      1000,
-    );
+    const ended = await podEnded(core, NS, "renews", NATURAL_RENEWAL ? 900_000 : 240_000);
     const status = ended.status?.containerStatuses?.[0];
     const message = status?.state?.terminated?.message ?? "";
     expect(status?.state?.terminated?.exitCode, message).toBe(0);
@@ -568,16 +551,7 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
         { serviceAccountName: "lister", volumes: [apiAccessVolume("kube-api-access-e2e02")] },
       ),
     });
-    const ended = await until(
-      "the Pod ended (its kubectl asked the API server twice)",
-      async () => {
-        const p = await readPod(core, NS, "in-cluster");
-        const phase = p?.status?.phase;
-        return phase === "Succeeded" || phase === "Failed" ? p : undefined;
-      },
-      240_000,
-      500,
-    );
+    const ended = await podEnded(core, NS, "in-cluster");
     const report = ended.status?.containerStatuses?.[0]?.state?.terminated?.message ?? "";
     expect(report).toMatch(/^own=0\n/);
     expect(report).toContain("pod/in-cluster\n");
@@ -618,16 +592,7 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
       ),
     });
     const uid = created.metadata?.uid ?? "";
-    const ended = await until(
-      "the Pod ended (its container checked its role's environment and printed its token)",
-      async () => {
-        const p = await readPod(core, NS, "has-role");
-        const phase = p?.status?.phase;
-        return phase === "Succeeded" || phase === "Failed" ? p : undefined;
-      },
-      240_000,
-      500,
-    );
+    const ended = await podEnded(core, NS, "has-role");
     const terminated = ended.status?.containerStatuses?.[0]?.state?.terminated;
     expect(terminated?.exitCode, terminated?.message).toBe(0);
     const token = terminated?.message ?? "";

@@ -468,6 +468,22 @@ export function podWhen(
   );
 }
 
+/** The Pod once it has ended (`Succeeded` or `Failed`), within `ms`. */
+export function podEnded(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+  ms = 240_000,
+): Promise<V1Pod> {
+  return podWhen(
+    core,
+    namespace,
+    name,
+    (pod) => pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed",
+    ms,
+  );
+}
+
 /** This machine's first non-loopback IPv4 address. */
 export function hostAddress(): string {
   const address = Object.values(networkInterfaces())
