@@ -33,7 +33,7 @@ k8s_version="${NEBULA_K8S_VERSION:-v1.35.4}"
 # Says, before bootstrap.sh starts, what is missing of the given steps (all when none are given)
 # and how long preparing it takes.
 announce_preparation() {
-  local wanted=" ${*:-control-plane helm metrics-server moto} "
+  local wanted=" ${*:-control-plane helm metrics-server coredns moto} "
   local out="$cache_dir/control-plane/$k8s_version" missing=() name
   for name in etcd kube-apiserver kubectl kube-scheduler kube-controller-manager; do
     [ -x "$out/$name" ] || missing+=("$name")
@@ -52,6 +52,10 @@ announce_preparation() {
   if [[ "$wanted" == *" metrics-server "* ]] &&
     [ ! -x "$cache_dir/metrics-server/${NEBULA_METRICS_SERVER_VERSION:-v0.8.0}/metrics-server" ]; then
     log "first use: building metrics-server ${NEBULA_METRICS_SERVER_VERSION:-v0.8.0} from source (about 3 minutes on 2 cores, once)"
+  fi
+  if [[ "$wanted" == *" coredns "* ]] &&
+    [ ! -x "$cache_dir/coredns/${NEBULA_COREDNS_VERSION:-v1.14.7}/coredns" ]; then
+    log "first use: building CoreDNS ${NEBULA_COREDNS_VERSION:-v1.14.7} from source (about 2 minutes on 2 cores, once)"
   fi
   if [[ "$wanted" == *" moto "* ]] && [ ! -x "$cache_dir/moto-venv/bin/moto_server" ]; then
     log "first use: installing moto into $cache_dir/moto-venv (a few minutes: pip, quiet)"
