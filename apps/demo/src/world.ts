@@ -6,7 +6,6 @@
  * nebula-operator as real processes from their bundles.
  */
 import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CloudWatchLogsClient, CreateLogGroupCommand } from "@aws-sdk/client-cloudwatch-logs";
@@ -28,6 +27,7 @@ import {
   kubectlPath,
   MOTO_CREDENTIALS,
   type Moto,
+  machineAddresses,
   NEBULA_INSTANCE_PROFILE,
   startControlPlane,
   startEc2Events,
@@ -67,9 +67,7 @@ export const VNODE_API_HEADROOM_SECONDS = 5;
 
 /** This machine's first non-loopback IPv4 address: the demo Node's InternalIP. */
 function hostAddress(): string {
-  const address = Object.values(networkInterfaces())
-    .flat()
-    .find((a) => a !== undefined && a.family === "IPv4" && !a.internal)?.address;
+  const [address] = machineAddresses();
   if (address === undefined) {
     throw new Error(
       "the demo needs a non-loopback IPv4 address on this machine (kube-apiserver refuses to reach a kubelet on 127.0.0.1)",

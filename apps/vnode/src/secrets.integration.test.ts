@@ -66,9 +66,6 @@ const API = {
   host: hostAddress(),
   port: Number(new URL(admin.getCurrentCluster()?.server ?? "").port),
 };
-const ignoreConflict = (error: unknown) => {
-  if ((error as { code?: number }).code !== 409) throw error;
-};
 
 let hosts: InstanceHosts;
 let vnode: VnodeProcess;
@@ -443,9 +440,10 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
   it(
     `a 10-minute token is renewed in the running container without a restart (${NATURAL_RENEWAL ? "at 80 % of its life" : "as a restarted virtual node renews it"})`,
     async () => {
-      await core
-        .createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: "renewer" } } })
-        .catch(ignoreConflict);
+      await core.createNamespacedServiceAccount({
+        namespace: NS,
+        body: { metadata: { name: "renewer" } },
+      });
       const file = "/var/run/secrets/tokens/api";
       // The container waits for its token file to change (900 s at most), then reports the two
       // tokens' hashes (two whole tokens are more than the report's 1 KB of message text): the
@@ -526,9 +524,10 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
   );
 
   it("an in-cluster client connects with the Pod's own token: kubectl in the Pod lists its namespace's Pods and is forbidden from another's", async () => {
-    await core
-      .createNamespacedServiceAccount({ namespace: NS, body: { metadata: { name: "lister" } } })
-      .catch(ignoreConflict);
+    await core.createNamespacedServiceAccount({
+      namespace: NS,
+      body: { metadata: { name: "lister" } },
+    });
     const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
     await rbac.createNamespacedRole({
       namespace: NS,

@@ -2,7 +2,6 @@ import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
 import { createConnection } from "node:net";
-import { networkInterfaces } from "node:os";
 import { dirname } from "node:path";
 import {
   ApiException,
@@ -14,6 +13,7 @@ import {
 import { beforeAll, describe, expect, it } from "vitest";
 import { startControlPlane } from "./control-plane.js";
 import { DEFAULT_K8S_VERSION } from "./paths.js";
+import { machineAddresses } from "./ports.js";
 import { useTestPeers } from "./vitest.js";
 
 const { controlPlane } = useTestPeers();
@@ -61,9 +61,7 @@ describe("shared control plane (from the global setup)", () => {
   });
 
   it("serves at this machine's own address too, under a certificate that names it (where a simulated host's containers reach it)", async () => {
-    const address = Object.values(networkInterfaces())
-      .flat()
-      .find((a) => a !== undefined && a.family === "IPv4" && !a.internal)?.address;
+    const [address] = machineAddresses();
     expect(address).toBeDefined();
     const kc = controlPlane.kubeConfig();
     const cluster = kc.getCurrentCluster();

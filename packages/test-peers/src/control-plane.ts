@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { request } from "node:https";
-import { networkInterfaces, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import { z } from "zod";
@@ -13,7 +13,7 @@ import {
 } from "./components.js";
 import { TestPeerError } from "./errors.js";
 import { cacheDir, DEFAULT_K8S_VERSION } from "./paths.js";
-import { freePort } from "./ports.js";
+import { freePort, machineAddresses } from "./ports.js";
 import { type PeerProcess, spawnPeer, trackPath, waitUntil } from "./process.js";
 
 /** The user the default kubeconfig authenticates as (group `system:masters`). */
@@ -795,12 +795,4 @@ export function connectControlPlane(info: ControlPlaneInfo): ControlPlaneConnect
       scheduler: data.scheduler ?? false,
     }),
   };
-}
-
-/** This machine's non-loopback IPv4 addresses (the serving certificate names them). */
-function machineAddresses(): string[] {
-  return Object.values(networkInterfaces())
-    .flat()
-    .filter((a) => a !== undefined && a.family === "IPv4" && !a.internal)
-    .map((a) => (a as { address: string }).address);
 }

@@ -31,6 +31,8 @@ export interface ClusterDns {
   /** Where it serves: `address` and `port`, as given. */
   readonly address: string;
   readonly port: number;
+  /** Its process id. */
+  readonly pid: number;
   /** A resolver that asks only this server, for a test's own lookups. */
   resolver(): Resolver;
   /** The ClusterRole (and ClusterRoleBinding) it reads the API with, removed by `stop`. */
@@ -160,6 +162,7 @@ export async function startClusterDns(options: ClusterDnsOptions): Promise<Clust
   return {
     address: options.address,
     port,
+    pid: peer.pid,
     roleName,
     resolver,
     outputTail: () => peer.outputTail(),

@@ -93,4 +93,4 @@ export {
   type TestPeersInfo,
   type TestPeersOptions,
 } from "./peers.js";
-export { freePort } from "./ports.js";
+export { freePort, machineAddresses } from "./ports.js";

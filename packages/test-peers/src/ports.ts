@@ -1,4 +1,5 @@
 import { createServer } from "node:net";
+import { networkInterfaces } from "node:os";
 
 /**
  * Asks the kernel for a free TCP port on loopback (`127.0.0.1`).
@@ -26,4 +27,18 @@ export function freePort(host = "127.0.0.1"): Promise<number> {
       server.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * This machine's non-loopback IPv4 addresses, in interface order: where a peer serves so that the
+ * instance-host simulator's containers reach it (they cannot reach this machine's loopback).
+ *
+ * @example
+ * const [address] = machineAddresses();
+ */
+export function machineAddresses(): string[] {
+  return Object.values(networkInterfaces())
+    .flat()
+    .filter((a) => a !== undefined && a.family === "IPv4" && !a.internal)
+    .map((a) => (a as { address: string }).address);
 }

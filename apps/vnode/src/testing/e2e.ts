@@ -14,7 +14,7 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
-import { networkInterfaces, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -43,6 +43,7 @@ import {
   kubectlPath,
   MOTO_CREDENTIALS,
   type MotoConnection,
+  machineAddresses,
   NEBULA_INSTANCE_PROFILE,
   startInstanceHosts,
 } from "@nebula/test-peers";
@@ -484,11 +485,9 @@ export function podEnded(
   );
 }
 
-/** This machine's first non-loopback IPv4 address. */
+/** This machine's first non-loopback IPv4 address (`@nebula/test-peers`' `machineAddresses`). */
 export function hostAddress(): string {
-  const address = Object.values(networkInterfaces())
-    .flat()
-    .find((a) => a !== undefined && a.family === "IPv4" && !a.internal)?.address;
+  const [address] = machineAddresses();
   if (address === undefined) throw new Error("no non-loopback IPv4 address on this machine");
   return address;
 }
