@@ -157,6 +157,55 @@ export const DnsOptions = z.object({
     .default("cluster.local"),
 });
 
+/** An address the hosts reach: an IPv4 or IPv6 address or a DNS name, and a port (default 443). */
+const HostAndPort = z.object({
+  host: z.union([
+    z.ipv4(),
+    z.ipv6(),
+    z
+      .string()
+      .max(253)
+      .regex(
+        /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/i,
+        "must be a DNS name or an IP address",
+      ),
+  ]),
+  port: z.number().int().min(1).max(65535).default(443),
+});
+
+/**
+ * The service proxy of a Pod's host: the real kube-proxy (iptables mode), run by the supervisor
+ * inside the Pod sandbox's network namespace, so the containers reach ClusterIP Services (the
+ * `kubernetes` Service among them) at their cluster IPs as on a kubelet node, and its rules touch
+ * that namespace only, never the host's own tables. It reads Services and EndpointSlices with a
+ * token of its own (a `system:node-proxier` ServiceAccount's, bound to the virtual node's Node,
+ * delivered and renewed in the Pod's token parameter under the key `p`), which cannot read
+ * Secrets. The parameters delivery only; not for `hostNetwork` Pods (their network is the host's).
+ */
+const ServiceProxyOptions = z.strictObject({
+  /** Where the host reaches the API server (an EKS endpoint's host name and 443, a private address). */
+  apiServer: HostAndPort,
+  /** The PEM CA bundle that signed the API server's serving certificate. */
+  caCert: z
+    .string()
+    .max(65_536)
+    .regex(/-----BEGIN CERTIFICATE-----/, "must be a PEM CA bundle"),
+  /** The virtual node's Node name (kube-proxy's `--hostname-override`). */
+  nodeName: z
+    .string()
+    .max(253)
+    .regex(
+      /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/,
+      "must be a DNS subdomain",
+    ),
+  /** The kube-proxy binary on the host: a name on PATH or an absolute path (default `kube-proxy`). */
+  binary: z
+    .string()
+    .max(256)
+    .regex(/^[A-Za-z0-9._/+-]+$/, "must be a file name or path without spaces or shell characters")
+    .default("kube-proxy"),
+});
+
 /** Options of {@link renderUserData}. Every field has a default; `{}` is valid. */
 export const RenderOptions = z.object({
   /** Cluster name, written into the unit's description and the host log (informational). */
@@ -244,27 +293,17 @@ export const RenderOptions = z.object({
   /**
    * Where the hosts reach the API server (an EKS cluster's endpoint host name, a private address
    * and port): the containers' `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT` (and the
-   * `KUBERNETES_PORT*` variables) name it instead of the `kubernetes` Service's cluster IP, which
-   * nothing on a Nebula host routes (no service proxy), so in-cluster clients with the Pod's
-   * service-account token connect. Its certificate must name `host` (an EKS endpoint's does).
-   * Absent: the cluster IP, as on a kubelet node.
+   * `KUBERNETES_PORT*` variables) name it instead of the `kubernetes` Service's cluster IP, so
+   * in-cluster clients with the Pod's service-account token connect without a service proxy. Its
+   * certificate must name `host` (an EKS endpoint's does). Absent: the cluster IP, as on a kubelet
+   * node (routed only with {@link ServiceProxyOptions | serviceProxy}).
    */
-  kubernetesService: z
-    .object({
-      host: z.union([
-        z.ipv4(),
-        z.ipv6(),
-        z
-          .string()
-          .max(253)
-          .regex(
-            /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/i,
-            "must be a DNS name or an IP address",
-          ),
-      ]),
-      port: z.number().int().min(1).max(65535).default(443),
-    })
-    .optional(),
+  kubernetesService: HostAndPort.optional(),
+  /**
+   * Run the service proxy (kube-proxy) in each Pod's network namespace ({@link ServiceProxyOptions});
+   * the parameters delivery only. Absent: none (cluster IPs are not routed on the host).
+   */
+  serviceProxy: ServiceProxyOptions.optional(),
   /** Container logs to CloudWatch Logs (`awslogs` driver); absent: Docker's default log driver. */
   logs: LogsOptions.optional(),
   /** Container CPU and memory to CloudWatch metrics; absent: no sampling. `{}` turns it on with the defaults. */

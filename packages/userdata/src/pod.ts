@@ -284,6 +284,8 @@ export interface PodPlan {
   readonly tokens: readonly PlannedToken[];
   /** Seconds between two reads of the token parameter ({@link tokenPollSeconds}, or the option). */
   readonly tokenPollSeconds: number;
+  /** The service proxy the host runs in the Pod's network namespace; undefined: none. */
+  readonly serviceProxy: ResolvedRenderOptions["serviceProxy"];
   /** Docker `config.json` with the registry logins of `imagePullSecrets`; undefined: none. */
   readonly dockerConfig: string | undefined;
   /** Event-worthy facts (optional references missing, keys skipped). */
@@ -327,6 +329,8 @@ const ENV_NAME = /^[\x21-\x3c\x3e-\x7e]+$/;
 const EMPTYDIR_ROOT = "/var/lib/nebula/volumes";
 /** Host directory of a ConfigMap or Secret volume: memory-backed `/run`, never on disk. */
 const SOURCE_VOLUME_ROOT = "/run/nebula/volumes";
+/** The service proxy's token on the host (tmpfs, root only): its kubeconfig's `tokenFile`. */
+const SERVICE_PROXY_TOKEN_PATH = "/run/nebula/service-proxy/token";
 
 /**
  * Validates a Pod and resolves it into a {@link PodPlan}. Returns a {@link UserDataError} for any
@@ -493,7 +497,16 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
   const volumes = new Map<string, string>();
   const hostDirs: string[] = [];
   const tokens: PlannedToken[] = [];
-  const requests = podTokenRequests(pod);
+  if (options.serviceProxy !== undefined && options.delivery !== "parameters")
+    fail(
+      "InvalidOptions",
+      "serviceProxy",
+      'the service proxy reads the API server with a token, which is never written into user-data: render with delivery: "parameters"',
+    );
+  const requests = podTokenRequests(pod, { serviceProxy: options.serviceProxy !== undefined });
+  const proxyToken = requests.find((r) => r.subject === "serviceProxy");
+  if (proxyToken !== undefined)
+    tokens.push({ path: SERVICE_PROXY_TOKEN_PATH, key: proxyToken.key, mode: 0o600 });
   for (const volume of spec.volumes ?? []) {
     const where = `spec.volumes[${volume.name}]`;
     if (!DNS_LABEL.test(volume.name))
@@ -612,6 +625,7 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
     files,
     tokens,
     tokenPollSeconds: options.tokenPollSeconds ?? tokenPollSeconds(requests),
+    serviceProxy: proxyToken === undefined ? undefined : options.serviceProxy,
     dockerConfig,
     notices: ctx.notices,
     sourceWeights: ctx.weights,
@@ -877,7 +891,10 @@ function projectedFiles(
       const path = relativePath(projection.path, `${at}.serviceAccountToken.path`);
       const asked = projectionRequest(projection);
       const request = facts.requests.find(
-        (r) => r.audience === asked.audience && r.expirationSeconds === asked.expirationSeconds,
+        (r) =>
+          r.subject === "pod" &&
+          r.audience === asked.audience &&
+          r.expirationSeconds === asked.expirationSeconds,
       );
       if (request === undefined)
         fail("InvalidPod", at, `no token request matches source ${k} of ${volume.name}`);

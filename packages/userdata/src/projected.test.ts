@@ -8,6 +8,7 @@ import type { V1Pod } from "@kubernetes/client-node";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
+  HOST_NETWORK_ANNOTATION,
   type PodSources,
   podTokenParameterName,
   podTokenRequests,
@@ -208,6 +209,34 @@ describe("serviceAccountToken projections", () => {
     // A longer-lived token alone is read less often; the option overrides either.
     expect(podSh(pod([irsa]))).toContain("\nTOKEN_POLL=8640\n");
     expect(podSh(pod([irsa]), { tokenPollSeconds: 2 })).toContain("\nTOKEN_POLL=2\n");
+  });
+
+  it("with a service proxy: its token under key p in the service proxy's own file, and its API server, CA, Node and binary", () => {
+    const serviceProxy = {
+      apiServer: { host: "fd00::10" },
+      caCert: CA,
+      nodeName: "nebula",
+      binary: "/usr/local/bin/kube-proxy",
+    };
+    const sh = podSh(pod([kubeApiAccess]), { serviceProxy });
+    expect(sh).toContain(
+      "TOKEN_PATH=($'/run/nebula/service-proxy/token' $'/run/nebula/volumes/kube-api-access-x7k2p/token')\nTOKEN_KEY=($'p' $'0')\nTOKEN_MODE=($'0600' $'0644')\n",
+    );
+    expect(sh).toContain("\nPROXY_SERVER=$'https://[fd00::10]:443'\n");
+    expect(sh).toContain(`\nPROXY_CA=$'${Buffer.from(CA).toString("base64")}'\n`);
+    expect(sh).toContain("\nPROXY_NODE=$'nebula'\nPROXY_BIN=$'/usr/local/bin/kube-proxy'\n");
+    expect(sh).toContain("\nPROXY_TOKEN=$'/run/nebula/service-proxy/token'\n");
+    // A Pod that projects no token still gets the proxy's; one on the host's network gets none.
+    expect(podSh(pod([]), { serviceProxy })).toContain("TOKEN_KEY=($'p')\n");
+    const onHost = pod([], [], { hostNetwork: true });
+    onHost.metadata = { ...onHost.metadata, annotations: { [HOST_NETWORK_ANNOTATION]: "true" } };
+    const onHostSh = podSh(onHost, { serviceProxy });
+    expect(onHostSh).not.toContain("PROXY_");
+    expect(onHostSh).not.toContain("TOKEN_KEY");
+    // The proxy's token is never written into user-data.
+    expect(() => render(pod([]), { serviceProxy, delivery: "user-data" })).toThrow(
+      expect.objectContaining({ code: "InvalidOptions", path: "serviceProxy" }),
+    );
   });
 
   it("are refused with the user-data delivery (SecretInUserData), whatever comes before them", () => {

@@ -481,6 +481,9 @@ function podData(
           `TOKEN_POLL=${plan.tokenPollSeconds}`,
         ]
       : []),
+    // The service proxy (kube-proxy in the Pod's network namespace: proxy.sh): the API server, its
+    // CA, the Node it proxies for, the binary, and its token's file (one of TOKEN_PATH).
+    ...(plan.serviceProxy === undefined ? [] : proxyLines(plan.serviceProxy, plan.tokens)),
   ];
   c.forEach((x: ContainerPlan, i) => {
     lines.push(array(`C${i}_FLAGS`, x.createFlags));
@@ -495,6 +498,23 @@ function podData(
     if (p.preStop.length > 0) lines.push(array(`C${i}_PRE`, p.preStop));
   });
   return `${lines.join("\n")}\n`;
+}
+
+/** pod.sh's lines of the service proxy (`PROXY_*`). */
+function proxyLines(
+  proxy: NonNullable<PodPlan["serviceProxy"]>,
+  tokens: PodPlan["tokens"],
+): string[] {
+  const { host, port } = proxy.apiServer;
+  const server = `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  const token = tokens.find((t) => t.key === "p")?.path ?? "";
+  return [
+    `PROXY_SERVER=${bashQuote(server)}`,
+    `PROXY_CA=${bashQuote(Buffer.from(proxy.caCert, "utf8").toString("base64"))}`,
+    `PROXY_NODE=${bashQuote(proxy.nodeName)}`,
+    `PROXY_BIN=${bashQuote(proxy.binary)}`,
+    `PROXY_TOKEN=${bashQuote(token)}`,
+  ];
 }
 
 /** The in-container agent shim (POSIX sh): agents in the background, then the workload as PID 1. */

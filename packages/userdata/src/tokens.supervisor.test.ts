@@ -258,6 +258,13 @@ describe("the user-data delivery's supervisor", () => {
     );
     const own = [...called].filter((name) => /_/.test(name) && !defined.includes(name));
     // Only the parameters-only functions behind their guards, nothing else.
-    expect(own.sort()).toEqual(["pod_fetch", "tokens_boot", "tokens_tick"]);
+    expect(own.sort()).toEqual([
+      "pod_fetch",
+      "proxy_down",
+      "proxy_tick",
+      "proxy_up",
+      "tokens_boot",
+      "tokens_tick",
+    ]);
   });
 });

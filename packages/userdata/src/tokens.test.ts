@@ -31,9 +31,10 @@ describe("podTokenRequests", () => {
       },
     };
     expect(podTokenRequests(pod)).toEqual([
-      { key: "0", audience: undefined, expirationSeconds: 3607 },
+      { key: "0", subject: "pod", audience: undefined, expirationSeconds: 3607 },
       {
         key: "1",
+        subject: "pod",
         audience: "sts.amazonaws.com",
         expirationSeconds: DEFAULT_TOKEN_EXPIRATION_SECONDS,
       },
@@ -49,10 +50,24 @@ describe("podTokenRequests", () => {
     }
   });
 
+  it("asks the service proxy's token last, under key p, unless the Pod uses the host's network", () => {
+    const pod = { spec: { volumes: [projected({ serviceAccountToken: { path: "token" } })] } };
+    expect(podTokenRequests(pod, { serviceProxy: true })).toEqual([
+      { key: "0", subject: "pod", audience: undefined, expirationSeconds: 3600 },
+      { key: "p", subject: "serviceProxy", audience: undefined, expirationSeconds: 3600 },
+    ]);
+    expect(podTokenRequests({ spec: {} }, { serviceProxy: true })).toEqual([
+      { key: "p", subject: "serviceProxy", audience: undefined, expirationSeconds: 3600 },
+    ]);
+    expect(podTokenRequests({ spec: { hostNetwork: true } }, { serviceProxy: true })).toEqual([]);
+    expect(podTokenRequests({ spec: {} }, { serviceProxy: false })).toEqual([]);
+  });
+
   it("is total: any value gives a list, never a throw", () => {
     fc.assert(
       fc.property(fc.anything(), (pod) => {
         expect(Array.isArray(podTokenRequests(pod))).toBe(true);
+        expect(podTokenRequests(pod, { serviceProxy: true }).length).toBeLessThanOrEqual(1);
         expect(Array.isArray(podTokenRequests({ spec: { volumes: [pod, projected(pod)] } }))).toBe(
           true,
         );
@@ -81,8 +96,14 @@ describe("the token parameter", () => {
       const result = podTokenParameterValue([{ key: "0", token }]);
       expect(result.ok ? "" : result.error.code).toBe("InvalidPod");
     }
-    const bad = podTokenParameterValue([{ key: "0 ", token: jwt }]);
-    expect(bad.ok ? "" : bad.error.code).toBe("InvalidPod");
+    for (const key of ["0 ", "q", "pp", "1000"]) {
+      const bad = podTokenParameterValue([{ key, token: jwt }]);
+      expect(bad.ok ? "" : bad.error.code).toBe("InvalidPod");
+    }
+    expect(podTokenParameterValue([{ key: "p", token: jwt }])).toEqual({
+      ok: true,
+      value: `p:${jwt}`,
+    });
   });
 
   it("refuses tokens that do not fit one parameter", () => {
@@ -95,10 +116,14 @@ describe("the token parameter", () => {
   });
 
   it("is read by the host every tenth of the shortest lifetime, never more often than a minute", () => {
-    expect(tokenPollSeconds([{ key: "0", audience: undefined, expirationSeconds: 3607 }])).toBe(
-      360,
-    );
-    expect(tokenPollSeconds([{ key: "0", audience: undefined, expirationSeconds: 600 }])).toBe(60);
+    expect(
+      tokenPollSeconds([
+        { key: "0", subject: "pod", audience: undefined, expirationSeconds: 3607 },
+      ]),
+    ).toBe(360);
+    expect(
+      tokenPollSeconds([{ key: "0", subject: "pod", audience: undefined, expirationSeconds: 600 }]),
+    ).toBe(60);
     expect(tokenPollSeconds([])).toBe(60);
   });
 });

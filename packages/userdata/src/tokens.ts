@@ -16,10 +16,27 @@ export const DEFAULT_TOKEN_EXPIRATION_SECONDS = 3600;
 /** The shortest `expirationSeconds` the API server accepts (and so the shortest token). */
 const MIN_TOKEN_EXPIRATION_SECONDS = 600;
 
-/** One token the controller must request for a Pod: one per distinct audience and lifetime. */
+/** The token parameter's key of the service proxy's token. */
+const SERVICE_PROXY_TOKEN_KEY = "p";
+/** The lifetime the service proxy's token is requested with (renewed at 80 %, as the Pod's). */
+const SERVICE_PROXY_TOKEN_SECONDS = 3600;
+
+/**
+ * One token the controller must request for a Pod: one per distinct audience and lifetime of its
+ * projections, and the service proxy's.
+ */
 export interface PodTokenRequest {
-  /** Its key in the token parameter and in the host's `TOKEN_KEY` (`"0"`, `"1"`, …). */
+  /**
+   * Its key in the token parameter and in the host's `TOKEN_KEY` (`"0"`, `"1"`, … for the Pod's
+   * ServiceAccount; `"p"` for the service proxy's).
+   */
   readonly key: string;
+  /**
+   * Whose token: `pod`, the Pod's ServiceAccount's (bound to the Pod); `serviceProxy`, the host's
+   * service proxy's (its own ServiceAccount, bound to the virtual node's Node: see
+   * `RenderOptions.serviceProxy`).
+   */
+  readonly subject: "pod" | "serviceProxy";
   /** The audience to request; undefined: the API server's own (what `kube-api-access-*` asks). */
   readonly audience: string | undefined;
   /** The lifetime to request, at least 600 s (the kube-apiserver's minimum). */
@@ -35,12 +52,18 @@ const arr = (v: unknown): unknown[] => (Array.isArray(v) ? v : []);
  * The tokens a Pod's projected volumes ask for, one per distinct (audience, lifetime), in the
  * order they first appear (volumes in order, sources in order). A lifetime below the API's minimum
  * or not a whole number is taken as the default, as the API server would refuse the Pod before.
- * Total: a malformed Pod gives the requests it has.
+ * With `serviceProxy`, the service proxy's token comes last (key `p`, the API server's audience,
+ * one hour), unless the Pod uses the host's network (no proxy runs for it). Total: a malformed Pod
+ * gives the requests it has.
  *
  * @param pod - the Pod (any value).
- * @returns the requests; empty when the Pod projects no token.
+ * @param options - `serviceProxy`: its host runs the service proxy (`RenderOptions.serviceProxy`).
+ * @returns the requests; empty when the Pod projects no token and runs no proxy.
  */
-export function podTokenRequests(pod: unknown): readonly PodTokenRequest[] {
+export function podTokenRequests(
+  pod: unknown,
+  options?: { readonly serviceProxy?: boolean },
+): readonly PodTokenRequest[] {
   const found: PodTokenRequest[] = [];
   for (const v of arr(obj(obj(pod)?.spec)?.volumes)) {
     for (const s of arr(obj(obj(v)?.projected)?.sources)) {
@@ -50,8 +73,16 @@ export function podTokenRequests(pod: unknown): readonly PodTokenRequest[] {
       if (found.some((r) => r.audience === audience && r.expirationSeconds === expirationSeconds)) {
         continue;
       }
-      found.push({ key: String(found.length), audience, expirationSeconds });
+      found.push({ key: String(found.length), subject: "pod", audience, expirationSeconds });
     }
+  }
+  if (options?.serviceProxy === true && obj(obj(pod)?.spec)?.hostNetwork !== true) {
+    found.push({
+      key: SERVICE_PROXY_TOKEN_KEY,
+      subject: "serviceProxy",
+      audience: undefined,
+      expirationSeconds: SERVICE_PROXY_TOKEN_SECONDS,
+    });
   }
   return found;
 }
@@ -109,7 +140,7 @@ export function podTokenParameterValue(
   | { readonly ok: true; readonly value: string }
   | { readonly ok: false; readonly error: UserDataError } {
   for (const { key, token } of tokens) {
-    if (!/^[0-9]{1,3}$/.test(key) || !JWT.test(token)) {
+    if (!/^([0-9]{1,3}|p)$/.test(key) || !JWT.test(token)) {
       return {
         ok: false,
         error: new UserDataError(

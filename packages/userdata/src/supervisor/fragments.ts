@@ -33,6 +33,9 @@ export const SUPERVISOR_FRAGMENTS: readonly string[] = [
   // The Parameter Store delivery only (PARAMETERS_ONLY_FRAGMENTS): pod.sh from the Pod's SSM
   // parameters, and its service-account tokens. Functions only.
   "parameters.sh",
+  // The Parameter Store delivery only: the service proxy (kube-proxy in the Pod's network
+  // namespace). Functions only.
+  "proxy.sh",
   // The main loop, and the call of main.
   "main.sh",
 ];
@@ -41,10 +44,10 @@ export const SUPERVISOR_FRAGMENTS: readonly string[] = [
  * The fragments only the Parameter Store delivery installs (the supervisor of its shared
  * parameters): the user-data delivery's supervisor is the others joined, since there their bytes
  * would count against EC2's 16 KiB for nothing. Functions only, each called under a guard that
- * only this delivery's pod.ref or pod.sh sets (`POD_PARAMETERS`, `TOKEN_POLL`), so the script
+ * only this delivery's pod.ref or pod.sh sets (`POD_PARAMETERS`, `TOKEN_POLL`, `PROXY_SERVER`), so the script
  * without them runs.
  */
-export const PARAMETERS_ONLY_FRAGMENTS: readonly string[] = ["parameters.sh"];
+export const PARAMETERS_ONLY_FRAGMENTS: readonly string[] = ["parameters.sh", "proxy.sh"];
 
 /**
  * Joins shell fragments into one script. Each fragment opens with a header, its lines before the

@@ -90,6 +90,8 @@ main() {
       changed=1 && ((PROBE_GAP *= PROBE_GAP < 320 ? 2 : 1))
     # Service-account tokens (parameters.sh, only with the Parameter Store delivery).
     [ -z "${TOKEN_POLL:-}" ] || tokens_tick
+    # The service proxy (proxy.sh): started again when it ended.
+    [ -z "${PROXY_SERVER:-}" ] || proxy_tick
     if [ -n "$changed" ]; then report; else nap 1; fi
   done
 }

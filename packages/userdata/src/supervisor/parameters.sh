@@ -114,7 +114,7 @@ pod_fetch() {
 # `<key>:<compact JWS>` and every TOKEN_KEY present, else returns 1 with the reason in
 # $RUN/tokens.err (which never holds a token).
 tokens_parse() {
-  local e k re='^[0-9]{1,3}:[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*$'
+  local e k re='^([0-9]{1,3}|p):[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*$'
   local -a entries
   declare -gA TOKEN_GOT=()
   if ! [[ $1 =~ \"Value\"[[:space:]]*:[[:space:]]*\"([^\"]*)\" ]]; then

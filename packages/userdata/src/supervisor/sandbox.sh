@@ -62,11 +62,14 @@ sandbox_up() {
   fi
   NET=container:${id##*$'\n'}
   log "pod sandbox started (${id##*$'\n'}); IMDS blocked for the Pod's network"
+  # The service proxy (proxy.sh, only with the Parameter Store delivery) in the sandbox's network.
+  [ -z "${PROXY_SERVER:-}" ] || proxy_up
 }
 
 # Removes the Pod sandbox after every container has stopped (podman refuses to remove a container
 # others joined, even exited ones, which are kept for inspection: then it is only stopped).
 sandbox_down() {
   [ "$NET" != host ] || return 0
+  [ -z "${PROXY_SERVER:-}" ] || proxy_down
   timeout -k 2 15 docker rm -f "$SANDBOX_NAME" >/dev/null 2>&1 || timeout -k 2 15 docker stop -t 0 "$SANDBOX_NAME" >/dev/null 2>&1
 }
