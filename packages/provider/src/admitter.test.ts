@@ -409,6 +409,50 @@ describe("renderOptionsOf", () => {
     ).toThrow(/kubernetesService\.host/);
   });
 
+  it("runs the service proxy on the hosts against kubernetesService with the access's CA, only when configured and given", () => {
+    const ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    const config = parseProviderConfig(
+      testConfig({
+        kubernetesService: { host: "10.1.2.3", port: 6443 },
+        serviceProxy: { binary: "/opt/bin/kube-proxy" },
+        podDelivery: "parameters",
+      }),
+    );
+    expect(config.serviceProxy?.serviceAccount).toBe("nebula-system/nebula-service-proxy");
+    expect(renderOptionsOf(config, undefined, { caCert: ca }).serviceProxy).toEqual({
+      apiServer: { host: "10.1.2.3", port: 6443 },
+      caCert: ca,
+      nodeName: config.nodeName,
+      binary: "/opt/bin/kube-proxy",
+    });
+    // Without the access (no CA, no token), no proxy: the Pods are held by their token first.
+    expect(renderOptionsOf(config, undefined)).not.toHaveProperty("serviceProxy");
+    const off = parseProviderConfig(testConfig({ kubernetesService: { host: "10.1.2.3" } }));
+    expect(renderOptionsOf(off, undefined, { caCert: ca })).not.toHaveProperty("serviceProxy");
+    // It needs the API server's address and the parameters delivery.
+    expect(() =>
+      parseProviderConfig(testConfig({ serviceProxy: {}, podDelivery: "parameters" })),
+    ).toThrow(/serviceProxy: serviceProxy needs kubernetesService/);
+    expect(() =>
+      parseProviderConfig(
+        testConfig({
+          serviceProxy: {},
+          kubernetesService: { host: "10.1.2.3" },
+          podDelivery: "user-data",
+        }),
+      ),
+    ).toThrow(/serviceProxy needs podDelivery: "parameters"/);
+    expect(() =>
+      parseProviderConfig(
+        testConfig({
+          serviceProxy: { serviceAccount: "no-namespace" },
+          kubernetesService: { host: "10.1.2.3" },
+          podDelivery: "parameters",
+        }),
+      ),
+    ).toThrow(/serviceProxy\.serviceAccount/);
+  });
+
   it("gives the hosts the configured cluster DNS, unless the userData option names its own", () => {
     const config = parseProviderConfig(
       testConfig({ dns: { clusterDNS: ["10.96.0.10"], clusterDomain: "corp.local" } }),

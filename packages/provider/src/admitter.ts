@@ -58,6 +58,7 @@ export interface AdmitterOptions {
     | undefined;
   readonly readSources?: ((pod: V1Pod, refs: PodSourceRefs) => Promise<PodSources>) | undefined;
   readonly readServiceAccount?: ReadServiceAccount | undefined;
+  readonly serviceProxy?: { readonly caCert: string } | undefined;
 }
 
 /** A rendered Pod, or why it is held. */
@@ -408,7 +409,11 @@ export class Admitter {
     const override = this.#options.renderUserData;
     const out = override
       ? override(pod, sources)
-      : renderUserData(pod, renderOptionsOf(this.#ctx.config, this.#options.userData), sources);
+      : renderUserData(
+          pod,
+          renderOptionsOf(this.#ctx.config, this.#options.userData, this.#options.serviceProxy),
+          sources,
+        );
     if (typeof out === "string" || out instanceof Uint8Array) {
       return { userData: out, parameters: [], sharedParameters: [], notices: [] };
     }
@@ -434,12 +439,16 @@ export class Admitter {
  * where the virtual node reads), else whatever the `userData` option says; the hosts ring the
  * event channel's queue (`doorbell`) when `events` is on; the host's grace is
  * capped at the configured `maxGracePeriodSeconds`, as the teardown's is; `dns` and
- * `kubernetesService` are the configured ones unless the `userData` option sets them.
+ * `kubernetesService` are the configured ones unless the `userData` option sets them; with
+ * `serviceProxy` configured and its access given, the hosts run it against `kubernetesService`
+ * with the access's CA, as this virtual node's Node.
  */
 export function renderOptionsOf(
   config: ProviderConfig,
   userData: RenderOptionsInput | undefined,
+  serviceProxy?: { readonly caCert: string },
 ): RenderOptionsInput {
+  const apiServer = userData?.kubernetesService ?? config.kubernetesService;
   return {
     cluster: config.clusterName,
     ...userData,
@@ -452,6 +461,16 @@ export function renderOptionsOf(
     ...(config.kubernetesService === undefined
       ? {}
       : { kubernetesService: userData?.kubernetesService ?? config.kubernetesService }),
+    ...(config.serviceProxy === undefined || serviceProxy === undefined || apiServer === undefined
+      ? {}
+      : {
+          serviceProxy: {
+            apiServer,
+            caCert: serviceProxy.caCert,
+            nodeName: config.nodeName,
+            binary: config.serviceProxy.binary,
+          },
+        }),
   };
 }
 

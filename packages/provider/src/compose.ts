@@ -90,6 +90,7 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
           return found.pod;
         }
       : undefined,
+    options.serviceProxy?.requestToken,
   );
   const admitter: Admitter = new Admitter(ctx, options, tokens);
   const parameters = new ParameterDelivery(ctx);

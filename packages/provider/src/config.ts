@@ -183,6 +183,35 @@ export const ProviderConfigSchema = z
      */
     kubernetesService: RenderOptions.shape.kubernetesService,
     /**
+     * Route cluster IPs on the hosts: the supervisor runs the real kube-proxy (iptables mode)
+     * inside each Pod's network namespace (`@nebula/userdata`'s `RenderOptions.serviceProxy`), so
+     * its containers reach ClusterIP Services, the `kubernetes` Service included, as on a kubelet
+     * node. It reaches the API server at `kubernetesService` (required) and reads Services and
+     * EndpointSlices with a token of `serviceAccount` (bound to `system:node-proxier`, which
+     * cannot read Secrets; deploy/vnode/service-proxy.yaml), bound to this virtual node's Node and
+     * delivered and renewed in each Pod's token parameter (so `podDelivery: "parameters"` only).
+     * `binary`: kube-proxy on the host AMI (deploy/host-image installs it). Absent: no proxy.
+     */
+    serviceProxy: z
+      .strictObject({
+        serviceAccount: z
+          .string()
+          .regex(
+            /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/,
+            "must be <namespace>/<name> of a ServiceAccount",
+          )
+          .default("nebula-system/nebula-service-proxy"),
+        binary: z
+          .string()
+          .max(256)
+          .regex(
+            /^[A-Za-z0-9._/+-]+$/,
+            "must be a file name or path without spaces or shell characters",
+          )
+          .default("kube-proxy"),
+      })
+      .optional(),
+    /**
      * How a Pod's instance is bought: `on-demand`, `spot`, or `spot-then-on-demand` (Spot
      * placements first; On-Demand once EC2 has no Spot capacity for any of them). A Pod may
      * choose with the annotation `nebula.dev/requested-capacity-type` only in
@@ -418,6 +447,16 @@ export const ProviderConfigSchema = z
   .refine((c) => Object.keys(c.tags).length + Object.keys(c.podLabelTags).length <= MAX_USER_TAGS, {
     message: `tags and podLabelTags together may add at most ${MAX_USER_TAGS} tags`,
     path: ["podLabelTags"],
+  })
+  .refine((c) => c.serviceProxy === undefined || c.kubernetesService !== undefined, {
+    message:
+      "serviceProxy needs kubernetesService: where the hosts' kube-proxy reaches the API server (an EKS endpoint's host name and 443)",
+    path: ["serviceProxy"],
+  })
+  .refine((c) => c.serviceProxy === undefined || c.podDelivery === "parameters", {
+    message:
+      'serviceProxy needs podDelivery: "parameters": its token is delivered and renewed through Parameter Store, never in user-data',
+    path: ["serviceProxy"],
   })
   .refine(
     (c) => c.events === undefined || c.requestTimeoutMs >= (c.events.waitSeconds + 2) * 1000,

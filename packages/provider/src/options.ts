@@ -9,7 +9,7 @@ import type { PodSourceRefs, PodSources, RenderOptionsInput, RenderResult } from
 import type { RenderedPod } from "./admitter.js";
 import type { Gateway } from "./gateway.js";
 import type { LaunchInput } from "./launch.js";
-import type { RequestToken } from "./pod-tokens.js";
+import type { RequestServiceProxyToken, RequestToken } from "./pod-tokens.js";
 import type { EvictPod } from "./rebalance.js";
 import type { ReadServiceAccount } from "./web-identity.js";
 
@@ -52,6 +52,17 @@ export interface Ec2PodProviderOptions {
    * it runs. Without it, a Pod that projects a token is held (`FailedMount`).
    */
   readonly requestToken?: RequestToken;
+  /**
+   * With `config.serviceProxy`: what the hosts' service proxy needs from the API server
+   * (`@nebula/virtual-node/host`'s `serviceProxyAccess`): `caCert`, the PEM CA bundle its
+   * kube-proxy verifies the API server with, and `requestToken`, a token of the configured
+   * ServiceAccount bound to this virtual node's Node, issued with each Pod's tokens and renewed
+   * with them. Without it, a Pod whose host would run the proxy is held (`FailedMount`).
+   */
+  readonly serviceProxy?: {
+    readonly caCert: string;
+    readonly requestToken: RequestServiceProxyToken;
+  };
   /**
    * With `podDelivery: "parameters"`: reads the Pod's ServiceAccount (`spec.serviceAccountName`,
    * in its namespace; undefined when it does not exist), for its AWS role: a ServiceAccount

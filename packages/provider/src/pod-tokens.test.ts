@@ -182,6 +182,94 @@ describe("tokens at launch", () => {
   });
 });
 
+describe("the service proxy's token (config.serviceProxy)", () => {
+  const CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+  function proxySetup(request: RequestToken | undefined, proxyFails?: Error) {
+    const t = testContext({
+      podDelivery: "parameters",
+      kubernetesService: { host: "api.example.internal" },
+      serviceProxy: {},
+    });
+    const proxyAsked: number[] = [];
+    let n = 100;
+    const requestProxy = async ({ expirationSeconds }: { expirationSeconds: number }) => {
+      proxyAsked.push(expirationSeconds);
+      if (proxyFails) throw proxyFails;
+      n++;
+      return { token: JWT(n), expiresAt: t.clock.now + expirationSeconds * 1000 };
+    };
+    const tokens = new PodTokens(t.ctx, request, "test", undefined, requestProxy);
+    const readSources = async () => ({
+      configMaps: { "kube-root-ca.crt": { data: { "ca.crt": CA } } },
+      secrets: {},
+    });
+    const admitter = new Admitter(t.ctx, { readSources, serviceProxy: { caCert: CA } }, tokens);
+    return { ...t, tokens, admitter, proxyAsked };
+  }
+
+  it("is issued with the Pod's own tokens, last, under key p, one hour, and the Pod launches", async () => {
+    const r = requester();
+    const { admitter, proxyAsked } = proxySetup(r.request);
+    const pod = podWithTokens("uid-p1");
+    const record = await admitter.load(pod, podFacts(pod));
+    expect(record.mode).toBe("launch");
+    expect(r.asked.map((a) => a.audience)).toEqual([undefined, "sts.amazonaws.com"]);
+    expect(proxyAsked).toEqual([3600]);
+    const parameter = record.parameters?.find((p) => p.name === "/nebula/test/pods/uid-p1/t");
+    expect(parameter?.value).toBe(`0:${JWT(1)} 1:${JWT(2)} p:${JWT(101)}`);
+    // The shortest life sets the renewal: the proxy's hour.
+    expect(record.tokens?.renewAt).toBe(T0 + 2880_000);
+  });
+
+  it("is the only token of a Pod that projects none; a Pod on the host's network gets none", async () => {
+    const { admitter, proxyAsked, tokens } = proxySetup(undefined);
+    const plain = testPod("plain", "uid-p2");
+    const record = await admitter.load(plain, podFacts(plain));
+    expect(record.mode).toBe("launch");
+    expect(record.parameters?.find((p) => p.name.endsWith("/t"))?.value).toBe(`p:${JWT(101)}`);
+    expect(proxyAsked).toEqual([3600]);
+    const onHost = testPod("on-host", "uid-p3");
+    if (onHost.spec) onHost.spec.hostNetwork = true;
+    expect(tokens.requestsOf(onHost)).toEqual([]);
+  });
+
+  it("holds the Pod (FailedMount) while it cannot be issued, or when the provider has no way to ask", async () => {
+    const failing = proxySetup(
+      undefined,
+      new Error('serviceaccounts "nebula-service-proxy" not found'),
+    );
+    const pod = testPod("plain", "uid-p4");
+    const held = await failing.admitter.load(pod, podFacts(pod));
+    expect(held.mode).toBe("config");
+    expect(held.events[0]).toEqual({
+      type: "Warning",
+      reason: "FailedMount",
+      message:
+        'failed to fetch the service proxy\'s token (service account nebula-system/nebula-service-proxy): serviceaccounts "nebula-service-proxy" not found',
+    });
+    const t = testContext({
+      podDelivery: "parameters",
+      kubernetesService: { host: "api.example.internal" },
+      serviceProxy: {},
+    });
+    const without = new PodTokens(t.ctx, undefined, "test");
+    const issued = await without.issue(testPod("plain", "uid-p5"));
+    expect(issued.ok ? "" : issued.message).toMatch(/without serviceProxy/);
+  });
+
+  it("is renewed with the Pod's tokens", async () => {
+    const t = proxySetup(undefined);
+    const record = testRecord(t.ctx, testPod("plain", "uid-p6"), {
+      instanceId: "i-0123456789abcdef0",
+    });
+    t.tokens.renewIfDue(record);
+    await t.tokens.idle();
+    expect(t.proxyAsked).toEqual([3600]);
+    expect(t.gateway.parameters.get("/nebula/test/pods/uid-p6/t")?.value).toBe(`p:${JWT(101)}`);
+  });
+});
+
 describe("the Pod's own AWS role (IRSA)", () => {
   const ROLE = "arn:aws:iam::123456789012:role/reader";
 

@@ -14,6 +14,14 @@ export type RequestToken = (
   request: { readonly audience: string | undefined; readonly expirationSeconds: number },
 ) => Promise<{ readonly token: string; readonly expiresAt: number }>;
 
+/**
+ * Asks the API server for a token of the service proxy's ServiceAccount (`config.serviceProxy`),
+ * bound to this virtual node's Node: `@nebula/virtual-node/host`'s `serviceProxyTokenRequester`.
+ */
+export type RequestServiceProxyToken = (request: {
+  readonly expirationSeconds: number;
+}) => Promise<{ readonly token: string; readonly expiresAt: number }>;
+
 /** The longest a token is used before it is renewed, whatever its lifetime (the kubelet's 24 h). */
 const MAX_TOKEN_AGE_MS = 24 * 3600 * 1000;
 /** Wait after a failed request or write before the next attempt. */
@@ -53,6 +61,7 @@ export class PodTokens {
   readonly #request: RequestToken | undefined;
   readonly #cluster: string;
   readonly #hostPodOf: ((pod: V1Pod) => Promise<V1Pod>) | undefined;
+  readonly #requestProxy: RequestServiceProxyToken | undefined;
   readonly #queue: PodRecord[] = [];
   readonly #inFlight = new Set<Promise<void>>();
 
@@ -63,22 +72,32 @@ export class PodTokens {
    * @param hostPodOf - the Pod as rendered for its host (its ServiceAccount's role added: see
    *   `withWebIdentity`), for a Pod this process did not render (after a restart); undefined:
    *   the Pod itself.
+   * @param requestProxy - how the service proxy's token is requested (`config.serviceProxy`);
+   *   undefined: a Pod whose host runs the proxy is held.
    */
   constructor(
     ctx: ProviderContext,
     request: RequestToken | undefined,
     cluster: string,
     hostPodOf?: (pod: V1Pod) => Promise<V1Pod>,
+    requestProxy?: RequestServiceProxyToken,
   ) {
     this.#ctx = ctx;
     this.#request = request;
     this.#cluster = cluster;
     this.#hostPodOf = hostPodOf;
+    this.#requestProxy = requestProxy;
   }
 
-  /** The tokens the Pod projects (none with `podDelivery: "user-data"`, which serves none). */
+  /**
+   * The tokens the Pod projects, and its service proxy's with `config.serviceProxy` (none with
+   * `podDelivery: "user-data"`, which serves none).
+   */
   requestsOf(pod: V1Pod): ReturnType<typeof podTokenRequests> {
-    return this.#ctx.config.podDelivery === "parameters" ? podTokenRequests(pod) : [];
+    const { podDelivery, serviceProxy } = this.#ctx.config;
+    return podDelivery === "parameters"
+      ? podTokenRequests(pod, { serviceProxy: serviceProxy !== undefined })
+      : [];
   }
 
   /**
@@ -100,29 +119,40 @@ export class PodTokens {
     const uid = pod.metadata?.uid ?? "";
     const key = `${pod.metadata?.namespace}/${pod.metadata?.name}`;
     const account = pod.spec?.serviceAccountName || "default";
-    if (this.#request === undefined) {
+    const request = this.#request;
+    const requestProxy = this.#requestProxy;
+    if (request === undefined && requests.some((r) => r.subject === "pod")) {
       return {
         ok: false,
         message: `pod ${key} projects a service-account token, and this provider was built without requestToken (pass @nebula/virtual-node's podTokenRequester)`,
       };
     }
+    if (requestProxy === undefined && requests.some((r) => r.subject === "serviceProxy")) {
+      return {
+        ok: false,
+        message: `pod ${key}: its host runs the service proxy (config.serviceProxy), and this provider was built without serviceProxy (pass @nebula/virtual-node/host's serviceProxyAccess)`,
+      };
+    }
     const issuedAt = this.#ctx.now();
     const tokens: { key: string; token: string }[] = [];
     const expiries: number[] = [];
-    for (const request of requests) {
-      const audience = request.audience ?? "the API server";
+    for (const r of requests) {
+      const asked = { audience: r.audience, expirationSeconds: r.expirationSeconds };
       try {
-        const answer = await this.#request(pod, {
-          audience: request.audience,
-          expirationSeconds: request.expirationSeconds,
-        });
-        tokens.push({ key: request.key, token: answer.token });
+        const answer =
+          r.subject === "serviceProxy"
+            ? await requestProxy?.({ expirationSeconds: r.expirationSeconds })
+            : await request?.(pod, asked);
+        if (answer === undefined) throw new Error("no token requester");
+        tokens.push({ key: r.key, token: answer.token });
         expiries.push(answer.expiresAt);
       } catch (error) {
-        return {
-          ok: false,
-          message: `failed to fetch token for pod ${key}: service account ${account}, audience ${audience}: ${error instanceof Error ? error.message : String(error)}`,
-        };
+        const why = error instanceof Error ? error.message : String(error);
+        const whose =
+          r.subject === "serviceProxy"
+            ? `the service proxy's token (service account ${this.#ctx.config.serviceProxy?.serviceAccount})`
+            : `token for pod ${key}: service account ${account}, audience ${r.audience ?? "the API server"}`;
+        return { ok: false, message: `failed to fetch ${whose}: ${why}` };
       }
     }
     const value = podTokenParameterValue(tokens);

@@ -48,7 +48,7 @@ describe("withWebIdentity", () => {
     expect(ownRole).toEqual(original.spec?.containers[1]);
     // The token is one the provider requests like any projected one.
     expect(podTokenRequests(out.pod)).toEqual([
-      { key: "0", audience: "sts.amazonaws.com", expirationSeconds: 86400 },
+      { key: "0", subject: "pod", audience: "sts.amazonaws.com", expirationSeconds: 86400 },
     ]);
   });
 
@@ -66,7 +66,7 @@ describe("withWebIdentity", () => {
     ] as const) {
       const out = withWebIdentity(pod(), annotations(asked), "us-east-1");
       expect(podTokenRequests(out.pod)).toEqual([
-        { key: "0", audience: "my-audience", expirationSeconds: got },
+        { key: "0", subject: "pod", audience: "my-audience", expirationSeconds: got },
       ]);
     }
   });
