@@ -16,8 +16,8 @@ import {
   type V1Pod,
 } from "@kubernetes/client-node";
 import { useTestPeers } from "@nebula/test-peers/vitest";
-import { beforeAll, describe, expect, it } from "vitest";
-import { podServiceAccountReader, podTokenRequester } from "./pod-tokens.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { podServiceAccountReader, podTokenRequester, serviceProxyAccess } from "./pod-tokens.js";
 import { applyManifest, SERVICE_ACCOUNT_GROUPS, VNODE_SERVICE_ACCOUNT } from "./testing/rbac.js";
 
 const { controlPlane } = useTestPeers();
@@ -69,6 +69,7 @@ async function refusal(request: () => Promise<unknown>): Promise<string | undefi
 beforeAll(async () => {
   await applyManifest(admin, "namespace.yaml");
   await applyManifest(admin, "rbac.yaml");
+  await applyManifest(admin, "service-proxy.yaml");
   // Only the token policy of admission.yaml: the Pod and Node policies would fence the other
   // test files' requests (they use Pods of other nodes) on this shared API server.
   const policies = loadAllYaml(
@@ -216,5 +217,88 @@ describe("podServiceAccountReader", () => {
     });
     const ghost = { ...pod, spec: { ...pod.spec, containers: [], serviceAccountName: "ghost" } };
     expect(await read(ghost)).toBeUndefined();
+  });
+});
+
+describe("serviceProxyAccess", () => {
+  const NODE = "pod-tokens-proxy-node";
+
+  beforeAll(async () => {
+    await core.createNode({ body: { metadata: { name: NODE } } }).catch((error) => {
+      if ((error as { code?: number }).code !== 409) throw error;
+    });
+  });
+  // The end-to-end files share this API server: no Node of this file stays behind.
+  afterAll(async () => {
+    await core.deleteNode({ name: NODE });
+  });
+
+  it("issues the service proxy's token bound to the Node, which reads Services and EndpointSlices and no Secret, and the CA the vnode trusts", async () => {
+    const access = serviceProxyAccess(vnode(), {
+      serviceAccount: "nebula-system/nebula-service-proxy",
+      nodeName: NODE,
+    });
+    expect(access.caCert).toContain("-----BEGIN CERTIFICATE-----");
+    const before = Date.now();
+    const { token, expiresAt } = await access.requestToken({ expirationSeconds: 3600 });
+    expect(expiresAt).toBeGreaterThanOrEqual(before + 3590_000);
+    const reviewed = await review(token);
+    expect(reviewed?.user?.username).toBe(
+      "system:serviceaccount:nebula-system:nebula-service-proxy",
+    );
+    expect(reviewed?.user?.extra?.["authentication.kubernetes.io/node-name"]).toEqual([NODE]);
+    const proxy = withToken(token).makeApiClient(CoreV1Api);
+    expect((await proxy.listServiceForAllNamespaces()).items.length).toBeGreaterThan(0);
+    expect(await refusal(() => proxy.listNamespacedSecret({ namespace: NS }))).toMatch(
+      /cannot list resource \\?"secrets\\?"/,
+    );
+    // The kubeconfig's CA verifies the API server the token is for.
+    const cluster = admin.getCurrentCluster();
+    expect(access.caCert).toBe(Buffer.from(cluster?.caData ?? "", "base64").toString("utf8"));
+  });
+
+  it("the shipped policy lets the vnode bind a token to a Node for the service proxy only", async () => {
+    const asVnode = vnode().makeApiClient(CoreV1Api);
+    const node = await core.readNode({ name: NODE });
+    const nodeBound = () =>
+      asVnode.createNamespacedServiceAccountToken({
+        name: "reader",
+        namespace: NS,
+        body: {
+          spec: {
+            audiences: [],
+            expirationSeconds: 600,
+            boundObjectRef: {
+              apiVersion: "v1",
+              kind: "Node",
+              name: NODE,
+              uid: node.metadata?.uid ?? "",
+            },
+          },
+        },
+      });
+    const deadline = Date.now() + 30_000;
+    let message = await refusal(nodeBound);
+    while (!message?.includes("nebula-vnode-tokens") && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 250));
+      message = await refusal(nodeBound);
+    }
+    expect(message).toMatch(/or the service proxy's, bound to a Node/);
+  });
+
+  it("refuses a kubeconfig without a CA and a ServiceAccount that is not namespace/name", () => {
+    const insecure = new KubeConfig();
+    insecure.loadFromOptions({
+      clusters: [{ name: "c", server: "https://127.0.0.1:1", skipTLSVerify: true }],
+      users: [{ name: "u", token: "t" }],
+      contexts: [{ name: "x", cluster: "c", user: "u" }],
+      currentContext: "x",
+    });
+    expect(() => serviceProxyAccess(insecure, { serviceAccount: "a/b", nodeName: NODE })).toThrow(
+      /names no CA certificate/,
+    );
+    expect(() => serviceProxyAccess(vnode(), { serviceAccount: "b", nodeName: NODE })).toThrow(
+      /is not <namespace>\/<name>/,
+    );
   });
 });

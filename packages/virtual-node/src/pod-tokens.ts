@@ -5,8 +5,10 @@
  *
  * @packageDocumentation
  */
+import { readFileSync } from "node:fs";
 import { CoreV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { z } from "zod";
+import { VirtualNodeError } from "./errors.js";
 
 /** What a provider asks: the audience (undefined: the API server's own) and the lifetime. */
 interface TokenAsk {
@@ -138,4 +140,104 @@ export function podServiceAccountReader(
     }
     return { annotations: parsed.data.metadata?.annotations ?? {} };
   };
+}
+
+/** What {@link serviceProxyAccess} gives a provider (`@nebula/provider`'s `serviceProxy` option). */
+export interface ServiceProxyAccess {
+  /** The PEM CA bundle the API server's certificate is verified with (the virtual node's own). */
+  readonly caCert: string;
+  /** Requests a token of the service proxy's ServiceAccount, bound to the virtual node's Node. */
+  readonly requestToken: (ask: {
+    readonly expirationSeconds: number;
+  }) => Promise<{ token: string; expiresAt: number }>;
+}
+
+/**
+ * What the hosts' service proxy (kube-proxy in each Pod's network namespace) needs from the API
+ * server: the CA the virtual node itself trusts it with (its kubeconfig's, the in-cluster
+ * `ca.crt` in a Pod), and tokens of `serviceAccount` (`<namespace>/<name>`, bound to
+ * `system:node-proxier`: Services, EndpointSlices, Nodes, never Secrets) bound to the Node
+ * `nodeName` (its name and UID: the token dies with the Node), requested with the API server's
+ * audience. Needs `create` on that ServiceAccount's `serviceaccounts/token` and `get` on the Node;
+ * the shipped admission policy lets the virtual node bind a token to its Node only for that
+ * ServiceAccount.
+ *
+ * @throws VirtualNodeError `InvalidConfiguration` when the kubeconfig names no CA (an insecure
+ *   cluster entry: nothing would verify the API server) or `serviceAccount` is not
+ *   `<namespace>/<name>`.
+ *
+ * @example
+ * ```ts
+ * const provider = new Ec2PodProvider({
+ *   config, ledger,
+ *   serviceProxy: serviceProxyAccess(kubeConfig, {
+ *     serviceAccount: "nebula-system/nebula-service-proxy",
+ *     nodeName: "nebula",
+ *   }),
+ * });
+ * ```
+ */
+export function serviceProxyAccess(
+  kubeConfig: KubeConfig,
+  options: { readonly serviceAccount: string; readonly nodeName: string },
+): ServiceProxyAccess {
+  const [namespace, name, ...rest] = options.serviceAccount.split("/");
+  if (!namespace || !name || rest.length > 0) {
+    throw new VirtualNodeError(
+      "InvalidConfiguration",
+      `the service proxy's ServiceAccount ${JSON.stringify(options.serviceAccount)} is not <namespace>/<name>`,
+    );
+  }
+  const cluster = kubeConfig.getCurrentCluster();
+  let caCert = "";
+  try {
+    caCert = cluster?.caData
+      ? Buffer.from(cluster.caData, "base64").toString("utf8")
+      : cluster?.caFile
+        ? readFileSync(cluster.caFile, "utf8")
+        : "";
+  } catch (error) {
+    throw new VirtualNodeError(
+      "InvalidConfiguration",
+      `cannot read the API server's CA ${cluster?.caFile} for the service proxy: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
+  }
+  if (!caCert.includes("-----BEGIN CERTIFICATE-----")) {
+    throw new VirtualNodeError(
+      "InvalidConfiguration",
+      `the kubeconfig's cluster ${cluster?.name ?? "(none)"} names no CA certificate: the hosts' service proxy would not verify the API server (set certificate-authority-data, or turn serviceProxy off)`,
+    );
+  }
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const requestToken = async (ask: { readonly expirationSeconds: number }) => {
+    const what = `TokenRequest for serviceaccount ${namespace}/${name} (node ${options.nodeName})`;
+    let answer: unknown;
+    try {
+      const node = await core.readNode({ name: options.nodeName });
+      const uid = node.metadata?.uid;
+      if (!uid) throw new Error(`node ${options.nodeName} has no UID`);
+      answer = await core.createNamespacedServiceAccountToken({
+        name,
+        namespace,
+        body: {
+          spec: {
+            audiences: [],
+            expirationSeconds: ask.expirationSeconds,
+            boundObjectRef: { apiVersion: "v1", kind: "Node", name: options.nodeName, uid },
+          },
+        },
+      });
+    } catch (error) {
+      throw new Error(`${what}: ${statusMessage(error)}`, { cause: error });
+    }
+    const parsed = TokenRequestStatus.safeParse(answer);
+    if (!parsed.success) {
+      throw new Error(`${what} answered without a token: ${z.prettifyError(parsed.error)}`);
+    }
+    const expiresAt = new Date(parsed.data.status.expirationTimestamp).getTime();
+    if (!Number.isFinite(expiresAt)) throw new Error(`${what}: unreadable expiry`);
+    return { token: parsed.data.status.token, expiresAt };
+  };
+  return { caCert, requestToken };
 }
