@@ -253,7 +253,7 @@ go_env() {
 }
 
 # The Kubernetes binaries this project runs, all built from one wrapper module of k8s.io/kubernetes.
-kube_binaries=(kube-apiserver kubectl kube-scheduler kube-controller-manager)
+kube_binaries=(kube-apiserver kubectl kube-scheduler kube-controller-manager kube-proxy)
 
 # Builds the named binaries (from kube_binaries) of k8s.io/kubernetes $k8s_version into $out.
 build_kube_binaries() {

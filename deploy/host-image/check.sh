@@ -114,6 +114,14 @@ else
   bad "cloud-init: it runs the user-data at boot; install cloud-init"
 fi
 
+# Optional: kube-proxy and nsenter, for the provider's serviceProxy (ClusterIP Services reached from
+# the Pods: the supervisor runs kube-proxy in each Pod's network namespace).
+if command -v kube-proxy >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1; then
+  ok "kube-proxy $(kube-proxy --version 2>/dev/null | awk '{ print $NF }') and nsenter (for the provider's serviceProxy)"
+else
+  note "no kube-proxy (or nsenter): needed only with the provider's serviceProxy; install.sh --kube-proxy <file> puts the cluster's kube-proxy in /usr/local/bin"
+fi
+
 # Optional: the aws CLI is the fallback for CreateTags when curl's signing fails.
 if command -v aws >/dev/null 2>&1; then
   ok "aws CLI (the fallback for CreateTags)"

@@ -5,8 +5,36 @@
 # Amazon Linux 2023, Ubuntu 22.04 or newer, or Debian 12 or newer, then create the image from that
 # instance (README.md, "Bake the image").
 #
-#   sudo bash install.sh
+#   sudo bash install.sh                          # what every host needs
+#   sudo bash install.sh --kube-proxy ./kube-proxy  # and kube-proxy, for the provider's serviceProxy
+#
+# --kube-proxy takes the kube-proxy binary of your cluster's Kubernetes minor version (from
+# https://dl.k8s.io/release/<version>/bin/linux/<amd64|arm64>/kube-proxy, checked against its .sha256)
+# and installs it as /usr/local/bin/kube-proxy.
 set -euo pipefail
+
+kube_proxy=
+while (($# > 0)); do
+  case "$1" in
+  --kube-proxy)
+    [ -n "${2:-}" ] || { echo "install.sh: --kube-proxy needs the kube-proxy binary's path" >&2; exit 2; }
+    kube_proxy=$(realpath -- "$2")
+    shift 2
+    ;;
+  -h | --help)
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "install.sh: unknown option '$1' (--kube-proxy <file>, --help)" >&2
+    exit 2
+    ;;
+  esac
+done
+if [ -n "$kube_proxy" ] && ! "$kube_proxy" --version >/dev/null 2>&1; then
+  echo "install.sh: $kube_proxy does not run as kube-proxy here (wrong file or architecture?)" >&2
+  exit 1
+fi
 cd "$(dirname "$0")"
 
 [ "$(id -u)" -eq 0 ] || {
@@ -30,5 +58,6 @@ else
 fi
 
 systemctl enable --now docker
+[ -z "$kube_proxy" ] || install -m 0755 "$kube_proxy" /usr/local/bin/kube-proxy
 # For GPU Pods, add the NVIDIA driver and the NVIDIA container toolkit here (see docs/operating.md).
 bash ./check.sh

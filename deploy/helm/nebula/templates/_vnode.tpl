@@ -17,6 +17,7 @@ vnode.nodeName, or once per entry of vnode.nodes. The dict:
 {{- $ctx := dict "root" $root "component" "vnode" "values" $root.Values.vnode }}
 {{- if .pool }}{{- $_ := set $ctx "node" $node }}{{- end }}
 {{- $provider := $config.provider }}
+{{- $proxyAccount := splitList "/" (dig "serviceProxy" "serviceAccount" "nebula-system/nebula-service-proxy" $provider) }}
 {{- $_ := required "vnode.config.provider.clusterName is required: the nebula:cluster tag of every instance (one name per cluster)" $provider.clusterName }}
 {{- $_ := required "vnode.config.provider.region is required: the AWS region the instances run in" $provider.region }}
 {{- $_ := required "vnode.config.provider.subnetIds is required: one or more subnets the instances launch into" $provider.subnetIds }}
@@ -375,11 +376,16 @@ spec:
       expression: "request.userInfo.username == 'system:serviceaccount:{{ $root.Release.Namespace }}:{{ $name }}'"
   validations:
     # The API server checks that the bound Pod exists with that UID; whether it is bound to this
-    # Node is beyond an admission policy (docs/security.md).
+    # Node is beyond an admission policy (docs/security.md). The one exception: the hosts' service
+    # proxy (provider.serviceProxy.serviceAccount: deploy/vnode/service-proxy.yaml creates the
+    # default one), whose token is bound to a Node.
     - expression: >-
-        has(object.spec.boundObjectRef) && object.spec.boundObjectRef.kind == 'Pod' &&
-        has(object.spec.boundObjectRef.uid) && object.spec.boundObjectRef.uid != ''
-      message: {{ $name }} may request only service-account tokens bound to a Pod
+        has(object.spec.boundObjectRef) && has(object.spec.boundObjectRef.uid) &&
+        object.spec.boundObjectRef.uid != '' &&
+        (object.spec.boundObjectRef.kind == 'Pod' ||
+        (object.spec.boundObjectRef.kind == 'Node' && request.namespace == '{{ $proxyAccount | first }}' &&
+        request.name == '{{ $proxyAccount | last }}'))
+      message: {{ $name }} may request only service-account tokens bound to a Pod (or the service proxy's, bound to a Node)
       reason: Forbidden
 ---
 apiVersion: admissionregistration.k8s.io/v1
