@@ -10,7 +10,7 @@ import { Controller, type Manager } from "@nebula/kube/controller";
 import { EventRecorder } from "@nebula/kube/events";
 import type { Logger } from "@nebula/kube/observability";
 import { PODS, StatusWriter } from "@nebula/kube/status";
-import { Ec2PodProvider } from "@nebula/provider";
+import { Ec2PodProvider, parseProviderConfig } from "@nebula/provider";
 import {
   type InstanceReclaimer,
   KubernetesPodApi,
@@ -26,6 +26,7 @@ import {
   podServiceAccountReader,
   podSourceReader,
   podTokenRequester,
+  serviceProxyAccess,
 } from "@nebula/virtual-node/host";
 import { kubeletApiServer } from "@nebula/virtual-node/kubelet";
 import type { AppConfig } from "./config.js";
@@ -72,6 +73,8 @@ export function createVnode(options: VnodeOptions): Vnode {
   const log = (level: "debug" | "info" | "warn" | "error", message: string) =>
     logger[level](message);
   const api = new KubernetesPodApi(kubeConfig);
+  // The provider validates its whole configuration again; here only what the app wires from it.
+  const { serviceProxy } = parseProviderConfig(config.provider);
   const provider = new Ec2PodProvider({
     config: config.provider,
     ledger,
@@ -82,6 +85,16 @@ export function createVnode(options: VnodeOptions): Vnode {
     readSources: podSourceReader(kubeConfig),
     // Projected service-account tokens (kube-api-access-*, IRSA's): bound to the Pod, renewed.
     requestToken: podTokenRequester(kubeConfig),
+    // provider.serviceProxy: kube-proxy in each Pod's network namespace, with a token of its own
+    // ServiceAccount (system:node-proxier) bound to this Node and the CA this process trusts.
+    ...(serviceProxy === undefined
+      ? {}
+      : {
+          serviceProxy: serviceProxyAccess(kubeConfig, {
+            serviceAccount: serviceProxy.serviceAccount,
+            nodeName,
+          }),
+        }),
     // A ServiceAccount's eks.amazonaws.com/role-arn gives its Pods that AWS role (as IRSA).
     readServiceAccount: podServiceAccountReader(kubeConfig),
     log,

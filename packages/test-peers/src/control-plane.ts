@@ -179,6 +179,14 @@ export function kubectlPath(): string {
   return binary(undefined, "TEST_ASSET_KUBECTL", "kubectl");
 }
 
+/**
+ * The kube-proxy binary built with the control plane (`bash scripts/bootstrap.sh control-plane`),
+ * or `TEST_ASSET_KUBE_PROXY` / `KUBEBUILDER_ASSETS`: the service proxy a Nebula host runs.
+ */
+export function kubeProxyPath(): string {
+  return binary(undefined, "TEST_ASSET_KUBE_PROXY", "kube-proxy");
+}
+
 function binary(explicit: string | undefined, perBinaryEnv: string, name: string): string {
   if (explicit !== undefined) return explicit;
   const override = process.env[perBinaryEnv];

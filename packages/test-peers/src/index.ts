@@ -9,6 +9,7 @@ export {
   connectControlPlane,
   KUBELET_CLIENT_USER,
   kubectlPath,
+  kubeProxyPath,
   startControlPlane,
 } from "./control-plane.js";
 export { type ClusterDns, type ClusterDnsOptions, startClusterDns } from "./coredns.js";
