@@ -34,6 +34,7 @@ import {
   deleteNode,
   hostAddress,
   motoSsm,
+  nodeInstances,
   podEnded,
   readPod,
   startVnode,
@@ -196,6 +197,19 @@ describe("ClusterIP Services for Nebula Pods (nebula-vnode, kube-apiserver, Core
     expect(review.status?.user?.extra?.["authentication.kubernetes.io/node-name"]).toEqual([NODE]);
 
     const ended = await podEnded(core, NS, "client");
+    // The supervisor waited for the proxy's first sync before the container started.
+    const [instance] = (await nodeInstances(ec2, NODE)).filter((i) =>
+      i.Tags?.some((t) => t.Key === "nebula:pod-uid" && t.Value === uid),
+    );
+    const guest = hosts.guest(instance?.InstanceId ?? "");
+    const journal = guest
+      ? readFileSync(guest.unitLogPath("nebula-supervisor.service"), "utf8")
+      : "";
+    expect(journal, journal).toMatch(
+      /nebula-supervisor: service proxy \(kube-proxy, pid \d+\) synced: cluster IPs route from the Pod's network\n/,
+    );
+    const started = journal.indexOf("nebula-supervisor: container app: started");
+    expect(started).toBeGreaterThan(journal.indexOf("synced: cluster IPs route"));
     const terminated = ended.status?.containerStatuses?.[0]?.state?.terminated;
     const report = terminated?.message ?? "";
     // Both reached the test's server through the cluster IP (its answer names the Pod's address).

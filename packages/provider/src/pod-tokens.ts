@@ -16,7 +16,7 @@ export type RequestToken = (
 
 /**
  * Asks the API server for a token of the service proxy's ServiceAccount (`config.serviceProxy`),
- * bound to this virtual node's Node: `@nebula/virtual-node/host`'s `serviceProxyTokenRequester`.
+ * bound to this virtual node's Node: `@nebula/virtual-node/host`'s `serviceProxyAccess(...).requestToken`.
  */
 export type RequestServiceProxyToken = (request: {
   readonly expirationSeconds: number;

@@ -751,7 +751,7 @@ while [ ! -e /out/stop ]; do cat ${dir}/token >/out/seen.part && mv /out/seen.pa
     );
     if (!rendered.ok) throw rendered.error;
     expect(podTokenRequests(p)).toEqual([
-      { key: "0", audience: undefined, expirationSeconds: 3607 },
+      { key: "0", subject: "pod", audience: undefined, expirationSeconds: 3607 },
     ]);
     const tokenParameter = podTokenParameterName("it", "uid-tokens-1");
     const tokens = (value: string) => put([{ name: tokenParameter, value }]);

@@ -12,8 +12,8 @@
 # touch that namespace only, never the host's own tables. pod.sh sets PROXY_SERVER (the API
 # server), PROXY_CA (its CA, base64 PEM), PROXY_NODE (the virtual node's Node), PROXY_BIN and
 # PROXY_TOKEN (its token's file: one of TOKEN_PATH, renewed with the Pod's tokens; client-go reads
-# a kubeconfig's tokenFile again every minute). PROXY_PID, PROXY_NS and PROXY_NEXT are this
-# fragment's state. Functions only, each called under `[ -n "${PROXY_SERVER:-}" ]`.
+# a kubeconfig's tokenFile again every minute). PROXY_EXE, PROXY_PID, PROXY_NS and PROXY_NEXT are
+# this fragment's state. Functions only, each called under `[ -n "${PROXY_SERVER:-}" ]`.
 
 PROXY_DIR=$SECRETS/service-proxy
 # How long the containers wait for the proxy's first sync (its rules for every Service).
