@@ -38,7 +38,7 @@ function bash(body: string): { out: string; dir: string } {
   );
   writeFileSync(
     join(dir, "bin/iptables"),
-    `#!/bin/bash\n[ -e "${dir}/synced" ] && echo '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports" -j KUBE-NODEPORTS'\nexit 0\n`,
+    `#!/bin/bash\n[ -e "${dir}/synced" ] && echo '-A KUBE-SERVICES -d 10.0.0.1/32 -p tcp -m comment --comment "default/kubernetes:https cluster IP" -m tcp --dport 443 -j KUBE-SVC-NPX46M4PTMTKRN6Y'\nexit 0\n`,
     { mode: 0o755 },
   );
   const harness = `
@@ -91,6 +91,7 @@ describe("proxy_up: kube-proxy in the sandbox's network namespace", () => {
       "--conntrack-tcp-timeout-established=0",
       "--conntrack-tcp-timeout-close-wait=0",
       "--iptables-localhost-nodeports=false",
+      "--nodeport-addresses=255.255.255.255/32,::/128",
     ]);
     expect(read(dir, "log")).toMatch(/service proxy \(kube-proxy, pid \d+\) synced/);
   });

@@ -70,22 +70,25 @@ proxy_up() {
 
 # Runs kube-proxy in PROXY_NS, in the background (nsenter execs it: PROXY_PID is kube-proxy's).
 # No metrics or health port (they would take the Pod's ports), no conntrack sysctls (the host's),
-# no localhost NodePorts.
+# and no NodePorts: they are a node's, and in the Pod's namespace they would take the Pod's own
+# ports (--nodeport-addresses names the broadcast and the unspecified address, never an interface's:
+# both families, as a family named by none would take every address).
 proxy_start() {
   nsenter --net="$PROXY_NS" -- "$PROXY_EXE" --kubeconfig="$PROXY_DIR/kubeconfig" \
     --hostname-override="$PROXY_NODE" --proxy-mode=iptables --metrics-bind-address= \
     --healthz-bind-address= --conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 \
     --conntrack-tcp-timeout-close-wait=0 --iptables-localhost-nodeports=false \
-    >>"$RUN/service-proxy.log" 2>&1 &
+    --nodeport-addresses=255.255.255.255/32,::/128 >>"$RUN/service-proxy.log" 2>&1 &
   PROXY_PID=$!
   echo "$PROXY_PID" >"$RUN/service-proxy.pid"
   PROXY_NEXT=
 }
 
-# Whether the proxy has written its first full sync into the namespace: KUBE-SERVICES jumps to
-# KUBE-NODEPORTS once the Services and EndpointSlices are read.
+# Whether the proxy has written its first full sync into the namespace: the rule of the
+# `kubernetes` Service's cluster IP (every cluster has it, with the API server as its endpoint)
+# appears once the Services and EndpointSlices are read.
 proxy_synced() {
-  nsenter --net="$PROXY_NS" -- iptables -w 5 -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- '-j KUBE-NODEPORTS'
+  nsenter --net="$PROXY_NS" -- iptables -w 5 -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- 'default/kubernetes:https cluster IP'
 }
 
 # In the main loop: a proxy that ended is logged and started again PROXY_RESTART_SECONDS later.
