@@ -4,8 +4,10 @@
  * namespace, reading the cluster with its own token (a `system:node-proxier` ServiceAccount's,
  * bound to the virtual node's Node, delivered in the Pod's token parameter). A Pod resolves a
  * Service's name through CoreDNS and reaches its cluster IP, whose endpoint is an HTTP server of
- * this test; its rules are in the Pod's namespace and not the machine's; the proxy's credential
- * cannot read Secrets; nothing of it outlives the Pod.
+ * this test, and a Service whose endpoint is another Nebula Pod (Ready at its instance's address,
+ * which this machine takes on while the test runs, as the VPC would deliver it); its rules are in
+ * the Pod's namespace and not the machine's; the proxy's credential cannot read Secrets; nothing
+ * of it outlives the Pods.
  */
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -260,4 +262,105 @@ describe("ClusterIP Services for Nebula Pods (nebula-vnode, kube-apiserver, Core
       500,
     );
   }, 420_000);
+
+  it("a Pod reaches a Service whose endpoint is another Nebula Pod, at that Pod's address", async () => {
+    // The server: a Nebula Pod serving HTTP on a port of its own, Ready at its instance's address.
+    const port = 18473;
+    const server = barePod(
+      "server-0",
+      NODE,
+      {
+        command: [
+          "sh",
+          "-c",
+          `mkdir -p /www && echo "hello from server-0" >/www/index.html && exec httpd -f -p ${port} -h /www`,
+        ],
+        ports: [{ containerPort: port }],
+      },
+      { restartPolicy: "Always", automountServiceAccountToken: false },
+    );
+    server.metadata = { ...server.metadata, labels: { app: "server" } };
+    await core.createNamespacedPod({ namespace: NS, body: server });
+    await core.createNamespacedService({
+      namespace: NS,
+      body: {
+        metadata: { name: "server" },
+        spec: { selector: { app: "server" }, ports: [{ port: 80, targetPort: port }] },
+      },
+    });
+    const ready = await until(
+      "server-0 Ready with an IP",
+      async () => {
+        const p = await readPod(core, NS, "server-0");
+        const isReady = p?.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
+        return isReady && p?.status?.podIP ? p : undefined;
+      },
+      240_000,
+      500,
+    );
+    const podIp = ready.status?.podIP ?? "";
+    await until(
+      "the Service's EndpointSlice names server-0 at its IP",
+      async () => {
+        const slices = await admin.makeApiClient(DiscoveryV1Api).listNamespacedEndpointSlice({
+          namespace: NS,
+          labelSelector: "kubernetes.io/service-name=server",
+        });
+        return slices.items
+          .flatMap((x) => x.endpoints ?? [])
+          .some((e) => e.addresses.includes(podIp))
+          ? true
+          : undefined;
+      },
+      60_000,
+      500,
+    );
+    // On EC2 the VPC delivers the instance's private address to its instance. Here every instance
+    // is this machine: the address is this machine's own while the test runs (on its loopback
+    // link), so a packet for it is delivered here and podman's published port takes it to server-0.
+    await run("ip", ["address", "add", `${podIp}/32`, "dev", "lo"]);
+    try {
+      const image = await buildTestImage({
+        name: "nebula-test/kubectl",
+        files: { "/bin/kubectl": { content: readFileSync(kubectlPath()), mode: 0o755 } },
+      });
+      await core.createNamespacedPod({
+        namespace: NS,
+        body: barePod(
+          "peer-client",
+          NODE,
+          {
+            image,
+            imagePullPolicy: "IfNotPresent",
+            command: [
+              "sh",
+              "-c",
+              'out=$(kubectl get --raw /index.html --server http://server --request-timeout=10s 2>&1); printf "rc=%s %s\\n" "$?" "$out" >/dev/termination-log',
+            ],
+            env: [{ name: "HOME", value: "/tmp" }],
+          },
+          { automountServiceAccountToken: false },
+        ),
+      });
+      const ended = await podEnded(core, NS, "peer-client");
+      const report = ended.status?.containerStatuses?.[0]?.state?.terminated?.message ?? "";
+      expect(report, report).toBe("rc=0 hello from server-0\n");
+    } finally {
+      await run("ip", ["address", "delete", `${podIp}/32`, "dev", "lo"]);
+    }
+    for (const name of ["peer-client", "server-0"]) {
+      await core.deleteNamespacedPod({ name, namespace: NS });
+    }
+    await until(
+      "both Pods gone, no kube-proxy left",
+      async () =>
+        (await readPod(core, NS, "server-0")) === undefined &&
+        (await readPod(core, NS, "peer-client")) === undefined &&
+        (await proxies()).length === 0
+          ? true
+          : undefined,
+      180_000,
+      1000,
+    );
+  }, 600_000);
 });

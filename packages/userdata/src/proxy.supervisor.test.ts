@@ -38,7 +38,7 @@ function bash(body: string): { out: string; dir: string } {
   );
   writeFileSync(
     join(dir, "bin/iptables"),
-    `#!/bin/bash\n[ -e "${dir}/synced" ] && echo '-A KUBE-SERVICES -d 10.0.0.1/32 -p tcp -m comment --comment "default/kubernetes:https cluster IP" -m tcp --dport 443 -j KUBE-SVC-NPX46M4PTMTKRN6Y'\nexit 0\n`,
+    `#!/bin/bash\n[ "$*" = "-w 5 -t nat -S KUBE-POSTROUTING" ] && [ -e "${dir}/synced" ] && echo '-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully'\nexit 0\n`,
     { mode: 0o755 },
   );
   const harness = `

@@ -84,11 +84,11 @@ proxy_start() {
   PROXY_NEXT=
 }
 
-# Whether the proxy has written its first full sync into the namespace: the rule of the
-# `kubernetes` Service's cluster IP (every cluster has it, with the API server as its endpoint)
-# appears once the Services and EndpointSlices are read.
+# Whether the proxy has written its first full sync into the namespace: kube-proxy writes its
+# rules only once it has read the Services and EndpointSlices, all in one iptables-restore, and
+# every full sync holds KUBE-POSTROUTING's masquerade rule, whatever the Services.
 proxy_synced() {
-  nsenter --net="$PROXY_NS" -- iptables -w 5 -t nat -S KUBE-SERVICES 2>/dev/null | grep -q -- 'default/kubernetes:https cluster IP'
+  nsenter --net="$PROXY_NS" -- iptables -w 5 -t nat -S KUBE-POSTROUTING 2>/dev/null | grep -q -- 'kubernetes service traffic requiring SNAT'
 }
 
 # In the main loop: a proxy that ended is logged and started again PROXY_RESTART_SECONDS later.
