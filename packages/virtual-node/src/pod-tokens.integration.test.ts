@@ -257,6 +257,25 @@ describe("serviceProxyAccess", () => {
     expect(access.caCert).toBe(Buffer.from(cluster?.caData ?? "", "base64").toString("utf8"));
   });
 
+  it("binds to the Node registered anew (its new UID) after the old one is gone", async () => {
+    const access = serviceProxyAccess(vnode(), {
+      serviceAccount: "nebula-system/nebula-service-proxy",
+      nodeName: NODE,
+    });
+    await access.requestToken({ expirationSeconds: 3600 });
+    await core.deleteNode({ name: NODE });
+    const again = await core.createNode({ body: { metadata: { name: NODE } } });
+    // The first request after the change fails on the old UID; the next one reads the Node again.
+    const first = await access.requestToken({ expirationSeconds: 3600 }).then(
+      (t) => t,
+      (error: Error) => error,
+    );
+    const token =
+      first instanceof Error ? await access.requestToken({ expirationSeconds: 3600 }) : first;
+    const bound = claims(token.token)["kubernetes.io"] as { node?: { uid?: string } } | undefined;
+    expect(bound?.node?.uid).toBe(again.metadata?.uid);
+  });
+
   it("the shipped policy lets the vnode bind a token to a Node for the service proxy only", async () => {
     const asVnode = vnode().makeApiClient(CoreV1Api);
     const node = await core.readNode({ name: NODE });

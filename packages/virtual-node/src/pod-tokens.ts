@@ -210,13 +210,15 @@ export function serviceProxyAccess(
     );
   }
   const core = kubeConfig.makeApiClient(CoreV1Api);
+  // The Node's UID, read once and again after a failed request (a Node registered anew).
+  let nodeUid: string | undefined;
   const requestToken = async (ask: { readonly expirationSeconds: number }) => {
     const what = `TokenRequest for serviceaccount ${namespace}/${name} (node ${options.nodeName})`;
     let answer: unknown;
     try {
-      const node = await core.readNode({ name: options.nodeName });
-      const uid = node.metadata?.uid;
+      const uid = nodeUid ?? (await core.readNode({ name: options.nodeName })).metadata?.uid;
       if (!uid) throw new Error(`node ${options.nodeName} has no UID`);
+      nodeUid = uid;
       answer = await core.createNamespacedServiceAccountToken({
         name,
         namespace,
@@ -229,6 +231,7 @@ export function serviceProxyAccess(
         },
       });
     } catch (error) {
+      nodeUid = undefined;
       throw new Error(`${what}: ${statusMessage(error)}`, { cause: error });
     }
     const parsed = TokenRequestStatus.safeParse(answer);
