@@ -8,15 +8,17 @@
  * and the API server's Service; their host name is the Pod's FQDN with `setHostnameAsFQDN`, mapped
  * to the Pod's IP in their `/etc/hosts`.
  */
-import { CoreV1Api, DiscoveryV1Api } from "@kubernetes/client-node";
+import { CoreV1Api } from "@kubernetes/client-node";
 import { type ClusterDns, type InstanceHosts, startClusterDns } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   barePod,
   deleteNode,
+  endpointSliceNames,
   hostAddress,
   podEnded,
+  podReadyWithIp,
   readPod,
   startVnode,
   startWorld,
@@ -110,33 +112,9 @@ describe("cluster DNS for Nebula Pods (nebula-vnode, kube-apiserver, CoreDNS, mo
     );
     peerSpec.metadata = { ...peerSpec.metadata, labels: { app: "peer" } };
     await core.createNamespacedPod({ namespace: NS, body: peerSpec });
-    const peer = await until(
-      "peer-0 Ready with an IP",
-      async () => {
-        const p = await readPod(core, NS, "peer-0");
-        const ready = p?.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
-        return ready && p?.status?.podIP ? p : undefined;
-      },
-      240_000,
-      500,
-    );
+    const peer = await podReadyWithIp(core, NS, "peer-0");
     const peerIp = peer.status?.podIP ?? "";
-    await until(
-      "the headless Service's EndpointSlice names peer-0 at its IP",
-      async () => {
-        const slices = await admin.makeApiClient(DiscoveryV1Api).listNamespacedEndpointSlice({
-          namespace: NS,
-          labelSelector: "kubernetes.io/service-name=peers",
-        });
-        return slices.items
-          .flatMap((s) => s.endpoints ?? [])
-          .some((e) => e.hostname === "peer-0" && e.addresses.includes(peerIp))
-          ? true
-          : undefined;
-      },
-      60_000,
-      500,
-    );
+    await endpointSliceNames(admin, NS, "peers", peerIp, "peer-0");
 
     // The asker: reports what its containers see, in its termination message.
     const peerName = `peer-0.peers.${NS}.svc.${DOMAIN}`;

@@ -34,10 +34,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   barePod,
   deleteNode,
+  endpointSliceNames,
   hostAddress,
   motoSsm,
   nodeInstances,
   podEnded,
+  podReadyWithIp,
   readPod,
   startVnode,
   startWorld,
@@ -288,33 +290,9 @@ describe("ClusterIP Services for Nebula Pods (nebula-vnode, kube-apiserver, Core
         spec: { selector: { app: "server" }, ports: [{ port: 80, targetPort: port }] },
       },
     });
-    const ready = await until(
-      "server-0 Ready with an IP",
-      async () => {
-        const p = await readPod(core, NS, "server-0");
-        const isReady = p?.status?.conditions?.find((c) => c.type === "Ready")?.status === "True";
-        return isReady && p?.status?.podIP ? p : undefined;
-      },
-      240_000,
-      500,
-    );
+    const ready = await podReadyWithIp(core, NS, "server-0");
     const podIp = ready.status?.podIP ?? "";
-    await until(
-      "the Service's EndpointSlice names server-0 at its IP",
-      async () => {
-        const slices = await admin.makeApiClient(DiscoveryV1Api).listNamespacedEndpointSlice({
-          namespace: NS,
-          labelSelector: "kubernetes.io/service-name=server",
-        });
-        return slices.items
-          .flatMap((x) => x.endpoints ?? [])
-          .some((e) => e.addresses.includes(podIp))
-          ? true
-          : undefined;
-      },
-      60_000,
-      500,
-    );
+    await endpointSliceNames(admin, NS, "server", podIp);
     // On EC2 the VPC delivers the instance's private address to its instance. Here every instance
     // is this machine: the address is this machine's own while the test runs (on its loopback
     // link), so a packet for it is delivered here and podman's published port takes it to server-0.

@@ -31,6 +31,7 @@ import {
 import { SSMClient } from "@aws-sdk/client-ssm";
 import {
   CoreV1Api,
+  DiscoveryV1Api,
   type KubeConfig,
   type KubernetesObject,
   KubernetesObjectApi,
@@ -482,6 +483,59 @@ export function podEnded(
     name,
     (pod) => pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed",
     ms,
+  );
+}
+
+/** The Pod once it is Ready with an IP (a Service's EndpointSlices take it then), within `ms`. */
+export function podReadyWithIp(
+  core: CoreV1Api,
+  namespace: string,
+  name: string,
+  ms = 240_000,
+): Promise<V1Pod> {
+  return podWhen(
+    core,
+    namespace,
+    name,
+    (pod) =>
+      pod.status?.conditions?.find((c) => c.type === "Ready")?.status === "True" &&
+      Boolean(pod.status?.podIP),
+    ms,
+  );
+}
+
+/**
+ * Resolves once an EndpointSlice of the Service `service` names an endpoint at `address` (with
+ * the host name `hostname`, when given), as the endpointslice controller writes it; fails after
+ * `ms`.
+ */
+export async function endpointSliceNames(
+  admin: KubeConfig,
+  namespace: string,
+  service: string,
+  address: string,
+  hostname?: string,
+  ms = 60_000,
+): Promise<void> {
+  const discovery = admin.makeApiClient(DiscoveryV1Api);
+  await until(
+    `the EndpointSlice of ${namespace}/${service} naming ${hostname ?? "an endpoint"} at ${address}`,
+    async () => {
+      const slices = await discovery.listNamespacedEndpointSlice({
+        namespace,
+        labelSelector: `kubernetes.io/service-name=${service}`,
+      });
+      return slices.items
+        .flatMap((x) => x.endpoints ?? [])
+        .some(
+          (e) =>
+            e.addresses.includes(address) && (hostname === undefined || e.hostname === hostname),
+        )
+        ? true
+        : undefined;
+    },
+    ms,
+    500,
   );
 }
 
