@@ -22,8 +22,8 @@ const CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
 
 /**
  * Runs `body` in bash after sourcing the supervisor, as pod.sh would set the proxy up. `$T/bin`
- * is first on PATH: `kube-proxy` records its arguments in $T/args and runs until killed (or exits
- * at once with $T/exit-now); `iptables` shows the synced chain once $T/synced exists. The sandbox
+ * is first on PATH: `kube-proxy` records its arguments in $T/args (once its TERM trap is set) and
+ * runs until killed (or exits at once with $T/exit-now); `iptables` shows the synced chain once $T/synced exists. The sandbox
  * is a `sleep` of the test (its pid in $SANDBOX_PID), ended with the script.
  */
 function bash(body: string): { out: string; dir: string } {
@@ -33,7 +33,7 @@ function bash(body: string): { out: string; dir: string } {
   execFileSync("mkdir", ["-p", join(dir, "bin")]);
   writeFileSync(
     join(dir, "bin/kube-proxy"),
-    `#!/bin/bash\nprintf '%s\\n' "$*" >>"${dir}/args"\n[ ! -e "${dir}/exit-now" ] || exit 3\ntrap 'echo term >>"${dir}/signals"; exit 0' TERM\nwhile :; do sleep 0.1; done\n`,
+    `#!/bin/bash\ntrap 'echo term >>"${dir}/signals"; exit 0' TERM\nprintf '%s\\n' "$*" >>"${dir}/args"\n[ ! -e "${dir}/exit-now" ] || exit 3\nwhile :; do sleep 0.1; done\n`,
     { mode: 0o755 },
   );
   writeFileSync(
@@ -132,6 +132,8 @@ describe("proxy_tick and proxy_down", () => {
       touch "$T/synced"
       proxy_up
       first=$PROXY_PID
+      # The stand-in has recorded its start (the sync it is killed after is the test's, not its).
+      for n in $(seq 50); do [ -s "$T/args" ] && break; sleep 0.1; done
       kill -9 "$first"; wait "$first" 2>/dev/null
       proxy_tick; echo "after first tick: $([ "$PROXY_PID" = "$first" ] && echo same)"
       sleep 1.2
@@ -151,6 +153,7 @@ describe("proxy_tick and proxy_down", () => {
       touch "$T/synced"
       proxy_up
       pid=$PROXY_PID
+      for n in $(seq 50); do [ -s "$T/args" ] && break; sleep 0.1; done
       proxy_down
       kill -0 "$pid" 2>/dev/null && echo alive || echo gone
       echo "pid=[$PROXY_PID] file=$([ -e "$RUN/service-proxy.pid" ] && echo kept || echo removed)"
