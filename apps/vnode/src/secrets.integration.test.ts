@@ -11,7 +11,6 @@
  * as IRSA's.
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import {
   DescribeInstanceAttributeCommand,
@@ -28,13 +27,14 @@ import {
   RbacAuthorizationV1Api,
   type V1Pod,
 } from "@kubernetes/client-node";
-import { buildTestImage, type InstanceHosts, kubectlPath } from "@nebula/test-peers";
+import type { InstanceHosts } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   barePod,
   deleteNode,
   hostAddress,
+  kubectlImage,
   motoSsm,
   nodeInstances,
   podEnded,
@@ -546,10 +546,7 @@ describe("ConfigMaps and Secrets through Parameter Store (nebula-vnode, kube-api
     });
     // The real kubectl, as any client-go program: InClusterConfig from KUBERNETES_SERVICE_HOST/PORT,
     // the token and ca.crt (it verifies the API server's certificate against it).
-    const image = await buildTestImage({
-      name: "nebula-test/kubectl",
-      files: { "/bin/kubectl": { content: readFileSync(kubectlPath()), mode: 0o755 } },
-    });
+    const image = await kubectlImage();
     const dir = "/var/run/secrets/kubernetes.io/serviceaccount";
     const script = [
       "kubectl get pods -o name >/tmp/own 2>&1; own=$?",

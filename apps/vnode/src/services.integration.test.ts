@@ -22,10 +22,8 @@ import {
   DiscoveryV1Api,
 } from "@kubernetes/client-node";
 import {
-  buildTestImage,
   type ClusterDns,
   type InstanceHosts,
-  kubectlPath,
   kubeProxyPath,
   startClusterDns,
 } from "@nebula/test-peers";
@@ -36,6 +34,7 @@ import {
   deleteNode,
   endpointSliceNames,
   hostAddress,
+  kubectlImage,
   motoSsm,
   nodeInstances,
   podEnded,
@@ -147,10 +146,7 @@ describe("ClusterIP Services for Nebula Pods (nebula-vnode, kube-apiserver, Core
       },
     });
     // The real kubectl as a plain HTTP client (busybox-static's wget crashes in its resolver).
-    const image = await buildTestImage({
-      name: "nebula-test/kubectl",
-      files: { "/bin/kubectl": { content: readFileSync(kubectlPath()), mode: 0o755 } },
-    });
+    const image = await kubectlImage();
     const script = [
       'get() { kubectl get --raw /hello --server "$1" --request-timeout=10s 2>&1; }',
       "byname=$(get http://echo); a=$?",
@@ -298,10 +294,7 @@ describe("ClusterIP Services for Nebula Pods (nebula-vnode, kube-apiserver, Core
     // link), so a packet for it is delivered here and podman's published port takes it to server-0.
     await run("ip", ["address", "add", `${podIp}/32`, "dev", "lo"]);
     try {
-      const image = await buildTestImage({
-        name: "nebula-test/kubectl",
-        files: { "/bin/kubectl": { content: readFileSync(kubectlPath()), mode: 0o755 } },
-      });
+      const image = await kubectlImage();
       await core.createNamespacedPod({
         namespace: NS,
         body: barePod(

@@ -458,9 +458,7 @@ export function renderOptionsOf(
     delivery: config.podDelivery,
     maxGracePeriodSeconds: config.maxGracePeriodSeconds,
     dns: userData?.dns ?? config.dns,
-    ...(config.kubernetesService === undefined
-      ? {}
-      : { kubernetesService: userData?.kubernetesService ?? config.kubernetesService }),
+    ...(config.kubernetesService === undefined ? {} : { kubernetesService: apiServer }),
     ...(config.serviceProxy === undefined || serviceProxy === undefined || apiServer === undefined
       ? {}
       : {

@@ -330,7 +330,7 @@ const EMPTYDIR_ROOT = "/var/lib/nebula/volumes";
 /** Host directory of a ConfigMap or Secret volume: memory-backed `/run`, never on disk. */
 const SOURCE_VOLUME_ROOT = "/run/nebula/volumes";
 /** The service proxy's token on the host (tmpfs, root only): its kubeconfig's `tokenFile`. */
-const SERVICE_PROXY_TOKEN_PATH = "/run/nebula/service-proxy/token";
+export const SERVICE_PROXY_TOKEN_PATH = "/run/nebula/service-proxy/token";
 
 /**
  * Validates a Pod and resolves it into a {@link PodPlan}. Returns a {@link UserDataError} for any

@@ -31,7 +31,13 @@ import {
   type RenderNotice,
   supervisorParameterPrefix,
 } from "./parameters.js";
-import { type ContainerPlan, type PlannedFile, type PodPlan, resolvePodPlan } from "./pod.js";
+import {
+  type ContainerPlan,
+  type PlannedFile,
+  type PodPlan,
+  resolvePodPlan,
+  SERVICE_PROXY_TOKEN_PATH,
+} from "./pod.js";
 import { bashQuote, shQuote } from "./quote.js";
 import { PARAMETERS_ONLY_PART, SUPERVISOR_TEMPLATE } from "./supervisor.sh.js";
 import { podTokenParameterName } from "./tokens.js";
@@ -483,7 +489,7 @@ function podData(
       : []),
     // The service proxy (kube-proxy in the Pod's network namespace: proxy.sh): the API server, its
     // CA, the Node it proxies for, the binary, and its token's file (one of TOKEN_PATH).
-    ...(plan.serviceProxy === undefined ? [] : proxyLines(plan.serviceProxy, plan.tokens)),
+    ...(plan.serviceProxy === undefined ? [] : proxyLines(plan.serviceProxy)),
   ];
   c.forEach((x: ContainerPlan, i) => {
     lines.push(array(`C${i}_FLAGS`, x.createFlags));
@@ -501,19 +507,15 @@ function podData(
 }
 
 /** pod.sh's lines of the service proxy (`PROXY_*`). */
-function proxyLines(
-  proxy: NonNullable<PodPlan["serviceProxy"]>,
-  tokens: PodPlan["tokens"],
-): string[] {
+function proxyLines(proxy: NonNullable<PodPlan["serviceProxy"]>): string[] {
   const { host, port } = proxy.apiServer;
   const server = `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
-  const token = tokens.find((t) => t.key === "p")?.path ?? "";
   return [
     `PROXY_SERVER=${bashQuote(server)}`,
     `PROXY_CA=${bashQuote(Buffer.from(proxy.caCert, "utf8").toString("base64"))}`,
     `PROXY_NODE=${bashQuote(proxy.nodeName)}`,
     `PROXY_BIN=${bashQuote(proxy.binary)}`,
-    `PROXY_TOKEN=${bashQuote(token)}`,
+    `PROXY_TOKEN=${bashQuote(SERVICE_PROXY_TOKEN_PATH)}`,
   ];
 }
 

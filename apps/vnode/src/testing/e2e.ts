@@ -39,6 +39,7 @@ import {
   type V1Pod,
 } from "@kubernetes/client-node";
 import {
+  buildTestImage,
   freePort,
   type InstanceHosts,
   kubectlPath,
@@ -484,6 +485,18 @@ export function podEnded(
     (pod) => pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed",
     ms,
   );
+}
+
+/**
+ * A test image with the real kubectl at `/bin/kubectl` (busybox beside it): an in-cluster client
+ * (InClusterConfig, as any client-go program) and a plain HTTP client (`get --raw --server`:
+ * busybox-static's wget crashes in its resolver). Its name, for a Pod's `image`.
+ */
+export function kubectlImage(): Promise<string> {
+  return buildTestImage({
+    name: "nebula-test/kubectl",
+    files: { "/bin/kubectl": { content: readFileSync(kubectlPath()), mode: 0o755 } },
+  });
 }
 
 /** The Pod once it is Ready with an IP (a Service's EndpointSlices take it then), within `ms`. */
