@@ -6,6 +6,7 @@ import {
   forbiddenMessage,
   isGetOnlyRoute,
   isRunningPod,
+  isStreamRoute,
   kubeletAuthorization,
   kubeletAuthorizations,
   kubeletRoute,
@@ -63,8 +64,97 @@ describe("kubeletRoute", () => {
       pod: "",
       container: "",
     });
-    expect(kubeletRoute("/exec/shop/web/app")).toEqual({ kind: "notFound" });
+    expect(kubeletRoute("/run/shop/web/app")).toEqual({ kind: "notFound" });
     expect(kubeletRoute("/stats")).toEqual({ kind: "notFound" });
+  });
+
+  it("routes /exec, /attach and /portForward in both of the kubelet's path shapes, segments decoded", () => {
+    expect(kubeletRoute("/exec/shop/web/app")).toEqual({
+      kind: "exec",
+      namespace: "shop",
+      pod: "web",
+      uid: undefined,
+      container: "app",
+    });
+    expect(kubeletRoute("/exec/shop/web/u-1/app%2Dx")).toEqual({
+      kind: "exec",
+      namespace: "shop",
+      pod: "web",
+      uid: "u-1",
+      container: "app-x",
+    });
+    expect(kubeletRoute("/attach/shop/web/app/")).toEqual({
+      kind: "attach",
+      namespace: "shop",
+      pod: "web",
+      uid: undefined,
+      container: "app",
+    });
+    expect(kubeletRoute("/attach/shop/web/u-1/app")).toMatchObject({ kind: "attach", uid: "u-1" });
+    expect(kubeletRoute("/portForward/shop/web")).toEqual({
+      kind: "portForward",
+      namespace: "shop",
+      pod: "web",
+      uid: undefined,
+    });
+    expect(kubeletRoute("/portForward/shop/web/u-1")).toEqual({
+      kind: "portForward",
+      namespace: "shop",
+      pod: "web",
+      uid: "u-1",
+    });
+  });
+
+  it("routes no stream path with another number of segments, or an empty one, as go-restful matches none", () => {
+    for (const path of [
+      "/exec",
+      "/exec/shop",
+      "/exec/shop/web",
+      "/exec/shop/web/u-1/app/more",
+      "/exec/shop//app",
+      "/attach/shop/web",
+      "/portForward",
+      "/portForward/shop",
+      "/portForward/shop/web/u-1/more",
+      "/portforward/shop/web",
+      "/execx/shop/web/app",
+    ]) {
+      expect(kubeletRoute(path), path).toEqual({ kind: "notFound" });
+    }
+  });
+
+  it("gives back any stream path's segments as they were before encoding", () => {
+    const segment = fc.string({ minLength: 1, maxLength: 12 });
+    fc.assert(
+      fc.property(
+        fc.constantFrom("exec", "attach", "portForward"),
+        segment,
+        segment,
+        fc.option(segment, { nil: undefined }),
+        segment,
+        (kind, namespace, pod, uid, container) => {
+          const parts = [namespace, pod, ...(uid === undefined ? [] : [uid])];
+          if (kind !== "portForward") parts.push(container);
+          const route = kubeletRoute(`/${kind}/${parts.map(encodeURIComponent).join("/")}`);
+          expect(isStreamRoute(route)).toBe(true);
+          expect(route).toEqual({
+            kind,
+            namespace,
+            pod,
+            uid,
+            ...(kind === "portForward" ? {} : { container }),
+          });
+        },
+      ),
+    );
+  });
+
+  it("is total: any path is a route, never a throw", () => {
+    fc.assert(
+      fc.property(fc.string(), (path) => {
+        expect(kubeletRoute(`/${path}`).kind).toBeTypeOf("string");
+      }),
+    );
   });
 
   it("serves /pods, and /runningpods/ with its slash (without: Go's ServeMux 301), as the kubelet registers them", () => {
@@ -85,6 +175,15 @@ describe("kubeletRoute", () => {
       expect(isGetOnlyRoute(kubeletRoute(path))).toBe(false);
     }
   });
+
+  it("takes /exec, /attach and /portForward as streams, nothing else", () => {
+    for (const path of ["/exec/a/b/c", "/attach/a/b/u/c", "/portForward/a/b"]) {
+      expect(isStreamRoute(kubeletRoute(path))).toBe(true);
+    }
+    for (const path of ["/containerLogs/a/b/c", "/pods", "/exec/a", "/healthz"]) {
+      expect(isStreamRoute(kubeletRoute(path))).toBe(false);
+    }
+  });
 });
 
 describe("kubeletAuthorization", () => {
@@ -99,6 +198,10 @@ describe("kubeletAuthorization", () => {
       ["GET", "/containerLogs/a/b/c", "get", "proxy"],
       ["GET", "/runningpods/", "get", "proxy"],
       ["POST", "/exec/a/b/c", "create", "proxy"],
+      ["GET", "/exec/a/b/u/c", "get", "proxy"],
+      ["POST", "/attach/a/b/c", "create", "proxy"],
+      ["GET", "/portForward/a/b", "get", "proxy"],
+      ["POST", "/portForward/a/b/u", "create", "proxy"],
       ["HEAD", "/stats/summary", "", "stats"],
       ["GET", "/statsx", "get", "proxy"],
     ];
@@ -114,6 +217,22 @@ describe("kubeletAuthorization", () => {
 });
 
 describe("kubeletAuthorizations", () => {
+  it("authorizes every stream path as nodes/proxy alone, the verb from the method, as the kubelet does", () => {
+    const verbs: Record<string, string> = { GET: "get", POST: "create", PUT: "update" };
+    fc.assert(
+      fc.property(
+        fc.constantFrom("GET", "POST", "PUT", "OPTIONS"),
+        fc.constantFrom("exec", "attach", "portForward"),
+        fc.array(fc.stringMatching(/^[a-z0-9-]{1,10}$/), { minLength: 2, maxLength: 4 }),
+        (method, kind, segments) => {
+          expect(kubeletAuthorizations(method, `/${kind}/${segments.join("/")}`, "vn")).toEqual([
+            { verb: verbs[method] ?? "", resource: "nodes", subresource: "proxy", name: "vn" },
+          ]);
+        },
+      ),
+    );
+  });
+
   it("tries the fine-grained subresource first, then proxy, as the kubelet's GetRequestAttributes does", () => {
     const subresources = (path: string) =>
       kubeletAuthorizations("GET", path, "vn").map((a) => a.subresource);
@@ -128,6 +247,9 @@ describe("kubeletAuthorizations", () => {
     expect(subresources("/metrics/resource")).toEqual(["metrics"]);
     expect(subresources("/containerLogs/a/b/c")).toEqual(["proxy"]);
     expect(subresources("/podsx")).toEqual(["proxy"]);
+    expect(subresources("/exec/a/b/c")).toEqual(["proxy"]);
+    expect(subresources("/attach/a/b/u/c")).toEqual(["proxy"]);
+    expect(subresources("/portForward/a/b")).toEqual(["proxy"]);
     expect(kubeletAuthorizations("GET", "/pods", "vn")[0]).toEqual({
       verb: "get",
       resource: "nodes",

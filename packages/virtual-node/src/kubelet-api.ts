@@ -110,6 +110,25 @@ export type KubeletRoute =
       readonly container: string;
     }
   | {
+      /** `/exec` or `/attach`: a stream to a container, relayed to the Pod's host agent. */
+      readonly kind: "exec" | "attach";
+      /** Decoded path segments. */
+      readonly namespace: string;
+      readonly pod: string;
+      /** The Pod's UID when the path has one (`/exec/{ns}/{pod}/{uid}/{container}`). */
+      readonly uid: string | undefined;
+      readonly container: string;
+    }
+  | {
+      /** `/portForward`: a stream to the Pod's ports, relayed to the Pod's host agent. */
+      readonly kind: "portForward";
+      /** Decoded path segments. */
+      readonly namespace: string;
+      readonly pod: string;
+      /** The Pod's UID when the path has one (`/portForward/{ns}/{pod}/{uid}`). */
+      readonly uid: string | undefined;
+    }
+  | {
       readonly kind: "redirect";
       /** Where to: a subtree root asked for without its slash (Go's `ServeMux` answers 301). */
       readonly location: string;
@@ -125,6 +144,48 @@ function decodeSegment(segment: string | undefined): string {
   }
 }
 
+/** The routes of a stream to a container or a Pod's ports (`/exec`, `/attach`, `/portForward`). */
+export type StreamRoute = Extract<
+  KubeletRoute,
+  { readonly kind: "exec" | "attach" | "portForward" }
+>;
+
+/**
+ * Whether a route is a stream ({@link StreamRoute}): relayed to the Pod's host agent. The kubelet
+ * registers them for GET and POST only (any other method is `405 Method Not Allowed`).
+ */
+export function isStreamRoute(route: KubeletRoute): route is StreamRoute {
+  return route.kind === "exec" || route.kind === "attach" || route.kind === "portForward";
+}
+
+/**
+ * The stream routes as the kubelet registers them (go-restful, GET and POST each):
+ * `/exec/{podNamespace}/{podID}/{containerName}`, `/exec/{podNamespace}/{podID}/{uid}/{containerName}`,
+ * the same for `/attach`, and `/portForward/{podNamespace}/{podID}` and
+ * `/portForward/{podNamespace}/{podID}/{uid}`. Any other number of segments, or an empty one, is
+ * no route (`undefined`).
+ */
+function streamRoute(clean: string): StreamRoute | undefined {
+  const [, head, ...rest] = clean.split("/");
+  if (rest.some((s) => s === "")) return undefined;
+  const [namespace, pod, third, fourth] = rest.map(decodeSegment) as [
+    string,
+    string,
+    string,
+    string,
+  ];
+  if (head === "exec" || head === "attach") {
+    if (rest.length === 3) return { kind: head, namespace, pod, uid: undefined, container: third };
+    if (rest.length === 4) return { kind: head, namespace, pod, uid: third, container: fourth };
+    return undefined;
+  }
+  if (head === "portForward") {
+    if (rest.length === 2) return { kind: head, namespace, pod, uid: undefined };
+    if (rest.length === 3) return { kind: head, namespace, pod, uid: third };
+  }
+  return undefined;
+}
+
 /** The checks the kubelet's `/healthz` runs, each also served at `/healthz/<name>`. */
 const HEALTHZ_CHECKS = ["ping", "log", "syncloop"];
 
@@ -133,9 +194,10 @@ const HEALTHZ_CHECKS = ["ping", "log", "syncloop"];
  * (`pkg/kubelet/server/server.go`, `InstallAuthNotRequiredHandlers` and
  * `InstallAuthRequiredHandlers`): `/pods` (also `/pods/`), `/runningpods/` (registered with its
  * trailing slash, so `/runningpods` is a 301 to it), `/stats/summary`, `/metrics/resource`,
- * `/healthz` and `/healthz/{ping,log,syncloop}`, `/containerLogs/{namespace}/{pod}/{container}`.
- * Paths the virtual node does not serve (`/exec`, `/attach`, `/portForward`, `/run`, `/spec`,
- * `/configz`, `/metrics`, `/metrics/cadvisor`...) are `notFound`.
+ * `/healthz` and `/healthz/{ping,log,syncloop}`, `/containerLogs/{namespace}/{pod}/{container}`,
+ * and the streams (`exec`, `attach`, `portForward`: {@link StreamRoute}, segments decoded; a
+ * handler without host agents answers them as `notFound`). Paths the virtual node does not serve
+ * (`/run`, `/spec`, `/configz`, `/metrics`, `/metrics/cadvisor`...) are `notFound`.
  */
 export function kubeletRoute(path: string): KubeletRoute {
   if (path === "/runningpods") return { kind: "redirect", location: "/runningpods/" };
@@ -157,7 +219,7 @@ export function kubeletRoute(path: string): KubeletRoute {
       container: decodeSegment(container),
     };
   }
-  return { kind: "notFound" };
+  return streamRoute(clean) ?? { kind: "notFound" };
 }
 
 /**
@@ -201,8 +263,9 @@ function isSubpath(path: string, prefix: string): boolean {
  * anything else, `HEAD` included, empty). `/stats` → `stats`, `/metrics` → `metrics`, `/logs` →
  * `log`, `/checkpoint` → `checkpoint`; `/pods` and `/runningpods` → `pods` then `proxy`;
  * `/healthz` → `healthz` then `proxy`; `/configz` → `configz` then `proxy`; `/statusz` →
- * `statusz` then `proxy`; anything else (`/containerLogs` included) → `proxy`. The request is
- * allowed when any of them is.
+ * `statusz` then `proxy`; anything else (`/containerLogs`, `/exec`, `/attach`, `/portForward`
+ * included) → `proxy`: the API server's `POST` of `kubectl exec` is `create` on `nodes/proxy`, a
+ * `GET` is `get`. The request is allowed when any of them is.
  */
 export function kubeletAuthorizations(
   method: string,

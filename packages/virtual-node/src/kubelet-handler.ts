@@ -11,7 +11,8 @@
  *
  * @packageDocumentation
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { type IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 import type {
   AuthenticationV1Api,
@@ -28,8 +29,10 @@ import {
   forbiddenMessage,
   hasContainer,
   isGetOnlyRoute,
+  isStreamRoute,
   type KubeletAuthorization,
   type KubeletLogOptions,
+  type KubeletRoute,
   kubeletAuthorizations,
   kubeletRoute,
   LogEncoder,
@@ -41,10 +44,12 @@ import {
   podUsageQuery,
   resourceMetrics,
   runningPodList,
+  type StreamRoute,
   statsSummary,
   type UsageSource,
 } from "./kubelet-api.js";
 import { NodeCpuCounter } from "./node-cpu.js";
+import { createStreamRelay, type HostAgents, type StreamRelay } from "./stream-relay.js";
 
 /** How long `follow` keeps reading after the run is over: Docker's awslogs batch interval. */
 const FOLLOW_TAIL_MS = 5_000;
@@ -81,8 +86,14 @@ export interface KubeletHandlerOptions {
   readonly usage: UsageSource | undefined;
   /** When the virtual node started. */
   readonly startTime: Date;
-  /** Where failed requests and reads are reported (a pino logger fits). */
-  readonly logger: { warn(fields: Record<string, unknown>, message: string): void };
+  /**
+   * Where failed requests and reads are reported (a pino logger fits); with `agents`, also where
+   * each stream session's audit lines go (`info`, required then).
+   */
+  readonly logger: {
+    warn(fields: Record<string, unknown>, message: string): void;
+    info?(fields: Record<string, unknown>, message: string): void;
+  };
   /**
    * How long a usage read is reused, in ms (default 60,000). The hosts publish once a minute, so
    * metrics-server's scrape every 15 s would otherwise pay for the same figures four times.
@@ -109,6 +120,27 @@ export interface KubeletHandlerOptions {
   readonly tokenReviewBurst?: number;
   /** How fast a client address's `TokenReview` bucket refills, per second (default 1). */
   readonly tokenReviewsPerSecond?: number;
+  /**
+   * The Pods' host agents: with them, `/exec`, `/attach` and `/portForward` (`kubectl exec`,
+   * `attach`, `port-forward`) are relayed to the agent on the Pod's host over mutual TLS (the
+   * agent's certificate pinned by the fingerprint `locate` gives, `clientCert` and `clientKey`, PEM,
+   * presented to it); upgrade requests reach the relay through {@link KubeletHandler.upgrade}.
+   * Without them those paths are `404 page not found`, as before.
+   */
+  readonly agents?: {
+    readonly locate: HostAgents;
+    readonly clientCert: string;
+    readonly clientKey: string;
+  };
+  /** Stream sessions open at once on this node (default 64); one more is `429`. */
+  readonly maxStreamSessions?: number;
+  /** Stream sessions open at once to one Pod (default 8); one more is `429`. */
+  readonly maxStreamSessionsPerPod?: number;
+  /**
+   * A stream session with no byte either way this long is ended, in ms (default 14,400,000: the
+   * kubelet's 4 h `streamingConnectionIdleTimeout`).
+   */
+  readonly streamIdleTimeoutMs?: number;
   /** Called once per request with its route and HTTP status (metrics). */
   readonly onRequest?: (route: string, status: number) => void;
 }
@@ -122,7 +154,15 @@ export interface KubeletHandler {
    * It is Node's `http.RequestListener`: it takes an `IncomingMessage` and a `ServerResponse`.
    */
   readonly handle: (req: unknown, res: unknown) => void;
-  /** Ends the open `follow` log streams (call it before closing the listener). */
+  /**
+   * Answers one upgrade request (`kubectl exec`, `attach`, `port-forward` through the API
+   * server): give it to the same server's `'upgrade'` event, which Node emits instead of
+   * `'request'` for a request with an `Upgrade` header. It is authenticated and authorized as
+   * {@link KubeletHandler.handle} does it; a stream route is relayed to the Pod's host agent,
+   * any other path answered as by `handle`. It is Node's `(req, socket, head)` listener.
+   */
+  readonly upgrade: (req: unknown, socket: unknown, head: unknown) => void;
+  /** Ends the open `follow` log streams and stream sessions (call it before closing the listener). */
   close(): void;
 }
 
@@ -247,6 +287,37 @@ function rate(value: number | undefined, fallback: number, name: string): number
     );
   }
   return value;
+}
+
+/** The stream relay when host agents are given (their audit lines need `logger.info`). */
+function streamRelay(options: KubeletHandlerOptions): StreamRelay | undefined {
+  const { agents, logger } = options;
+  if (agents === undefined) return undefined;
+  const info = logger.info?.bind(logger);
+  if (info === undefined) {
+    throw new VirtualNodeError(
+      "InvalidConfiguration",
+      "agents needs a logger with info(): each stream session is audited with an info line",
+    );
+  }
+  return createStreamRelay({
+    agents,
+    pods: options.pods,
+    logger: { info, warn: logger.warn.bind(logger) },
+    ...(options.maxStreamSessions === undefined ? {} : { maxSessions: options.maxStreamSessions }),
+    ...(options.maxStreamSessionsPerPod === undefined
+      ? {}
+      : { maxSessionsPerPod: options.maxStreamSessionsPerPod }),
+    ...(options.streamIdleTimeoutMs === undefined
+      ? {}
+      : { idleTimeoutMs: options.streamIdleTimeoutMs }),
+  });
+}
+
+/** An upgrade request's connection, handed to the relay once the request is allowed. */
+interface Upgrade {
+  readonly socket: Socket;
+  readonly head: Buffer;
 }
 
 /** Retry-After of a 429 for a full log stream cap: a stream ends at its client's pace. */
@@ -432,6 +503,7 @@ function json(res: ServerResponse, body: object): void {
  */
 export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHandler {
   const auth = webhookAuth(options);
+  const relay = streamRelay(options);
   const streams = new Set<AbortController>();
   const slots = new StreamSlots(
     count(options.maxLogStreams, 32, "maxLogStreams"),
@@ -671,9 +743,103 @@ export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHan
     return 200;
   };
 
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+  /**
+   * Authenticates and authorizes a request as the kubelet does (its client certificate or a
+   * bearer token; a `SubjectAccessReview` per attribute, in order): who made it, or the refusal
+   * written (401, 403, or 429 for too many new tokens) and its status. Every path goes through it,
+   * upgrades included.
+   */
+  const admit = async (
+    req: IncomingMessage,
+    url: URL,
+    res: ServerResponse,
+  ): Promise<{ readonly who: KubeletUser } | { readonly refused: number }> => {
+    const who = await user(req);
+    if (who === undefined) {
+      text(res, 401, "Unauthorized");
+      return { refused: 401 };
+    }
+    if ("retryAfter" in who) {
+      res.writeHead(429, {
+        "content-type": "text/plain; charset=utf-8",
+        "retry-after": String(who.retryAfter),
+      });
+      res.end(
+        "Too many new bearer tokens from this address: each costs a TokenReview; try again later\n",
+      );
+      return { refused: 429 };
+    }
+    // The kubelet tries each attribute in turn (nodes/pods, then nodes/proxy...): any allows.
+    const attempts = kubeletAuthorizations(req.method ?? "GET", url.pathname, options.nodeName);
+    for (const attributes of attempts) {
+      if ((await auth.authorize(who, attributes)).allowed) return { who };
+    }
+    text(res, 403, forbiddenMessage(who.name, attempts));
+    return { refused: 403 };
+  };
+
+  /**
+   * `/exec`, `/attach`, `/portForward`: the kubelet's checks (the Pod, by UID too when the path
+   * has one; the container), then, for an upgrade, the session relayed to the Pod's host agent
+   * (its status the agent's answer); a request without `Upgrade` is refused.
+   */
+  const stream = async (
+    route: StreamRoute,
+    who: KubeletUser,
+    req: IncomingMessage,
+    res: ServerResponse,
+    upgrade: Upgrade | undefined,
+    streams: StreamRelay,
+  ): Promise<number> => {
+    const pod = findPod(route.namespace, route.pod);
+    const uid = pod?.metadata?.uid;
+    if (pod === undefined || uid === undefined) {
+      return refuse(res, 404, "pod does not exist");
+    }
+    if (route.uid !== undefined && route.uid !== uid) {
+      // The kubelet's words: its getPortForward checks the UID itself ("pod not found"); for exec
+      // and attach its runtime finds no such Pod.
+      return refuse(
+        res,
+        404,
+        route.kind === "portForward" ? "pod not found" : "pod does not exist",
+      );
+    }
+    if (route.kind !== "portForward" && !hasContainer(pod, route.container)) {
+      return refuse(res, 404, `container not found (${JSON.stringify(route.container)})`);
+    }
+    if (upgrade === undefined) return refuse(res, 400, "Upgrade request required");
+    const opened = await streams.open(
+      { route, uid, user: who.name },
+      req.socket.remoteAddress ?? "",
+    );
+    if (!opened.ok) {
+      res.writeHead(opened.status, {
+        "content-type": "text/plain; charset=utf-8",
+        ...opened.headers,
+      });
+      res.end(opened.message.endsWith("\n") ? opened.message : `${opened.message}\n`);
+      return opened.status;
+    }
+    if (upgrade.socket.destroyed) {
+      opened.abandon();
+      return 499;
+    }
+    // From here the connection is the relay's: the agent answers (101, or its error).
+    res.detachSocket(upgrade.socket);
+    return opened.pipe(req, upgrade.socket, upgrade.head);
+  };
+
+  const handle = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    upgrade?: Upgrade,
+  ): Promise<void> => {
     const url = new URL(req.url ?? "/", "https://kubelet");
-    const route = kubeletRoute(url.pathname);
+    const routed = kubeletRoute(url.pathname);
+    // Without host agents the streams are not served, as before.
+    const route: KubeletRoute =
+      isStreamRoute(routed) && relay === undefined ? { kind: "notFound" } : routed;
     let status = 0;
     const done = (s: number) => {
       status = s;
@@ -691,37 +857,17 @@ export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHan
           req.method === "GET" ? `<a href="${route.location}">Moved Permanently</a>.\n\n` : "",
         );
       }
-      const who = await user(req);
-      if (who === undefined) {
-        done(401);
-        return text(res, 401, "Unauthorized");
-      }
-      if ("retryAfter" in who) {
-        done(429);
-        res.writeHead(429, {
-          "content-type": "text/plain; charset=utf-8",
-          "retry-after": String(who.retryAfter),
-        });
-        return void res.end(
-          "Too many new bearer tokens from this address: each costs a TokenReview; try again later\n",
-        );
-      }
-      // The kubelet tries each attribute in turn (nodes/pods, then nodes/proxy...): any allows.
-      const attempts = kubeletAuthorizations(req.method ?? "GET", url.pathname, options.nodeName);
-      let allowed = false;
-      for (const attributes of attempts) {
-        if ((await auth.authorize(who, attributes)).allowed) {
-          allowed = true;
-          break;
-        }
-      }
-      if (!allowed) {
-        done(403);
-        return text(res, 403, forbiddenMessage(who.name, attempts));
-      }
+      const admitted = await admit(req, url, res);
+      if ("refused" in admitted) return done(admitted.refused);
+      const { who } = admitted;
       if (isGetOnlyRoute(route) && req.method !== "GET") {
         done(405);
         res.writeHead(405, { "content-type": "text/plain; charset=utf-8", allow: "GET" });
+        return void res.end("Method Not Allowed");
+      }
+      if (isStreamRoute(route) && req.method !== "GET" && req.method !== "POST") {
+        done(405);
+        res.writeHead(405, { "content-type": "text/plain; charset=utf-8", allow: "GET, POST" });
         return void res.end("Method Not Allowed");
       }
       switch (route.kind) {
@@ -767,6 +913,12 @@ export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHan
         }
         case "containerLogs":
           return done(await logs(route, url, who, res));
+        case "exec":
+        case "attach":
+        case "portForward":
+          // Only routed so when the relay exists (above).
+          if (relay === undefined) throw new Error("stream route without host agents");
+          return done(await stream(route, who, req, res, upgrade, relay));
         case "notFound":
           done(404);
           return text(res, 404, "404 page not found");
@@ -776,20 +928,34 @@ export function createKubeletHandler(options: KubeletHandlerOptions): KubeletHan
     }
   };
 
+  const serve = (req: IncomingMessage, res: ServerResponse, upgrade?: Upgrade) =>
+    void handle(req, res, upgrade).catch((error: unknown) => {
+      options.logger.warn({ err: error, path: req.url }, "kubelet API request failed");
+      if (!res.headersSent) text(res, 500, "Internal Server Error");
+      else res.destroy();
+    });
+
   return {
     // Typed `unknown` in the declarations (a `RequestListener` still), so that they import no
     // `node:http`: Node's `IncomingMessage` and `ServerResponse` are what it is given.
-    handle: (request, response) => {
+    handle: (request, response) => serve(request as IncomingMessage, response as ServerResponse),
+    upgrade: (request, connection, head) => {
       const req = request as IncomingMessage;
-      const res = response as ServerResponse;
-      void handle(req, res).catch((error: unknown) => {
-        options.logger.warn({ err: error, path: req.url }, "kubelet API request failed");
-        if (!res.headersSent) text(res, 500, "Internal Server Error");
-        else res.destroy();
+      const socket = connection as Socket;
+      socket.on("error", () => socket.destroy());
+      // Answers other than the relay's (a refusal, a path that is no stream) are written as to
+      // any request, on this connection, which then closes.
+      const res = new ServerResponse(req);
+      res.shouldKeepAlive = false;
+      res.assignSocket(socket);
+      res.on("finish", () => {
+        socket.end();
       });
+      serve(req, res, { socket, head: Buffer.isBuffer(head) ? head : Buffer.alloc(0) });
     },
     close() {
       for (const stream of streams) stream.abort();
+      relay?.close();
     },
   };
 }

@@ -24,7 +24,10 @@ import {
 } from "./kubelet-handler.js";
 import { selfSignedServingCert } from "./serving-cert.js";
 
-/** The kubelet API's settings (`kubectl logs`, `/stats/summary`, `/metrics/resource`), with defaults. */
+/**
+ * The kubelet API's settings (`kubectl logs`, `/stats/summary`, `/metrics/resource`; `kubectl
+ * exec`, `attach`, `port-forward` when the server is given host agents), with defaults.
+ */
 export const KubeletApiConfigSchema = z
   .strictObject({
     /** Serve it (default `true`). */
@@ -62,6 +65,18 @@ export const KubeletApiConfigSchema = z
     tokenReviewBurst: z.number().int().min(1).max(10_000).default(10),
     /** The rate that burst refills at, per second (default 1). */
     tokenReviewsPerSecond: z.number().positive().max(10_000).default(1),
+    /**
+     * `kubectl exec`, `attach` and `port-forward` sessions relayed at once by this node to the
+     * Pods' host agents (default 64); one more gets 429. Each holds two sockets.
+     */
+    maxStreamSessions: z.number().int().min(1).max(4096).default(64),
+    /** Of those, at once to one Pod (default 8). */
+    maxStreamSessionsPerPod: z.number().int().min(1).max(1024).default(8),
+    /**
+     * A session with no byte either way this long is closed, in seconds (default 14400: the
+     * kubelet's 4 h `streamingConnectionIdleTimeout`; at most a day).
+     */
+    streamIdleTimeoutSeconds: z.number().int().min(1).max(86_400).default(14_400),
   })
   .refine((k) => (k.tlsCertFile === undefined) === (k.tlsPrivateKeyFile === undefined), {
     message: "tlsCertFile and tlsPrivateKeyFile go together: give both or neither",
@@ -75,6 +90,9 @@ export const KubeletApiConfigSchema = z
     maxLogStreamsPerUser: 4,
     tokenReviewBurst: 10,
     tokenReviewsPerSecond: 1,
+    maxStreamSessions: 64,
+    maxStreamSessionsPerPod: 8,
+    streamIdleTimeoutSeconds: 14_400,
   });
 
 /** The kubelet API's parsed settings. */
@@ -84,7 +102,14 @@ export type KubeletApiConfig = z.output<typeof KubeletApiConfigSchema>;
 export interface KubeletApiServerOptions
   extends Omit<
     KubeletHandlerOptions,
-    "core" | "authentication" | "authorization" | "usageCacheMs" | "logger"
+    | "core"
+    | "authentication"
+    | "authorization"
+    | "usageCacheMs"
+    | "logger"
+    | "maxStreamSessions"
+    | "maxStreamSessionsPerPod"
+    | "streamIdleTimeoutMs"
   > {
   /** Where and as whom to reach the API server (reviews, the client CA, `/runningpods/`). */
   readonly kubeConfig: KubeConfig;
@@ -121,7 +146,9 @@ async function readConfigured(setting: string, path: string): Promise<string> {
 
 /**
  * The kubelet API served over HTTPS: returns the loop that listens on `port` until `signal`
- * aborts, then ends the `follow` log streams and closes the server. The serving certificate is the
+ * aborts, then ends the `follow` log streams and the stream sessions and closes the server. With
+ * `agents`, upgrade requests (`kubectl exec`, `attach`, `port-forward`) are relayed to the Pods'
+ * host agents (the handler's `upgrade`). The serving certificate is the
  * configured one or a self-signed one; client certificates are verified against `clientCaFile` or
  * the API server's client CA ({@link apiServerClientCa}), per request, so a client without one
  * may still present a bearer token.
@@ -148,6 +175,9 @@ export function kubeletApiServer(
     maxLogStreamsPerUser: settings.maxLogStreamsPerUser,
     tokenReviewBurst: settings.tokenReviewBurst,
     tokenReviewsPerSecond: settings.tokenReviewsPerSecond,
+    maxStreamSessions: settings.maxStreamSessions,
+    maxStreamSessionsPerPod: settings.maxStreamSessionsPerPod,
+    streamIdleTimeoutMs: settings.streamIdleTimeoutSeconds * 1000,
     logger,
   });
   const { tlsCertFile, tlsPrivateKeyFile, clientCaFile, bindAddress } = settings;
@@ -187,10 +217,11 @@ export function kubeletApiServer(
     // still present a bearer token.
     let ca = first;
     const tls = (caPem: string) => ({ ...serving, ca: caPem, requestCert: true });
-    const server = createServer({ ...tls(ca), rejectUnauthorized: false }, kubelet.handle).listen(
-      port,
-      bindAddress,
-    );
+    const server = createServer({ ...tls(ca), rejectUnauthorized: false }, kubelet.handle);
+    // Node gives a request with an `Upgrade` header to 'upgrade' listeners, not to the handler:
+    // `kubectl exec`, `attach` and `port-forward` come that way (without agents, as any request).
+    if (options.agents !== undefined) server.on("upgrade", kubelet.upgrade);
+    server.listen(port, bindAddress);
     try {
       await once(server, "listening");
     } catch (error) {
