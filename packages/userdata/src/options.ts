@@ -206,6 +206,33 @@ const ServiceProxyOptions = z.strictObject({
     .default("kube-proxy"),
 });
 
+/**
+ * The host agent (`nebula-agent`, apps/host-agent): the supervisor runs it beside the Pod so the
+ * virtual node can serve `kubectl exec`, `attach` and `port-forward`. It listens with mutual TLS
+ * on `port` of the instance's private address; its certificate is made on the host (the key never
+ * leaves it) and the reports carry its SHA-256 in the tag `nebula:agent`, which the
+ * virtual node pins; it serves only clients whose certificate's SHA-256 is one of
+ * `clientFingerprints` (the virtual node's). The parameters delivery only.
+ */
+const HostAgentOptions = z.strictObject({
+  /** The agent binary on the host: a name on PATH or an absolute path (default `nebula-agent`). */
+  binary: z
+    .string()
+    .max(256)
+    .regex(/^[A-Za-z0-9._/+-]+$/, "must be a file name or path without spaces or shell characters")
+    .default("nebula-agent"),
+  /** The TCP port it listens on (default 10250, a kubelet's: the security group opens it to the virtual node only). */
+  port: z.number().int().min(1).max(65_535).default(10_250),
+  /**
+   * Lowercase hex SHA-256 of the DER of each client certificate the agent accepts (the virtual
+   * node's; two while one is being rotated).
+   */
+  clientFingerprints: z
+    .array(z.string().regex(/^[0-9a-f]{64}$/, "must be a lowercase hex SHA-256 (64 digits)"))
+    .min(1)
+    .max(4),
+});
+
 /** Options of {@link renderUserData}. Every field has a default; `{}` is valid. */
 export const RenderOptions = z.object({
   /** Cluster name, written into the unit's description and the host log (informational). */
@@ -304,6 +331,11 @@ export const RenderOptions = z.object({
    * the parameters delivery only. Absent: none (cluster IPs are not routed on the host).
    */
   serviceProxy: ServiceProxyOptions.optional(),
+  /**
+   * Run the host agent for `kubectl exec`, `attach` and `port-forward` ({@link HostAgentOptions});
+   * the parameters delivery only. Absent: none (the virtual node does not serve them).
+   */
+  hostAgent: HostAgentOptions.optional(),
   /** Container logs to CloudWatch Logs (`awslogs` driver); absent: Docker's default log driver. */
   logs: LogsOptions.optional(),
   /** Container CPU and memory to CloudWatch metrics; absent: no sampling. `{}` turns it on with the defaults. */

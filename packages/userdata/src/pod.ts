@@ -286,6 +286,8 @@ export interface PodPlan {
   readonly tokenPollSeconds: number;
   /** The service proxy the host runs in the Pod's network namespace; undefined: none. */
   readonly serviceProxy: ResolvedRenderOptions["serviceProxy"];
+  /** The host agent the supervisor runs for exec, attach and port-forward; undefined: none. */
+  readonly hostAgent: ResolvedRenderOptions["hostAgent"];
   /** Docker `config.json` with the registry logins of `imagePullSecrets`; undefined: none. */
   readonly dockerConfig: string | undefined;
   /** Event-worthy facts (optional references missing, keys skipped). */
@@ -503,6 +505,12 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
       "serviceProxy",
       'the service proxy reads the API server with a token, which is never written into user-data: render with delivery: "parameters"',
     );
+  if (options.hostAgent !== undefined && options.delivery !== "parameters")
+    fail(
+      "InvalidOptions",
+      "hostAgent",
+      "the host agent is given the virtual node's client fingerprints with the Pod's parameters: render with delivery: \"parameters\"",
+    );
   const requests = podTokenRequests(pod, { serviceProxy: options.serviceProxy !== undefined });
   const proxyToken = requests.find((r) => r.subject === "serviceProxy");
   if (proxyToken !== undefined)
@@ -626,6 +634,7 @@ function plan(pod: PodSpec, options: ResolvedRenderOptions, given?: PodSources):
     tokens,
     tokenPollSeconds: options.tokenPollSeconds ?? tokenPollSeconds(requests),
     serviceProxy: proxyToken === undefined ? undefined : options.serviceProxy,
+    hostAgent: options.hostAgent,
     dockerConfig,
     notices: ctx.notices,
     sourceWeights: ctx.weights,

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { REPORT_CHUNK_TAG_PREFIX, REPORT_MAX_CHUNKS, REPORT_TAG_KEY } from "@nebula/state-mapping";
 import { describe, expect, it } from "vitest";
+import { supervisorScript } from "./index.js";
 import { DEFAULT_METRICS_NAMESPACE } from "./options.js";
 import { PARAMETER_INSTANCE_TAG, POD_PARAMETER_ROOT } from "./parameters.js";
 
@@ -23,7 +24,12 @@ describe("the instance role's IAM policies (policies/*.json)", () => {
     const keys = [
       REPORT_TAG_KEY,
       ...Array.from({ length: REPORT_MAX_CHUNKS }, (_, i) => `${REPORT_CHUNK_TAG_PREFIX}${i + 1}`),
+      // The host agent's certificate fingerprint, written with every report (host-agent.sh).
+      "nebula:agent",
     ];
+    expect(supervisorScript({ delivery: "parameters" })).toContain(
+      "\nAGENT_TAG_KEY=nebula:agent\n",
+    );
     expect(statement.Condition["ForAllValues:StringEquals"]).toEqual({ "aws:TagKeys": keys });
   });
 

@@ -490,6 +490,14 @@ function podData(
     // The service proxy (kube-proxy in the Pod's network namespace: proxy.sh): the API server, its
     // CA, the Node it proxies for, the binary, and its token's file (one of TOKEN_PATH).
     ...(plan.serviceProxy === undefined ? [] : proxyLines(plan.serviceProxy)),
+    // The host agent (host-agent.sh): its binary, its port, the client certificates it accepts.
+    ...(plan.hostAgent === undefined
+      ? []
+      : [
+          `AGENT_BIN=${bashQuote(plan.hostAgent.binary)}`,
+          `AGENT_PORT=${plan.hostAgent.port}`,
+          `AGENT_CLIENT_FP=${bashQuote(plan.hostAgent.clientFingerprints.join(","))}`,
+        ]),
   ];
   c.forEach((x: ContainerPlan, i) => {
     lines.push(array(`C${i}_FLAGS`, x.createFlags));

@@ -259,6 +259,9 @@ describe("the user-data delivery's supervisor", () => {
     const own = [...called].filter((name) => /_/.test(name) && !defined.includes(name));
     // Only the parameters-only functions behind their guards, nothing else.
     expect(own.sort()).toEqual([
+      "host_agent_down",
+      "host_agent_tick",
+      "host_agent_up",
       "pod_fetch",
       "proxy_down",
       "proxy_tick",

@@ -36,6 +36,9 @@ export const SUPERVISOR_FRAGMENTS: readonly string[] = [
   // The Parameter Store delivery only: the service proxy (kube-proxy in the Pod's network
   // namespace). Functions only.
   "proxy.sh",
+  // The Parameter Store delivery only: the host agent (kubectl exec, attach, port-forward for the
+  // virtual node). Functions only.
+  "host-agent.sh",
   // The main loop, and the call of main.
   "main.sh",
 ];
@@ -44,10 +47,14 @@ export const SUPERVISOR_FRAGMENTS: readonly string[] = [
  * The fragments only the Parameter Store delivery installs (the supervisor of its shared
  * parameters): the user-data delivery's supervisor is the others joined, since there their bytes
  * would count against EC2's 16 KiB for nothing. Functions only, each called under a guard that
- * only this delivery's pod.ref or pod.sh sets (`POD_PARAMETERS`, `TOKEN_POLL`, `PROXY_SERVER`), so the script
- * without them runs.
+ * only this delivery's pod.ref or pod.sh sets (`POD_PARAMETERS`, `TOKEN_POLL`, `PROXY_SERVER`,
+ * `AGENT_PORT`), so the script without them runs.
  */
-export const PARAMETERS_ONLY_FRAGMENTS: readonly string[] = ["parameters.sh", "proxy.sh"];
+export const PARAMETERS_ONLY_FRAGMENTS: readonly string[] = [
+  "parameters.sh",
+  "proxy.sh",
+  "host-agent.sh",
+];
 
 /**
  * Joins shell fragments into one script. Each fragment opens with a header, its lines before the

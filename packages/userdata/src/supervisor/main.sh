@@ -47,6 +47,9 @@ main() {
     GIVE_UP=$SANDBOX_ERR
     for ((i = 0; i < N; i++)); do S[wmsg.$i]=$(b64 "$SANDBOX_ERR"); done
   fi
+  # The host agent (host-agent.sh, only with the Parameter Store delivery): its certificate's
+  # fingerprint goes out with the first report.
+  [ -n "$GIVE_UP" ] || [ -z "${AGENT_PORT:-}" ] || host_agent_up
   report
   while :; do
     [ -z "$TERM_REQUESTED" ] || finish
@@ -92,6 +95,8 @@ main() {
     [ -z "${TOKEN_POLL:-}" ] || tokens_tick
     # The service proxy (proxy.sh): started again when it ended.
     [ -z "${PROXY_SERVER:-}" ] || proxy_tick
+    # The host agent (host-agent.sh): started again when it ended.
+    [ -z "${AGENT_PORT:-}" ] || host_agent_tick
     if [ -n "$changed" ]; then report; else nap 1; fi
   done
 }

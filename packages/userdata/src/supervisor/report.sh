@@ -343,6 +343,11 @@ tag_pairs() {
     KEYS+=("$REPORT_CHUNK_TAG_PREFIX$j")
     VALUES+=("${BODY:(j - 1) * REPORT_CHUNK_SIZE:REPORT_CHUNK_SIZE}")
   done
+  # The host agent's certificate (host-agent.sh), for the virtual node to pin.
+  [ -z "${AGENT_FP:-}" ] || {
+    KEYS+=("$AGENT_TAG_KEY")
+    VALUES+=("v1 port=$AGENT_PORT sha256=$AGENT_FP")
+  }
 }
 
 # Writes the tag channel with jittered exponential back-off. $1: give up at this epoch second

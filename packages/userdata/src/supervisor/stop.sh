@@ -78,6 +78,8 @@ finish() {
     why=RestartLimit
   fi
   stop_sidecars_last "$grace" "$why"
+  # No session outlives the containers (host-agent.sh).
+  [ -z "${AGENT_PORT:-}" ] || host_agent_down
   FINAL=true
   report "$deadline"
   : >"$STATE/final"
