@@ -453,6 +453,27 @@ describe("renderOptionsOf", () => {
     ).toThrow(/serviceProxy\.serviceAccount/);
   });
 
+  it("runs the host agent for the given client fingerprints, only when configured and given, with the parameters delivery", () => {
+    const fp = "0a".repeat(32);
+    const config = parseProviderConfig(testConfig({ hostAgent: {}, podDelivery: "parameters" }));
+    expect(config.hostAgent).toEqual({ port: 10_250, binary: "nebula-agent" });
+    expect(
+      renderOptionsOf(config, undefined, undefined, { clientFingerprints: [fp] }).hostAgent,
+    ).toEqual({ port: 10_250, binary: "nebula-agent", clientFingerprints: [fp] });
+    // Without the virtual node's certificate, no agent (nothing could reach it).
+    expect(renderOptionsOf(config, undefined)).not.toHaveProperty("hostAgent");
+    const off = parseProviderConfig(testConfig({ podDelivery: "parameters" }));
+    expect(
+      renderOptionsOf(off, undefined, undefined, { clientFingerprints: [fp] }),
+    ).not.toHaveProperty("hostAgent");
+    expect(() =>
+      parseProviderConfig(testConfig({ hostAgent: {}, podDelivery: "user-data" })),
+    ).toThrow(/hostAgent needs podDelivery: "parameters"/);
+    expect(() =>
+      parseProviderConfig(testConfig({ hostAgent: { port: 0 }, podDelivery: "parameters" })),
+    ).toThrow(/hostAgent\.port/);
+  });
+
   it("gives the hosts the configured cluster DNS, unless the userData option names its own", () => {
     const config = parseProviderConfig(
       testConfig({ dns: { clusterDNS: ["10.96.0.10"], clusterDomain: "corp.local" } }),

@@ -59,6 +59,7 @@ export interface AdmitterOptions {
   readonly readSources?: ((pod: V1Pod, refs: PodSourceRefs) => Promise<PodSources>) | undefined;
   readonly readServiceAccount?: ReadServiceAccount | undefined;
   readonly serviceProxy?: { readonly caCert: string } | undefined;
+  readonly hostAgent?: { readonly clientFingerprints: readonly string[] } | undefined;
 }
 
 /** A rendered Pod, or why it is held. */
@@ -411,7 +412,12 @@ export class Admitter {
       ? override(pod, sources)
       : renderUserData(
           pod,
-          renderOptionsOf(this.#ctx.config, this.#options.userData, this.#options.serviceProxy),
+          renderOptionsOf(
+            this.#ctx.config,
+            this.#options.userData,
+            this.#options.serviceProxy,
+            this.#options.hostAgent,
+          ),
           sources,
         );
     if (typeof out === "string" || out instanceof Uint8Array) {
@@ -441,12 +447,14 @@ export class Admitter {
  * capped at the configured `maxGracePeriodSeconds`, as the teardown's is; `dns` and
  * `kubernetesService` are the configured ones unless the `userData` option sets them; with
  * `serviceProxy` configured and its access given, the hosts run it against `kubernetesService`
- * with the access's CA, as this virtual node's Node.
+ * with the access's CA, as this virtual node's Node; with `hostAgent` configured and the client
+ * fingerprints given, the hosts run the host agent for them.
  */
 export function renderOptionsOf(
   config: ProviderConfig,
   userData: RenderOptionsInput | undefined,
   serviceProxy?: { readonly caCert: string },
+  hostAgent?: { readonly clientFingerprints: readonly string[] },
 ): RenderOptionsInput {
   const apiServer = userData?.kubernetesService ?? config.kubernetesService;
   return {
@@ -467,6 +475,15 @@ export function renderOptionsOf(
             caCert: serviceProxy.caCert,
             nodeName: config.nodeName,
             binary: config.serviceProxy.binary,
+          },
+        }),
+    ...(config.hostAgent === undefined || hostAgent === undefined
+      ? {}
+      : {
+          hostAgent: {
+            port: config.hostAgent.port,
+            binary: config.hostAgent.binary,
+            clientFingerprints: [...hostAgent.clientFingerprints],
           },
         }),
   };

@@ -212,6 +212,28 @@ export const ProviderConfigSchema = z
       })
       .optional(),
     /**
+     * Serve `kubectl exec`, `attach` and `port-forward`: each host runs the host agent
+     * (`@nebula/userdata`'s `RenderOptions.hostAgent`; `binary` on the host AMI, deploy/host-image
+     * installs it) on `port` of its private address, with mutual TLS: the virtual node pins the
+     * certificate the host made and reports (`nebula:agent` tag), the agent accepts only the
+     * virtual node's client certificate (its fingerprints come with each Pod's parameters, so
+     * `podDelivery: "parameters"` only). The security group must let the virtual node, and
+     * nothing else, reach `port` of the hosts. Absent: not served (as before).
+     */
+    hostAgent: z
+      .strictObject({
+        port: z.number().int().min(1).max(65_535).default(10_250),
+        binary: z
+          .string()
+          .max(256)
+          .regex(
+            /^[A-Za-z0-9._/+-]+$/,
+            "must be a file name or path without spaces or shell characters",
+          )
+          .default("nebula-agent"),
+      })
+      .optional(),
+    /**
      * How a Pod's instance is bought: `on-demand`, `spot`, or `spot-then-on-demand` (Spot
      * placements first; On-Demand once EC2 has no Spot capacity for any of them). A Pod may
      * choose with the annotation `nebula.dev/requested-capacity-type` only in
@@ -452,6 +474,11 @@ export const ProviderConfigSchema = z
     message:
       "serviceProxy needs kubernetesService: where the hosts' kube-proxy reaches the API server (an EKS endpoint's host name and 443)",
     path: ["serviceProxy"],
+  })
+  .refine((c) => c.hostAgent === undefined || c.podDelivery === "parameters", {
+    message:
+      "hostAgent needs podDelivery: \"parameters\": the hosts learn the virtual node's client certificate with the Pod's parameters",
+    path: ["hostAgent"],
   })
   .refine((c) => c.serviceProxy === undefined || c.podDelivery === "parameters", {
     message:

@@ -64,6 +64,12 @@ export interface Ec2PodProviderOptions {
     readonly requestToken: RequestServiceProxyToken;
   };
   /**
+   * With `config.hostAgent`: the lowercase hex SHA-256 of the DER of each client certificate the
+   * hosts' agents accept (the virtual node's, which presents it when it relays `kubectl exec`;
+   * two while one is rotated). Without it, no host runs the agent.
+   */
+  readonly hostAgent?: { readonly clientFingerprints: readonly string[] };
+  /**
    * With `podDelivery: "parameters"`: reads the Pod's ServiceAccount (`spec.serviceAccountName`,
    * in its namespace; undefined when it does not exist), for its AWS role: a ServiceAccount
    * annotated `eks.amazonaws.com/role-arn` gives its Pods that role, as EKS's IRSA webhook does

@@ -19,6 +19,7 @@ import { composeProvider } from "./compose.js";
 import type { ProviderConfig } from "./config.js";
 import type { DoorbellBatch, Doorbells } from "./doorbells.js";
 import type { Gateway } from "./gateway.js";
+import { type HostAgentLocation, locateHostAgent } from "./host-agents.js";
 import type { Launcher } from "./launcher.js";
 import type { CollectedParameterLeak, LeakCollection, LeakCollector } from "./leak-collector.js";
 import type { Ec2PodProviderOptions } from "./options.js";
@@ -335,6 +336,19 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     const counts: Record<string, number> = {};
     for (const { state } of this.#ctx.listing ?? []) counts[state] = (counts[state] ?? 0) + 1;
     return counts;
+  }
+
+  /**
+   * Where Pod `pod`'s host agent listens (its running instance's private address, the configured
+   * `hostAgent.port`, the certificate fingerprint its host reports), or why no `kubectl exec`
+   * session can start: `@nebula/virtual-node`'s kubelet API relays to it.
+   */
+  locateHostAgent(pod: {
+    readonly namespace: string;
+    readonly name: string;
+    readonly uid: string;
+  }): Promise<HostAgentLocation> {
+    return locateHostAgent(this.#ctx, this.#reclaimer, pod);
   }
 
   /** The proven instance the latest poll listed for Pod `podUid` (live states), or `undefined`. */

@@ -20,15 +20,24 @@ export const ORPHANED_TAG = "nebula:orphaned-at";
  * tags when the stop reaches it and stops the containers with it, never longer than the Pod's.
  */
 export const STOP_GRACE_TAG = "nebula:stop-grace-seconds";
+/**
+ * Tag key the host supervisor writes with every report when it runs the host agent:
+ * `v1 port=<port> sha256=<64 hex digits>`, the SHA-256 of the agent's certificate, which the host
+ * made (its key never leaves the host) and the virtual node pins when it relays `kubectl exec`.
+ * Only the instance itself (its role may tag only itself, with the report's keys and this one) and
+ * the controller can write it.
+ */
+export const HOST_AGENT_TAG = "nebula:agent";
 
 /** EC2's limit of tags per resource. */
 const EC2_MAX_TAGS = 50;
 
 /**
  * Tags the provider and the host may write on an instance besides the user's: the exit report
- * ({@link REPORT_TAG_BUDGET}), the four identity tags, `Name`, the orphan mark and the stop grace.
+ * ({@link REPORT_TAG_BUDGET}), the four identity tags, `Name`, the orphan mark, the stop grace and
+ * the host agent's certificate.
  */
-export const RESERVED_TAG_COUNT = REPORT_TAG_BUDGET + 4 + 1 + 1 + 1;
+export const RESERVED_TAG_COUNT = REPORT_TAG_BUDGET + 4 + 1 + 1 + 1 + 1;
 
 /** How many extra tags a configuration may add: {@link EC2_MAX_TAGS} − {@link RESERVED_TAG_COUNT}. */
 export const MAX_USER_TAGS = EC2_MAX_TAGS - RESERVED_TAG_COUNT;
