@@ -45,7 +45,7 @@ func (s *session) ExecInContainer(ctx context.Context, _ string, _ types.UID, co
 		args = append(args, "-t")
 	}
 	args = append(append(args, containerID), cmd...)
-	code, err := s.run(ctx, args, in, out, errOut, tty, resize)
+	code, err := s.run(ctx, args, in, true, out, errOut, tty, resize)
 	if err != nil {
 		return s.fail(err)
 	}
@@ -69,7 +69,9 @@ func (s *session) AttachContainer(ctx context.Context, _ string, _ types.UID, co
 		args = append(args, "--no-stdin")
 	}
 	args = append(args, containerID)
-	code, err := s.run(ctx, args, in, out, errOut, tty, resize)
+	// The end of the client's stdin is not passed on: the docker CLI would close the container's
+	// stdin, which outlives an attach (as a CRI runtime's does, unless the Pod sets stdinOnce).
+	code, err := s.run(ctx, args, in, false, out, errOut, tty, resize)
 	if err != nil {
 		return s.fail(err)
 	}
@@ -109,8 +111,8 @@ func (s *session) containerName(containerID string) string {
 
 // run runs the docker CLI with args, wired to the session's streams (a pseudo-terminal between
 // them with tty), and returns its exit code. The process runs in its own process group, killed
-// when ctx ends.
-func (s *session) run(ctx context.Context, args []string, in io.Reader, out, errOut io.WriteCloser,
+// when ctx ends. closeStdin: the end of in closes the CLI's stdin (without tty).
+func (s *session) run(ctx context.Context, args []string, in io.Reader, closeStdin bool, out, errOut io.WriteCloser,
 	tty bool, resize <-chan remotecommand.TerminalSize) (int, error) {
 	cmd := exec.CommandContext(ctx, s.agent.cfg.docker, args...)
 	cmd.Cancel = func() error { return unix.Kill(-cmd.Process.Pid, unix.SIGKILL) }
@@ -120,7 +122,7 @@ func (s *session) run(ctx context.Context, args []string, in io.Reader, out, err
 	if tty {
 		err = s.runTTY(ctx, cmd, in, out, resize)
 	} else {
-		err = s.runPipes(cmd, in, out, errOut, &stderr)
+		err = s.runPipes(cmd, in, closeStdin, out, errOut, &stderr)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -133,7 +135,7 @@ func (s *session) run(ctx context.Context, args []string, in io.Reader, out, err
 		s.ran, s.exitCode = true, exitErr.ExitCode()
 		return exitErr.ExitCode(), nil
 	case ctx.Err() != nil:
-		return -1, fmt.Errorf("session ended: %w", context.Cause(ctx))
+		return -1, fmt.Errorf("killed: %w", context.Cause(ctx))
 	default:
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
 			err = fmt.Errorf("%w: %s", err, msg)
@@ -142,7 +144,7 @@ func (s *session) run(ctx context.Context, args []string, in io.Reader, out, err
 	}
 }
 
-func (s *session) runPipes(cmd *exec.Cmd, in io.Reader, out, errOut io.Writer, stderr *bytes.Buffer) error {
+func (s *session) runPipes(cmd *exec.Cmd, in io.Reader, closeStdin bool, out, errOut io.Writer, stderr *bytes.Buffer) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if out != nil {
 		cmd.Stdout = out
@@ -166,7 +168,9 @@ func (s *session) runPipes(cmd *exec.Cmd, in io.Reader, out, errOut io.Writer, s
 		// command is done (the library closes the connection then, which ends this copy).
 		go func() {
 			_, _ = io.Copy(stdin, in)
-			_ = stdin.Close()
+			if closeStdin {
+				_ = stdin.Close()
+			} // else Wait closes it
 		}()
 	}
 	return cmd.Wait()

@@ -22,6 +22,13 @@ import (
 	"k8s.io/kubelet/pkg/cri/streaming/remotecommand"
 )
 
+// Why a session's context ended.
+var (
+	errClientGone  = errors.New("the client's connection closed")
+	errShutdown    = errors.New("the agent is shutting down")
+	errSessionDone = errors.New("session over")
+)
+
 // agent serves the streaming API of one Pod.
 type agent struct {
 	cfg *config
@@ -88,7 +95,8 @@ func (a *agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	select {
 	case a.slots <- struct{}{}:
 	default:
-		http.Error(w, fmt.Sprintf("too many sessions: at most %d at once", a.cfg.maxSessions), http.StatusTooManyRequests)
+		// No "key: value" shape: client-go reads such a body as YAML of a Status, losing the text.
+		http.Error(w, fmt.Sprintf("too many sessions (at most %d at once)", a.cfg.maxSessions), http.StatusTooManyRequests)
 		return
 	}
 	a.sessions.Add(1)
@@ -98,11 +106,11 @@ func (a *agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	// The session's context ends with its connection (see watchedWriter), or on shutdown.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	defer context.AfterFunc(a.stopping, cancel)()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(errSessionDone)
+	defer context.AfterFunc(a.stopping, func() { cancel(errShutdown) })()
 	r = r.WithContext(ctx)
-	w = &watchedWriter{ResponseWriter: w, cancel: cancel}
+	w = &watchedWriter{ResponseWriter: w, cancel: func() { cancel(errClientGone) }}
 
 	s := &session{
 		agent:   a,
