@@ -362,6 +362,11 @@ describe("Admitter.refresh", () => {
   });
 });
 
+const AGENT_FILES = {
+  clientCertFile: "/etc/nebula/agent/tls.crt",
+  clientKeyFile: "/etc/nebula/agent/tls.key",
+};
+
 describe("renderOptionsOf", () => {
   it("passes the configured logs and metrics to the renderer, over the userData option", () => {
     const config = parseProviderConfig(
@@ -455,8 +460,10 @@ describe("renderOptionsOf", () => {
 
   it("runs the host agent for the given client fingerprints, only when configured and given, with the parameters delivery", () => {
     const fp = "0a".repeat(32);
-    const config = parseProviderConfig(testConfig({ hostAgent: {}, podDelivery: "parameters" }));
-    expect(config.hostAgent).toEqual({ port: 10_250, binary: "nebula-agent" });
+    const config = parseProviderConfig(
+      testConfig({ hostAgent: AGENT_FILES, podDelivery: "parameters" }),
+    );
+    expect(config.hostAgent).toEqual({ ...AGENT_FILES, port: 10_250, binary: "nebula-agent" });
     expect(
       renderOptionsOf(config, undefined, undefined, { clientFingerprints: [fp] }).hostAgent,
     ).toEqual({ port: 10_250, binary: "nebula-agent", clientFingerprints: [fp] });
@@ -467,10 +474,12 @@ describe("renderOptionsOf", () => {
       renderOptionsOf(off, undefined, undefined, { clientFingerprints: [fp] }),
     ).not.toHaveProperty("hostAgent");
     expect(() =>
-      parseProviderConfig(testConfig({ hostAgent: {}, podDelivery: "user-data" })),
+      parseProviderConfig(testConfig({ hostAgent: AGENT_FILES, podDelivery: "user-data" })),
     ).toThrow(/hostAgent needs podDelivery: "parameters"/);
     expect(() =>
-      parseProviderConfig(testConfig({ hostAgent: { port: 0 }, podDelivery: "parameters" })),
+      parseProviderConfig(
+        testConfig({ hostAgent: { ...AGENT_FILES, port: 0 }, podDelivery: "parameters" }),
+      ),
     ).toThrow(/hostAgent\.port/);
   });
 

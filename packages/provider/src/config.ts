@@ -222,6 +222,14 @@ export const ProviderConfigSchema = z
      */
     hostAgent: z
       .strictObject({
+        /**
+         * The virtual node's client certificate (PEM file; the first certificate in it is the
+         * one presented, every certificate in it is accepted by the hosts launched from now on,
+         * so a bundle of the new and the old one rotates it). Read by the virtual node app.
+         */
+        clientCertFile: z.string().min(1),
+        /** Its private key (PEM file). Read by the virtual node app. */
+        clientKeyFile: z.string().min(1),
         port: z.number().int().min(1).max(65_535).default(10_250),
         binary: z
           .string()
