@@ -114,6 +114,12 @@ else
   bad "cloud-init: it runs the user-data at boot; install cloud-init"
 fi
 
+# Optional: the host agent, for the provider's hostAgent (kubectl exec, attach, port-forward).
+if command -v nebula-agent >/dev/null 2>&1; then
+  ok "nebula-agent (for the provider's hostAgent: kubectl exec, attach, port-forward)"
+else
+  note "no nebula-agent: needed only with the provider's hostAgent; install.sh --agent <file> puts it in /usr/local/bin"
+fi
 # Optional: kube-proxy and nsenter, for the provider's serviceProxy (ClusterIP Services reached from
 # the Pods: the supervisor runs kube-proxy in each Pod's network namespace).
 if command -v kube-proxy >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1; then

@@ -7,13 +7,16 @@
 #
 #   sudo bash install.sh                          # what every host needs
 #   sudo bash install.sh --kube-proxy ./kube-proxy  # and kube-proxy, for the provider's serviceProxy
+#   sudo bash install.sh --agent ./nebula-agent     # and the host agent, for the provider's hostAgent
 #
 # --kube-proxy takes the kube-proxy binary of your cluster's Kubernetes minor version (from
 # https://dl.k8s.io/release/<version>/bin/linux/<amd64|arm64>/kube-proxy, checked against its .sha256)
-# and installs it as /usr/local/bin/kube-proxy.
+# and installs it as /usr/local/bin/kube-proxy. --agent takes nebula-agent (apps/host-agent:
+# `npm run build -w @nebula/host-agent`, or a release's) and installs it as /usr/local/bin/nebula-agent.
 set -euo pipefail
 
 kube_proxy=
+agent=
 while (($# > 0)); do
   case "$1" in
   --kube-proxy)
@@ -21,18 +24,27 @@ while (($# > 0)); do
     kube_proxy=$(realpath -- "$2")
     shift 2
     ;;
+  --agent)
+    [ -n "${2:-}" ] || { echo "install.sh: --agent needs the nebula-agent binary's path" >&2; exit 2; }
+    agent=$(realpath -- "$2")
+    shift 2
+    ;;
   -h | --help)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)
-    echo "install.sh: unknown option '$1' (--kube-proxy <file>, --help)" >&2
+    echo "install.sh: unknown option '$1' (--kube-proxy <file>, --agent <file>, --help)" >&2
     exit 2
     ;;
   esac
 done
 if [ -n "$kube_proxy" ] && ! "$kube_proxy" --version >/dev/null 2>&1; then
   echo "install.sh: $kube_proxy does not run as kube-proxy here (wrong file or architecture?)" >&2
+  exit 1
+fi
+if [ -n "$agent" ] && ! "$agent" --help >/dev/null 2>&1; then
+  echo "install.sh: $agent does not run as nebula-agent here (wrong file or architecture?)" >&2
   exit 1
 fi
 cd "$(dirname "$0")"
@@ -59,5 +71,6 @@ fi
 
 systemctl enable --now docker
 [ -z "$kube_proxy" ] || install -m 0755 "$kube_proxy" /usr/local/bin/kube-proxy
+[ -z "$agent" ] || install -m 0755 "$agent" /usr/local/bin/nebula-agent
 # For GPU Pods, add the NVIDIA driver and the NVIDIA container toolkit here (see docs/operating.md).
 bash ./check.sh
