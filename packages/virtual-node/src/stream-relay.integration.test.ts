@@ -3,15 +3,22 @@
  * `exec` (SPDY/3.1) to the virtual node's kubelet API, which authenticates it (the API server's
  * kubelet client certificate), authorizes it (`nodes/proxy` by `SubjectAccessReview`), finds the
  * Pod in a real informer and relays it over mutual TLS to a stand-in host agent (a TLS server of
- * this test that answers `101` and echoes: the Go agent is not driven here). What the API server's
- * client reads is the agent's answer, byte for byte.
+ * this test that answers `101` and echoes). What the API server's client reads is the agent's
+ * answer, byte for byte. When the Go agent is built (`apps/host-agent/dist/nebula-agent`), the
+ * real `kubectl exec` also runs through the relay to it, against a podman container.
  */
 import "reflect-metadata";
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { connect, type TLSSocket } from "node:tls";
+import { fileURLToPath } from "node:url";
 import { CoreV1Api, KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { podInformer } from "@nebula/kube/cache";
+import { kubectlPath } from "@nebula/test-peers";
 import { useTestPeers } from "@nebula/test-peers/vitest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { KubeletApiConfigSchema, kubeletApiServer } from "./kubelet-server.js";
@@ -341,5 +348,131 @@ describe("kubectl exec through the API server, the kubelet API and the relay", (
     expect(c.read()).toContain(
       "Forbidden (user=stream-relay-it-stranger, verb=create, resource=nodes, subresource(s)=[proxy])",
     );
+  });
+});
+
+const AGENT = fileURLToPath(new URL("../../../apps/host-agent/dist/nebula-agent", import.meta.url));
+
+describe.skipIf(!existsSync(AGENT))("kubectl exec to the real host agent", () => {
+  const container = `nebula-relay-it-${process.pid}`;
+  const state = mkdtempSync(join(tmpdir(), "nebula-relay-it-agent-"));
+  let child: ChildProcess | undefined;
+
+  afterAll(async () => {
+    if (child !== undefined && child.exitCode === null) {
+      child.kill("SIGTERM");
+      await once(child, "exit");
+    }
+    try {
+      execFileSync("podman", ["rm", "-f", "-t", "0", container], { stdio: "ignore" });
+    } catch {
+      // not created
+    }
+    rmSync(state, { recursive: true, force: true });
+  });
+
+  it("kubectl exec -i runs in the container through the API server, the relay and the agent: stdin reaches cat, exit code 7 comes back", async () => {
+    // Within this host's hard limits (as @nebula/test-peers' containerLimits): the sandbox
+    // refuses the runtime's defaults.
+    const [files, processes] = execFileSync("bash", [
+      "-c",
+      "n=$(ulimit -Hn); [[ $n == unlimited ]] && n=1048576; u=$(ulimit -Hu); m=$(cat /proc/sys/kernel/pid_max); [[ $u == unlimited || $u -gt $m ]] && u=$m; ((u > 65536)) && u=65536; echo $n; echo $u",
+    ])
+      .toString()
+      .trim()
+      .split("\n");
+    execFileSync("podman", [
+      "run",
+      "-d",
+      "--name",
+      container,
+      "--ulimit",
+      `nofile=1024:${files}`,
+      "--ulimit",
+      `nproc=${processes}:${processes}`,
+      "docker.io/library/busybox",
+      "sleep",
+      "3600",
+    ]);
+    const pod = await createPod("real");
+    const port = await closedPort();
+    child = spawn(
+      AGENT,
+      [
+        "--listen",
+        `127.0.0.1:${port}`,
+        "--state-dir",
+        state,
+        "--name",
+        "i-relay-it",
+        "--client-fingerprint",
+        vnodeClient.fingerprint,
+        "--namespace",
+        NS,
+        "--pod",
+        "real",
+        "--pod-uid",
+        pod.metadata?.uid ?? "",
+        "--container",
+        `app=${container}`,
+        "--docker",
+        "podman",
+      ],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
+    let agentLog = "";
+    child.stderr?.on("data", (chunk: Buffer) => {
+      agentLog += chunk.toString();
+    });
+    const fingerprintFile = join(state, "fingerprint");
+    await until("the agent's fingerprint", () => existsSync(fingerprintFile));
+    const fingerprint = readFileSync(fingerprintFile, "utf8").trim();
+    locateAs = () => ({ kind: "found", address: "127.0.0.1", port, fingerprint });
+    try {
+      const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
+        (resolve) => {
+          const kubectl = execFile(
+            kubectlPath(),
+            [
+              "--kubeconfig",
+              controlPlane.kubeconfigPath ?? "",
+              "-n",
+              NS,
+              "exec",
+              "-i",
+              "real",
+              "-c",
+              "app",
+              "--",
+              "sh",
+              "-c",
+              "cat; exit 7",
+            ],
+            { timeout: 60_000 },
+            (error, stdout, stderr) =>
+              resolve({
+                code: error === null ? 0 : ((error as { code?: number }).code ?? null),
+                stdout,
+                stderr,
+              }),
+          );
+          kubectl.stdin?.end("stdin reaches cat\n");
+        },
+      );
+      expect(run, agentLog).toMatchObject({ code: 7, stdout: "stdin reaches cat\n" });
+      const started = lines.filter((l) => l.msg === "stream session started").at(-1);
+      expect(started?.fields).toMatchObject({
+        kind: "exec",
+        pod: "real",
+        command: ["sh", "-c", "cat; exit 7"],
+      });
+    } finally {
+      locateAs = () => ({
+        kind: "found",
+        address: "127.0.0.1",
+        port: agent.port,
+        fingerprint: agent.fingerprint,
+      });
+    }
   });
 });
