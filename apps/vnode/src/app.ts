@@ -3,6 +3,8 @@
  * Node and Pod controllers of `@nebula/virtual-node`, under `@nebula/kube`'s manager (health,
  * metrics, leader election, ordered shutdown). Nothing here is for a user to import.
  */
+import { X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
 import type { KubeConfig, V1PodStatus } from "@kubernetes/client-node";
 import { ConfigMapPodLedger } from "@nebula/kube";
 import { podInformer } from "@nebula/kube/cache";
@@ -74,7 +76,10 @@ export function createVnode(options: VnodeOptions): Vnode {
     logger[level](message);
   const api = new KubernetesPodApi(kubeConfig);
   // The provider validates its whole configuration again; here only what the app wires from it.
-  const { serviceProxy } = parseProviderConfig(config.provider);
+  const { serviceProxy, hostAgent } = parseProviderConfig(config.provider);
+  // provider.hostAgent: the client certificate this node presents to the hosts' agents, and the
+  // fingerprints the hosts accept (every certificate of the file).
+  const agentClient = hostAgent === undefined ? undefined : readAgentClient(hostAgent);
   const provider = new Ec2PodProvider({
     config: config.provider,
     ledger,
@@ -95,6 +100,9 @@ export function createVnode(options: VnodeOptions): Vnode {
             nodeName,
           }),
         }),
+    ...(agentClient === undefined
+      ? {}
+      : { hostAgent: { clientFingerprints: agentClient.fingerprints } }),
     // A ServiceAccount's eks.amazonaws.com/role-arn gives its Pods that AWS role (as IRSA).
     readServiceAccount: podServiceAccountReader(kubeConfig),
     log,
@@ -193,6 +201,16 @@ export function createVnode(options: VnodeOptions): Vnode {
       startTime: new Date(),
       logger,
       onRequest: metrics.kubeletRequest,
+      // kubectl exec, attach and port-forward, relayed to the Pod's host agent (provider.hostAgent).
+      ...(agentClient === undefined
+        ? {}
+        : {
+            agents: {
+              locate: { locate: (pod) => provider.locateHostAgent(pod) },
+              clientCert: agentClient.cert,
+              clientKey: agentClient.key,
+            },
+          }),
     });
     manager.addRunnable({ name: "kubelet-api", run: serve }, { leaderOnly: false });
   }
@@ -214,4 +232,47 @@ export function createVnode(options: VnodeOptions): Vnode {
       provider.client.destroy();
     },
   };
+}
+
+/**
+ * The virtual node's client certificate for the hosts' agents (`provider.hostAgent`): the PEM
+ * files, and the lowercase hex SHA-256 of each certificate in the certificate file (the first is
+ * the one presented; the others are still accepted by hosts launched from now on, for a rotation).
+ */
+function readAgentClient(files: {
+  readonly clientCertFile: string;
+  readonly clientKeyFile: string;
+}): {
+  readonly cert: string;
+  readonly key: string;
+  readonly fingerprints: readonly string[];
+} {
+  const read = (setting: string, path: string): string => {
+    try {
+      return readFileSync(path, "utf8");
+    } catch (error) {
+      throw new Error(
+        `provider.hostAgent.${setting}: cannot read ${path}: ${(error as Error).message} (mount the Secret with the virtual node's agent client certificate there; docs/operating.md, "kubectl exec")`,
+        { cause: error },
+      );
+    }
+  };
+  const cert = read("clientCertFile", files.clientCertFile);
+  const key = read("clientKeyFile", files.clientKeyFile);
+  const blocks = cert.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  const fingerprints = blocks.map((block) => {
+    try {
+      return new X509Certificate(block).fingerprint256.replaceAll(":", "").toLowerCase();
+    } catch (error) {
+      throw new Error(
+        `provider.hostAgent.clientCertFile: ${files.clientCertFile} holds a certificate that does not parse: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+  });
+  if (fingerprints.length === 0 || fingerprints.length > 4)
+    throw new Error(
+      `provider.hostAgent.clientCertFile: ${files.clientCertFile} must hold 1 to 4 PEM certificates (the one presented first), not ${fingerprints.length}`,
+    );
+  return { cert, key, fingerprints };
 }

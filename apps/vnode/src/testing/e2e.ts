@@ -388,6 +388,8 @@ export async function startWorld(options: {
   readonly namespace: string;
   /** Deploy manifests (deploy/vnode/) applied beside rbac.yaml, e.g. an optional RBAC rule. */
   readonly manifests?: readonly string[];
+  /** Called before each simulated host boots (the simulator's `beforeBoot`). */
+  readonly beforeBoot?: (instanceId: string) => Promise<void> | void;
 }): Promise<E2eWorld> {
   const network = await prepareNetwork(options.ec2);
   const hosts = await startInstanceHosts({
@@ -395,6 +397,7 @@ export async function startWorld(options: {
     region: options.moto.region,
     cluster: options.cluster,
     bootDelayMs: 500,
+    ...(options.beforeBoot === undefined ? {} : { beforeBoot: options.beforeBoot }),
   });
   for (const file of [
     "namespace.yaml",
