@@ -25,6 +25,7 @@ import {
   type Runnable,
 } from "@nebula/virtual-node";
 import {
+  type HostAgents,
   podServiceAccountReader,
   podSourceReader,
   podTokenRequester,
@@ -206,7 +207,7 @@ export function createVnode(options: VnodeOptions): Vnode {
         ? {}
         : {
             agents: {
-              locate: { locate: (pod) => provider.locateHostAgent(pod) },
+              locate: { locate: (pod) => provider.locateHostAgent(pod) } satisfies HostAgents,
               clientCert: agentClient.cert,
               clientKey: agentClient.key,
             },

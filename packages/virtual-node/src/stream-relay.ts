@@ -201,7 +201,7 @@ export interface StreamRelayOptions {
 }
 
 /** What a session is opened for: an authorized request's route, its Pod, and who asked. */
-export interface StreamTarget {
+interface StreamTarget {
   /** The route (`exec`, `attach`, `portForward`). */
   readonly route: StreamRoute;
   /** The Pod's UID, as the informer holds it. */
@@ -211,7 +211,7 @@ export interface StreamTarget {
 }
 
 /** A reached, verified agent connection, waiting for the request to be piped to it. */
-export interface OpenedStream {
+interface OpenedStream {
   readonly ok: true;
   /** Pipes the request to the agent and the bytes both ways; resolves with the agent's status. */
   pipe(req: IncomingMessage, socket: Socket, head: Buffer): Promise<number>;
@@ -220,7 +220,7 @@ export interface OpenedStream {
 }
 
 /** Why a session was not opened: the status and words to answer with. */
-export interface StreamRefusal {
+interface StreamRefusal {
   readonly ok: false;
   readonly status: number;
   readonly message: string;
