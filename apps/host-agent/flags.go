@@ -84,7 +84,7 @@ func parseFlags(args []string, out, errOut io.Writer) (*config, error) {
 	fs.Var(&containers, "container", "a container of the Pod and its docker container, `name=docker-name`; repeat for each, at least one")
 	fs.StringVar(&c.sandbox, "sandbox", "", "docker `container` whose network namespace port-forward dials into; without it, the host's own loopback (hostNetwork Pods)")
 	fs.StringVar(&c.docker, "docker", "docker", "`path` of the docker CLI (podman works too)")
-	fs.IntVar(&c.maxSessions, "max-sessions", 16, "concurrent exec, attach and port-forward sessions; one more is answered 429")
+	fs.IntVar(&c.maxSessions, "max-sessions", 64, "concurrent exec, attach and port-forward sessions; one more is answered 429 (the virtual node caps a Pod's sessions first: kubeletApi.maxStreamSessionsPerPod)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 4*time.Hour, "close a streaming connection idle this long (the kubelet's streamingConnectionIdleTimeout)")
 	fs.DurationVar(&c.streamCreation, "stream-creation-timeout", remotecommandconsts.DefaultStreamCreationTimeout, "how long a client has to open a session's streams")
 

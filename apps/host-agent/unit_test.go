@@ -311,7 +311,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatalf("full command line: %v (%s)", err, errOut.String())
 	}
-	if cfg.docker != "docker" || cfg.maxSessions != 16 || cfg.idleTimeout != 4*time.Hour ||
+	if cfg.docker != "docker" || cfg.maxSessions != 64 || cfg.idleTimeout != 4*time.Hour ||
 		cfg.streamCreation != 30*time.Second || cfg.sandbox != "" || cfg.containers["app"] != "nebula-app" {
 		t.Errorf("defaults: %+v", cfg)
 	}

@@ -1235,6 +1235,8 @@ function planContainer(
     }
   }
   if (c.tty) flags.push("--tty");
+  // stdin: kept open for `kubectl attach -i` (the host agent attaches with the host's docker).
+  if (c.stdin) flags.push("--interactive");
 
   const terminationMessagePath = checkText(
     c.terminationMessagePath ?? "/dev/termination-log",

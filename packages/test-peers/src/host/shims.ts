@@ -414,6 +414,12 @@ case $sub in
     done
     (($#)) && { args+=("$(ref "$1")"); shift; }
     exec "\${PODMAN[@]}" exec "\${args[@]}" "$@" ;;
+  attach)
+    args=(); while (($#)) && [[ $1 == -* ]]; do
+      args+=("$1"); case $1 in --detach-keys) args+=("$2"); shift ;; esac; shift
+    done
+    (($#)) && { args+=("$(ref "$1")"); shift; }
+    exec "\${PODMAN[@]}" attach "\${args[@]}" "$@" ;;
   ps) exec "\${PODMAN[@]}" ps --filter "label=nebula-sim.guest=$GUEST" "$@" ;;
   pull)
     quiet=0
