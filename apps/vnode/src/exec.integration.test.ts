@@ -82,23 +82,7 @@ function kubectl(
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "nebula-exec-"));
   // The virtual node's client certificate for the agents (the chart makes one; here openssl).
-  await run("openssl", [
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-nodes",
-    "-keyout",
-    join(dir, "client.key"),
-    "-out",
-    join(dir, "client.crt"),
-    "-subj",
-    "/CN=nebula-vnode-exec",
-    "-days",
-    "1",
-  ]);
+  await selfSignedClient("client");
   agentPort = await freePort();
   const world = await startWorld({
     admin,
@@ -168,6 +152,77 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   expect(code).toBe(0);
 });
+
+/**
+ * Runs `kubectl port-forward` to the shell Pod's port 8080 while `body` runs with the local port;
+ * stops it after.
+ */
+async function withPortForward<T>(body: (local: string) => Promise<T>): Promise<T> {
+  const child = spawn(kubectlPath(), [
+    "--kubeconfig",
+    controlPlane.kubeconfigPath ?? "",
+    "port-forward",
+    "-n",
+    NS,
+    "pod/shell",
+    ":8080",
+  ]);
+  const closed = once(child, "close");
+  try {
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    const local = await until(
+      "kubectl port-forward to listen",
+      () => /Forwarding from 127\.0\.0\.1:(\d+) -> 8080/.exec(out)?.[1],
+    );
+    return await body(local);
+  } finally {
+    child.kill();
+    await closed;
+  }
+}
+
+/** An HTTP GET of `url`: its body as text and its length in bytes (counted as it comes). */
+function httpGet(url: string, keep = true): Promise<{ text: string; bytes: number }> {
+  return new Promise((resolve, reject) => {
+    get(url, (response) => {
+      let text = "";
+      let bytes = 0;
+      response.on("data", (chunk: Buffer) => {
+        bytes += chunk.length;
+        if (keep) text += chunk.toString();
+      });
+      response.on("end", () => resolve({ text, bytes }));
+    }).on("error", reject);
+  });
+}
+
+/** A self-signed client certificate and its key, made by openssl, in `dir` as `<name>.crt`/`.key`. */
+async function selfSignedClient(name: string): Promise<{ cert: string; key: string }> {
+  await run("openssl", [
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    join(dir, `${name}.key`),
+    "-out",
+    join(dir, `${name}.crt`),
+    "-subj",
+    "/CN=nebula-vnode-exec",
+    "-days",
+    "1",
+  ]);
+  return {
+    cert: readFileSync(join(dir, `${name}.crt`), "utf8"),
+    key: readFileSync(join(dir, `${name}.key`), "utf8"),
+  };
+}
 
 /** The nebula-agent processes on this machine (the simulated hosts'). */
 async function agents(): Promise<string[]> {
@@ -269,38 +324,8 @@ describe("kubectl exec, attach, cp and port-forward into a Nebula Pod (kubectl, 
   });
 
   it("forwards a local port to a port the Pod listens on inside its own network namespace", async () => {
-    const child = spawn(kubectlPath(), [
-      "--kubeconfig",
-      controlPlane.kubeconfigPath ?? "",
-      "port-forward",
-      "-n",
-      NS,
-      "pod/shell",
-      ":8080",
-    ]);
-    try {
-      let out = "";
-      child.stdout.on("data", (chunk: Buffer) => {
-        out += chunk.toString();
-      });
-      const local = await until(
-        "kubectl port-forward to listen",
-        () => /Forwarding from 127\.0\.0\.1:(\d+) -> 8080/.exec(out)?.[1],
-      );
-      const body = await new Promise<string>((resolve, reject) => {
-        get(`http://127.0.0.1:${local}/`, (response) => {
-          let text = "";
-          response.on("data", (chunk: Buffer) => {
-            text += chunk.toString();
-          });
-          response.on("end", () => resolve(text));
-        }).on("error", reject);
-      });
-      expect(body).toBe("hello-forwarded\n");
-    } finally {
-      child.kill();
-      await once(child, "close");
-    }
+    const { text } = await withPortForward((local) => httpGet(`http://127.0.0.1:${local}/`));
+    expect(text).toBe("hello-forwarded\n");
   });
 
   it("attaches to a container's stdin and stdout (stdin: true)", async () => {
@@ -379,46 +404,21 @@ describe("kubectl exec, attach, cp and port-forward into a Nebula Pod (kubectl, 
     const sampler = setInterval(() => {
       peak = Math.max(peak, rss());
     }, 100);
-    const forward = spawn(kubectlPath(), [
-      "--kubeconfig",
-      controlPlane.kubeconfigPath ?? "",
-      "port-forward",
-      "-n",
-      NS,
-      "pod/shell",
-      ":8080",
-    ]);
     try {
-      let out = "";
-      forward.stdout.on("data", (chunk: Buffer) => {
-        out += chunk.toString();
+      await withPortForward(async (local) => {
+        // 20 sessions that each hold on for 5 s, and the download, all at once.
+        const sessions = Array.from({ length: 20 }, (_, i) =>
+          kubectl(["exec", "-n", NS, "shell", "--", "sh", "-c", `sleep 5; echo session-${i}`]),
+        );
+        const downloaded = httpGet(`http://127.0.0.1:${local}/big`, false);
+        const results = await Promise.all(sessions);
+        expect(results.map((r) => r.stdout)).toEqual(
+          Array.from({ length: 20 }, (_, i) => `session-${i}\n`),
+        );
+        expect((await downloaded).bytes).toBe(100 * 1024 * 1024);
       });
-      const local = await until(
-        "kubectl port-forward to listen",
-        () => /Forwarding from 127\.0\.0\.1:(\d+) -> 8080/.exec(out)?.[1],
-      );
-      // 20 sessions that each hold on for 5 s, and the download, all at once.
-      const sessions = Array.from({ length: 20 }, (_, i) =>
-        kubectl(["exec", "-n", NS, "shell", "--", "sh", "-c", `sleep 5; echo session-${i}`]),
-      );
-      const downloaded = new Promise<number>((resolve, reject) => {
-        get(`http://127.0.0.1:${local}/big`, (response) => {
-          let bytes = 0;
-          response.on("data", (chunk: Buffer) => {
-            bytes += chunk.length;
-          });
-          response.on("end", () => resolve(bytes));
-        }).on("error", reject);
-      });
-      const results = await Promise.all(sessions);
-      expect(results.map((r) => r.stdout)).toEqual(
-        Array.from({ length: 20 }, (_, i) => `session-${i}\n`),
-      );
-      expect(await downloaded).toBe(100 * 1024 * 1024);
     } finally {
       clearInterval(sampler);
-      forward.kill();
-      await once(forward, "close");
     }
     console.log(
       `vnode RSS ${(before / 2 ** 20).toFixed(1)} MiB before, peak ${(peak / 2 ** 20).toFixed(1)} MiB while 100 MiB and 20 sessions went through`,
@@ -473,27 +473,7 @@ describe("kubectl exec, attach, cp and port-forward into a Nebula Pod (kubectl, 
         socket.on("error", (error) => resolve(`refused: ${error.message}`));
       });
     expect(await attempt()).toMatch(/^refused|^pinned $/);
-    await run("openssl", [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:P-256",
-      "-nodes",
-      "-keyout",
-      join(dir, "other.key"),
-      "-out",
-      join(dir, "other.crt"),
-      "-subj",
-      "/CN=nebula-vnode-exec",
-      "-days",
-      "1",
-    ]);
-    const other = {
-      cert: readFileSync(join(dir, "other.crt"), "utf8"),
-      key: readFileSync(join(dir, "other.key"), "utf8"),
-    };
+    const other = await selfSignedClient("other");
     expect(await attempt(other)).toMatch(/^refused|^pinned $/);
     // The virtual node's own certificate gets an answer: the refusals above are the pinning's.
     const own = {
