@@ -25,6 +25,7 @@ import {
   type Runnable,
 } from "@nebula/virtual-node";
 import {
+  type HostAgentLocation,
   type HostAgents,
   podServiceAccountReader,
   podSourceReader,
@@ -207,7 +208,9 @@ export function createVnode(options: VnodeOptions): Vnode {
         ? {}
         : {
             agents: {
-              locate: { locate: (pod) => provider.locateHostAgent(pod) } satisfies HostAgents,
+              locate: {
+                locate: (pod): Promise<HostAgentLocation> => provider.locateHostAgent(pod),
+              } satisfies HostAgents,
               clientCert: agentClient.cert,
               clientKey: agentClient.key,
             },

@@ -4,11 +4,24 @@
  * private address, and the agent's certificate fingerprint from the `nebula:agent` tag the host
  * writes with its reports.
  */
-import type { HostAgentLocation } from "@nebula/virtual-node/host";
 import type { ObservedInstance } from "./poll.js";
 import type { Reclaimer } from "./reclaimer.js";
 import { disprove, type ProviderContext } from "./record.js";
 import { HOST_AGENT_TAG } from "./tags.js";
+
+/**
+ * Where a Pod's host agent listens, or why no session can start: `@nebula/virtual-node/host`'s
+ * `HostAgentLocation`, written out here so the provider's declarations need no other entry of that
+ * package (the app checks the two agree: `satisfies HostAgents`).
+ */
+export type HostAgentLocation =
+  | {
+      readonly kind: "found";
+      readonly address: string;
+      readonly port: number;
+      readonly fingerprint: string;
+    }
+  | { readonly kind: "unavailable"; readonly status: 404 | 409 | 503; readonly message: string };
 
 const AGENT_TAG_VALUE = /^v1 port=(\d{1,5}) sha256=([0-9a-f]{64})$/;
 

@@ -12,7 +12,6 @@ import type {
   PodStatusChange,
   Runnable,
 } from "@nebula/virtual-node";
-import type { HostAgentLocation } from "@nebula/virtual-node/host";
 import type { Admitter } from "./admitter.js";
 import type { CloudWatchContainerLogs } from "./cloudwatch-logs.js";
 import type { CloudWatchUsage } from "./cloudwatch-usage.js";
@@ -20,7 +19,7 @@ import { composeProvider } from "./compose.js";
 import type { ProviderConfig } from "./config.js";
 import type { DoorbellBatch, Doorbells } from "./doorbells.js";
 import type { Gateway } from "./gateway.js";
-import { locateHostAgent } from "./host-agents.js";
+import { type HostAgentLocation, locateHostAgent } from "./host-agents.js";
 import type { Launcher } from "./launcher.js";
 import type { CollectedParameterLeak, LeakCollection, LeakCollector } from "./leak-collector.js";
 import type { Ec2PodProviderOptions } from "./options.js";
