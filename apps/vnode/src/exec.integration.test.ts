@@ -505,7 +505,6 @@ describe("kubectl exec, attach, cp and port-forward into a Nebula Pod (kubectl, 
     const closed = once(child, "close");
     try {
       await until("the session to start", () => (out.includes("in") ? true : undefined), 60_000);
-      const deleted = Date.now();
       await core.deleteNamespacedPod({ name: "shell", namespace: NS });
       await Promise.race([
         closed,
@@ -513,7 +512,6 @@ describe("kubectl exec, attach, cp and port-forward into a Nebula Pod (kubectl, 
           setTimeout(() => reject(new Error("the session outlived its Pod by 60 s")), 60_000),
         ),
       ]);
-      expect(Date.now() - deleted).toBeLessThan(60_000);
     } finally {
       child.kill();
     }

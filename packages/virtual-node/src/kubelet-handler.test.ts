@@ -17,6 +17,7 @@ import {
   type KubeletHandler,
   type KubeletHandlerOptions,
 } from "./kubelet-handler.js";
+import { reviewingApis } from "./testing/review-apis.js";
 
 const running: V1Pod = {
   metadata: { name: "web", namespace: "shop", uid: "u-1" },
@@ -78,27 +79,7 @@ afterEach(async () => {
 });
 
 /** The API server as the handler sees it: every token names its user; "admin" may do anything. */
-const apis = {
-  core: {
-    listPodForAllNamespaces: async () => ({ items: [running] }),
-  },
-  authentication: {
-    createTokenReview: async ({ body }: { body: V1TokenReview }): Promise<V1TokenReview> => ({
-      ...body,
-      status: { authenticated: true, user: { username: body.spec.token ?? "", groups: [] } },
-    }),
-  },
-  authorization: {
-    createSubjectAccessReview: async ({
-      body,
-    }: {
-      body: V1SubjectAccessReview;
-    }): Promise<V1SubjectAccessReview> => ({
-      ...body,
-      status: { allowed: body.spec.user === "admin" },
-    }),
-  },
-} satisfies Pick<KubeletHandlerOptions, "core" | "authentication" | "authorization">;
+const apis = reviewingApis([running]);
 
 /** Serves the handler over plain HTTP (the listener, its TLS included, is the caller's). */
 async function start(overrides: Partial<KubeletHandlerOptions> = {}): Promise<void> {

@@ -118,6 +118,13 @@ let agent: FakeHostAgent;
 let vnodeClient: { cert: string; key: string; fingerprint: string };
 /** What the locator answers; each test sets it. */
 let locateAs: () => HostAgentLocation;
+/** The stand-in agent, where every test but those that point elsewhere finds the Pod's agent. */
+const toStandIn = (): HostAgentLocation => ({
+  kind: "found",
+  address: "127.0.0.1",
+  port: agent.port,
+  fingerprint: agent.fingerprint,
+});
 
 const apiServer = controlPlane.server;
 const execPath = (pod: string, query = "command=cat&container=app&stdin=true&stdout=true") =>
@@ -147,12 +154,7 @@ async function createPod(name: string): Promise<V1Pod> {
 beforeAll(async () => {
   vnodeClient = await selfSigned("stream-relay-it-vnode");
   agent = await startFakeHostAgent(vnodeClient.fingerprint);
-  locateAs = () => ({
-    kind: "found",
-    address: "127.0.0.1",
-    port: agent.port,
-    fingerprint: agent.fingerprint,
-  });
+  locateAs = toStandIn;
   await core.createNamespace({ body: { metadata: { name: NS } } }).catch(() => undefined);
   kubeletPort = await closedPort();
   const node = await core.createNode({ body: { metadata: { name: NODE } } });
@@ -299,12 +301,7 @@ describe("kubectl exec through the API server, the kubelet API and the relay", (
       expect(agent.heads.length).toBe(headsBefore);
       c.socket.destroy();
     } finally {
-      locateAs = () => ({
-        kind: "found",
-        address: "127.0.0.1",
-        port: agent.port,
-        fingerprint: agent.fingerprint,
-      });
+      locateAs = toStandIn;
     }
   });
 
@@ -328,12 +325,7 @@ describe("kubectl exec through the API server, the kubelet API and the relay", (
       expect(c.read()).toMatch(/^HTTP\/1\.1 502 /);
       c.socket.destroy();
     } finally {
-      locateAs = () => ({
-        kind: "found",
-        address: "127.0.0.1",
-        port: agent.port,
-        fingerprint: agent.fingerprint,
-      });
+      locateAs = toStandIn;
     }
   });
 
@@ -467,12 +459,7 @@ describe.skipIf(!existsSync(AGENT))("kubectl exec to the real host agent", () =>
         command: ["sh", "-c", "cat; exit 7"],
       });
     } finally {
-      locateAs = () => ({
-        kind: "found",
-        address: "127.0.0.1",
-        port: agent.port,
-        fingerprint: agent.fingerprint,
-      });
+      locateAs = toStandIn;
     }
   });
 });

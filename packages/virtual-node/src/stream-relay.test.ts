@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { createServer, request, type Server } from "node:http";
 import { type AddressInfo, connect, createServer as createTcpServer, type Socket } from "node:net";
-import type { V1Pod, V1SubjectAccessReview, V1TokenReview } from "@kubernetes/client-node";
+import type { V1Pod } from "@kubernetes/client-node";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -21,6 +21,7 @@ import {
   upstreamRequestHead,
 } from "./stream-relay.js";
 import { type FakeHostAgent, selfSigned, startFakeHostAgent } from "./testing/host-agent.js";
+import { reviewingApis } from "./testing/review-apis.js";
 
 describe("fingerprintMatches", () => {
   it("matches a certificate's own SHA-256 only, in either case, and nothing malformed", () => {
@@ -160,25 +161,7 @@ const web: V1Pod = {
 };
 
 /** The API server as the handler sees it: every token names its user; "admin" may do anything. */
-const apis = {
-  core: { listPodForAllNamespaces: async () => ({ items: [web] }) },
-  authentication: {
-    createTokenReview: async ({ body }: { body: V1TokenReview }): Promise<V1TokenReview> => ({
-      ...body,
-      status: { authenticated: true, user: { username: body.spec.token ?? "", groups: [] } },
-    }),
-  },
-  authorization: {
-    createSubjectAccessReview: async ({
-      body,
-    }: {
-      body: V1SubjectAccessReview;
-    }): Promise<V1SubjectAccessReview> => ({
-      ...body,
-      status: { allowed: body.spec.user === "admin" },
-    }),
-  },
-} satisfies Pick<KubeletHandlerOptions, "core" | "authentication" | "authorization">;
+const apis = reviewingApis([web]);
 
 interface Line {
   level: string;

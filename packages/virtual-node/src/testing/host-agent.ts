@@ -6,44 +6,23 @@
  *
  * @packageDocumentation
  */
-import "reflect-metadata";
-import { createHash } from "node:crypto";
+import { createHash, X509Certificate } from "node:crypto";
 import { once } from "node:events";
 import type { AddressInfo } from "node:net";
 import { createServer, type TLSSocket } from "node:tls";
-import * as x509 from "@peculiar/x509";
+import { selfSignedServingCert } from "../serving-cert.js";
 
-const ALGORITHM = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" } as const;
-
-/** A self-signed certificate (PEM) with its key, for `clientAuth` and `serverAuth`. */
+/**
+ * A self-signed certificate (PEM) with its key (the kubelet API's own kind, for `name` and
+ * 127.0.0.1), and its SHA-256 as the agent and the relay pin it. Either side pins it by its
+ * fingerprint alone, so it serves as a client certificate too.
+ */
 export async function selfSigned(
   name: string,
 ): Promise<{ cert: string; key: string; fingerprint: string }> {
-  const keys = await crypto.subtle.generateKey(ALGORITHM, true, ["sign", "verify"]);
-  const now = Date.now();
-  const cert = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: "01",
-    name: `CN=${name}`,
-    notBefore: new Date(now - 60_000),
-    notAfter: new Date(now + 3_600_000),
-    signingAlgorithm: ALGORITHM,
-    keys,
-    extensions: [
-      new x509.BasicConstraintsExtension(false, undefined, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension([
-        x509.ExtendedKeyUsage.clientAuth,
-        x509.ExtendedKeyUsage.serverAuth,
-      ]),
-      new x509.SubjectAlternativeNameExtension([{ type: "ip", value: "127.0.0.1" }]),
-    ],
-  });
-  const pkcs8 = Buffer.from(await crypto.subtle.exportKey("pkcs8", keys.privateKey)).toString(
-    "base64",
-  );
-  const key = `-----BEGIN PRIVATE KEY-----\n${pkcs8.match(/.{1,64}/g)?.join("\n")}\n-----END PRIVATE KEY-----\n`;
-  const fingerprint = createHash("sha256").update(Buffer.from(cert.rawData)).digest("hex");
-  return { cert: cert.toString("pem"), key, fingerprint };
+  const { cert, key } = await selfSignedServingCert([name, "127.0.0.1"]);
+  const fingerprint = createHash("sha256").update(new X509Certificate(cert).raw).digest("hex");
+  return { cert, key, fingerprint };
 }
 
 /** A running stand-in agent. */
