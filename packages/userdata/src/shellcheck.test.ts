@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { type RenderOptionsInput, renderUserData } from "./index.js";
+import { type RenderOptionsInput, renderPoolUserData, renderUserData } from "./index.js";
 import { SUPERVISOR_FRAGMENTS } from "./supervisor/fragments.js";
 import { typicalPod } from "./testing/pods.js";
 
@@ -143,6 +143,39 @@ describe("shellcheck passes on every supervisor fragment on its own", () => {
       const check = spawnSync("shellcheck", ["--severity", "style", file], { encoding: "utf8" });
       expect(`${name}: ${check.stdout}${check.stderr}`).toBe(`${name}: `);
       expect(check.status).toBe(0);
+    });
+  }
+});
+
+// The warm-pool user-data (src/pool.ts) and the boot program it installs.
+describe("shellcheck passes on the pool user-data and its boot program", () => {
+  for (const [name, options] of [
+    ["no images", {}],
+    [
+      "images and a budget",
+      { images: ["busybox:1.36", "ghcr.io/a/b@sha256:00"], prepareSeconds: 60 },
+    ],
+  ] as const) {
+    it(name, () => {
+      const files = Object.entries(parts(renderPoolUserData(options).script));
+      expect(files.map(([path]) => path)).toEqual([
+        "user-data",
+        "/usr/local/lib/nebula/pool-boot.sh",
+      ]);
+      const dir = mkdtempSync(join(tmpdir(), "nebula-shellcheck-"));
+      try {
+        for (const [path, { text }] of files) {
+          const file = join(dir, path.replaceAll("/", "_"));
+          writeFileSync(file, text);
+          const check = spawnSync("shellcheck", ["--shell", "bash", "--severity", "style", file], {
+            encoding: "utf8",
+          });
+          expect(`${path}: ${check.stdout}`).toBe(`${path}: `);
+          expect(check.status).toBe(0);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     });
   }
 });
