@@ -50,6 +50,7 @@ export {
   isEngineWrite,
   NEBULA_CLUSTER_TAG,
   NEBULA_POD_UID_TAG,
+  NEBULA_POOL_TAG,
   type PhaseChange,
   type ProcessInfo,
   processes,

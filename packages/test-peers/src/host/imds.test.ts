@@ -73,6 +73,43 @@ describe("startImdsServer", () => {
     expect(plain.status).toBe(404);
   });
 
+  it("serves the user-data as it is at each request, bytes untouched, to token holders only, and 404 when there is none", async () => {
+    let userData: Buffer | undefined = Buffer.from("#!/bin/bash\necho pool\n");
+    let reads = 0;
+    server = await startImdsServer({
+      ...IDENTITY,
+      userData: async () => {
+        reads++;
+        return userData;
+      },
+    });
+    const t = await (await token(server.endpoint)).text();
+    const get = () =>
+      fetch(`${server?.endpoint}latest/user-data`, { headers: { "x-aws-ec2-metadata-token": t } });
+    const first = await get();
+    expect(first.status).toBe(200);
+    expect(first.headers.get("content-type")).toBe("application/octet-stream");
+    expect(await first.text()).toBe("#!/bin/bash\necho pool\n");
+    // Changed while the instance was stopped (ModifyInstanceAttribute): served at once, as given,
+    // gzip and all (IMDS does not gunzip; cloud-init does).
+    userData = Buffer.from([0x1f, 0x8b, 0x08, 0x00, 0xff, 0x00, 0x0a]);
+    expect(Buffer.from(await (await get()).arrayBuffer())).toEqual(userData);
+    userData = undefined;
+    expect((await get()).status).toBe(404);
+    expect(reads).toBe(3);
+    // Token rules as for every item: without a token (HttpTokens=required), 401, and not read.
+    expect((await fetch(`${server.endpoint}latest/user-data`)).status).toBe(401);
+    expect(reads).toBe(3);
+    // No user-data at all.
+    await server.close();
+    server = await startImdsServer(IDENTITY);
+    const t2 = await (await token(server.endpoint)).text();
+    const none = await fetch(`${server.endpoint}latest/user-data`, {
+      headers: { "x-aws-ec2-metadata-token": t2 },
+    });
+    expect(none.status).toBe(404);
+  });
+
   it("serves a Spot interruption notice and a rebalance recommendation once set (404 before), listed under meta-data, to token holders only", async () => {
     server = await startImdsServer(IDENTITY);
     const t = await (await token(server.endpoint)).text();

@@ -34,6 +34,13 @@ export interface ImdsIdentity {
    * `tags/instance`, as EC2 does); `undefined`: tags are not in the metadata (404).
    */
   readonly tags?: (() => Promise<ReadonlyMap<string, string>>) | undefined;
+  /**
+   * The instance's user-data as it is now (`/latest/user-data`: the bytes given to `RunInstances`
+   * or, while stopped, `ModifyInstanceAttribute`, base64-decoded and otherwise untouched, so a
+   * gzipped user-data is served gzipped), read at each request as EC2 serves it; `undefined` from
+   * the function, or no function: the instance has no user-data (404, as on EC2).
+   */
+  readonly userData?: (() => Promise<Buffer | undefined>) | undefined;
 }
 
 /**
@@ -81,7 +88,7 @@ function send(res: ServerResponse, status: number, body: string, type = "text/pl
  * then token-checked GETs of the metadata the guest contract names (instance ID, region, role
  * credentials) plus a few common extras (`placement/availability-zone`, `ami-id`,
  * `instance-type`, `instance-life-cycle`, `local-ipv4`, `iam/info`,
- * `/latest/dynamic/instance-identity/document`),
+ * `/latest/dynamic/instance-identity/document`), the user-data (`/latest/user-data`, read live),
  * and the notices set with {@link ImdsServer.setNotice} (Spot interruption, rebalance).
  * The role credentials are dummies (moto checks no signature), renewed with a 6-hour expiry.
  *
@@ -238,6 +245,23 @@ export async function startImdsServer(
           if (key === "") respond(200, [...tags.keys()].join("\n"));
           else if (tags.has(key)) respond(200, tags.get(key) ?? "");
           else respond(404, "Not Found");
+        })
+        .catch(() => respond(500, "Internal Server Error"));
+      return true;
+    }
+    if (path === "/latest/user-data") {
+      if (identity.userData === undefined) return respond(404, "Not Found");
+      identity
+        .userData()
+        .then((bytes) => {
+          if (bytes === undefined || bytes.length === 0) return respond(404, "Not Found");
+          log(200);
+          res.writeHead(200, {
+            "content-type": "application/octet-stream",
+            "content-length": bytes.length,
+          });
+          res.end(bytes);
+          return true;
         })
         .catch(() => respond(500, "Internal Server Error"));
       return true;

@@ -23,5 +23,6 @@ export {
   type InstanceHostsOptions,
   NEBULA_CLUSTER_TAG,
   NEBULA_POD_UID_TAG,
+  NEBULA_POOL_TAG,
   startInstanceHosts,
 } from "./simulator.js";

@@ -104,6 +104,8 @@ describe("startOverlayProxy", () => {
     proxy = await startOverlayProxy(`http://127.0.0.1:${port}`, {
       observe: (item) => (item.instanceId === first ? { state: EC2_STATES.pending } : undefined),
       stateChanged: (action, ids) => changes.push(`${action} ${ids.join(",")}`),
+      userDataChange: (id) =>
+        id === first ? `The instance '${id}' is not in the 'stopped' state.` : undefined,
       consoleOutput: (id) => (id === first ? Buffer.from("NEBULA-REPORT v1 abc\n") : undefined),
     });
   });
@@ -145,5 +147,53 @@ describe("startOverlayProxy", () => {
     const output = /<output>([^<]*)<\/output>/.exec(console)?.[1] ?? "";
     expect(Buffer.from(output, "base64").toString()).toBe("NEBULA-REPORT v1 abc\n");
     expect(await call({ Action: "GetConsoleOutput", InstanceId: second ?? "" })).toBe("<Other/>");
+  });
+
+  it("refuses to change the user-data of an instance the simulator says is not stopped, as EC2 does, without asking moto", async () => {
+    const modify = async (params: Record<string, string>) => {
+      const before = seenBodies.length;
+      const response = await fetch(`${proxy.endpoint}/`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded; charset=utf-8" },
+        body: new URLSearchParams({
+          Version: "2016-11-15",
+          Action: "ModifyInstanceAttribute",
+          ...params,
+        }),
+      });
+      return {
+        status: response.status,
+        text: await response.text(),
+        forwarded: seenBodies.length > before,
+      };
+    };
+    const userData = Buffer.from("#!/bin/bash\n").toString("base64");
+    // The SDK's form (UserData.Value) and the CLI's (Attribute=userData, Value).
+    for (const form of [
+      { "UserData.Value": userData },
+      { Attribute: "userData", Value: userData },
+    ]) {
+      const refused = await modify({ InstanceId: first ?? "", ...form });
+      expect(refused).toMatchObject({ status: 400, forwarded: false });
+      expect(refused.text).toContain("<Code>IncorrectInstanceState</Code>");
+      expect(refused.text).toContain(
+        `<Message>The instance '${first}' is not in the 'stopped' state.</Message>`,
+      );
+      expect(await modify({ InstanceId: second ?? "", ...form })).toMatchObject({
+        status: 200,
+        forwarded: true,
+      });
+    }
+    // The SDK's blob reaches moto encoded once more (moto decodes it and wants base64 again);
+    // the CLI's string form, already the base64 EC2 keeps, goes as it is.
+    const forwarded = seenBodies.filter((b) => b.includes("Action=ModifyInstanceAttribute"));
+    expect(new URLSearchParams(forwarded[0]).get("UserData.Value")).toBe(
+      Buffer.from(userData).toString("base64"),
+    );
+    expect(new URLSearchParams(forwarded[1]).get("Value")).toBe(userData);
+    // Other attributes are moto's business.
+    expect(
+      await modify({ InstanceId: first ?? "", "InstanceType.Value": "m5.xlarge" }),
+    ).toMatchObject({ status: 200, forwarded: true });
   });
 });

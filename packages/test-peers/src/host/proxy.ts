@@ -18,6 +18,12 @@ export interface ProxyHooks {
     action: "StopInstances" | "TerminateInstances" | "StartInstances",
     instanceIds: string[],
   ): void;
+  /**
+   * Before a `ModifyInstanceAttribute` of an instance's user-data: EC2's refusal message when the
+   * instance is not stopped (the request then fails with `IncorrectInstanceState`, as on EC2, and
+   * never reaches moto, which would accept it), or `undefined` to let it through.
+   */
+  userDataChange(instanceId: string): string | undefined;
   /** The guest's serial console for `GetConsoleOutput`, or `undefined` to let moto answer. */
   consoleOutput(instanceId: string): Buffer | undefined;
 }
@@ -87,6 +93,28 @@ function instanceIds(params: URLSearchParams): string[] {
   return [...params].filter(([key]) => /^InstanceId\.\d+$/.test(key)).map(([, value]) => value);
 }
 
+/**
+ * A `ModifyInstanceAttribute` body as moto needs it to store what EC2 stores. The SDK sends the
+ * user-data as a blob (`UserData.Value`, base64 of the bytes, which EC2 decodes once and keeps);
+ * moto 5 decodes the blob and then wants base64 text again ("Invalid BASE64 encoding of user
+ * data" otherwise), so the value is encoded once more for it: moto then keeps and describes
+ * exactly the base64 the SDK sent, as EC2 does. Other bodies are returned as they are.
+ *
+ * @example
+ * ```ts
+ * motoUserData(new URLSearchParams("Action=ModifyInstanceAttribute&UserData.Value=aGk%3D"), body);
+ * // body with UserData.Value=YUdrPQ== (base64 of "aGk=")
+ * ```
+ */
+export function motoUserData(params: URLSearchParams, body: Buffer): Buffer {
+  const value = params.get("UserData.Value");
+  if (params.get("Action") !== "ModifyInstanceAttribute" || value === null || value === "")
+    return body;
+  const rewritten = new URLSearchParams(params);
+  rewritten.set("UserData.Value", Buffer.from(value, "utf8").toString("base64"));
+  return Buffer.from(rewritten.toString());
+}
+
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -99,8 +127,9 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
 /**
  * Starts the EC2 proxy in front of moto that shows what moto cannot: `pending` while a guest
  * boots, `stopping` / `shutting-down` while it shuts down, `Client.InstanceInitiatedShutdown`
- * when it powered itself off, and the guest's real serial console in `GetConsoleOutput`. Every
- * other request goes to moto untouched.
+ * when it powered itself off, the guest's real serial console in `GetConsoleOutput`, and EC2's
+ * refusal to change the user-data of an instance that is not stopped. Every other request goes to
+ * moto untouched.
  *
  * @param upstream - moto's endpoint.
  * @param hooks - the simulator's side.
@@ -200,9 +229,28 @@ export async function startOverlayProxy(
         return reply(res, 200, "text/xml", xml);
       }
     }
+    if (
+      action === "ModifyInstanceAttribute" &&
+      (params.has("UserData.Value") || params.get("Attribute") === "userData")
+    ) {
+      const refusal = hooks.userDataChange(params.get("InstanceId") ?? "");
+      if (refusal !== undefined) {
+        return reply(
+          res,
+          400,
+          "text/xml",
+          `<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>IncorrectInstanceState</Code><Message>${refusal.replace(/[<&>]/g, " ")}</Message></Error></Errors><RequestID>nebula-sim</RequestID></Response>`,
+        );
+      }
+    }
     const token = action === "RunInstances" ? (params.get("ClientToken") ?? "") : "";
     const answer =
-      token === "" ? await forward(req, body) : await runInstances(req, body, token, sentAt);
+      token === ""
+        ? await forward(
+            req,
+            action === "ModifyInstanceAttribute" ? motoUserData(params, body) : body,
+          )
+        : await runInstances(req, body, token, sentAt);
     if (answer.status === 200) {
       if (
         action === "StopInstances" ||

@@ -47,8 +47,13 @@ import { decodeUserData } from "./userdata.js";
 
 /** Tag that marks an instance as Nebula's (set at launch); the simulator plays only such instances. */
 export const NEBULA_CLUSTER_TAG = "nebula:cluster";
-/** Tag with the Pod UID (set at launch); required too. */
+/** Tag with the Pod UID (set at launch); required too, unless the instance is a warm-pool host. */
 export const NEBULA_POD_UID_TAG = "nebula:pod-uid";
+/**
+ * Tag of a warm-pool host (set at launch, with the pool's name): such an instance has no Pod yet,
+ * so it is played with this tag in place of {@link NEBULA_POD_UID_TAG}.
+ */
+export const NEBULA_POOL_TAG = "nebula:pool";
 
 const OptionsSchema = z.strictObject({
   ec2Endpoint: z.url(),
@@ -321,8 +326,9 @@ function imdsTime(at: Date): string {
 
 /**
  * Starts the instance-host simulator: for every instance launched in moto with Nebula's tags
- * (`nebula:cluster`, `nebula:pod-uid`), it plays the VM's guest per the guest contract. After a
- * boot delay it runs the decoded user-data with bash as root in a sandbox of its own (private
+ * (`nebula:cluster`, and `nebula:pod-uid` or, for a warm-pool host, `nebula:pool`), it plays the
+ * VM's guest per the guest contract. After a boot delay it runs the decoded user-data with bash
+ * as root in a sandbox of its own (private
  * `/etc/systemd/system`, `/usr/local/lib/nebula`, `/var/lib/nebula`, `/dev/console`), with an
  * IMDSv2 endpoint, `systemctl`, `shutdown` and a `docker` backed by podman + runc. A guest
  * power-off becomes StopInstances in moto; a stop or terminate through the API becomes an
@@ -426,7 +432,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
 
   const isOurs = (tags: Readonly<Record<string, string>>): boolean =>
     tags[NEBULA_CLUSTER_TAG] !== undefined &&
-    tags[NEBULA_POD_UID_TAG] !== undefined &&
+    (tags[NEBULA_POD_UID_TAG] !== undefined || tags[NEBULA_POOL_TAG] !== undefined) &&
     (o.cluster === undefined || tags[NEBULA_CLUSTER_TAG] === o.cluster);
 
   const track = <T>(promise: Promise<T>): void => {
@@ -547,6 +553,18 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
                   return new Map(found.map((t) => [t.Key ?? "", t.Value ?? ""]));
                 }
               : undefined,
+          // Read live too: what the controller writes while the instance is stopped
+          // (ModifyInstanceAttribute) is what the next boot reads.
+          userData: async () => {
+            const now = await ec2.send(
+              new DescribeInstanceAttributeCommand({
+                InstanceId: instanceId,
+                Attribute: "userData",
+              }),
+            );
+            const value = now.UserData?.Value;
+            return value === undefined || value === "" ? undefined : Buffer.from(value, "base64");
+          },
         });
         if (guest.phase === "terminated") {
           await imds.close();
@@ -651,6 +669,13 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
         if (guest !== undefined) reconcile(guest, moto, Date.now());
       }
     },
+    userDataChange: (id) => {
+      const guest = guests.get(id);
+      // EC2 changes an instance's user-data only while it is stopped.
+      return guest === undefined || guest.phase === "off"
+        ? undefined
+        : `The instance '${id}' is not in the 'stopped' state.`;
+    },
     consoleOutput: (id) => {
       const guest = guests.get(id);
       if (guest === undefined) return undefined;
@@ -671,7 +696,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       const page = await ec2.send(
         new DescribeInstancesCommand({
           Filters: [
-            { Name: "tag-key", Values: [NEBULA_POD_UID_TAG] },
+            { Name: "tag-key", Values: [NEBULA_POD_UID_TAG, NEBULA_POOL_TAG] },
             ...(o.cluster === undefined
               ? []
               : [{ Name: `tag:${NEBULA_CLUSTER_TAG}`, Values: [o.cluster] }]),
