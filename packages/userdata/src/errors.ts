@@ -16,7 +16,8 @@
  * - `UnsupportedField`: a Pod feature the host supervisor does not implement (gRPC probes, ...).
  * - `HostNetworkNotAllowed`: `hostNetwork: true` without the opt-in annotation
  *   `nebula.dev/allow-host-network: "true"` (host networking reaches IMDS and the instance role).
- * - `TooLarge`: even gzipped, the user-data exceeds EC2's 16 KiB.
+ * - `TooLarge`: even gzipped, the user-data exceeds EC2's 16 KiB (the warm-pool user-data, never
+ *   gzipped: too many images).
  * - `CreateContainerConfigError`: a mandatory ConfigMap or Secret (or one of its keys) the Pod
  *   references is missing from the sources given. The kubelet keeps such a container waiting with
  *   this reason and retries: so should the caller, once the object appears. `reason` names the
@@ -37,8 +38,10 @@ export type UserDataErrorCode =
   | "SourceTooLarge";
 
 /**
- * Why {@link renderUserData} refused a Pod. Never thrown by the renderer: it is returned in the
+ * Why {@link renderUserData} refused a Pod. Never thrown by that renderer: it is returned in the
  * result's `error` field, so callers can map `code` to a Pod condition without a try/catch.
+ * `renderPoolUserData`, whose input is configuration rather than a Pod, throws it (`InvalidOptions`,
+ * `TooLarge`).
  *
  * @example
  * ```ts

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { expect, it } from "vitest";
-import { renderUserData, supervisorScript } from "./index.js";
+import { renderPoolUserData, renderUserData, supervisorScript } from "./index.js";
 
 const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
 const example = /```js\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
@@ -49,4 +49,14 @@ it("states the supervisor's size as it is", () => {
   expect(readme.replace(/\s+/g, " ")).toContain(`the README example above is ${printed} bytes`);
   // Issue #14: the typical Pod's user-data fits 8 KiB (the supervisor travels in parameters).
   expect(Number(printed)).toBeLessThanOrEqual(8192);
+});
+
+// The README's size figure of the warm-pool user-data stays true, and far under EC2's 16 KiB.
+it("states the pool user-data's size as it is", () => {
+  const match = /`renderPoolUserData\(\{ images: \["busybox:1\.36"\] \}\)` is (\d+) bytes/.exec(
+    readme.replace(/\s+/g, " "),
+  );
+  const { bytes } = renderPoolUserData({ images: ["busybox:1.36"] });
+  expect(match?.[1]).toBe(String(bytes));
+  expect(bytes).toBeLessThanOrEqual(8192);
 });
