@@ -106,7 +106,7 @@ function instanceIds(params: URLSearchParams): string[] {
  * // body with UserData.Value=YUdrPQ== (base64 of "aGk=")
  * ```
  */
-export function motoUserData(params: URLSearchParams, body: Buffer): Buffer {
+function motoUserData(params: URLSearchParams, body: Buffer): Buffer {
   const value = params.get("UserData.Value");
   if (params.get("Action") !== "ModifyInstanceAttribute" || value === null || value === "")
     return body;
