@@ -130,6 +130,9 @@ export function createVnode(options: VnodeOptions): Vnode {
     provider,
     config.node.drain ? drainProgress : undefined,
   );
+  // provider.warmPool: each take (hit, miss), launch, host ready and termination, one line each
+  // (`kind`, `entry`, and the Pod, host, seconds or reason the event names).
+  provider.onWarmPool((event) => logger.info({ ...event }, `warm pool ${event.kind}`));
 
   const events = new EventRecorder(kubeConfig, {
     reportingController: "nebula.dev/vnode",

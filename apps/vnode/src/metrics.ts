@@ -1,6 +1,6 @@
 /** The app's Prometheus metrics (`nebula_vnode_*`, listed in the README), from one helper. */
 import type { V1Pod } from "@kubernetes/client-node";
-import type { DoorbellBatch, Ec2PodProvider } from "@nebula/provider";
+import type { DoorbellBatch, Ec2PodProvider, WarmPoolEvent } from "@nebula/provider";
 import { INSTANCE_ANNOTATIONS, virtualNodeMetrics } from "@nebula/virtual-node";
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
@@ -19,14 +19,17 @@ type Observed = Pick<
   | "onDoorbells"
   | "onStartup"
   | "onSpotSignal"
+  | "onWarmPool"
+  | "warmPoolStatus"
 >;
 
 /**
  * Registers the virtual node's metrics on `registry` and binds them: the virtual node's own
  * (`@nebula/virtual-node`'s), the provider's EC2 calls (counted by its gateway), polls and
- * collected leaks, the event channel's messages (`provider.events`), and instances by state (read
- * at scrape time), and while `node.drain` is on (`drain` given) what the drain waits for. Returns
- * what the Pod controller and the kubelet API report into.
+ * collected leaks, the event channel's messages (`provider.events`), instances by state and the
+ * warm pool's hosts (read at scrape time), the warm pool's takes, refills and terminations, and
+ * while `node.drain` is on (`drain` given) what the drain waits for. Returns what the Pod
+ * controller and the kubelet API report into.
  */
 export function vnodeMetrics(
   registry: Registry,
@@ -145,21 +148,26 @@ export function vnodeMetrics(
   const startupBuckets = [0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
   const startupPhases = new Histogram({
     name: name("startup_phase_seconds"),
-    help: "A Pod's start-up by phase: schedule (created to scheduled), admit (to the launch requested), launch (to RunInstances answered), boot (to the host supervisor started), pull (to the last image pulled), start (to the last container started), ready (to the status Ready)",
+    help: "A Pod's start-up by phase and start (warm: on a warm-pool host; cold: a new instance): schedule (created to scheduled), admit (to the launch requested, or the warm-pool host taken), launch (to RunInstances answered, or StartInstances when warm), boot (to the host supervisor started), pull (to the last image pulled), start (to the last container started), ready (to the status Ready)",
     buckets: startupBuckets,
-    labelNames: ["phase"],
+    labelNames: ["phase", "start"],
     registers,
   });
   const startups = new Histogram({
     name: name("startup_seconds"),
-    help: "A Pod's start-up: from its creation to its status first Ready",
+    help: "A Pod's start-up: from its creation to its status first Ready, by start (warm: on a warm-pool host; cold: a new instance)",
     buckets: startupBuckets,
+    labelNames: ["start"],
     registers,
   });
   provider.onStartup(({ breakdown }) => {
-    for (const { phase, seconds } of breakdown.phases) startupPhases.observe({ phase }, seconds);
-    if (breakdown.totalSeconds !== undefined) startups.observe(breakdown.totalSeconds);
+    const start = breakdown.warm ? "warm" : "cold";
+    for (const { phase, seconds } of breakdown.phases) {
+      startupPhases.observe({ phase, start }, seconds);
+    }
+    if (breakdown.totalSeconds !== undefined) startups.observe({ start }, breakdown.totalSeconds);
   });
+  warmPoolMetrics(registry, provider);
   /** The live (not terminal) Pods' prices at launch from `annotation`, summed by `labelsOf`. */
   const costs = (annotation: string, labelsOf: (pod: V1Pod) => Record<string, string>) => {
     const sums = new Map<string, { labels: Record<string, string>; cost: number }>();
@@ -221,4 +229,108 @@ export function vnodeMetrics(
     if (noticeToMarkSeconds !== undefined) noticeToMark.observe(noticeToMarkSeconds);
   });
   return reported;
+}
+
+/** The hosts of each state `warmPoolStatus()` counts, as the `state` label's values. */
+const POOL_STATES = ["preparing", "ready", "stale", "broken"] as const;
+
+/**
+ * The warm pool's metrics (`provider.warmPool`): its hosts by state, target and hourly cost per
+ * entry (read from the pool's last pass at scrape time, so a removed entry leaves them), and
+ * counters and a histogram fed by its events. Registered whether or not an entry is configured:
+ * with none, the gauges have no series and the counters never move.
+ */
+function warmPoolMetrics(
+  registry: Registry,
+  provider: Pick<Observed, "onWarmPool" | "warmPoolStatus">,
+): void {
+  const registers = [registry];
+  const name = (suffix: string) => `nebula_vnode_warm_pool_${suffix}`;
+  const perEntry = (
+    suffix: string,
+    help: string,
+    value: (e: ReturnType<Observed["warmPoolStatus"]>["entries"][number]) => number,
+  ) =>
+    new Gauge({
+      name: name(suffix),
+      help,
+      labelNames: ["entry"],
+      registers,
+      collect() {
+        this.reset();
+        for (const e of provider.warmPoolStatus().entries) this.set({ entry: e.entry }, value(e));
+      },
+    });
+  new Gauge({
+    name: name("hosts"),
+    help: "The warm pool's hosts by entry and state, as its last pass saw them: preparing (booting, pulling its images), ready (prepared and stopped: a Pod may take it), stale (of an older shape of its entry: rolled), broken (stopped before it prepared or past prepareSeconds: terminated); hosts Pods took are not counted",
+    labelNames: ["entry", "state"],
+    registers,
+    collect() {
+      this.reset();
+      for (const e of provider.warmPoolStatus().entries) {
+        for (const state of POOL_STATES) this.set({ entry: e.entry, state }, e[state]);
+      }
+    },
+  });
+  perEntry(
+    "target",
+    "The ready hosts each warm-pool entry keeps: its size, fewer under its maxHourlyCostUsd",
+    (e) => e.target,
+  );
+  perEntry(
+    "hourly_cost_usd",
+    "Estimated hourly cost of each warm-pool entry's stopped hosts: their root volumes (volumeGiB × volumeUsdPerGiBMonth; EC2 bills no instance hours while stopped)",
+    (e) => e.hourlyCostUsd,
+  );
+  new Gauge({
+    name: name("assigning"),
+    help: "Warm-pool hosts Pods took whose StartInstances has not been answered yet",
+    registers,
+    collect() {
+      this.set(provider.warmPoolStatus().assigning);
+    },
+  });
+  const takes = new Counter({
+    name: name("takes_total"),
+    help: "New Pods that fit a warm-pool entry, by entry and result: hit (took a ready host) or miss (none ready, or the take could not be recorded: launched cold)",
+    labelNames: ["entry", "result"],
+    registers,
+  });
+  const launched = new Counter({
+    name: name("launched_total"),
+    help: "Hosts the warm pool launched, by entry",
+    labelNames: ["entry"],
+    registers,
+  });
+  const refill = new Histogram({
+    name: name("refill_seconds"),
+    help: "A warm-pool host's launch to ready (booted, images pulled, stopped by itself), for hosts this process saw preparing",
+    buckets: [10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900],
+    labelNames: ["entry"],
+    registers,
+  });
+  const terminated = new Counter({
+    name: name("terminated_total"),
+    help: "Warm-pool hosts the pool terminated, by entry and reason: removed (entry no longer configured), replaced (an older shape of its entry), broken, shrunk (beyond the target); hosts Pods took are terminated with their Pods and not counted here",
+    labelNames: ["entry", "reason"],
+    registers,
+  });
+  provider.onWarmPool((event: WarmPoolEvent) => {
+    switch (event.kind) {
+      case "hit":
+      case "miss":
+        takes.inc({ entry: event.entry, result: event.kind });
+        break;
+      case "launched":
+        launched.inc({ entry: event.entry });
+        break;
+      case "ready":
+        refill.observe({ entry: event.entry }, event.seconds);
+        break;
+      case "terminated":
+        terminated.inc({ entry: event.entry, reason: event.reason });
+        break;
+    }
+  });
 }
