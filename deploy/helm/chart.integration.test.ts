@@ -455,6 +455,21 @@ describe("helm lint and the values schema", () => {
       /at '\/vnode\/nodes\/0\/config\/provider\/pollIntervalSeconds': got string, want number/,
     ],
     [
+      "a warm-pool entry whose name is no DNS label",
+      "vnode.config.provider.warmPool[0].name=Small_1,vnode.config.provider.warmPool[0].instanceType=m7i.large",
+      /at '\/vnode\/config\/provider\/warmPool\/0\/name'/,
+    ],
+    [
+      "a warm-pool entry without its instance type",
+      "vnode.config.provider.warmPool[0].name=small,vnode.config.provider.warmPool[0].size=3",
+      /at '\/vnode\/config\/provider\/warmPool\/0': missing property 'instanceType'/,
+    ],
+    [
+      "an unknown key of a warm-pool entry",
+      "vnode.config.provider.warmPool[0].name=small,vnode.config.provider.warmPool[0].instanceType=m7i.large,vnode.config.provider.warmPool[0].sizes=3",
+      /additional properties 'sizes' not allowed/,
+    ],
+    [
       "an unknown kubelet API setting",
       "vnode.config.kubeletApi.clientCAFile=/etc/ca.crt",
       /at '\/vnode\/config\/kubeletApi': additional properties 'clientCAFile' not allowed/,
@@ -632,6 +647,20 @@ describe("helm template", () => {
     expect(
       spec(find(objects, "PodDisruptionBudget", "nebula-operator", NAMESPACE))?.maxUnavailable,
     ).toBe("50%");
+    // The warm pool reaches the vnode's configuration file as written in the values.
+    const config = JSON.parse(
+      find(objects, "ConfigMap", "nebula-vnode")?.data?.["config.json"] ?? "",
+    ) as { provider: { warmPool?: unknown; clusterName?: string } };
+    expect(config.provider.clusterName).toBe("prod");
+    expect(config.provider.warmPool).toEqual([
+      {
+        name: "general",
+        instanceType: "m7i.large",
+        size: 3,
+        images: ["public.ecr.aws/docker/library/nginx:1.27"],
+        maxHourlyCostUsd: 0.01,
+      },
+    ]);
     for (const name of ["nebula-vnode", "nebula-operator"]) {
       const monitor = find(objects, "ServiceMonitor", name, NAMESPACE);
       expect(monitor?.apiVersion).toBe("monitoring.coreos.com/v1");
@@ -827,9 +856,14 @@ describe("helm template", () => {
     // vnode.config, then the entry's: labels, taints, drain and the provider override.
     expect(configs["pool-a"]).toMatchObject({
       node: { capacity: { cpu: "1000", memory: "4Ti", pods: "1000" } },
-      provider: { clusterName: "prod", instanceTypes: { default: "m7i.large" } },
+      provider: {
+        clusterName: "prod",
+        instanceTypes: { default: "m7i.large" },
+        warmPool: [{ name: "small", instanceType: "m7i.large", size: 0, images: ["busybox"] }],
+      },
     });
     expect(configs["pool-a"]?.node).not.toHaveProperty("drain");
+    expect(configs["pool-gpu"]?.provider).not.toHaveProperty("warmPool");
     expect(configs["pool-gpu"]).toMatchObject({
       node: {
         capacity: { cpu: "1000" },
