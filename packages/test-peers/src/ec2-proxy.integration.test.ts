@@ -7,6 +7,7 @@ import {
   type Instance,
   RunInstancesCommand,
   type RunInstancesCommandInput,
+  StartInstancesCommand,
   StopInstancesCommand,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
@@ -425,5 +426,76 @@ describe("capacity", () => {
     expect(proxy.counts().noCapacity).toEqual({ [`c7i.large/${moto.region}a/spot`]: 2 });
     // Three launched: the refused ones started nothing.
     expect(await listed(plain, tag)).toHaveLength(3);
+  });
+});
+
+describe("holding an action", () => {
+  /** A stopped instance of this test's own tag. */
+  async function stoppedInstance(ec2: EC2Client, tag: string): Promise<string> {
+    const id = (await ec2.send(launch(tag))).Instances?.[0]?.InstanceId ?? "";
+    await ec2.send(new StopInstancesCommand({ InstanceIds: [id] }));
+    expect((await listed(ec2, tag))[0]?.State?.Name).toBe("stopped");
+    return id;
+  }
+
+  it("holds every call of the action until released, while other actions go through", async () => {
+    const tag = uniqueTag();
+    const { proxy, ec2 } = await proxyWith({});
+    const id = await stoppedInstance(ec2, tag);
+    const hold = proxy.hold("StartInstances");
+    let answered = false;
+    const start = ec2.send(new StartInstancesCommand({ InstanceIds: [id] })).then((out) => {
+      answered = true;
+      return out;
+    });
+    await hold.whenHeld();
+    expect(hold.waiting()).toBe(1);
+    // Not sent: the instance stays stopped, and other calls are answered meanwhile.
+    expect((await listed(ec2, tag))[0]?.State?.Name).toBe("stopped");
+    expect(answered).toBe(false);
+    hold.release();
+    expect((await start).StartingInstances?.[0]?.InstanceId).toBe(id);
+    expect(["pending", "running"]).toContain((await listed(ec2, tag))[0]?.State?.Name);
+    expect(hold.waiting()).toBe(0);
+    // Released: later calls are not held.
+    await ec2.send(new StopInstancesCommand({ InstanceIds: [id] }));
+    await ec2.send(new StartInstancesCommand({ InstanceIds: [id] }));
+    expect(proxy.counts().held).toEqual({ StartInstances: 1 });
+    expect(proxy.counts().dropped).toEqual({});
+  });
+
+  it("drops a held call whose caller went away: it never reaches EC2, even after the release", async () => {
+    const tag = uniqueTag();
+    const { proxy, ec2 } = await proxyWith({});
+    const id = await stoppedInstance(ec2, tag);
+    const hold = proxy.hold("StartInstances");
+    const caller = new AbortController();
+    const start = ec2.send(new StartInstancesCommand({ InstanceIds: [id] }), {
+      abortSignal: caller.signal,
+    });
+    await hold.whenHeld();
+    caller.abort();
+    expect(await errorName(start)).not.toBe("no error");
+    await waitUntil(async () => (proxy.counts().dropped.StartInstances ?? 0) === 1, {
+      what: "the held call dropped",
+      timeoutMs: 10_000,
+    });
+    expect(hold.waiting()).toBe(0);
+    hold.release();
+    expect((await listed(ec2, tag))[0]?.State?.Name).toBe("stopped");
+    expect(proxy.counts().held).toEqual({ StartInstances: 1 });
+  });
+
+  it("close() drops what is still held", async () => {
+    const tag = uniqueTag();
+    const { proxy, ec2 } = await proxyWith({});
+    const id = await stoppedInstance(ec2, tag);
+    const hold = proxy.hold("StartInstances");
+    const start = ec2.send(new StartInstancesCommand({ InstanceIds: [id] }));
+    await hold.whenHeld();
+    await proxy.close();
+    expect(await errorName(start)).not.toBe("no error");
+    expect(proxy.counts().dropped).toEqual({ StartInstances: 1 });
+    expect((await listed(motoAlone(), tag))[0]?.State?.Name).toBe("stopped");
   });
 });

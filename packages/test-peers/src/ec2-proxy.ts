@@ -1,7 +1,9 @@
 /**
  * An EC2 proxy that puts back, in front of moto, the parts of EC2's behaviour that moto is kinder
  * about: `ClientToken` idempotency, refused stops, eventual consistency of `DescribeInstances`,
- * slow and lost `RunInstances` answers. Each behaviour is off until a test switches it on.
+ * slow and lost `RunInstances` answers. Each behaviour is off until a test switches it on. A test
+ * can also hold every call of one action until it releases them (a caller killed meanwhile: the
+ * call never reaches EC2).
  *
  * @packageDocumentation
  */
@@ -133,6 +135,26 @@ export interface Ec2ProxyCounts {
    * `<instanceType>/<availabilityZone>/<spot|on-demand>`.
    */
   noCapacity: Record<string, number>;
+  /** Requests a {@link Ec2ProxyHandle.hold} held, by EC2 action. */
+  held: Record<string, number>;
+  /** Held requests whose caller went away before the release: never sent upstream, by action. */
+  dropped: Record<string, number>;
+}
+
+/** Calls of one EC2 action held by the proxy, from {@link Ec2ProxyHandle.hold}. */
+export interface Ec2Hold {
+  /** The action held (`StartInstances`, ...). */
+  readonly action: string;
+  /** Held requests whose callers still wait for their answer. */
+  waiting(): number;
+  /** Resolves once at least `count` (default 1) held requests are waiting at the same time. */
+  whenHeld(count?: number): Promise<void>;
+  /**
+   * Ends the hold: the waiting requests go on (to the rest of the proxy and upstream), later ones
+   * are not held. A request whose caller went away while it was held was dropped then: it never
+   * reaches EC2, as a call the caller died before sending. Idempotent.
+   */
+  release(): void;
 }
 
 /** A running EC2 proxy, from {@link startEc2Proxy}. */
@@ -151,6 +173,13 @@ export interface Ec2ProxyHandle {
   behaviour(): Required<Ec2Behaviour>;
   /** What the proxy did so far. */
   counts(): Ec2ProxyCounts;
+  /**
+   * Holds every request of `action` from now on, before anything else the proxy does with it,
+   * until the returned hold is released: a test sees a call under way and can kill its caller
+   * in between (its request is then dropped, never sent upstream). Holds of one action stack:
+   * the oldest unreleased one holds. `close()` drops whatever is still held.
+   */
+  hold(action: string): Ec2Hold;
   /** Stops listening and drops open connections (a delayed answer is never sent). */
   close(): Promise<void>;
 }
@@ -260,6 +289,58 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** One hold's requests: each resolves `true` on release, `false` once its caller is gone. */
+class HoldState {
+  readonly waiting = new Map<ServerResponse, (go: boolean) => void>();
+  readonly #counts: Ec2ProxyCounts;
+  readonly #watchers = new Set<{ count: number; resolve: () => void }>();
+  #released = false;
+
+  constructor(
+    readonly action: string,
+    counts: Ec2ProxyCounts,
+  ) {
+    this.#counts = counts;
+  }
+
+  /** Holds the request answered by `res` until the release (`true`) or its caller leaves (`false`). */
+  hold(res: ServerResponse): Promise<boolean> {
+    if (this.#released) return Promise.resolve(true);
+    const { action } = this;
+    this.#counts.held[action] = (this.#counts.held[action] ?? 0) + 1;
+    return new Promise<boolean>((resolve) => {
+      const gone = () => {
+        if (!this.waiting.delete(res)) return;
+        this.#counts.dropped[action] = (this.#counts.dropped[action] ?? 0) + 1;
+        resolve(false);
+      };
+      res.once("close", gone);
+      this.waiting.set(res, (go) => {
+        res.off("close", gone);
+        resolve(go);
+      });
+      for (const watcher of this.#watchers) {
+        if (this.waiting.size >= watcher.count) {
+          this.#watchers.delete(watcher);
+          watcher.resolve();
+        }
+      }
+    });
+  }
+
+  whenHeld(count: number): Promise<void> {
+    if (this.waiting.size >= count) return Promise.resolve();
+    return new Promise((resolve) => this.#watchers.add({ count, resolve }));
+  }
+
+  release(): void {
+    this.#released = true;
+    const waiting = [...this.waiting.values()];
+    this.waiting.clear();
+    for (const go of waiting) go(true);
+  }
+}
+
 /**
  * Starts an EC2 proxy on a free loopback port in front of moto (or any EC2 endpoint) that plays
  * EC2's less forgiving behaviours, each switched on per test: `ClientToken` idempotency, refused
@@ -336,6 +417,23 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     refused: {},
     calls: {},
     noCapacity: {},
+    held: {},
+    dropped: {},
+  };
+  const holds: HoldState[] = [];
+  const hold = (action: string): Ec2Hold => {
+    const state = new HoldState(action, counts);
+    holds.push(state);
+    return {
+      action,
+      waiting: () => state.waiting.size,
+      whenHeld: (count = 1) => state.whenHeld(count),
+      release: () => {
+        const at = holds.indexOf(state);
+        if (at !== -1) holds.splice(at, 1);
+        state.release();
+      },
+    };
   };
   const track = (id: string): Tracked => {
     let entry = tracked.get(id);
@@ -552,6 +650,9 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
     const params = isForm ? new URLSearchParams(body.toString("utf8")) : new URLSearchParams();
     const action = params.get("Action");
     counts.calls[action ?? "(none)"] = (counts.calls[action ?? "(none)"] ?? 0) + 1;
+    const holding = holds.find((h) => h.action === action);
+    // Its caller went away while held: nothing is sent, nothing answered.
+    if (holding !== undefined && !(await holding.hold(res))) return;
     if (current.delayMs > 0) await sleep(current.delayMs);
     let answer: Answer | "lost";
     const missing = ID_ACTIONS.has(action ?? "")
@@ -649,7 +750,10 @@ export async function startEc2Proxy(options: Ec2ProxyOptions): Promise<Ec2ProxyH
       refused: { ...counts.refused },
       calls: { ...counts.calls },
       noCapacity: { ...counts.noCapacity },
+      held: { ...counts.held },
+      dropped: { ...counts.dropped },
     }),
+    hold,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -28,6 +28,7 @@ export {
 } from "./ec2-events.js";
 export {
   type Ec2Behaviour,
+  type Ec2Hold,
   type Ec2ProxyCounts,
   type Ec2ProxyHandle,
   type Ec2ProxyOptions,
