@@ -23,12 +23,6 @@ export {
   type RenderNotice,
   type SourceObject,
 } from "./parameters.js";
-export {
-  POOL_BOOT_UNIT,
-  type PoolRenderOptions,
-  type PoolRenderResult,
-  renderPoolUserData,
-} from "./pool.js";
 export { parseQuantity } from "./quantity.js";
 export { type RenderResult, renderUserData, supervisorScript } from "./render.js";
 export { type ServiceEnvSource, serviceEnvironment } from "./service-env.js";

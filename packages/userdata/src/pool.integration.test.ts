@@ -32,7 +32,8 @@ import {
   startMoto,
 } from "@nebula/test-peers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { POOL_BOOT_UNIT, renderPoolUserData, renderUserData } from "./index.js";
+import { renderUserData } from "./index.js";
+import { POOL_BOOT_UNIT, renderPoolUserData } from "./pool/index.js";
 
 /** The processes whose command line contains `text` (`pgrep -af`), as `<pid> <command>` lines. */
 function processesMatching(text: string): string[] {

@@ -3,7 +3,8 @@ import { statSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
-import { MAX_USER_DATA_BYTES, POOL_BOOT_UNIT, renderPoolUserData, UserDataError } from "./index.js";
+import { MAX_USER_DATA_BYTES, UserDataError } from "./index.js";
+import { POOL_BOOT_UNIT, renderPoolUserData } from "./pool/index.js";
 import { PoolTestHost } from "./testing/pool-host.js";
 
 const hosts: PoolTestHost[] = [];

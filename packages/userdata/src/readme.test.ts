@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { expect, it } from "vitest";
-import { renderPoolUserData, renderUserData, supervisorScript } from "./index.js";
+import { renderUserData, supervisorScript } from "./index.js";
+import { renderPoolUserData } from "./pool/index.js";
 
 const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
 const example = /```js\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";

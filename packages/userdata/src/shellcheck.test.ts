@@ -6,7 +6,8 @@ import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import type { V1Pod } from "@kubernetes/client-node";
 import { describe, expect, it } from "vitest";
-import { type RenderOptionsInput, renderPoolUserData, renderUserData } from "./index.js";
+import { type RenderOptionsInput, renderUserData } from "./index.js";
+import { renderPoolUserData } from "./pool/index.js";
 import { SUPERVISOR_FRAGMENTS } from "./supervisor/fragments.js";
 import { typicalPod } from "./testing/pods.js";
 
