@@ -15,6 +15,7 @@ import type { ProviderConfig } from "./config.js";
 import { ProviderError, toProviderError } from "./errors.js";
 import type { InstanceTypeInfo } from "./instance-catalogue.js";
 import { buildRunInstancesInput, type LaunchInput } from "./launch.js";
+import { isPoolToken } from "./ownership.js";
 import { type PodFacts, podFacts } from "./pod.js";
 import type { PodTokens } from "./pod-tokens.js";
 import type { ObservedInstance } from "./poll.js";
@@ -116,7 +117,7 @@ export class Admitter {
       facts.apiPhase !== "Succeeded" &&
       facts.apiPhase !== "Failed" &&
       !facts.deleting &&
-      launch?.instanceId === undefined;
+      (launch?.instanceId === undefined || isPoolToken(launch.clientToken));
     const catalogue = admitting ? await this.#ctx.instanceTypes?.current() : undefined;
     const record: PodRecord = {
       pod: structuredClone(pod),
@@ -153,7 +154,11 @@ export class Admitter {
       }
       return record;
     }
-    if (record.deleted || record.instanceId !== undefined) return record;
+    // A warm-pool host the ledger assigned is rendered again: a crash may have come before its
+    // start, which then needs the Pod's user-data (`WarmPool.resume`).
+    if (record.deleted || (record.instanceId !== undefined && !isPoolToken(record.clientToken))) {
+      return record;
+    }
     // Not launched yet, or a launch whose outcome is unknown (repeated with the same token if no
     // instance turns up). The parameters delivery reads the Pod's ConfigMaps and Secrets first.
     const admission = admitPod(facts, config, catalogue);

@@ -21,6 +21,7 @@ import { Poller } from "./poller.js";
 import { StatusPublisher } from "./publisher.js";
 import { Reclaimer } from "./reclaimer.js";
 import type { ProviderContext } from "./record.js";
+import { WarmPool } from "./warm-pool.js";
 
 /** The provider's parts, wired: what `Ec2PodProvider` is a façade over. */
 export interface ProviderParts {
@@ -41,6 +42,8 @@ export interface ProviderParts {
   readonly poller: Poller;
   /** The event channel's reader (`config.events`). */
   readonly doorbells: Doorbells | undefined;
+  /** The warm pool (`config.warmPool`; idle without entries). */
+  readonly pool: WarmPool;
 }
 
 /**
@@ -59,12 +62,13 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
   const gateway = options.gateway ?? new AwsGateway(clients, config);
   const now = options.now ?? Date.now;
   const log: ProviderContext["log"] = (level, message) => options.log?.(level, message);
+  const records: ProviderContext["records"] = new Map();
   const ctx: ProviderContext = {
     config,
     gateway,
     instanceTypes: catalogueFor(config, gateway, now, log),
     ledger: options.ledger ?? new MemoryPodLedger(),
-    records: new Map(),
+    records,
     health: new HealthTracker(config),
     now,
     log,
@@ -73,6 +77,8 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
       nodeName: config.nodeName,
       instanceProfile: config.instanceProfile,
       clientToken: config.ownership.clientToken,
+      // A warm-pool host is a Pod's when the ledger assigned it (loaded into the Pod's record).
+      assignedInstance: (podUid) => records.get(podUid)?.instanceId,
     },
     listing: undefined,
     listingReadAt: undefined,
@@ -99,6 +105,8 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
   // What the teardown's lookup finds is an observation of the Pod too.
   reclaimer.onFound = (record) => publisher.computeStatus(record);
   const launcher = new Launcher(ctx, parameters, reclaimer);
+  const pool = new WarmPool(ctx, parameters);
+  launcher.pool = pool;
   const { logs, metrics, events } = config;
   return {
     config,
@@ -121,6 +129,7 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
     reclaimer,
     leaks: new LeakCollector(ctx, options.livePodUids),
     poller: new Poller(ctx, { admitter, launcher, parameters, publisher, tokens }),
+    pool,
     doorbells:
       events && clients.sqs
         ? new Doorbells(ctx, publisher, new SqsDoorbellQueue(clients.sqs, events.queueUrl), events)

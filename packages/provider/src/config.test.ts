@@ -85,7 +85,7 @@ describe("parseProviderConfig", () => {
     expect(parseProviderConfig(testConfig({ tags: fits })).tags).toEqual(fits);
     const over = { ...fits, extra: "v" };
     expect(problems(testConfig({ tags: over }))).toContain(`at most ${MAX_USER_TAGS} extra tags`);
-    expect(MAX_USER_TAGS).toBe(50 - 17 - 4 - 1 - 1 - 1 - 1);
+    expect(MAX_USER_TAGS).toBe(50 - 17 - 4 - 1 - 1 - 1 - 1 - 2);
   });
 
   it("rejects an inconsistent poll interval and unknown fields", () => {

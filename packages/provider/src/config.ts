@@ -38,6 +38,45 @@ const userTagKey = z
   .refine((key) => !key.startsWith("nebula:"), 'the "nebula:" prefix is reserved for Nebula')
   .refine((key) => key !== "Name", '"Name" is set by the provider (<node>/<namespace>/<pod>)');
 
+/** An image reference a warm-pool host pulls while it prepares (no spaces, quotes or newlines). */
+const poolImage = z
+  .string()
+  .min(1)
+  .max(512)
+  .regex(/^[^\s"'`$\\]+$/, "must be an image reference (no spaces, quotes, $ or backslashes)");
+
+/**
+ * One entry of the warm pool: hosts of one shape that boot once, prepare (the listed images
+ * pulled), stop themselves, and wait to be started for a Pod that fits them.
+ */
+export const WarmPoolEntrySchema = z.strictObject({
+  /** The entry's name: the hosts' `nebula:pool` tag and the metrics' `entry` label. */
+  name: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$/, "must be a DNS label of at most 32 characters"),
+  /** The hosts' instance type; a Pod takes one only when this type is among those it may run on. */
+  instanceType,
+  /** The hosts' subnet (one of `subnetIds`; default: the first of them). */
+  subnetId: z.string().min(1).optional(),
+  /** The hosts' image (default: `imageId`). A Pod that asks for GPUs never takes a pool host. */
+  imageId: z.string().min(1).optional(),
+  /** How many prepared, stopped hosts to keep (0: none; the pool is off by default). */
+  size: z.number().int().min(0).max(100).default(0),
+  /** Images the hosts pull while they prepare, so a Pod that runs them skips the pull. */
+  images: z.array(poolImage).max(20).default([]),
+  /** The root volume's size in GiB, for the pool's cost (a stopped host bills its volume). */
+  volumeGiB: z.number().positive().max(65536).default(8),
+  /** USD per GiB-month of that volume (gp3 in us-east-1: 0.08). */
+  volumeUsdPerGiBMonth: z.number().min(0).max(10).default(0.08),
+  /**
+   * The most the entry's stopped hosts may cost, USD per hour: the pool keeps fewer than `size`
+   * when `size` of them would cost more.
+   */
+  maxHourlyCostUsd: z.number().positive().optional(),
+  /** The most a host may take to prepare and stop before it is terminated and replaced, s. */
+  prepareSeconds: z.number().int().min(60).max(7200).default(900),
+});
+
 /** One rule of the resource → instance type mapping. */
 const InstanceTypeRule = z.strictObject({
   /** The instance type to use. */
@@ -153,7 +192,7 @@ export const ProviderConfigSchema = z
       .record(userTagKey, z.string().max(256, "tag values have at most 256 characters"))
       .default({})
       .refine((tags) => Object.keys(tags).length <= MAX_USER_TAGS, {
-        message: `at most ${MAX_USER_TAGS} extra tags: EC2 allows 50 per instance and Nebula reserves ${RESERVED_TAG_COUNT} (17 for the exit report, 4 identity tags, Name, the orphan mark)`,
+        message: `at most ${MAX_USER_TAGS} extra tags: EC2 allows 50 per instance and Nebula reserves ${RESERVED_TAG_COUNT} (17 for the exit report, 4 identity tags, Name, the orphan mark, the stop grace, the host agent, 2 for the warm pool)`,
       }),
     /**
      * Pod labels copied to instance (and volume) tags, label key → tag key, for cost allocation
@@ -464,6 +503,15 @@ export const ProviderConfigSchema = z
       })
       .optional(),
     /**
+     * The warm pool (default: none): per entry, hosts launched with generic user-data that
+     * prepare and stop themselves; a Pod that fits an entry takes one of its stopped hosts (its
+     * parameters written and the host assigned to it in the ledger and its tags before
+     * `StartInstances`) instead of a cold launch, and the pool refills in the background. On-Demand
+     * only: see docs/operating.md. Needs `ec2:StartInstances` and `ec2:ModifyInstanceAttribute`
+     * (`policies/controller.json`).
+     */
+    warmPool: z.array(WarmPoolEntrySchema).max(20).default([]),
+    /**
      * EC2 endpoint override, for tests only (moto). Production leaves it unset. With
      * `podDelivery: "parameters"` the SSM client uses it too (moto serves both on one endpoint),
      * and so does the Price List client (moto serves no Price List: every read fails, at once).
@@ -493,6 +541,14 @@ export const ProviderConfigSchema = z
       'serviceProxy needs podDelivery: "parameters": its token is delivered and renewed through Parameter Store, never in user-data',
     path: ["serviceProxy"],
   })
+  .refine((c) => new Set(c.warmPool.map((e) => e.name)).size === c.warmPool.length, {
+    message: "warmPool entries need distinct names",
+    path: ["warmPool"],
+  })
+  .refine(
+    (c) => c.warmPool.every((e) => e.subnetId === undefined || c.subnetIds.includes(e.subnetId)),
+    { message: "a warmPool entry's subnetId must be one of subnetIds", path: ["warmPool"] },
+  )
   .refine(
     (c) => c.events === undefined || c.requestTimeoutMs >= (c.events.waitSeconds + 2) * 1000,
     {
@@ -516,6 +572,9 @@ export function allowedInstanceTypes(config: ProviderConfig): ReadonlySet<string
     ...Object.values(fallbacks).flat(),
   ]);
 }
+
+/** One parsed, defaulted warm-pool entry (`warmPool[]`). */
+export type WarmPoolEntry = z.infer<typeof WarmPoolEntrySchema>;
 
 /** A parsed, defaulted provider configuration. */
 export type ProviderConfig = z.infer<typeof ProviderConfigSchema>;

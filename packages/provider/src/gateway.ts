@@ -17,8 +17,10 @@ import {
   DescribeSubnetsCommand,
   type EC2Client,
   GetConsoleOutputCommand,
+  ModifyInstanceAttributeCommand,
   RunInstancesCommand,
   type RunInstancesCommandInput,
+  StartInstancesCommand,
   StopInstancesCommand,
   TerminateInstancesCommand,
 } from "@aws-sdk/client-ec2";
@@ -104,6 +106,15 @@ export interface Gateway {
   terminateInstance(instanceId: string): Promise<BatchOutcome>;
   /** Sends the queued stops and terminates now. */
   flush(): Promise<void>;
+  /** `StartInstances` of one stopped instance (a warm-pool host taken by a Pod). */
+  startInstance(instanceId: string): Promise<void>;
+  /**
+   * `ModifyInstanceAttribute` of the instance's user-data (base64, as `RunInstances` takes it):
+   * EC2 allows it only while the instance is stopped.
+   */
+  setUserData(instanceId: string, userData: string): Promise<void>;
+  /** `CreateTags` of several tags on one instance, in one call. */
+  tagInstance(instanceId: string, tags: Readonly<Record<string, string>>): Promise<void>;
   /** `CreateTags` of one tag on instances (batched by the configured batch size). */
   tagInstances(instanceIds: readonly string[], key: string, value: string): Promise<void>;
   /** `DeleteTags` of one tag key on instances. */
@@ -325,6 +336,35 @@ export class AwsGateway implements Gateway {
 
   async flush(): Promise<void> {
     await Promise.all([this.#stop.flush(), this.#terminate.flush()]);
+  }
+
+  async startInstance(instanceId: string): Promise<void> {
+    await this.#call(`StartInstances ${instanceId}`, () =>
+      this.#ec2.send(new StartInstancesCommand({ InstanceIds: [instanceId] })),
+    );
+  }
+
+  async setUserData(instanceId: string, userData: string): Promise<void> {
+    await this.#call(`ModifyInstanceAttribute ${instanceId} (user-data)`, () =>
+      this.#ec2.send(
+        new ModifyInstanceAttributeCommand({
+          InstanceId: instanceId,
+          // The SDK base64-encodes a blob: hand it the bytes.
+          UserData: { Value: Buffer.from(userData, "base64") },
+        }),
+      ),
+    );
+  }
+
+  async tagInstance(instanceId: string, tags: Readonly<Record<string, string>>): Promise<void> {
+    await this.#call(`CreateTags ${Object.keys(tags).join(",")}`, () =>
+      this.#ec2.send(
+        new CreateTagsCommand({
+          Resources: [instanceId],
+          Tags: Object.entries(tags).map(([Key, Value]) => ({ Key, Value })),
+        }),
+      ),
+    );
   }
 
   async tagInstances(instanceIds: readonly string[], key: string, value: string): Promise<void> {

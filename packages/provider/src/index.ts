@@ -35,3 +35,4 @@ export type { ObservedInstance, PollPage } from "./poll.js";
 export type { PollResult } from "./poller.js";
 export { Ec2PodProvider } from "./provider.js";
 export type { SpotSignal } from "./publisher.js";
+export type { WarmPoolEvent } from "./warm-pool.js";

@@ -15,6 +15,7 @@ import type { ParameterDelivery } from "./parameter-delivery.js";
 import type { Reclaimer } from "./reclaimer.js";
 import { disprove, launchBase, observe, type PodRecord, type ProviderContext } from "./record.js";
 import { settlesWithin } from "./settles.js";
+import type { WarmPool } from "./warm-pool.js";
 
 /** The longest a Pod waits for another launch's answer in an unproven pool before it goes itself. */
 const PROBE_WAIT_MS = 10_000;
@@ -51,6 +52,8 @@ export class Launcher {
   readonly #probes = new Map<string, Promise<void>>();
   /** On-Demand prices by type (`config.pricing.onDemand`), read through the gateway. */
   readonly #onDemandPrices: OnDemandPriceCache;
+  /** The warm pool (`config.warmPool`): a new Pod that fits takes a prepared host first. */
+  pool: WarmPool | undefined;
 
   constructor(ctx: ProviderContext, parameters: ParameterDelivery, reclaimer: Reclaimer) {
     this.#ctx = ctx;
@@ -71,6 +74,12 @@ export class Launcher {
    */
   async adopt(record: PodRecord): Promise<boolean> {
     const uid = record.facts.uid;
+    // A warm-pool host the ledger assigned: found by its ID (its Pod tag may not be written yet).
+    if (this.pool?.recover(record)) {
+      const host = this.#ctx.listing?.find((i) => i.instanceId === record.instanceId);
+      if (host !== undefined && record.warm?.started) observe(this.#ctx, record, host);
+      return true;
+    }
     const listed = this.#ctx.listing?.find(
       (i) => i.podUid === uid && disprove(this.#ctx, i, uid) === undefined,
     );
@@ -100,7 +109,8 @@ export class Launcher {
    */
   async start(record: PodRecord): Promise<void> {
     const adopted = await this.adopt(record);
-    if (adopted) await this.#parameters.tag(record);
+    if (adopted && record.warm?.started === false) await this.pool?.resume(record);
+    else if (adopted) await this.#parameters.tag(record);
     else if (!record.instanceId) await this.launch(record);
   }
 
@@ -111,6 +121,8 @@ export class Launcher {
    * everything else is left on the record (`launchError`) for the next poll.
    */
   async launch(record: PodRecord): Promise<void> {
+    // A prepared host of the warm pool first, when the Pod fits one and no launch is recorded.
+    if (this.pool !== undefined && (await this.pool.take(record))) return;
     const bound = (record.instanceTypes?.length ?? 1) * this.#ctx.config.subnetIds.length * 2 + 1;
     for (let i = 0; i < bound; i++) {
       if (!(await this.#attempt(record))) return;

@@ -54,7 +54,13 @@ describe("the controller's IAM policy", () => {
     expect(pass.flatMap((s) => list(s.Resource))).toEqual([
       "arn:aws:iam::${AccountId}:role/${HostRoleName}",
     ]);
-    for (const action of ["ec2:StopInstances", "ec2:TerminateInstances", "ec2:DeleteTags"]) {
+    for (const action of [
+      "ec2:StopInstances",
+      "ec2:TerminateInstances",
+      "ec2:DeleteTags",
+      "ec2:StartInstances",
+      "ec2:ModifyInstanceAttribute",
+    ]) {
       for (const s of allows(action)) {
         expect(s.Condition?.StringEquals).toMatchObject({
           "aws:ResourceTag/nebula:cluster": "${ClusterName}",
@@ -74,6 +80,25 @@ describe("the controller's IAM policy", () => {
       "pricing:GetProducts",
       "cloudwatch:GetMetricData",
     ]);
+  });
+
+  it("starts, sets the user-data of and tags with a Pod only its own warm-pool hosts", () => {
+    for (const action of ["ec2:StartInstances", "ec2:ModifyInstanceAttribute"]) {
+      const statements = allows(action);
+      expect(statements.length).toBeGreaterThan(0);
+      for (const s of statements) {
+        expect(s.Condition?.Null).toEqual({ "aws:ResourceTag/nebula:pool": "false" });
+        expect(s.Condition?.StringEquals).toMatchObject({
+          "ec2:InstanceProfile":
+            "arn:aws:iam::${AccountId}:instance-profile/${HostInstanceProfile}",
+        });
+      }
+    }
+    const assign = policy.Statement.find((s) => s.Sid === "TagWarmPoolHostsWithTheirPod");
+    expect(assign?.Condition?.["ForAllValues:StringEquals"]).toEqual({
+      "aws:TagKeys": ["nebula:pod-uid", "nebula:pod", "Name"],
+    });
+    expect(assign?.Condition?.Null).toEqual({ "aws:ResourceTag/nebula:pool": "false" });
   });
 
   it("writes, tags and deletes only its cluster's Pod parameters (and writes its supervisor's), with Nebula's tag keys only", () => {

@@ -174,8 +174,14 @@ export class Poller {
     listed: ObservedInstance | undefined,
     readAt: number,
     work: Promise<void>[],
-  ): "publish" | "launch" | "console" {
+  ): "publish" | "launch" | "console" | "warm" {
     if (record.mode !== "launch") return "publish";
+    // A Pod on a warm-pool host (its ledger names the host): a start a crash interrupted resumes.
+    this.#launcher.pool?.recover(record);
+    if (record.warm?.started === false) {
+      refreshState(this.#ctx, record);
+      return record.deleted || record.launching ? "publish" : "warm";
+    }
     if (listed && disprove(this.#ctx, listed, record.facts.uid) === undefined) {
       // An instance a lost RunInstances answer left, found by the poll: recorded like any other.
       if (record.instanceId === undefined) record.ledgerDirty = true;
@@ -195,8 +201,9 @@ export class Poller {
     return this.#publisher.needsConsole(record) ? "console" : "publish";
   }
 
-  async #run(record: PodRecord, step: "launch" | "console"): Promise<void> {
+  async #run(record: PodRecord, step: "launch" | "console" | "warm"): Promise<void> {
     if (step === "launch") await this.#launcher.launch(record).catch(() => undefined);
+    else if (step === "warm") await this.#launcher.pool?.resume(record);
     else await this.#publisher.readConsole(record);
     refreshState(this.#ctx, record);
     await this.#publisher.publish(record);

@@ -30,6 +30,7 @@ import type { Poller, PollResult } from "./poller.js";
 import type { PodStartup, SpotSignal, StatusPublisher } from "./publisher.js";
 import type { Reclaimer, ReclaimOptions } from "./reclaimer.js";
 import { disprove, type ProviderContext, refreshState, withStatus } from "./record.js";
+import type { WarmPool, WarmPoolEvent, WarmPoolStatus } from "./warm-pool.js";
 
 /**
  * The virtual node's provider on EC2: one instance per Pod, launched idempotently, observed by one
@@ -76,6 +77,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
   readonly #poller: Poller;
   readonly #tokens: PodTokens;
   readonly #doorbells: Doorbells | undefined;
+  readonly #pool: WarmPool;
   readonly #timers: { poll?: NodeJS.Timeout | undefined; leaks?: NodeJS.Timeout | undefined } = {};
   #running: { abort: AbortController; doorbells: Promise<void> } | undefined;
 
@@ -96,6 +98,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     this.#poller = parts.poller;
     this.#tokens = parts.tokens;
     this.#doorbells = parts.doorbells;
+    this.#pool = parts.pool;
   }
 
   /**
@@ -278,6 +281,7 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
       if (performance.now() - lastPoll >= this.pollIntervalMs) {
         lastPoll = performance.now();
         await this.pollOnce();
+        await this.#pool.reconcile();
       }
       this.#timers.poll = later(pollLoop, this.#ctx.health.intervalMs);
     };
@@ -303,6 +307,25 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     await Promise.all([this.#poller.idle(), running?.doorbells]);
     await this.#tokens.idle();
     await this.gateway.flush();
+  }
+
+  /**
+   * One pass of the warm pool (`config.warmPool`) over the latest poll: launches what keeps each
+   * entry's prepared hosts at its size, terminates what is broken, shrunk, removed or of an older
+   * shape (one at a time). The poll loop runs one after every poll. Never throws.
+   */
+  reconcileWarmPool(): Promise<void> {
+    return this.#pool.reconcile();
+  }
+
+  /** The warm pool as its last pass saw it: per entry, its target, hosts by state and hourly cost. */
+  warmPoolStatus(): WarmPoolStatus {
+    return this.#pool.status();
+  }
+
+  /** Subscribes to the warm pool's hits, misses, launches, ready hosts and terminations. */
+  onWarmPool(listener: (event: WarmPoolEvent) => void): () => void {
+    return this.#pool.onEvent(listener);
   }
 
   /** One poll cycle (see `Poller`); never throws: a failure is in the result and the health. */

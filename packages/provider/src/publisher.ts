@@ -23,7 +23,7 @@ export interface PodStartup {
   readonly podUid: string;
   /** `namespace/name`. */
   readonly pod: string;
-  /** Seconds per phase, and in all. */
+  /** Seconds per phase, and in all (`warm`: it started on a warm-pool host). */
   readonly breakdown: StartupBreakdown;
 }
 
@@ -246,6 +246,7 @@ export class StatusPublisher {
       launchedAt: record.launchedAt?.getTime(),
       report: record.state?.report,
       readyAt: this.#ctx.now(),
+      warm: record.warm !== undefined,
     });
     record.events.push({ type: "Normal", reason: "StartupTimes", message: startupLine(breakdown) });
     const startup = { podUid: record.facts.uid, pod: record.facts.key, breakdown };

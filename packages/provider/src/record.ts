@@ -149,6 +149,16 @@ export interface PodRecord {
   interruptionNoted?: boolean | undefined;
   /** This process has said that EC2 recommends rebalancing the Pod's Spot instance. */
   rebalanceNoted?: boolean | undefined;
+  /** The Pod took a warm-pool host (see `WarmPool`): its entry, and whether it was started. */
+  warm?: WarmStart | undefined;
+}
+
+/** A Pod's warm start ({@link PodRecord.warm}): the pool host it took, and whether it was started. */
+interface WarmStart {
+  /** The pool entry the host belongs to. */
+  readonly entry: string;
+  /** `StartInstances` was answered (or the host was found already started). */
+  started: boolean;
 }
 
 /** What the collaborators share: configuration, the AWS gateway, the ledger and the records. */
@@ -230,7 +240,12 @@ export function observe(
 /** Recomputes the instance state from the latest observation, feeding the previous state back. */
 export function refreshState(ctx: ProviderContext, record: PodRecord): void {
   const now = new Date(ctx.now());
-  if (record.instanceId === undefined && record.observed === undefined) {
+  // A warm-pool host taken and not yet started is stopped, and has nothing to say of the Pod:
+  // the Pod is as a Pod whose launch is under way.
+  if (
+    (record.instanceId === undefined && record.observed === undefined) ||
+    record.warm?.started === false
+  ) {
     record.state = toInstanceState(undefined, { now, launchedAt: now });
     return;
   }

@@ -92,8 +92,20 @@ describe("startupBreakdown", () => {
         { phase: "launch", seconds: 0.7 },
         { phase: "ready", seconds: 1.3 },
       ],
+      warm: false,
     });
     expect(startupLine(b)).toBe("Ready: RunInstances 0.7 s, ready 1.3 s");
+  });
+
+  it("a warm start names its launch StartInstances", () => {
+    const b = startupBreakdown({
+      requestedAt: T0,
+      launchedAt: T0 + 300,
+      readyAt: T0 + 2_000,
+      warm: true,
+    });
+    expect(b.warm).toBe(true);
+    expect(startupLine(b)).toBe("Ready: StartInstances (warm pool) 0.3 s, ready 1.7 s");
   });
 
   it("is total: any input gives phases in order that add up to the total, never negative", () => {

@@ -36,6 +36,11 @@ export interface StartupTimes {
   readonly report?: ExitReport | undefined;
   /** When the Pod's status first said Ready, ms. */
   readonly readyAt: number;
+  /**
+   * The Pod took a warm-pool host: `requestedAt` is when it took it, `launchedAt` when
+   * `StartInstances` answered, and the host's boot is a start from stopped.
+   */
+  readonly warm?: boolean | undefined;
 }
 
 /** A start-up broken down: seconds per phase known, and from creation to Ready. */
@@ -44,6 +49,8 @@ export interface StartupBreakdown {
   readonly phases: ReadonlyArray<{ readonly phase: StartupPhase; readonly seconds: number }>;
   /** Seconds from the Pod's creation to Ready, when its creation time is known. */
   readonly totalSeconds?: number;
+  /** The Pod started on a warm-pool host (`launch` is then `StartInstances`). */
+  readonly warm: boolean;
 }
 
 const LABELS: Record<StartupPhase, string> = {
@@ -103,6 +110,7 @@ export function startupBreakdown(times: StartupTimes): StartupBreakdown {
   // `from` is now the latest moment known: the phases add up to it.
   return {
     phases,
+    warm: given.warm === true,
     ...(created === undefined || from === undefined || ms(given.readyAt) === undefined
       ? {}
       : { totalSeconds: seconds(from - created) }),
@@ -117,7 +125,10 @@ export function startupLine(breakdown: StartupBreakdown): string {
   const phases: StartupBreakdown["phases"] = Array.isArray(breakdown?.phases)
     ? breakdown.phases
     : [];
-  const parts = phases.map((p) => `${LABELS[p.phase] ?? p.phase} ${p.seconds.toFixed(1)} s`);
+  const warm = breakdown?.warm === true;
+  const label = (phase: StartupPhase) =>
+    warm && phase === "launch" ? "StartInstances (warm pool)" : (LABELS[phase] ?? phase);
+  const parts = phases.map((p) => `${label(p.phase)} ${p.seconds.toFixed(1)} s`);
   const head =
     breakdown?.totalSeconds === undefined
       ? "Ready"

@@ -29,15 +29,26 @@ export const STOP_GRACE_TAG = "nebula:stop-grace-seconds";
  */
 export const HOST_AGENT_TAG = "nebula:agent";
 
+/**
+ * Tag key of a warm-pool host: the name of its pool entry (`warmPool[].name`). Set at its launch;
+ * kept after a Pod takes it (the host then also carries the Pod's identity tags).
+ */
+export const POOL_TAG = "nebula:pool";
+/**
+ * Tag key of a warm-pool host: a digest of its entry's shape (type, subnet, image, images, the
+ * pool user-data) at launch. A host whose digest is not its entry's current one is replaced.
+ */
+export const POOL_SPEC_TAG = "nebula:pool-spec";
+
 /** EC2's limit of tags per resource. */
 const EC2_MAX_TAGS = 50;
 
 /**
  * Tags the provider and the host may write on an instance besides the user's: the exit report
- * ({@link REPORT_TAG_BUDGET}), the four identity tags, `Name`, the orphan mark, the stop grace and
- * the host agent's certificate.
+ * ({@link REPORT_TAG_BUDGET}), the four identity tags, `Name`, the orphan mark, the stop grace,
+ * the host agent's certificate and a warm-pool host's two ({@link POOL_TAG}, {@link POOL_SPEC_TAG}).
  */
-export const RESERVED_TAG_COUNT = REPORT_TAG_BUDGET + 4 + 1 + 1 + 1 + 1;
+export const RESERVED_TAG_COUNT = REPORT_TAG_BUDGET + 4 + 1 + 1 + 1 + 1 + 2;
 
 /** How many extra tags a configuration may add: {@link EC2_MAX_TAGS} − {@link RESERVED_TAG_COUNT}. */
 export const MAX_USER_TAGS = EC2_MAX_TAGS - RESERVED_TAG_COUNT;

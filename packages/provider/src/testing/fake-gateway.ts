@@ -182,6 +182,39 @@ export class FakeGateway implements Gateway {
     this.#enter("flush", undefined);
   }
 
+  /** User-data set by {@link FakeGateway.setUserData}, by instance ID (base64). */
+  readonly userData = new Map<string, string>();
+
+  async startInstance(instanceId: string): Promise<void> {
+    this.#enter("startInstance", instanceId);
+    const instance = this.instances.get(instanceId);
+    if (!instance) throw new ProviderError("NotFound", `InvalidInstanceID.NotFound: ${instanceId}`);
+    if (instance.State.Name === "stopped") this.setState(instanceId, "pending");
+  }
+
+  async setUserData(instanceId: string, userData: string): Promise<void> {
+    this.#enter("setUserData", instanceId);
+    const instance = this.instances.get(instanceId);
+    if (!instance) throw new ProviderError("NotFound", `InvalidInstanceID.NotFound: ${instanceId}`);
+    if (instance.State.Name !== "stopped") {
+      throw new ProviderError(
+        "InvalidRequest",
+        `IncorrectInstanceState: the instance '${instanceId}' is not in the 'stopped' state`,
+      );
+    }
+    this.userData.set(instanceId, userData);
+  }
+
+  async tagInstance(instanceId: string, tags: Readonly<Record<string, string>>): Promise<void> {
+    this.#enter("tagInstance", { instanceId, tags });
+    const instance = this.instances.get(instanceId);
+    if (!instance) return;
+    instance.Tags = [
+      ...instance.Tags.filter((t) => !(t.Key in tags)),
+      ...Object.entries(tags).map(([Key, Value]) => ({ Key, Value })),
+    ];
+  }
+
   async tagInstances(instanceIds: readonly string[], key: string, value: string): Promise<void> {
     this.#enter("tagInstances", { instanceIds, key, value });
     for (const id of instanceIds) {
