@@ -134,9 +134,10 @@ export class WarmPool {
     const ctx = this.#ctx;
     const listing = ctx.listing;
     if (listing === undefined) return;
+    // Nothing to do (no entry, no pool host left): no ledger read either.
+    if (!this.configured && !listing.some((i) => i.tags.has(POOL_TAG))) return;
     // Hosts found in the ledger (or tagged with a Pod) are Pods', never the pool's.
     await this.#refreshAssigned();
-    if (!this.configured && !listing.some((i) => i.tags.has(POOL_TAG))) return;
     const now = ctx.now();
     const hosts: PoolHost[] = [];
     for (const instance of listing) {
