@@ -57,7 +57,7 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function config(node: string, size: number): ProviderConfigInput {
+function config(node: string, size: number, images = ["busybox"]): ProviderConfigInput {
   return {
     ...motoConfig(moto, network, node),
     clusterName: CLUSTER,
@@ -65,8 +65,7 @@ function config(node: string, size: number): ProviderConfigInput {
     pollIntervalSeconds: 1,
     apiHeadroomSeconds: 5,
     podDelivery: "parameters",
-    warmPool:
-      size < 0 ? [] : [{ name: "small", instanceType: "t3.micro", size, images: ["busybox"] }],
+    warmPool: size < 0 ? [] : [{ name: "small", instanceType: "t3.micro", size, images }],
   };
 }
 
@@ -102,8 +101,9 @@ function start(
   pods: () => V1Pod[],
   ledger: MemoryPodLedger,
   gateway?: (config: ProviderConfigInput) => AwsGateway,
+  images?: string[],
 ): Run {
-  const cfg = config(node, size);
+  const cfg = config(node, size, images);
   const provider = new Ec2PodProvider({
     config: cfg,
     ledger,
@@ -216,6 +216,53 @@ describe("the warm pool", () => {
         .filter((e) => e.kind === "terminated")
         .map((e) => e.kind === "terminated" && e.reason),
     ).toEqual(["removed", "removed"]);
+    await gone.provider.stop();
+  }, 600_000);
+
+  it("an entry whose images change is rolled: one host over its size at most, every old host replaced", async () => {
+    const node = "pool-roll";
+    const ledger = new MemoryPodLedger();
+    const before = start(node, 2, () => [], ledger);
+    await until(before.provider, "two hosts ready", () => ready(before.provider) === 2);
+    const old = new Set((await poolHosts(node)).map((i) => i.InstanceId));
+    await before.provider.stop();
+
+    // The same entry, another image list: another shape.
+    const after = start(node, 2, () => [], ledger, undefined, []);
+    let peak = 0;
+    await until(after.provider, "the old hosts replaced by two ready new ones", async () => {
+      const live = (await poolHosts(node)).filter(
+        (i) => !["shutting-down", "terminated"].includes(i.State?.Name ?? ""),
+      );
+      peak = Math.max(peak, live.length);
+      return (
+        ready(after.provider) === 2 &&
+        live.every((i) => !old.has(i.InstanceId)) &&
+        live.length === 2
+      );
+    });
+    expect(peak).toBeLessThanOrEqual(3);
+    const replaced = after.events.filter((e) => e.kind === "terminated");
+    expect(replaced.map((e) => e.kind === "terminated" && e.reason)).toEqual([
+      "replaced",
+      "replaced",
+    ]);
+    // Each old host went only after a new one was ready to stand in for it.
+    const order = after.events
+      .filter((e) => e.kind === "ready" || e.kind === "terminated")
+      .map((e) => e.kind);
+    const firstGone = order.indexOf("terminated");
+    const secondReady = order.indexOf("ready", firstGone);
+    expect(firstGone).toBeGreaterThan(order.indexOf("ready"));
+    expect(secondReady).toBeGreaterThan(firstGone);
+    expect(order.lastIndexOf("terminated")).toBeGreaterThan(secondReady);
+    await after.provider.stop();
+    const gone = start(node, -1, () => [], ledger);
+    await until(gone.provider, "the pool collected", async () =>
+      (await poolHosts(node)).every((i) =>
+        ["shutting-down", "terminated"].includes(i.State?.Name ?? ""),
+      ),
+    );
     await gone.provider.stop();
   }, 600_000);
 
