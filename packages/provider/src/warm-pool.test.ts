@@ -107,6 +107,34 @@ describe("WarmPool", () => {
     expect(records[0]?.warm).toEqual({ entry: "small", started: true });
   });
 
+  it("a host the pool is terminating is never taken, while its termination is under way", async () => {
+    const t = setup();
+    await readyPool(t);
+    // The entry shrinks to one: the pass terminates one ready host.
+    (t.ctx.config.warmPool[0] as { size: number }).size = 1;
+    let release = (): void => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const terminated: string[] = [];
+    const terminate = t.gateway.terminateInstance.bind(t.gateway);
+    t.gateway.terminateInstance = async (id) => {
+      terminated.push(id);
+      await held;
+      return terminate(id);
+    };
+    await poll(t);
+    const pass = t.pool.reconcile();
+    await vi.waitFor(() => expect(terminated).toHaveLength(1));
+    const record = testRecord(t.ctx, testPod("p", uid(1)));
+    t.ctx.records.set(record.facts.uid, record);
+    expect(await t.pool.take(record)).toBe(true);
+    expect(record.instanceId).toBeDefined();
+    expect(record.instanceId).not.toBe(terminated[0]);
+    release();
+    await pass;
+  });
+
   it("a Pod whose assignment the ledger refuses launches cold, and the host stays the pool's", async () => {
     const t = setup();
     await readyPool(t);

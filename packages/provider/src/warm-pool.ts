@@ -81,6 +81,8 @@ export class WarmPool {
   readonly #listeners = new Set<(event: WarmPoolEvent) => void>();
   /** Hosts assigned to Pods (the ledger's, refreshed now and then, and this process's takes). */
   #assigned = new Set<string>();
+  /** Hosts this pool is terminating: never taken. */
+  readonly #going = new Set<string>();
   /** Hosts being taken in this process (chosen, assignment not yet recorded). */
   readonly #taking = new Set<string>();
   /** When {@link #assigned} was last read from the ledger (ms); undefined: never. */
@@ -143,6 +145,8 @@ export class WarmPool {
     for (const instance of listing) {
       if (!this.#isFree(instance)) continue;
       this.#launched.delete(instance.instanceId);
+      // Going already (this pool's termination, or anyone's): neither ready nor to be counted.
+      if (instance.state === "shutting-down" || instance.state === "terminated") continue;
       hosts.push({
         instanceId: instance.instanceId,
         entry: instance.tags.get(POOL_TAG) ?? "",
@@ -152,6 +156,9 @@ export class WarmPool {
         launchTime: instance.launchTime,
       });
     }
+    // Terminated hosts leave the listing: so do they the pool's memory.
+    const listed = new Set(listing.map((i) => i.instanceId));
+    for (const id of this.#going) if (!listed.has(id)) this.#going.delete(id);
     // Launched but not yet listed (EC2's eventual consistency): still counted, for a while.
     const inFlight = new Map<string, number>(this.#launching);
     const graceMs = ctx.config.eventualConsistencySeconds * 1000;
@@ -170,16 +177,21 @@ export class WarmPool {
     this.#noteReady(hosts, digests, now);
     const assigning = [...ctx.records.values()].filter((r) => r.warm && !r.warm.started).length;
     this.#status = { entries: counts, assigning };
-    for (const termination of plan.terminate) {
+    // No Pod takes a host this pass terminates (marked before anything is awaited).
+    for (const { instanceId } of plan.terminate) this.#going.add(instanceId);
+    const terminations = plan.terminate.map(async (termination) => {
       this.#preparing.delete(termination.instanceId);
       ctx.log("info", `warm pool: terminating ${termination.instanceId}: ${termination.message}`);
-      await ctx.gateway
-        .terminateInstance(termination.instanceId)
-        .then(() => this.#emit({ kind: "terminated", ...termination }))
-        .catch((error: unknown) =>
-          ctx.log("warn", `warm pool: terminating ${termination.instanceId}: ${String(error)}`),
-        );
-    }
+      try {
+        await ctx.gateway.terminateInstance(termination.instanceId);
+        this.#emit({ kind: "terminated", ...termination });
+      } catch (error) {
+        // Takeable again only when it is listed stopped and ready once more.
+        this.#going.delete(termination.instanceId);
+        ctx.log("warn", `warm pool: terminating ${termination.instanceId}: ${String(error)}`);
+      }
+    });
+    await Promise.all(terminations);
     await Promise.all(
       plan.launch.flatMap(({ entry, count }) => {
         const found = ctx.config.warmPool.find((e) => e.name === entry);
@@ -403,6 +415,7 @@ export class WarmPool {
     return (
       instance.podUid === undefined &&
       !this.#assigned.has(instance.instanceId) &&
+      !this.#going.has(instance.instanceId) &&
       disprovePoolHost(instance, this.#ctx.ownership) === undefined
     );
   }
