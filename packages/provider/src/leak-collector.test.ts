@@ -55,6 +55,32 @@ describe("LeakCollector instances", () => {
     ]);
   });
 
+  it("leaves a warm-pool host no Pod took to the pool (no mark, no warning); collects one whose Pod is gone", async () => {
+    const { gateway, pass, clock, logs } = setup();
+    const poolTags = [
+      { Key: "nebula:cluster", Value: "test" },
+      { Key: "nebula:node", Value: "nebula-node" },
+      { Key: "nebula:pool", Value: "small" },
+    ];
+    const idle = gateway.addInstance("", {
+      Tags: poolTags,
+      State: { Name: "stopped" },
+      ClientToken: "pool-1",
+    });
+    const used = gateway.addInstance("uid-gone", {
+      Tags: [...poolTags, { Key: "nebula:pod-uid", Value: "uid-gone" }],
+      ClientToken: "pool-2",
+    });
+    clock.advance(600_000);
+    const first = await pass();
+    expect(first.mark).toEqual([used.InstanceId]);
+    clock.advance(60_000);
+    expect((await pass()).terminate).toEqual([used.InstanceId]);
+    expect(hasMark(idle)).toBe(false);
+    expect(idle.State.Name).toBe("stopped");
+    expect(logs.filter((l) => l.message.includes(idle.InstanceId))).toEqual([]);
+  });
+
   it("unmarks an instance whose Pod became live, and never terminates it", async () => {
     const { gateway, pass, clock, live } = setup();
     const instance = addOwnedInstance(gateway, "uid-back");

@@ -9,7 +9,7 @@ import {
 import { notifyAll } from "./listeners.js";
 import type { ListedParameter } from "./parameters.js";
 import { disprove, isCompleteRecord, type ProviderContext } from "./record.js";
-import { ORPHANED_TAG } from "./tags.js";
+import { ORPHANED_TAG, POOL_TAG } from "./tags.js";
 
 /**
  * Pod parameters the leak collector deleted: parameters of a Pod that is neither live nor being
@@ -83,7 +83,8 @@ export class LeakCollector {
     for (const uid of ctx.records.keys()) live.add(uid);
     const now = ctx.now();
     const plan = planLeakCollection({
-      instances,
+      // A warm-pool host no Pod took is the pool's to keep or collect (`WarmPool`), not a leak.
+      instances: instances.filter((i) => i.podUid !== undefined || !i.tags.has(POOL_TAG)),
       livePodUids: live,
       now,
       graceMs: config.leakCollection.graceSeconds * 1000,
