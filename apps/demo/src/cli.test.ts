@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_REPLICAS, DEFAULT_TIMEOUT_SECONDS, parseDemoArgs, USAGE } from "./cli.js";
+import { SCENARIO_IDS } from "./scenarios.js";
 
 describe("parseDemoArgs", () => {
   it("defaults: replicas 6, no keep, no ci, the default deadline", () => {
@@ -11,14 +12,39 @@ describe("parseDemoArgs", () => {
         ci: false,
         replicas: DEFAULT_REPLICAS,
         timeoutSeconds: DEFAULT_TIMEOUT_SECONDS,
+        scenarios: SCENARIO_IDS,
+        warmRounds: 1,
+        warmPods: 3,
       },
     });
   });
 
   it("reads every flag", () => {
-    expect(parseDemoArgs(["--keep", "--ci", "--replicas", "3", "--timeout=120"])).toEqual({
+    expect(
+      parseDemoArgs([
+        "--keep",
+        "--ci",
+        "--replicas",
+        "3",
+        "--timeout=120",
+        "--only",
+        "warm-pool,job-completes",
+        "--warm-rounds",
+        "4",
+        "--warm-pods",
+        "2",
+      ]),
+    ).toEqual({
       kind: "run",
-      options: { keep: true, ci: true, replicas: 3, timeoutSeconds: 120 },
+      options: {
+        keep: true,
+        ci: true,
+        replicas: 3,
+        timeoutSeconds: 120,
+        scenarios: ["warm-pool", "job-completes"],
+        warmRounds: 4,
+        warmPods: 2,
+      },
     });
   });
 
@@ -32,6 +58,10 @@ describe("parseDemoArgs", () => {
     [["--replicas", "31"], "--replicas"],
     [["--replicas", "two"], "--replicas must be a whole number"],
     [["--timeout", "5"], "--timeout"],
+    [["--only", "warm-pool,nope"], "--only names no scenario: nope"],
+    [["--only", ","], "--only names no scenario"],
+    [["--warm-rounds", "0"], "--warm-rounds"],
+    [["--warm-pods", "9"], "--warm-pods"],
     [["--bogus"], "bogus"],
     [["extra"], "extra"],
   ])("refuses %j naming the problem", (argv, fragment) => {
@@ -50,7 +80,17 @@ describe("parseDemoArgs", () => {
   });
 
   it("the usage names every flag and scenario", () => {
-    for (const word of ["--replicas", "--keep", "--ci", "--timeout", "--help", "kubectl-delete"])
+    for (const word of [
+      "--replicas",
+      "--keep",
+      "--ci",
+      "--timeout",
+      "--only",
+      "--warm-rounds",
+      "--warm-pods",
+      "--help",
+    ])
       expect(USAGE).toContain(word);
+    for (const id of SCENARIO_IDS) expect(USAGE).toContain(id);
   });
 });

@@ -1,5 +1,7 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
+import { SCENARIO_IDS, type ScenarioId } from "./scenarios.js";
+import { DEFAULT_WARM_PODS } from "./warm.js";
 
 /** The demo's options, after parsing. */
 export interface DemoOptions {
@@ -11,6 +13,12 @@ export interface DemoOptions {
   readonly ci: boolean;
   /** The whole run's deadline, in seconds. */
   readonly timeoutSeconds: number;
+  /** The scenarios to run (default: every one); the samples no chosen scenario needs are not applied. */
+  readonly scenarios: readonly ScenarioId[];
+  /** Rounds of the warm pool's comparison. */
+  readonly warmRounds: number;
+  /** Pods per side and round of the warm pool's comparison (also the pool's size). */
+  readonly warmPods: number;
 }
 
 /** The result of {@link parseDemoArgs}: options, a request for help, or a message naming the problem. */
@@ -25,6 +33,13 @@ export const DEFAULT_REPLICAS = 6;
 const MAX_REPLICAS = 30;
 /** The default deadline of a whole run, in seconds. */
 export const DEFAULT_TIMEOUT_SECONDS = 600;
+
+const count = (max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(max));
 
 const Options = z.strictObject({
   keep: z.boolean().default(false),
@@ -42,6 +57,17 @@ const Options = z.strictObject({
     .transform(Number)
     .pipe(z.number().int().min(30).max(3600))
     .default(DEFAULT_TIMEOUT_SECONDS),
+  only: z
+    .string()
+    .transform((text) => text.split(",").filter((id) => id !== ""))
+    .pipe(
+      z
+        .array(z.enum(SCENARIO_IDS, { error: (i) => `names no scenario: ${String(i.input)}` }))
+        .min(1, "names no scenario"),
+    )
+    .optional(),
+  "warm-rounds": count(10).default(1),
+  "warm-pods": count(8).default(DEFAULT_WARM_PODS),
 });
 
 /** Usage text of `npm run demo -- --help`. */
@@ -62,10 +88,15 @@ Scenarios (samples/):
   workload           the Workload over both: Available=True, lists InstanceCrashing
   image-unavailable  an image that cannot be pulled: ErrImagePull / ImagePullBackOff
   job-completes      a Pod that exits 0 (restartPolicy Never): Succeeded, instance terminated
+  logs-after-terminated  kubectl logs job-completes, once its instance is terminated, prints its output
   oom-killed         a Pod that runs out of memory: Failed/OOMKilled, instance terminated
                      (locally with the simulator's image nebula-sim/oomkill: it cannot OOM-kill)
   kubectl-delete     kubectl delete of a running Pod: instance terminated, then the Pod is gone
   event-channel      the same 5 Pods on both vnodes: every exit shown; exit → status side by side
+  warm-pool          nebula-demo keeps a warm pool (3 prepared, stopped t3.small hosts, busybox
+                     pulled); once it is ready, 3 Pods on t3.small and 3 on t3.micro are created
+                     at the same moment: the first take pool hosts (StartInstances), the others
+                     launch cold; created → container running and → Ready, warm vs cold, p50/p99
 From the first scenario to the end a watch checks each second's sample: no Workload or
 WorkloadDeployment Available=True while none of its Pods is available (a crash loop included),
 no ContainerStatusUnknown for an instance that reported, no deleted Pod past its deadline.
@@ -79,6 +110,10 @@ Flags:
                    exit 0 only when every scenario is ok, no instance is left and the
                    watch saw no contradiction
   --timeout <s>    deadline of the whole run in seconds (default ${DEFAULT_TIMEOUT_SECONDS})
+  --only <ids>     run only these scenarios (comma-separated), e.g. --only warm-pool
+  --warm-rounds <n>  rounds of the warm pool's comparison (default 1, at most 10), each waiting
+                   for the pool to be ready again
+  --warm-pods <n>  Pods per side and round, and the pool's size (default ${DEFAULT_WARM_PODS}, at most 8)
   -h, --help       this text
 
 First use prepares what it needs (Node.js 24, Debian packages, moto, the control plane built from
@@ -96,6 +131,9 @@ export function parseDemoArgs(argv: readonly string[]): ParsedArgs {
         help: { type: "boolean", short: "h" },
         replicas: { type: "string" },
         timeout: { type: "string" },
+        only: { type: "string" },
+        "warm-rounds": { type: "string" },
+        "warm-pods": { type: "string" },
       },
       strict: true,
       allowPositionals: false,
@@ -117,6 +155,9 @@ export function parseDemoArgs(argv: readonly string[]): ParsedArgs {
       ci: parsed.data.ci,
       replicas: parsed.data.replicas,
       timeoutSeconds: parsed.data.timeout,
+      scenarios: parsed.data.only ?? SCENARIO_IDS,
+      warmRounds: parsed.data["warm-rounds"],
+      warmPods: parsed.data["warm-pods"],
     },
   };
 }

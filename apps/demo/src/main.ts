@@ -2,16 +2,16 @@
  * `npm run demo`: the whole local world running the samples, with a live table and a summary.
  * See `USAGE` in cli.ts.
  */
-import { readFileSync } from "node:fs";
+import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { DEFAULT_STABILITY_WINDOW_SECONDS } from "@nebula/state-mapping";
 import { channelPodList } from "./channel.js";
 import { type DemoOptions, parseDemoArgs, USAGE } from "./cli.js";
-import { vnodeLatencies } from "./metrics.js";
+import { addMetrics, vnodeLatencies } from "./metrics.js";
 import { EMPTY_SNAPSHOT, type Snapshot } from "./model.js";
 import { observe, scrapeVnode } from "./observe.js";
 import { SAMPLE_FILES, withReplicas, withSimulatedOom } from "./samples.js";
-import { DELETE_POD, LOGS_POD, SCENARIO_IDS, type ScenarioId, Tracker } from "./scenarios.js";
+import { DELETE_POD, LOGS_POD, type ScenarioId, Tracker } from "./scenarios.js";
 import {
   type SummaryInput,
   succeeded,
@@ -20,6 +20,14 @@ import {
   type VnodeLatencies,
 } from "./summary.js";
 import { progressKey, progressLine, redraw, renderTable, type TableView } from "./table.js";
+import {
+  COLD_INSTANCE_TYPE,
+  poolHostsLeft,
+  ROUND_LABEL,
+  WARM_INSTANCE_TYPE,
+  type WarmPlan,
+  warmBenchRows,
+} from "./warm.js";
 import { violationLine, Watch, type WatchOptions } from "./watch.js";
 import {
   DEMO_NAMESPACE,
@@ -54,6 +62,19 @@ const WATCH: WatchOptions = {
 const RECLAIM_RESERVE_MS = 120_000;
 /** How long, once every instance is terminated, the deleted Pods' removal is waited for. */
 const PODS_GRACE_MS = 60_000;
+
+/**
+ * The warm pool's comparison's deadlines: its pool's preparation (the first round's starts with
+ * the scenarios, while the samples start up), its Pods' start-up, and the wait for the other
+ * Pods' start-up to settle once the pool is ready.
+ */
+const warmPlan = (options: DemoOptions): WarmPlan => ({
+  rounds: options.warmRounds,
+  perSide: options.warmPods,
+  readyTimeoutMs: 240_000,
+  roundTimeoutMs: 180_000,
+  settleTimeoutMs: 60_000,
+});
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
@@ -132,6 +153,8 @@ interface RunState {
   scenarioDeadlinePassedAt: number | undefined;
   vnodeLatencies: VnodeLatencies | undefined;
   polledLatencies: VnodeLatencies | undefined;
+  /** The warm pool's hosts not terminated yet, as the clean-up last counted them. */
+  poolHostsLeft: number | undefined;
 }
 
 function blockFor(tracker: Tracker, ids: readonly ScenarioId[], why: string): void {
@@ -139,7 +162,11 @@ function blockFor(tracker: Tracker, ids: readonly ScenarioId[], why: string): vo
 }
 
 async function applySamples(world: World, options: DemoOptions, state: RunState, ui: Ui) {
+  const chosen = state.tracker.scenarios;
   for (const sample of SAMPLE_FILES) {
+    // The namespace always; a sample only when a chosen scenario needs it.
+    if (sample.scenarios.length > 0 && !sample.scenarios.some((id) => chosen.includes(id)))
+      continue;
     const path = join(REPO_ROOT, "samples", sample.file);
     let text = readFileSync(path, "utf8");
     if (sample.file === "prints-and-exits.yaml") text = withReplicas(text, options.replicas);
@@ -152,7 +179,7 @@ async function applySamples(world: World, options: DemoOptions, state: RunState,
     } catch (error) {
       const why = `kubectl apply -f samples/${sample.file} failed: ${(error as Error).message}`;
       ui.note(why);
-      blockFor(state.tracker, sample.scenarios.length > 0 ? sample.scenarios : SCENARIO_IDS, why);
+      blockFor(state.tracker, sample.scenarios.length > 0 ? sample.scenarios : chosen, why);
     }
   }
 }
@@ -181,6 +208,48 @@ async function applyChannelPods(world: World, state: RunState, ui: Ui): Promise<
       "event-channel",
       `kubectl apply of the comparison Pods failed: ${(error as Error).message}`,
     );
+  }
+}
+
+/**
+ * The warm pool's comparison: creates a round's Pods once the pool is ready, deletes them once
+ * measured (their hosts are terminated after them; the pool refills), with the real kubectl.
+ */
+async function maybeWarm(world: World, state: RunState, ui: Ui): Promise<void> {
+  const warm = state.tracker.warm;
+  if (warm === undefined) return;
+  for (const note of warm.takeNotes()) ui.note(note);
+  const action = warm.next(DEMO_NAMESPACE);
+  if (action === undefined) return;
+  const n = warm.plan.perSide;
+  if (action.kind === "create") {
+    try {
+      await world.kubectl(["apply", "-f", "-"], JSON.stringify(action.list));
+      warm.created();
+      ui.note(
+        `kubectl apply: the warm pool's comparison, round ${action.round}: ${n} Pods on ${WARM_INSTANCE_TYPE} (the pool's type) and ${n} on ${COLD_INSTANCE_TYPE} (cold), at the same moment`,
+      );
+    } catch (error) {
+      warm.fail(`kubectl apply of round ${action.round} failed: ${(error as Error).message}`);
+    }
+    return;
+  }
+  try {
+    await world.kubectl([
+      "delete",
+      "pods",
+      "-n",
+      DEMO_NAMESPACE,
+      "-l",
+      `${ROUND_LABEL}=${action.round}`,
+      "--wait=false",
+    ]);
+    ui.note(
+      `kubectl delete pods -l ${ROUND_LABEL}=${action.round}: round ${action.round} measured`,
+    );
+  } catch (error) {
+    // The clean-up deletes them in any case.
+    ui.note(`deleting round ${action.round}'s Pods failed: ${(error as Error).message}`);
   }
 }
 
@@ -241,6 +310,7 @@ async function runScenarios(
     await tick(world, state, startedAt, ui, "running the scenarios");
     await maybeDelete(world, state, ui);
     await maybeReadLogs(world, state, ui);
+    await maybeWarm(world, state, ui);
     const trouble = appTrouble(world);
     if (trouble !== undefined) {
       state.aborted = trouble;
@@ -287,6 +357,12 @@ async function reclaim(
     await tick(world, state, startedAt, ui, "reclaiming: every sample deleted");
     const left = state.snapshot.instances.filter((i) => i.state !== "terminated").length;
     state.instancesLeft = left;
+    const pool = poolHostsLeft(state.snapshot.instances);
+    if (pool !== state.poolHostsLeft) {
+      if (state.poolHostsLeft !== undefined)
+        ui.note(`warm pool: ${pool} host${pool === 1 ? "" : "s"} not terminated yet`);
+      state.poolHostsLeft = pool;
+    }
     state.podsLeft = state.snapshot.pods.map((p) => `${p.name} (${p.phase})`);
     if (left === 0) {
       if (state.snapshot.pods.length === 0) return;
@@ -325,7 +401,10 @@ async function main(argv: readonly string[]): Promise<number> {
   const stop = new AbortController();
   const state: RunState = {
     world: undefined,
-    tracker: new Tracker(options.replicas),
+    tracker: new Tracker(options.replicas, {
+      scenarios: options.scenarios,
+      ...(options.scenarios.includes("warm-pool") ? { warm: warmPlan(options) } : {}),
+    }),
     watch: new Watch(WATCH),
     snapshot: EMPTY_SNAPSHOT,
     aborted: undefined,
@@ -334,6 +413,7 @@ async function main(argv: readonly string[]): Promise<number> {
     scenarioDeadlinePassedAt: undefined,
     vnodeLatencies: undefined,
     polledLatencies: undefined,
+    poolHostsLeft: undefined,
   };
 
   let signals = 0;
@@ -365,6 +445,7 @@ async function main(argv: readonly string[]): Promise<number> {
   try {
     state.world = await startWorld({
       signal: stop.signal,
+      warmPoolSize: state.tracker.warm === undefined ? 0 : options.warmPods,
       report: (step, status, detail) => {
         if (status === "start") return;
         ui.note(
@@ -374,7 +455,7 @@ async function main(argv: readonly string[]): Promise<number> {
     });
   } catch (error) {
     state.aborted ??= `the local world did not start: ${(error as Error).message}`;
-    blockFor(state.tracker, SCENARIO_IDS, state.aborted);
+    blockFor(state.tracker, state.tracker.scenarios, state.aborted);
   }
 
   const world = state.world;
@@ -389,7 +470,11 @@ async function main(argv: readonly string[]): Promise<number> {
         `nebula-vnode-polled is not usable: ${polledProblem}`,
       );
     if (vnodeProblem !== undefined)
-      blockFor(state.tracker, SCENARIO_IDS, `nebula-vnode is not usable: ${vnodeProblem}`);
+      blockFor(
+        state.tracker,
+        state.tracker.scenarios,
+        `nebula-vnode is not usable: ${vnodeProblem}`,
+      );
     if (operatorProblem !== undefined)
       blockFor(
         state.tracker,
@@ -399,7 +484,8 @@ async function main(argv: readonly string[]): Promise<number> {
     try {
       if (vnodeProblem === undefined && !stop.signal.aborted) {
         await applySamples(world, options, state, ui);
-        if (polledProblem === undefined) await applyChannelPods(world, state, ui);
+        if (polledProblem === undefined && state.tracker.scenarios.includes("event-channel"))
+          await applyChannelPods(world, state, ui);
         await runScenarios(world, state, ui, startedAt, deadline - RECLAIM_RESERVE_MS, stop.signal);
       }
       const metrics = await scrapeVnode(world);
@@ -420,11 +506,27 @@ async function main(argv: readonly string[]): Promise<number> {
         );
         await waitForSignal(stop.signal);
         state.aborted = undefined;
-      } else if (vnodeProblem === undefined && !stop.signal.aborted) {
+      }
+      // Before a restart of nebula-vnode (its histograms start again from 0), its first process's.
+      let beforeRestart: Map<string, number> | undefined;
+      if (vnodeProblem === undefined && !stop.signal.aborted && !options.keep) {
+        if (world.warmPoolSize > 0) {
+          // The pool's hosts are collected as an operator would: its size set to 0, the vnode
+          // restarted with it.
+          beforeRestart = metrics;
+          await world.drainWarmPool();
+          ui.note(
+            "nebula-vnode restarted with the warm pool's size set to 0: it terminates the pool's hosts",
+          );
+        }
         await reclaim(world, state, ui, startedAt, deadline, stop.signal);
       }
       const after = await scrapeVnode(world);
-      state.vnodeLatencies = after === undefined ? latencies : vnodeLatencies(after);
+      const merged =
+        beforeRestart === undefined || after === undefined
+          ? (after ?? beforeRestart)
+          : addMetrics(beforeRestart, after);
+      state.vnodeLatencies = merged === undefined ? latencies : vnodeLatencies(merged);
       const polled = await scrapeVnode(world, "nebula-vnode-polled");
       state.polledLatencies = polled === undefined ? undefined : vnodeLatencies(polled);
     } catch (error) {
@@ -448,6 +550,10 @@ async function main(argv: readonly string[]): Promise<number> {
   for (const line of summaryLines(input)) process.stdout.write(`${line}\n`);
   if (world !== undefined && !succeeded(input))
     process.stdout.write(`logs of nebula-vnode and nebula-operator: ${world.logDir}\n`);
+  const benchOut = process.env.NEBULA_BENCH_OUT;
+  if (benchOut !== undefined && benchOut !== "" && input.warm !== undefined)
+    for (const row of warmBenchRows(input.warm))
+      appendFileSync(benchOut, `${JSON.stringify(row)}\n`);
   if (options.ci) process.stdout.write(`${summaryLine(input)}\n`);
   if (signals > 0) return 130;
   return succeeded(input) ? 0 : 1;
@@ -465,6 +571,7 @@ function summaryInput(
     latencies: state.tracker.latencies(),
     vnodeLatencies: latencies,
     polledLatencies: state.polledLatencies,
+    warm: state.tracker.warm?.figures(),
     instancesLeft: state.instancesLeft,
     podsLeft: state.podsLeft,
     elapsedMs: Date.now() - startedAt,

@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { ec2CallsByAction, parseMetrics, vnodeLatencies } from "./metrics.js";
+import {
+  addMetrics,
+  ec2CallsByAction,
+  parseMetrics,
+  pollsDone,
+  vnodeLatencies,
+} from "./metrics.js";
 
 const TEXT = `# HELP nebula_vnode_ec2_calls_total EC2 API calls by action and outcome
 # TYPE nebula_vnode_ec2_calls_total counter
@@ -69,7 +75,44 @@ describe("vnode metrics", () => {
         start: none,
         ready: none,
       },
+      startupByStart: { warm: none, cold: none },
     });
     expect(vnodeLatencies(new Map()).exitToStatus).toEqual({ count: 0, meanSeconds: null });
+  });
+
+  it("sums over labels it does not ask for, and splits the start-up by its start label", () => {
+    const labelled = parseMetrics(`nebula_vnode_startup_seconds_sum{start="warm"} 8
+nebula_vnode_startup_seconds_count{start="warm"} 2
+nebula_vnode_startup_seconds_sum{start="cold"} 30
+nebula_vnode_startup_seconds_count{start="cold"} 1
+nebula_vnode_startup_phase_seconds_sum{phase="boot",start="warm"} 2
+nebula_vnode_startup_phase_seconds_count{phase="boot",start="warm"} 2
+nebula_vnode_startup_phase_seconds_sum{start="cold",phase="boot"} 20
+nebula_vnode_startup_phase_seconds_count{start="cold",phase="boot"} 1
+nebula_vnode_startup_phase_seconds_bucket{le="5",phase="boot",start="cold"} 0
+`);
+    const read = vnodeLatencies(labelled);
+    expect(read.startup).toEqual({ count: 3, meanSeconds: 38 / 3 });
+    expect(read.startupPhases.boot).toEqual({ count: 3, meanSeconds: 22 / 3 });
+    expect(read.startupByStart).toEqual({
+      warm: { count: 2, meanSeconds: 4 },
+      cold: { count: 1, meanSeconds: 30 },
+    });
+  });
+
+  it("counts polls over outcomes, and adds two scrapes of a restarted app", () => {
+    const first = parseMetrics(`nebula_vnode_poll_duration_seconds_count{outcome="ok"} 7
+nebula_vnode_poll_duration_seconds_count{outcome="error"} 1
+nebula_vnode_startup_seconds_sum 10
+nebula_vnode_startup_seconds_count 2
+`);
+    expect(pollsDone(first)).toBe(8);
+    const second = parseMetrics(`nebula_vnode_poll_duration_seconds_count{outcome="ok"} 3
+nebula_vnode_startup_seconds_sum 5
+nebula_vnode_startup_seconds_count 1
+`);
+    const both = addMetrics(first, second);
+    expect(pollsDone(both)).toBe(11);
+    expect(vnodeLatencies(both).startup).toEqual({ count: 3, meanSeconds: 5 });
   });
 });

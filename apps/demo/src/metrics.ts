@@ -28,10 +28,54 @@ export function ec2CallsByAction(metrics: ReadonlyMap<string, number>): Record<s
   return out;
 }
 
-function mean(metrics: ReadonlyMap<string, number>, name: string, labels = "") {
-  const count = metrics.get(`${name}_count${labels}`) ?? 0;
-  const sum = metrics.get(`${name}_sum${labels}`) ?? 0;
+/** The labels of a series key (`name{a="1",b="2"}`), as a map; none for a bare name. */
+function labelsOf(series: string): Map<string, string> {
+  const out = new Map<string, string>();
+  const open = series.indexOf("{");
+  if (open === -1) return out;
+  for (const match of series.slice(open).matchAll(/([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"/g))
+    out.set(match[1] as string, match[2] as string);
+  return out;
+}
+
+/**
+ * A histogram's mean over every series of `name` whose labels include `labels` (other labels,
+ * such as a `start` label added later, are summed over).
+ */
+function mean(
+  metrics: ReadonlyMap<string, number>,
+  name: string,
+  labels: Readonly<Record<string, string>> = {},
+) {
+  let count = 0;
+  let sum = 0;
+  for (const [series, value] of metrics) {
+    const bare = series.split("{")[0];
+    if (bare !== `${name}_count` && bare !== `${name}_sum`) continue;
+    const has = labelsOf(series);
+    if (!Object.entries(labels).every(([k, v]) => has.get(k) === v)) continue;
+    if (bare === `${name}_count`) count += value;
+    else sum += value;
+  }
   return { count, meanSeconds: count > 0 ? sum / count : null };
+}
+
+/** Poll cycles nebula-vnode finished, whatever their outcome (`nebula_vnode_poll_duration_seconds`). */
+export function pollsDone(metrics: ReadonlyMap<string, number>): number {
+  return mean(metrics, "nebula_vnode_poll_duration_seconds").count;
+}
+
+/**
+ * Two scrapes of the same app's counters and histograms, before and after it restarted (its
+ * counters start again from 0): each series summed. Gauges are not meaningful in the result.
+ */
+export function addMetrics(
+  a: ReadonlyMap<string, number>,
+  b: ReadonlyMap<string, number>,
+): Map<string, number> {
+  const out = new Map(a);
+  for (const [series, value] of b) out.set(series, (out.get(series) ?? 0) + value);
+  return out;
 }
 
 /** The event channel's stages, in the order a doorbell goes through them. */
@@ -44,19 +88,16 @@ const STARTUP_PHASES = ["schedule", "admit", "launch", "boot", "pull", "start", 
  * The vnode's own latency histograms, as means: exit → status written, terminal → instance
  * terminated, terminal status written → `TerminateInstances` sent, the event channel's receipt →
  * status published and its stages (no samples on a node without the channel), and a Pod's
- * start-up (created → first Ready) and its phases.
+ * start-up (created → first Ready) and its phases; the start-up also by its `start` label
+ * (`warm`: a warm-pool host, `cold`: a launch) where the vnode labels it (none where it does not).
  */
 export function vnodeLatencies(metrics: ReadonlyMap<string, number>): VnodeLatencies {
   const stages: Record<string, { count: number; meanSeconds: number | null }> = {};
   for (const stage of STAGES)
-    stages[stage] = mean(metrics, "nebula_vnode_event_stage_seconds", `{stage="${stage}"}`);
+    stages[stage] = mean(metrics, "nebula_vnode_event_stage_seconds", { stage });
   const startupPhases: Record<string, { count: number; meanSeconds: number | null }> = {};
   for (const phase of STARTUP_PHASES)
-    startupPhases[phase] = mean(
-      metrics,
-      "nebula_vnode_startup_phase_seconds",
-      `{phase="${phase}"}`,
-    );
+    startupPhases[phase] = mean(metrics, "nebula_vnode_startup_phase_seconds", { phase });
   return {
     exitToStatus: mean(metrics, "nebula_vnode_exit_to_status_seconds"),
     terminalToTerminated: mean(metrics, "nebula_vnode_terminal_to_terminated_seconds"),
@@ -65,5 +106,9 @@ export function vnodeLatencies(metrics: ReadonlyMap<string, number>): VnodeLaten
     stages,
     startup: mean(metrics, "nebula_vnode_startup_seconds"),
     startupPhases,
+    startupByStart: {
+      warm: mean(metrics, "nebula_vnode_startup_seconds", { start: "warm" }),
+      cold: mean(metrics, "nebula_vnode_startup_seconds", { start: "cold" }),
+    },
   };
 }

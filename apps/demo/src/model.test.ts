@@ -46,11 +46,14 @@ describe("podView", () => {
           ready: false,
           restarts: 2,
           runningSince: undefined,
+          startedAt: undefined,
           waiting: "CrashLoopBackOff",
           terminated: undefined,
           lastExit: { code: 0, reason: "Completed", finishedAt: "2026-11-30T16:00:08.000Z" },
         },
       ],
+      createdAt: undefined,
+      readySince: undefined,
     });
   });
 
@@ -93,6 +96,48 @@ describe("podView", () => {
       ["app", false, false, undefined, "ContainerStatusUnknown"],
       ["sidecar", true, true, "2026-11-30T16:00:00.000Z", undefined],
     ]);
+  });
+
+  it("reads the creation time, the Ready condition's time and when each container started", () => {
+    const view = podView({
+      metadata: { name: "w", creationTimestamp: new Date("2026-11-30T16:00:00Z") },
+      status: {
+        phase: "Running",
+        conditions: [
+          { type: "Ready", status: "True", lastTransitionTime: new Date("2026-11-30T16:00:09Z") },
+        ],
+        containerStatuses: [
+          {
+            name: "app",
+            image: "busybox",
+            imageID: "",
+            ready: true,
+            restartCount: 0,
+            state: { running: { startedAt: new Date("2026-11-30T16:00:07Z") } },
+          },
+          {
+            name: "done",
+            image: "busybox",
+            imageID: "",
+            ready: false,
+            restartCount: 0,
+            state: {
+              terminated: { exitCode: 0, startedAt: new Date("2026-11-30T16:00:08Z") },
+            },
+          },
+        ],
+      },
+    });
+    expect(view.createdAt).toBe("2026-11-30T16:00:00.000Z");
+    expect(view.readySince).toBe("2026-11-30T16:00:09.000Z");
+    expect(view.containers.map((c) => c.startedAt)).toEqual([
+      "2026-11-30T16:00:07.000Z",
+      "2026-11-30T16:00:08.000Z",
+    ]);
+    // Not Ready: no time.
+    expect(
+      podView({ status: { conditions: [{ type: "Ready", status: "False" }] } }).readySince,
+    ).toBeUndefined();
   });
 
   it("a Pod without status is Pending with no reason; a deleting one says so", () => {

@@ -22,6 +22,11 @@ export interface ContainerView {
   readonly restarts: number;
   /** `state.running.startedAt` (RFC 3339) while it runs. */
   readonly runningSince: string | undefined;
+  /**
+   * When its current run started (RFC 3339, whole seconds): `state.running.startedAt`, or
+   * `state.terminated.startedAt` once it ended.
+   */
+  readonly startedAt: string | undefined;
   /** `state.waiting.reason`. */
   readonly waiting: string | undefined;
   /** `state.terminated.reason`. */
@@ -52,6 +57,10 @@ export interface PodView {
   readonly deletionGracePeriodSeconds: number | undefined;
   /** Every container's status, the app containers first. */
   readonly containers: readonly ContainerView[];
+  /** `metadata.creationTimestamp` (RFC 3339, whole seconds). */
+  readonly createdAt: string | undefined;
+  /** The `lastTransitionTime` of its `Ready=True` condition, while it says so. */
+  readonly readySince: string | undefined;
 }
 
 /** One EC2 instance of the demo's cluster. */
@@ -61,6 +70,8 @@ export interface InstanceView {
   readonly state: string;
   /** Its `nebula:pod-uid` tag. */
   readonly podUid: string | undefined;
+  /** EC2's `StateReason.Code` (`Client.InstanceInitiatedShutdown`: it powered itself off). */
+  readonly stateReason: string | undefined;
   /** Its tags (the host's exit report among them: `nebula:report`, `nebula:report:<n>`). */
   readonly tags: Readonly<Record<string, string>>;
 }
@@ -93,6 +104,15 @@ export interface WorkloadView {
   readonly workloadRef: string | undefined;
 }
 
+/** A Pod's `StartupTimes` Event (nebula-vnode's start-up breakdown, one line). */
+export interface StartupEventView {
+  /** `involvedObject.uid`. */
+  readonly podUid: string;
+  /** `involvedObject.name`. */
+  readonly podName: string;
+  readonly message: string;
+}
+
 /** Everything observed at one moment. */
 export interface Snapshot {
   /** Milliseconds since the demo started. */
@@ -104,6 +124,10 @@ export interface Snapshot {
   readonly workloads: readonly WorkloadView[];
   /** EC2 calls made by nebula-vnode so far, by action. */
   readonly ec2Calls: Readonly<Record<string, number>>;
+  /** Poll cycles nebula-vnode finished so far (`nebula_vnode_poll_duration_seconds_count`). */
+  readonly vnodePolls: number;
+  /** The `StartupTimes` Events of the demo's Pods. */
+  readonly startupEvents: readonly StartupEventView[];
 }
 
 /** An empty snapshot. */
@@ -114,6 +138,8 @@ export const EMPTY_SNAPSHOT: Snapshot = {
   instances: [],
   workloads: [],
   ec2Calls: {},
+  vnodePolls: 0,
+  startupEvents: [],
 };
 
 const toIso = (value: unknown): string | undefined =>
@@ -137,6 +163,7 @@ function containerView(status: V1ContainerStatus, init: boolean): ContainerView 
     ready: status.ready === true,
     restarts: typeof status.restartCount === "number" ? status.restartCount : 0,
     runningSince: toIso(status.state?.running?.startedAt),
+    startedAt: toIso(status.state?.running?.startedAt ?? status.state?.terminated?.startedAt),
     waiting: status.state?.waiting?.reason ?? undefined,
     terminated: status.state?.terminated?.reason ?? undefined,
     lastExit: exitOf(status.lastState?.terminated),
@@ -165,6 +192,11 @@ export function podView(pod: V1Pod): PodView {
       ...(pod.status?.containerStatuses ?? []).map((c) => containerView(c, false)),
       ...(pod.status?.initContainerStatuses ?? []).map((c) => containerView(c, true)),
     ],
+    createdAt: toIso(pod.metadata?.creationTimestamp),
+    readySince: toIso(
+      pod.status?.conditions?.find((c) => c.type === "Ready" && c.status === "True")
+        ?.lastTransitionTime,
+    ),
   };
 }
 

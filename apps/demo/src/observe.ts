@@ -1,11 +1,12 @@
 /** Reads the world once: Pods, instances, Workloads, the vnode's EC2 call counts. */
 import { DescribeInstancesCommand, type Instance } from "@aws-sdk/client-ec2";
-import { ec2CallsByAction, parseMetrics } from "./metrics.js";
+import { ec2CallsByAction, parseMetrics, pollsDone } from "./metrics.js";
 import {
   type InstanceView,
   type PodView,
   podView,
   type Snapshot,
+  type StartupEventView,
   type WorkloadView,
   workloadView,
 } from "./model.js";
@@ -39,6 +40,7 @@ function instanceView(instance: Instance): InstanceView {
     id: instance.InstanceId ?? "",
     state: instance.State?.Name ?? "unknown",
     podUid: instance.Tags?.find((t) => t.Key === "nebula:pod-uid")?.Value,
+    stateReason: instance.StateReason?.Code,
     tags: Object.fromEntries(
       (instance.Tags ?? []).flatMap((t) =>
         t.Key === undefined || t.Value === undefined ? [] : [[t.Key, t.Value]],
@@ -62,6 +64,19 @@ async function listWorkloads(world: World): Promise<WorkloadView[]> {
     for (const item of list.items ?? []) out.push(workloadView(kind, item));
   }
   return out.sort((a, b) => a.kind.localeCompare(b.kind) || a.name.localeCompare(b.name));
+}
+
+/** The `StartupTimes` Events of the demo's Pods (nebula-vnode writes one when a Pod is first Ready). */
+async function listStartupEvents(world: World): Promise<StartupEventView[]> {
+  const list = await world.core.listNamespacedEvent({
+    namespace: DEMO_NAMESPACE,
+    fieldSelector: "reason=StartupTimes",
+  });
+  return list.items.map((e) => ({
+    podUid: e.involvedObject.uid ?? "",
+    podName: e.involvedObject.name ?? "",
+    message: e.message ?? "",
+  }));
 }
 
 /** The vnode's `/metrics`, parsed; `undefined` when it cannot be read. */
@@ -88,7 +103,7 @@ export async function observe(
   startedAt: number,
   previous: Snapshot,
 ): Promise<Snapshot> {
-  const [pods, instances, workloads, metrics] = await Promise.all([
+  const [pods, instances, workloads, metrics, startupEvents] = await Promise.all([
     world.core
       .listNamespacedPod({ namespace: DEMO_NAMESPACE })
       .then((list): PodView[] => list.items.map(podView))
@@ -96,6 +111,7 @@ export async function observe(
     listInstances(world).catch(() => previous.instances),
     listWorkloads(world).catch(() => previous.workloads),
     scrapeVnode(world),
+    listStartupEvents(world).catch(() => previous.startupEvents),
   ]);
   const at = Date.now();
   return {
@@ -105,5 +121,7 @@ export async function observe(
     instances,
     workloads,
     ec2Calls: metrics === undefined ? previous.ec2Calls : ec2CallsByAction(metrics),
+    vnodePolls: metrics === undefined ? previous.vnodePolls : pollsDone(metrics),
+    startupEvents,
   };
 }

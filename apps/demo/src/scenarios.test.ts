@@ -362,4 +362,32 @@ describe("Tracker", () => {
     expect(tracker.pending()).not.toContain("workload");
     expect(tracker.pending()).toContain("prints-and-exits");
   });
+
+  it("runs only the scenarios it is given; warm-pool is judged by its comparison", () => {
+    const tracker = new Tracker(1, {
+      scenarios: ["warm-pool", "job-completes"],
+      warm: {
+        rounds: 1,
+        perSide: 3,
+        readyTimeoutMs: 60_000,
+        roundTimeoutMs: 60_000,
+        settleTimeoutMs: 10_000,
+      },
+    });
+    expect(tracker.scenarios).toEqual(["job-completes", "warm-pool"]);
+    tracker.observe(snapshot(1));
+    const verdicts = tracker.verdicts();
+    expect(verdicts.map((v) => v.id)).toEqual(["job-completes", "warm-pool"]);
+    expect(byId(verdicts).get("warm-pool")).toMatchObject({
+      ok: false,
+      observed: "round 1: waiting for the pool",
+    });
+    expect(byId(verdicts).get("warm-pool")?.expected).toContain(
+      "3 Pods on t3.small take a ready warm-pool host (StartInstances) and 3 on t3.micro",
+    );
+    expect(tracker.warm).toBeDefined();
+    expect(tracker.pending()).toEqual(["job-completes", "warm-pool"]);
+    // Without the scenario there is no comparison.
+    expect(new Tracker(1, { scenarios: ["job-completes"] }).warm).toBeUndefined();
+  });
 });

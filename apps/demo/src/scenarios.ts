@@ -5,6 +5,7 @@
  */
 import { CHANNEL_PODS, type ChannelSide, channelSide } from "./channel.js";
 import type { PodView, Snapshot, WorkloadView } from "./model.js";
+import { COLD_INSTANCE_TYPE, WARM_INSTANCE_TYPE, type WarmPlan, WarmPoolRun } from "./warm.js";
 
 /** The scenario ids, in the order the summary lists them. */
 export const SCENARIO_IDS = [
@@ -18,6 +19,7 @@ export const SCENARIO_IDS = [
   "oom-killed",
   "kubectl-delete",
   "event-channel",
+  "warm-pool",
 ] as const;
 
 /** A scenario id. */
@@ -33,7 +35,7 @@ export const LOGS_EXPECTED = "working\ndone\n";
 export const DELETE_POD = "delete-me";
 
 /** What a scenario should show. */
-function expectedOf(id: ScenarioId, replicas: number): string {
+function expectedOf(id: ScenarioId, replicas: number, warm: WarmPlan | undefined): string {
   switch (id) {
     case "prints-and-exits":
       return `${replicas}/${replicas} replicas report their container's exit (exit 0, Completed) instead of Running forever`;
@@ -55,6 +57,11 @@ function expectedOf(id: ScenarioId, replicas: number): string {
       return "after kubectl delete: instance terminated, then the Pod gone";
     case "event-channel":
       return `${CHANNEL_PODS}/${CHANNEL_PODS} Pods on each virtual node show their exit (Succeeded, exit 0): through the event channel on one, by the poll on the other`;
+    case "warm-pool": {
+      const n = warm?.perSide ?? 0;
+      const rounds = warm?.rounds ?? 0;
+      return `${rounds === 1 ? "" : `${rounds} rounds: `}${n} Pods on ${WARM_INSTANCE_TYPE} take a ready warm-pool host (StartInstances) and ${n} on ${COLD_INSTANCE_TYPE}, created at the same moment, launch cold (RunInstances); start-up times warm vs cold in the summary`;
+    }
   }
 }
 
@@ -97,9 +104,21 @@ const describeExit = (pod: PodView): string => {
     : `exit ${exit.code}${exit.reason ? ` ${exit.reason}` : ""}`;
 };
 
+/** What the {@link Tracker} runs besides the defaults. */
+export interface TrackerOptions {
+  /** The scenarios to run and judge (default: every one). */
+  readonly scenarios?: readonly ScenarioId[];
+  /** How the warm pool's comparison runs (needed for `warm-pool`). */
+  readonly warm?: WarmPlan;
+}
+
 /** Remembers first occurrences across snapshots and judges the scenarios. */
 export class Tracker {
   readonly #replicas: number;
+  readonly #ids: readonly ScenarioId[];
+  readonly #warmPlan: WarmPlan | undefined;
+  /** The warm pool's comparison, when `warm-pool` is among the scenarios. */
+  readonly warm: WarmPoolRun | undefined;
   readonly #uidByName = new Map<string, string>();
   readonly #terminalAt = new Map<string, number>();
   readonly #goneAt = new Map<string, number>();
@@ -117,8 +136,19 @@ export class Tracker {
   #closed: Map<ScenarioId, Verdict> | undefined;
 
   /** @param replicas the print-and-exit Deployment's replicas */
-  constructor(replicas: number) {
+  constructor(replicas: number, options: TrackerOptions = {}) {
     this.#replicas = replicas;
+    this.#ids = SCENARIO_IDS.filter((id) => (options.scenarios ?? SCENARIO_IDS).includes(id));
+    this.#warmPlan = options.warm;
+    this.warm =
+      this.#ids.includes("warm-pool") && options.warm !== undefined
+        ? new WarmPoolRun(options.warm)
+        : undefined;
+  }
+
+  /** The scenarios this run judges, in the summary's order. */
+  get scenarios(): readonly ScenarioId[] {
+    return this.#ids;
   }
 
   /** Takes one snapshot in (snapshots come in time order). */
@@ -151,6 +181,7 @@ export class Tracker {
         this.#instanceTerminatedAt.set(instance.podUid, snapshot.at);
     }
     this.#last = snapshot;
+    this.warm?.observe(snapshot);
     for (const verdict of this.#judgeAll(snapshot)) {
       if (verdict.ok && !this.#settled.has(verdict.id)) this.#settled.set(verdict.id, verdict);
     }
@@ -233,8 +264,8 @@ export class Tracker {
   }
 
   #judgeAll(snapshot: Snapshot | undefined): Verdict[] {
-    return SCENARIO_IDS.map((id) => {
-      const expected = expectedOf(id, this.#replicas);
+    return this.#ids.map((id) => {
+      const expected = expectedOf(id, this.#replicas, this.#warmPlan);
       const blocked = this.#blocked.get(id);
       if (blocked !== undefined)
         return { id, expected, observed: `could not run: ${blocked}`, ok: false };
@@ -296,6 +327,8 @@ export class Tracker {
         return this.#judgeDelete(snapshot);
       case "event-channel":
         return this.#judgeChannel(snapshot);
+      case "warm-pool":
+        return this.warm?.judge() ?? { observed: "not configured", ok: false };
     }
   }
 

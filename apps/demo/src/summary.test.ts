@@ -28,6 +28,7 @@ const input = (fields: Partial<SummaryInput> = {}): SummaryInput => ({
   },
   vnodeLatencies: undefined,
   polledLatencies: undefined,
+  warm: undefined,
   instancesLeft: 0,
   podsLeft: [],
   keep: false,
@@ -133,6 +134,10 @@ describe("the summary", () => {
             boot: { count: 2, meanSeconds: 5 },
             pull: { count: 0, meanSeconds: null },
           },
+          startupByStart: {
+            warm: { count: 1, meanSeconds: 4 },
+            cold: { count: 1, meanSeconds: 36 },
+          },
         },
         podsLeft: ["job-completes (Succeeded)"],
       }),
@@ -146,6 +151,7 @@ describe("the summary", () => {
     expect(text).toContain("mean 1.5 s (n=4)");
     expect(text).toContain("Pod created -> Ready (start-up):             mean 20.0 s (n=2)");
     expect(text).toContain("by phase (means): boot 5.0 s, pull -");
+    expect(text).toContain("by start: warm mean 4.0 s (n=1); cold mean 36.0 s (n=1)");
     expect(text).toContain("instances left running: 0");
     expect(text).toContain("job-completes (Succeeded)");
   });
@@ -166,6 +172,7 @@ describe("the summary", () => {
       },
       startup: none,
       startupPhases: {},
+      startupByStart: { warm: none, cold: none },
     };
     const off = {
       ...on,

@@ -3,6 +3,7 @@
  * latencies, and the instances left running. Pure.
  */
 import type { Latencies, Verdict } from "./scenarios.js";
+import { type WarmFigures, warmSummaryLines } from "./warm.js";
 import { type Violation, violationLine } from "./watch.js";
 
 /** Order statistics of a list of samples (milliseconds). */
@@ -44,6 +45,8 @@ export interface VnodeLatencies {
   readonly startup: Mean;
   /** The same by phase: `schedule`, `admit`, `launch`, `boot`, `pull`, `start`, `ready`. */
   readonly startupPhases: Readonly<Record<string, Mean>>;
+  /** The start-up by the histogram's `start` label, where the vnode has it (else no samples). */
+  readonly startupByStart: Readonly<Record<"warm" | "cold", Mean>>;
 }
 
 /** What the summary is made from. */
@@ -53,6 +56,8 @@ export interface SummaryInput {
   readonly vnodeLatencies: VnodeLatencies | undefined;
   /** The polling-only nebula-vnode's histograms (the channel's comparison), when it was reachable. */
   readonly polledLatencies: VnodeLatencies | undefined;
+  /** The warm pool's comparison, when it ran (measured rounds only). */
+  readonly warm: WarmFigures | undefined;
   /** Instances not terminated at the end; `undefined` when they were not counted. */
   readonly instancesLeft: number | undefined;
   /**
@@ -86,6 +91,8 @@ export interface SummaryJson {
       readonly on: { readonly exitToStatus: Stats; readonly vnode: VnodeLatencies | null };
       readonly off: { readonly exitToStatus: Stats; readonly vnode: VnodeLatencies | null };
     };
+    /** The warm pool's comparison: warm vs cold start-ups of the same Pods, one run. */
+    readonly warm: WarmFigures | null;
   };
   readonly elapsedSeconds: number;
   readonly aborted: string | null;
@@ -129,6 +136,7 @@ export function summaryJson(input: SummaryInput): SummaryJson {
           vnode: input.polledLatencies ?? null,
         },
       },
+      warm: input.warm ?? null,
     },
     elapsedSeconds: Math.round(input.elapsedMs / 100) / 10,
     aborted: input.aborted ?? null,
@@ -198,8 +206,13 @@ export function summaryLines(input: SummaryInput): string[] {
         .join(", ");
       lines.push(`      by phase (means): ${phases}`);
     }
+    const { warm, cold } = input.vnodeLatencies.startupByStart;
+    if (warm.count > 0 || cold.count > 0)
+      lines.push(`      by start: warm ${vnodeText(warm)}; cold ${vnodeText(cold)}`);
   }
   lines.push(...channelLines(input, json));
+  if (input.warm !== undefined && input.warm.toRunning.warm.n + input.warm.toRunning.cold.n > 0)
+    lines.push(...warmSummaryLines(input.warm));
   lines.push(
     input.instancesLeft === undefined
       ? input.keep

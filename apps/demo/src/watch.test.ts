@@ -32,6 +32,7 @@ const container = (fields: Partial<ContainerView> = {}): ContainerView => ({
   ready: true,
   restarts: 0,
   runningSince: iso(0),
+  startedAt: iso(0),
   waiting: undefined,
   terminated: undefined,
   lastExit: undefined,

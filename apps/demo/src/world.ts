@@ -36,6 +36,12 @@ import {
   startMoto,
 } from "@nebula/test-peers";
 import { type AppProcess, run, startApp } from "./proc.js";
+import {
+  COLD_INSTANCE_TYPE,
+  WARM_INSTANCE_TYPE,
+  WARM_POOL_ENTRY,
+  WARM_POOL_IMAGES,
+} from "./warm.js";
 
 /** The repository's root (this file is in apps/demo/src or bundled into apps/demo/dist). */
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
@@ -95,6 +101,14 @@ export interface World {
   readonly custom: CustomObjectsApi;
   /** Where the apps' logs are written. */
   readonly logDir: string;
+  /** The warm pool's size nebula-vnode was started with (0: no pool). */
+  readonly warmPoolSize: number;
+  /**
+   * Empties the warm pool as an operator would: nebula-vnode's configuration gets the entry with
+   * `size: 0` and nebula-vnode is restarted with it (it collects the entry's hosts on its next
+   * passes). Resolves once it is ready again.
+   */
+  drainWarmPool(): Promise<void>;
   /** Runs the real kubectl against the world as its admin. */
   kubectl(args: readonly string[], input?: string): Promise<string>;
   /** The lines that point kubectl and the AWS CLI at this world. */
@@ -149,8 +163,11 @@ async function runCleanups(cleanups: Cleanup[]): Promise<void> {
 export async function startWorld(options: {
   readonly report: StepReporter;
   readonly signal: AbortSignal;
+  /** Prepared, stopped hosts nebula-vnode keeps in its warm pool (0 or absent: no pool). */
+  readonly warmPoolSize?: number;
 }): Promise<World> {
   const { report, signal } = options;
+  const warmPoolSize = options.warmPoolSize ?? 0;
   const cleanups: Cleanup[] = [];
   const logDir = join(cacheDir(), "demo", "logs");
   rmSync(logDir, { recursive: true, force: true });
@@ -351,11 +368,32 @@ export async function startWorld(options: {
       return path;
     };
     // The channel's node: its hosts ring the queue after every report, and it reads the
-    // instances a message names at once (its SQS calls go through the same endpoint).
+    // instances a message names at once (its SQS calls go through the same endpoint). With the
+    // warm pool: its entry's instance type is one only the comparison's warm Pods ask for.
+    const channelNode = { kubeletPort: await freePort() };
+    const channelProvider = (size: number) => ({
+      events: { queueUrl, pollIntervalSeconds: VNODE_POLL_INTERVAL_SECONDS },
+      ...(warmPoolSize === 0
+        ? {}
+        : {
+            instanceTypes: {
+              default: COLD_INSTANCE_TYPE,
+              allowed: [COLD_INSTANCE_TYPE, WARM_INSTANCE_TYPE],
+            },
+            warmPool: [
+              {
+                name: WARM_POOL_ENTRY,
+                instanceType: WARM_INSTANCE_TYPE,
+                size,
+                images: [...WARM_POOL_IMAGES],
+              },
+            ],
+          }),
+    });
     const channelConfig = await vnodeConfig(
       "vnode-config.json",
-      {},
-      { events: { queueUrl, pollIntervalSeconds: VNODE_POLL_INTERVAL_SECONDS } },
+      channelNode,
+      channelProvider(warmPoolSize),
     );
     // The polled node: no channel; a label that keeps the samples off it.
     const polledConfig = await vnodeConfig(
@@ -398,6 +436,24 @@ export async function startWorld(options: {
         ["--kubeconfig", saKubeconfig("nebula-operator"), "--namespace", DEMO_NAMESPACE],
       ],
     ];
+    const appAddresses = new Map<AppName, string>();
+    const launch = async (name: AppName, dir: "vnode" | "operator", args: string[]) => {
+      const bundle = bundleOf(dir);
+      const address = appAddresses.get(name) ?? `127.0.0.1:${await freePort()}`;
+      appAddresses.set(name, address);
+      return step(report, `${name} (${bundle.slice(REPO_ROOT.length)})`, async () =>
+        startApp({
+          name,
+          bundle,
+          args: [...args, "--log-level", "info"],
+          env,
+          address,
+          logFile: join(logDir, `${name}.log`),
+          readyTimeoutMs: 60_000,
+          signal,
+        }),
+      );
+    };
     for (const [name, dir, args] of starts) {
       const bundle = bundleOf(dir);
       if (!existsSync(bundle)) {
@@ -406,20 +462,9 @@ export async function startWorld(options: {
         continue;
       }
       try {
-        const app = await step(report, `${name} (${bundle.slice(REPO_ROOT.length)})`, async () =>
-          startApp({
-            name,
-            bundle,
-            args: [...args, "--log-level", "info"],
-            env,
-            address: `127.0.0.1:${await freePort()}`,
-            logFile: join(logDir, `${name}.log`),
-            readyTimeoutMs: 60_000,
-            signal,
-          }),
-        );
-        apps.set(name, app);
-        cleanups.push({ name, run: () => app.stop() });
+        apps.set(name, await launch(name, dir, args));
+        // The app running now (a restarted one replaces the first in `apps`).
+        cleanups.push({ name, run: async () => apps.get(name)?.stop() });
       } catch (error) {
         unusable.set(name, (error as Error).message.split("\n")[0] ?? "did not start");
       }
@@ -466,6 +511,15 @@ export async function startWorld(options: {
       custom: admin.makeApiClient(CustomObjectsApi),
       logDir,
       kubectl,
+      warmPoolSize,
+      drainWarmPool: async () => {
+        const vnode = apps.get("nebula-vnode");
+        const start = starts.find(([name]) => name === "nebula-vnode");
+        if (vnode === undefined || start === undefined || warmPoolSize === 0) return;
+        await vnodeConfig("vnode-config.json", channelNode, channelProvider(0));
+        await vnode.stop();
+        apps.set("nebula-vnode", await launch("nebula-vnode", "vnode", start[2]));
+      },
       connectionHelp: () => [
         `export KUBECONFIG=${controlPlane.kubeconfigPath}`,
         `alias kubectl=${kubectlPath()}`,

@@ -16,6 +16,8 @@ export function pod(name: string, fields: Partial<PodView> = {}): PodView {
     deletionTimestamp: undefined,
     deletionGracePeriodSeconds: undefined,
     containers: [],
+    createdAt: undefined,
+    readySince: undefined,
     ...fields,
   };
 }
@@ -26,7 +28,7 @@ export function instance(
   state: string,
   tags: Readonly<Record<string, string>> = {},
 ): InstanceView {
-  return { id: `i-${podName}`, state, podUid: `uid-${podName}`, tags };
+  return { id: `i-${podName}`, state, podUid: `uid-${podName}`, stateReason: undefined, tags };
 }
 
 /** A Workload or WorkloadDeployment view. */
@@ -59,6 +61,8 @@ export function snapshot(atSeconds: number, fields: Partial<Snapshot> = {}): Sna
     instances: [],
     workloads: [],
     ec2Calls: {},
+    vnodePolls: 0,
+    startupEvents: [],
     ...fields,
   };
 }
