@@ -17,6 +17,8 @@
 //   NEBULA_BENCH_SIZES=10,100,1000,5000 the provider's instance counts (default 10,100,1000 here; the
 //                                       5,000 size did not finish in an hour here: moto takes
 //                                       minutes to list 5,000 instances)
+//   NEBULA_BENCH_WARM_ROUNDS=4          the warm pool's comparison (the demo's world, `--only
+//                                       warm-pool`): rounds of 3 warm + 3 cold Pods (default 4)
 //   the benches' own variables (NEBULA_BENCH_ROUNDS, NEBULA_BENCH_CYCLES, BENCH_DEPLOYMENTS, ...)
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -83,6 +85,25 @@ const BENCHES = [
     args: [node, vitest, "bench", "--run"],
   },
   {
+    pkg: "@nebula/demo-app",
+    label:
+      "demo world: Pod created → container running, warm pool vs cold launch, the same Pods in one run",
+    dir: "apps/demo",
+    args: [
+      node,
+      "dist/main.js",
+      "--ci",
+      "--only",
+      "warm-pool",
+      "--warm-rounds",
+      process.env.NEBULA_BENCH_WARM_ROUNDS ?? "4",
+      "--timeout",
+      "900",
+    ],
+    // The demo runs nebula-vnode and nebula-operator from their bundles.
+    build: ["@nebula/vnode-app", "@nebula/operator-app"],
+  },
+  {
     pkg: "@nebula/test-peers",
     label: "test-peers: cached start-up",
     dir: "packages/test-peers",
@@ -101,8 +122,9 @@ const selected = only ? BENCHES.filter((b) => only.some((o) => b.pkg.includes(o)
 const started = Date.now();
 const elapsed = (since) => `${((Date.now() - since) / 1000).toFixed(0)} s`;
 const say = (line) => process.stderr.write(`\n${line}\n`);
+const projects = [...new Set(selected.flatMap((b) => [b.pkg, ...(b.build ?? [])]))];
 
-say(`[0/${selected.length}] building ${selected.map((b) => b.pkg).join(", ")}…`);
+say(`[0/${selected.length}] building ${projects.join(", ")}…`);
 const build = spawnSync(
   node,
   [
@@ -111,7 +133,7 @@ const build = spawnSync(
     "-t",
     "build",
     "-p",
-    selected.map((b) => b.pkg).join(","),
+    projects.join(","),
     "--outputStyle=stream",
   ],
   { cwd: root, stdio: "inherit", env: { ...process.env, NX_DAEMON: "false" } },
