@@ -108,6 +108,17 @@ describe("Ec2PodProvider over the fake gateway", () => {
     expect(result.ok).toBe(true);
     expect(provider.listedInstance("uid-web")).toEqual({ instanceId: id, state: "running" });
     expect(provider.instanceCounts()).toEqual({ running: 1 });
+    // A warm-pool host no Pod took is the pool's, not counted with the Pods' instances.
+    gateway.addInstance("", {
+      State: { Name: "stopped" },
+      Tags: [
+        { Key: "nebula:cluster", Value: "test" },
+        { Key: "nebula:node", Value: "nebula-node" },
+        { Key: "nebula:pool", Value: "small" },
+      ],
+    });
+    await provider.pollOnce();
+    expect(provider.instanceCounts()).toEqual({ running: 1 });
     const last = changes.at(-1);
     expect(last?.terminal).toBe(false);
     expect(last?.status.phase).toBe("Running");

@@ -30,6 +30,7 @@ import type { Poller, PollResult } from "./poller.js";
 import type { PodStartup, SpotSignal, StatusPublisher } from "./publisher.js";
 import type { Reclaimer, ReclaimOptions } from "./reclaimer.js";
 import { disprove, type ProviderContext, refreshState, withStatus } from "./record.js";
+import { POOL_TAG } from "./tags.js";
 import type { WarmPool, WarmPoolEvent, WarmPoolStatus } from "./warm-pool.js";
 
 /**
@@ -354,10 +355,16 @@ export class Ec2PodProvider implements PodLifecycle, InstanceReclaimer, NodeHeal
     return this.#leaks.onParameterLeak(listener);
   }
 
-  /** This node's instances by EC2 state, from the latest poll (`{}` before the first one). */
+  /**
+   * This node's Pods' instances by EC2 state, from the latest poll (`{}` before the first one).
+   * Warm-pool hosts no Pod took are not counted: {@link warmPoolStatus} has them.
+   */
   instanceCounts(): Record<string, number> {
     const counts: Record<string, number> = {};
-    for (const { state } of this.#ctx.listing ?? []) counts[state] = (counts[state] ?? 0) + 1;
+    for (const { state, podUid, tags } of this.#ctx.listing ?? []) {
+      if (podUid === undefined && tags.has(POOL_TAG)) continue;
+      counts[state] = (counts[state] ?? 0) + 1;
+    }
     return counts;
   }
 
