@@ -1,6 +1,14 @@
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -320,6 +328,161 @@ describe("docker wait", () => {
     // Already exited: podman answers at once, the same code.
     expect((await dockerIn("a", "wait", id)).stdout).toBe("7\n");
     expect((await dockerIn("a", "rm", id)).code).toBe(0);
+  });
+});
+
+describe("docker with a pull delay (pullDelayMs)", () => {
+  // Two more guests whose volumes hold only what they pulled; a pull of an image not held yet
+  // takes PULL_MS. Each records its images under its own directory, as a guest's root does.
+  const PULL_MS = 1000;
+  const slow: Record<"c" | "d", { path: string; images: string; events: string }> = {
+    c: { path: "", images: "", events: "" },
+    d: { path: "", images: "", events: "" },
+  };
+
+  beforeAll(() => {
+    for (const guest of ["c", "d"] as const) {
+      const dir = join(work, guest);
+      mkdirSync(dir);
+      const images = join(dir, "root", "images");
+      const events = join(dir, "events.log");
+      const path = join(dir, "docker");
+      writeFileSync(
+        path,
+        dockerShim({
+          instanceId: `i-${RUN}${guest}`,
+          runId: RUN,
+          stateDir: join(dir, "state"),
+          containersDir,
+          runtime: RUNTIME,
+          nofile: "",
+          nproc: "",
+          network: "host",
+          pullDelayMs: PULL_MS,
+          imagesDir: images,
+          eventsLog: events,
+        }),
+      );
+      chmodSync(path, 0o755);
+      slow[guest] = { path, images, events };
+    }
+  });
+
+  /** Runs the guest's docker; `ms` spans the whole command (a lower bound of what it waited). */
+  async function slowDocker(
+    guest: "c" | "d",
+    ...args: string[]
+  ): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
+    const started = performance.now();
+    try {
+      const { stdout, stderr } = await run(slow[guest].path, args);
+      return { code: 0, stdout, stderr, ms: performance.now() - started };
+    } catch (error) {
+      const e = error as { code?: number; stdout?: string; stderr?: string };
+      const ms = performance.now() - started;
+      return { code: e.code ?? -1, stdout: e.stdout ?? "", stderr: e.stderr ?? "", ms };
+    }
+  }
+
+  const eventsOf = (guest: "c" | "d"): string[] => {
+    try {
+      return readFileSync(slow[guest].events, "utf8").trim().split("\n");
+    } catch {
+      return [];
+    }
+  };
+
+  it("takes pullDelayMs to pull an image the volume does not hold, nothing once it holds it; another guest's volume is its own", async () => {
+    // A fresh volume holds nothing: Docker says so, whichever way it is asked.
+    const before = await slowDocker("c", "image", "inspect", "--format", "{{.Id}}", "busybox");
+    expect(before).toMatchObject({
+      code: 1,
+      stdout: "",
+      stderr: "Error: No such image: busybox\n",
+    });
+    const typed = await slowDocker(
+      "c",
+      "inspect",
+      "--type=image",
+      "--format={{.Id}}",
+      "--",
+      "busybox",
+    );
+    expect(typed).toMatchObject({ code: 1, stdout: "", stderr: "Error: No such image: busybox\n" });
+
+    const first = await slowDocker("c", "pull", "busybox");
+    expect(first).toMatchObject({
+      code: 0,
+      stdout: "Status: Downloaded newer image for busybox\nbusybox\n",
+    });
+    expect(first.ms).toBeGreaterThanOrEqual(PULL_MS);
+    // Held now, also under another name of the same image (the volume holds images by ID).
+    const again = await slowDocker("c", "pull", "busybox");
+    expect(again.stdout).toBe("Status: Image is up to date for busybox\nbusybox\n");
+    const alias = await slowDocker("c", "pull", "-q", "docker.io/library/busybox:latest");
+    expect(alias).toMatchObject({ code: 0, stdout: "docker.io/library/busybox:latest\n" });
+    const id = (await slowDocker("c", "image", "inspect", "--format", "{{.Id}}", "busybox")).stdout;
+    expect(id).toMatch(/^[0-9a-f]{64}\n$/);
+    expect(readdirSync(slow.c.images).filter((f) => !f.startsWith("."))).toEqual([id.trim()]);
+    const c = eventsOf("c");
+    expect(c).toHaveLength(4);
+    expect(c[0]).toMatch(
+      / docker pull busybox: image [0-9a-f]{12} is not on this host's volume: downloading \(1000 ms\)$/,
+    );
+    expect(c[1]).toMatch(
+      / docker pull busybox: image [0-9a-f]{12} downloaded; on this host's volume from now on$/,
+    );
+    expect(c[2]).toMatch(
+      / docker pull busybox: image [0-9a-f]{12} is on this host's volume: no download$/,
+    );
+    expect(c[3]).toMatch(
+      / docker pull docker.io\/library\/busybox:latest: image [0-9a-f]{12} is on this host's volume: no download$/,
+    );
+
+    // Guest d pays again. Two pulls at once: one downloads, the other joins it (as Docker joins a
+    // pull in flight) and says the image is up to date.
+    const both = await Promise.all([
+      slowDocker("d", "pull", "busybox"),
+      slowDocker("d", "pull", "busybox"),
+    ]);
+    expect(both.map((p) => p.code)).toEqual([0, 0]);
+    const downloaded = both.filter((p) => p.stdout.startsWith("Status: Downloaded newer image"));
+    expect(downloaded).toHaveLength(1);
+    expect(downloaded[0]?.ms).toBeGreaterThanOrEqual(PULL_MS);
+    expect(both.filter((p) => p.stdout.startsWith("Status: Image is up to date"))).toHaveLength(1);
+    expect(eventsOf("d").filter((line) => line.includes("downloading (1000 ms)"))).toHaveLength(1);
+    expect(eventsOf("c")).toHaveLength(4);
+  });
+
+  it("pulls implicitly on create (Docker's --pull=missing; run takes the same path), fails --pull=never for an image not held, and fails an unknown image as before", async () => {
+    const pause = "registry.k8s.io/pause:3.10";
+    const never = await slowDocker("d", "create", "--pull=never", pause);
+    expect(never.code).toBe(125);
+    expect(never.stderr).toContain(`docker: Error response from daemon: No such image: ${pause}.`);
+
+    const created = await slowDocker("d", "create", pause);
+    expect(created.code).toBe(0);
+    expect(created.stdout).toMatch(/^[0-9a-f]{64}\n$/);
+    expect(created.stderr).toBe(
+      `Unable to find image '${pause}' locally\nStatus: Downloaded newer image for ${pause}\n`,
+    );
+    expect(created.ms).toBeGreaterThanOrEqual(PULL_MS);
+    // Held now: no pull, no message; --pull=always asks and finds it up to date.
+    const again = await slowDocker("d", "create", "--pull=never", pause);
+    expect(again).toMatchObject({ code: 0, stderr: "" });
+    const always = await slowDocker("d", "create", "--pull", "always", pause);
+    expect(always).toMatchObject({ code: 0, stderr: `Status: Image is up to date for ${pause}\n` });
+    expect(readdirSync(slow.d.images).filter((f) => !f.startsWith("."))).toHaveLength(2);
+
+    // An image this machine does not have fails at once, as without a delay, and is not recorded.
+    const lines = eventsOf("d").length;
+    expect((await slowDocker("d", "pull", "registry.example/none:1")).code).toBe(1);
+    expect((await slowDocker("d", "create", "registry.example/none:1")).code).toBe(125);
+    expect(eventsOf("d")).toHaveLength(lines);
+    expect(readdirSync(slow.d.images).filter((f) => !f.startsWith("."))).toHaveLength(2);
+    for (const id of [created.stdout.trim(), again.stdout.trim(), always.stdout.trim()]) {
+      expect((await slowDocker("d", "rm", id)).code).toBe(0);
+    }
   });
 });
 

@@ -39,6 +39,21 @@ export interface DockerShimSettings {
    * `--log-driver`/`--log-opt` check, the awslogs driver). Without it, any log flag fails the create.
    */
   readonly initSocket?: string;
+  /**
+   * How long pulling an image the guest's volume does not hold yet takes (ms): an explicit `docker
+   * pull` (also `docker image pull`), or the implicit pull of `docker run`/`create` (Docker's
+   * `--pull=missing`; `--pull=always` pulls too, `--pull=never` fails for an image the volume does
+   * not hold). The volume holds an image once the guest pulled it, recorded as a file named after
+   * the image's ID in `imagesDir`; pulling it again costs nothing. Pulls of one image wait for each
+   * other (Docker joins them). `docker inspect --type=image` and `docker image inspect` say `No
+   * such image` for an image the volume does not hold. An image this machine does not have fails
+   * as without a delay. Default 0: every local image is held, pulls are instant, nothing is recorded.
+   */
+  readonly pullDelayMs?: number;
+  /** Where the guest's volume records the images it pulled, one file per image ID. Default `<stateDir>/images`. */
+  readonly imagesDir?: string;
+  /** A file where the shim says each pull that waits (or does not), as lines of the guest's `events.log`. */
+  readonly eventsLog?: string;
 }
 
 /**
@@ -65,6 +80,9 @@ NOFILE=${shellQuote(settings.nofile)}
 NPROC=${shellQuote(settings.nproc)}
 NETWORK=${shellQuote(settings.network)}
 INIT=${shellQuote(settings.initSocket ?? "")}
+PULL_DELAY_MS=${Math.max(0, Math.trunc(settings.pullDelayMs ?? 0))}
+IMAGES=${shellQuote(settings.imagesDir ?? `${settings.stateDir}/images`)}
+EVENTS=${shellQuote(settings.eventsLog ?? "")}
 # runc may not raise a limit over the caller's hard limit: default to what this process has.
 hard_n=$(ulimit -Hn); [[ $hard_n == unlimited ]] && hard_n=1048576
 # conmon caps RLIMIT_NPROC at kernel.pid_max; a larger value makes runc fail with EPERM.
@@ -83,6 +101,81 @@ daemon() {
   out=$(printf '%s\\0' "$@" | curl -sS --max-time 300 --unix-socket "$INIT" --data-binary @- "http://init$path") || {
     DCODE=1; DOUT="the instance-host simulator's init is not answering"; return; }
   DCODE=\${out%%$'\\n'*}; DOUT=\${out#*$'\\n'}; [[ $out == *$'\\n'* ]] || DOUT=""
+}
+# With a pull delay (PULL_DELAY_MS > 0), the guest's volume holds only the images it pulled: a file
+# named after the image's ID in $IMAGES. say LINE: a line in the guest's events.log.
+say() { [[ -z $EVENTS ]] || printf '%s %s\\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" "$*" >>"$EVENTS"; }
+# image_id REF: the ID of a local image; fails when this machine has no such image.
+image_id() { "\${PODMAN[@]}" image inspect --format '{{.Id}}' "$1" 2>/dev/null; }
+# held ID: whether the guest's volume holds the image.
+held() { [[ -n $1 && -f $IMAGES/$1 ]]; }
+# long_ref REF: the reference as Docker's pull messages print it (":latest" added when untagged).
+long_ref() { if [[ $1 == *@* || \${1##*/} == *:* ]]; then printf '%s' "$1"; else printf '%s:latest' "$1"; fi; }
+# download REF ID: the volume gets the image. It waits PULL_DELAY_MS when the volume does not hold
+# it yet (a pull of the same image in flight is waited for, as Docker joins it), nothing when it
+# does. Returns 0 when it downloaded, 1 when the volume held the image already.
+download() {
+  local ref=$1 id=$2 lock rc=1
+  mkdir -p "$IMAGES"
+  exec {lock}>>"$IMAGES/.$id.lock"
+  flock "$lock"
+  if held "$id"; then
+    say "docker pull $ref: image \${id:0:12} is on this host's volume: no download"
+  else
+    say "docker pull $ref: image \${id:0:12} is not on this host's volume: downloading ($PULL_DELAY_MS ms)"
+    sleep "$((PULL_DELAY_MS / 1000)).$(printf '%03d' $((PULL_DELAY_MS % 1000)))"
+    printf '%s\\n' "$ref" >"$IMAGES/.$id.part" && mv -f "$IMAGES/.$id.part" "$IMAGES/$id"
+    say "docker pull $ref: image \${id:0:12} downloaded; on this host's volume from now on"
+    rc=0
+  fi
+  exec {lock}>&-
+  return $rc
+}
+# pull_cmd ARGS...: docker pull. Local images only; with a pull delay, one the volume does not hold
+# yet takes that long.
+pull_cmd() {
+  local quiet=0 a id status
+  for a in "$@"; do
+    case $a in
+      -q|--quiet) quiet=1 ;;
+      -*) ;;
+      *)
+        if "\${PODMAN[@]}" image exists "$a"; then
+          status="Image is up to date for"
+          if ((PULL_DELAY_MS > 0)) && id=$(image_id "$a") && download "$a" "$id"; then
+            status="Downloaded newer image for"
+          fi
+          if ((quiet)); then printf '%s\\n' "$a"; else printf 'Status: %s %s\\n%s\\n' "$status" "$a" "$a"; fi
+        else
+          printf 'Error response from daemon: pull access denied for %s, repository does not exist or may require '"'"'docker login'"'"' (the instance-host simulator has local images only)\\n' "$a" >&2
+          exit 1
+        fi ;;
+    esac
+  done
+  exit 0
+}
+# inspect_images ARGS...: docker inspect --type=image (or docker image inspect) with a pull delay:
+# an image the volume does not hold is "No such image", as on a host that never pulled it.
+inspect_images() {
+  local a id fmt=0
+  local -a opts=() refs=() kept=() missing=()
+  while (($#)); do
+    a=$1; shift
+    if [[ $a == -* ]]; then
+      opts+=("$a")
+      [[ $a == -f || $a == --format ]] && fmt=1
+      [[ $a == --format=* ]] && fmt=1
+      if [[ $a == -f || $a == --format || $a == --type ]] && (($#)); then opts+=("$1"); shift; fi
+    else refs+=("$a"); fi
+  done
+  for a in "\${refs[@]}"; do
+    if id=$(image_id "$a") && held "$id"; then kept+=("$a"); else missing+=("$a"); fi
+  done
+  ((\${#missing[@]} == 0)) && exec "\${PODMAN[@]}" inspect "\${opts[@]}" "\${refs[@]}"
+  if ((\${#kept[@]} > 0)); then "\${PODMAN[@]}" inspect "\${opts[@]}" "\${kept[@]}"
+  elif ((!fmt)); then echo "[]"; fi
+  for a in "\${missing[@]}"; do printf 'Error: No such image: %s\\n' "$a" >&2; done
+  exit 1
 }
 # logopts_of REF: the awslogs options file of the container (by full or short podman ID), if any.
 logopts_of() {
@@ -143,7 +236,7 @@ BOOL=" -d --detach -i --interactive -t --tty --rm --privileged --init --read-onl
 run_or_create() {  # $1 = run|create, then docker's arguments
   local verb=$1 a key val name="" detach=0 has_net=0 has_pull=0 has_nofile=0 has_nproc=0
   local net_ctr="" has_hostname=0
-  local log_driver="" has_log=0 awslogs=0 cidfile=""
+  local log_driver="" has_log=0 awslogs=0 cidfile="" pull_policy=missing
   local -a opts=() cmd=() opts_add=() log_opts=() log_podman=()
   shift
   while (($#)); do
@@ -164,7 +257,7 @@ run_or_create() {  # $1 = run|create, then docker's arguments
       -d|--detach) [[ $val == false ]] || detach=1 ;;
       --network|--net) has_net=1; [[ $val == container:* ]] && net_ctr=\${val#container:} ;;
       --hostname|-h) has_hostname=1 ;;
-      --pull) has_pull=1 ;;
+      --pull) if ((PULL_DELAY_MS > 0)); then pull_policy=$val; continue; fi; has_pull=1 ;;
       --cidfile) cidfile=$val ;;
       --ulimit) [[ $val == nofile=* ]] && has_nofile=1; [[ $val == nproc=* ]] && has_nproc=1 ;;
     esac
@@ -193,6 +286,31 @@ run_or_create() {  # $1 = run|create, then docker's arguments
   fi
   local image=\${1-}; shift || true
   cmd=("$@")
+  if ((PULL_DELAY_MS > 0)) && [[ -n $image ]] && "\${PODMAN[@]}" image exists "$image"; then
+    # Docker's --pull on a volume that holds only what the guest pulled (an image this machine
+    # does not have fails in podman, --pull=never, as without a pull delay).
+    local iid; iid=$(image_id "$image")
+    case $pull_policy in
+      missing)
+        if ! held "$iid"; then
+          printf 'Unable to find image '"'"'%s'"'"' locally\\n' "$(long_ref "$image")" >&2
+          download "$image" "$iid"
+          printf 'Status: Downloaded newer image for %s\\n' "$(long_ref "$image")" >&2
+        fi ;;
+      always)
+        if download "$image" "$iid"; then
+          printf 'Status: Downloaded newer image for %s\\n' "$(long_ref "$image")" >&2
+        else printf 'Status: Image is up to date for %s\\n' "$(long_ref "$image")" >&2; fi ;;
+      never)
+        if ! held "$iid"; then
+          printf 'docker: Error response from daemon: No such image: %s.\\nSee '"'"'docker %s --help'"'"'.\\n' "$(long_ref "$image")" "$verb" >&2
+          return 125
+        fi ;;
+      *)
+        printf 'docker: invalid pull option: '"'"'%s'"'"': must be one of "always", "missing" or "never".\\nSee '"'"'docker %s --help'"'"'.\\n' "$pull_policy" "$verb" >&2
+        return 125 ;;
+    esac
+  fi
   if ((awslogs)) && [[ $verb == run ]]; then
     # Created, then started by start_one (below): no detach flag, which podman create refuses.
     local -a kept_opts=()
@@ -363,6 +481,13 @@ case $sub in
     done
     exit 0 ;;
   inspect)
+    if ((PULL_DELAY_MS > 0)); then
+      prev=
+      for a in "$@"; do
+        [[ $a == --type=image || ( $prev == --type && $a == image ) ]] && inspect_images "$@"
+        prev=$a
+      done
+    fi
     translate "-f --format --type" "$@"
     for i in "\${!OUT[@]}"; do
       OUT[i]=$(printf '%s' "\${OUT[i]}" | sed -E 's/\\{\\{ *\\.State\\.(StartedAt|FinishedAt) *\\}\\}/{{.State.\\1.UTC.Format "2006-01-02T15:04:05.999999999Z07:00"}}/g')
@@ -421,22 +546,12 @@ case $sub in
     (($#)) && { args+=("$(ref "$1")"); shift; }
     exec "\${PODMAN[@]}" attach "\${args[@]}" "$@" ;;
   ps) exec "\${PODMAN[@]}" ps --filter "label=nebula-sim.guest=$GUEST" "$@" ;;
-  pull)
-    quiet=0
-    for a in "$@"; do
-      case $a in
-        -q|--quiet) quiet=1 ;;
-        -*) ;;
-        *)
-          if "\${PODMAN[@]}" image exists "$a"; then
-            ((quiet)) && printf '%s\\n' "$a" || printf 'Status: Image is up to date for %s\\n%s\\n' "$a" "$a"
-          else
-            printf 'Error response from daemon: pull access denied for %s, repository does not exist or may require '"'"'docker login'"'"' (the instance-host simulator has local images only)\\n' "$a" >&2
-            exit 1
-          fi ;;
-      esac
-    done
-    exit 0 ;;
+  pull) pull_cmd "$@" ;;
+  image)
+    # With a pull delay, the volume's view of images: docker image pull and docker image inspect.
+    if ((PULL_DELAY_MS > 0)) && [[ \${1-} == pull ]]; then shift; pull_cmd "$@"; fi
+    if ((PULL_DELAY_MS > 0)) && [[ \${1-} == inspect ]]; then shift; inspect_images --type=image "$@"; fi
+    exec "\${PODMAN[@]}" image "$@" ;;
   ""|help|--help) echo "Usage: docker COMMAND (instance-host simulator: podman + runc)"; exit 0 ;;
   *) exec "\${PODMAN[@]}" "$sub" "$@" ;;
 esac
