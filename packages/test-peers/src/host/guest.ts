@@ -92,8 +92,15 @@ export interface GuestSettings {
   readonly guestEnv: Readonly<Record<string, string>>;
   /** Files to hide from the guest (their directory is replaced by a view without them). */
   readonly hidePaths: readonly string[];
-  /** Boot delay in milliseconds. */
-  readonly bootDelayMs: number;
+  /** Delay of the first boot (after RunInstances), in milliseconds: the guest stays `booting`. */
+  readonly firstBootDelayMs: number;
+  /** Delay of every later boot (after StartInstances), in milliseconds. */
+  readonly restartBootDelayMs: number;
+  /**
+   * How long the guest's `docker` takes to pull an image its volume does not hold yet (ms); 0:
+   * every local image is held and pulls are instant (see the `docker` shim's `pullDelayMs`).
+   */
+  readonly pullDelayMs: number;
   /** Awaited after the boot delay, before the guest runs (a test's gate on the `pending` state). */
   readonly beforeBoot: ((instanceId: string) => Promise<void> | void) | undefined;
   /** podman's OCI runtime. */
@@ -190,6 +197,8 @@ export class Guest {
   #userDataScript: Buffer | undefined;
   #userDataRan = false;
   #bootTimer: NodeJS.Timeout | undefined;
+  /** How many boots began (the first one waits `firstBootDelayMs`, the others `restartBootDelayMs`). */
+  #boots = 0;
   #shutdown: Promise<void> | undefined;
   #control: Server | undefined;
   #imds: ImdsServer | undefined;
@@ -216,6 +225,14 @@ export class Guest {
   /** Path of the guest's serial console (what it wrote to `/dev/console`). */
   get consolePath(): string {
     return join(this.dir, "console");
+  }
+
+  /**
+   * Where the guest's volume records the images it pulled (one file per image ID), when pulls take
+   * time (`pullDelayMs`): under its own `root/`, so it stays across stops and starts.
+   */
+  get imagesDir(): string {
+    return join(this.dir, "root", "var/lib/docker/nebula-sim-images");
   }
 
   /** The IMDS endpoint of this guest. */
@@ -286,6 +303,9 @@ export class Guest {
         nproc: this.#settings.nproc,
         network: this.#settings.network,
         initSocket: socketPath,
+        pullDelayMs: this.#settings.pullDelayMs,
+        imagesDir: this.imagesDir,
+        eventsLog: join(dir, "events.log"),
       }),
     );
     mkdirSync(join(dir, "hide"), { recursive: true });
@@ -330,14 +350,20 @@ export class Guest {
   }
 
   /**
-   * Boots the guest: after the boot delay, starts the enabled units and (first boot only) runs
-   * the user-data.
+   * Boots the guest: after the boot delay (`firstBootDelayMs` the first time, `restartBootDelayMs`
+   * after), starts the enabled units and (first boot only) runs the user-data.
    */
   boot(userData: Buffer | undefined): void {
     if (userData !== undefined) this.#userDataScript = userData;
     this.#setPhase("booting");
     this.instanceInitiated = false;
     this.#shutdown = undefined;
+    const first = this.#boots === 0;
+    this.#boots += 1;
+    const delayMs = first ? this.#settings.firstBootDelayMs : this.#settings.restartBootDelayMs;
+    this.event(
+      `boot ${this.#boots} (${first ? "first boot, after RunInstances" : "a restart, after StartInstances"}): pending for ${delayMs} ms`,
+    );
     this.#console(
       `[    0.000000] Linux version (nebula instance-host simulator) booting ${this.instanceId}`,
     );
@@ -359,7 +385,7 @@ export class Guest {
           for (const name of this.#enabled) this.#startUnit(name);
           if (!this.#userDataRan) this.#runUserData();
         });
-    }, this.#settings.bootDelayMs);
+    }, delayMs);
   }
 
   /** Records that the user-data cannot be decoded; the guest boots without it, as cloud-init would. */

@@ -303,6 +303,8 @@ systemctl enable --now stubborn
     expect(guest.console()).toContain("hog exited 137");
     expect(guest.console()).toContain("hog state true 137");
     expect(guest.console()).toContain("pull: failed");
+    // Without pullDelayMs every local image is on every guest's volume: nothing is recorded.
+    expect(existsSync(join(guest.dir, "root/var/lib/docker/nebula-sim-images"))).toBe(false);
 
     await ec2.send(new TerminateInstancesCommand({ InstanceIds: [id] }));
     expect((await describeOne(id)).State?.Name).toBe("shutting-down");

@@ -63,6 +63,9 @@ const OptionsSchema = z.strictObject({
     .optional(),
   cluster: z.string().min(1).optional(),
   bootDelayMs: z.number().int().nonnegative().optional(),
+  firstBootDelayMs: z.number().int().nonnegative().max(2_147_483_647).optional(),
+  restartBootDelayMs: z.number().int().nonnegative().max(2_147_483_647).optional(),
+  pullDelayMs: z.number().int().nonnegative().max(2_147_483_647).optional(),
   pollIntervalMs: z.number().int().positive().optional(),
   workDir: z.string().min(1).optional(),
   keepOutput: z.boolean().optional(),
@@ -90,8 +93,35 @@ export interface InstanceHostsOptions {
   credentials?: { accessKeyId: string; secretAccessKey: string };
   /** Play only instances whose `nebula:cluster` tag has this value. Default: every Nebula instance. */
   cluster?: string;
-  /** How long a guest stays `pending` before it runs (ms). Default 1000. */
+  /**
+   * How long a guest stays `pending` before it runs (ms), on every boot. Default 1000.
+   * `firstBootDelayMs` and `restartBootDelayMs` override it for one kind of boot.
+   */
   bootDelayMs?: number;
+  /**
+   * How long a guest's first boot (after RunInstances: EC2's launch, the OS boot and cloud-init's
+   * first-boot work) keeps it `pending` before the user-data runs (ms). Default: `bootDelayMs`.
+   * On EC2 that is about 30 to 60 s; a test that measures a cold launch may ask for a realistic
+   * figure, most tests want it short.
+   */
+  firstBootDelayMs?: number;
+  /**
+   * How long a later boot (after a StartInstances of the stopped instance: no launch, no
+   * first-boot work) keeps the guest `pending` before its enabled units start (ms). Default:
+   * `bootDelayMs`. On EC2 about 10 to 15 s.
+   */
+  restartBootDelayMs?: number;
+  /**
+   * How long a guest's `docker` takes to download an image its volume does not hold yet (ms):
+   * an explicit `docker pull`, or the implicit pull of `docker run`/`create`. Once a guest pulled
+   * an image its volume holds it (recorded per image ID under the guest's own directory, so it
+   * stays across stops and starts and goes with the instance): pulling it again costs nothing,
+   * as on a prepared warm-pool host. Another guest pays again. While it is not held, `docker
+   * inspect --type=image` and `docker image inspect` say `No such image`, as Docker on a fresh
+   * volume does. An image that is not on this machine fails at once, as without the option.
+   * Default 0: every local image is held by every guest and pulls are instant (no record kept).
+   */
+  pullDelayMs?: number;
   /** How often moto is polled for launches, stops and terminations done behind the proxy's back (ms). Default 250. */
   pollIntervalMs?: number;
   /**
@@ -504,7 +534,9 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
       region: o.region,
       guestEnv: o.guestEnv ?? {},
       hidePaths: o.hideAwsCli === true ? ["/usr/bin/aws", "/usr/local/bin/aws"] : [],
-      bootDelayMs: o.bootDelayMs ?? 1000,
+      firstBootDelayMs: o.firstBootDelayMs ?? o.bootDelayMs ?? 1000,
+      restartBootDelayMs: o.restartBootDelayMs ?? o.bootDelayMs ?? 1000,
+      pullDelayMs: o.pullDelayMs ?? 0,
       beforeBoot: o.beforeBoot,
       runtime,
       runId,
