@@ -19,6 +19,10 @@
 //                                       minutes to list 5,000 instances)
 //   NEBULA_BENCH_WARM_ROUNDS=4          the warm pool's comparison (the demo's world, `--only
 //                                       warm-pool`): rounds of 3 warm + 3 cold Pods (default 4)
+//   NEBULA_BENCH_HOST_TIMES=30,12,5     its simulated hosts' first boot, boot after StartInstances
+//                                       and image pull, in seconds (the demo's --host-times; default
+//                                       30,12,5, the README's estimate of an EC2 host; 0.5,0.5,0 is
+//                                       the simulator's own speed)
 //   the benches' own variables (NEBULA_BENCH_ROUNDS, NEBULA_BENCH_CYCLES, BENCH_DEPLOYMENTS, ...)
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -97,6 +101,8 @@ const BENCHES = [
       "warm-pool",
       "--warm-rounds",
       process.env.NEBULA_BENCH_WARM_ROUNDS ?? "4",
+      "--host-times",
+      process.env.NEBULA_BENCH_HOST_TIMES ?? "30,12,5",
       "--timeout",
       "900",
     ],

@@ -1,6 +1,12 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { DEFAULT_REPLICAS, DEFAULT_TIMEOUT_SECONDS, parseDemoArgs, USAGE } from "./cli.js";
+import {
+  DEFAULT_HOST_TIMES,
+  DEFAULT_REPLICAS,
+  DEFAULT_TIMEOUT_SECONDS,
+  parseDemoArgs,
+  USAGE,
+} from "./cli.js";
 import { SCENARIO_IDS } from "./scenarios.js";
 
 describe("parseDemoArgs", () => {
@@ -15,6 +21,7 @@ describe("parseDemoArgs", () => {
         scenarios: SCENARIO_IDS,
         warmRounds: 1,
         warmPods: 3,
+        hostTimes: DEFAULT_HOST_TIMES,
       },
     });
   });
@@ -33,6 +40,8 @@ describe("parseDemoArgs", () => {
         "4",
         "--warm-pods",
         "2",
+        "--host-times",
+        "30,12.5,5",
       ]),
     ).toEqual({
       kind: "run",
@@ -44,6 +53,7 @@ describe("parseDemoArgs", () => {
         scenarios: ["warm-pool", "job-completes"],
         warmRounds: 4,
         warmPods: 2,
+        hostTimes: { firstBootMs: 30_000, restartBootMs: 12_500, pullMs: 5_000 },
       },
     });
   });
@@ -62,6 +72,9 @@ describe("parseDemoArgs", () => {
     [["--only", ","], "--only names no scenario"],
     [["--warm-rounds", "0"], "--warm-rounds"],
     [["--warm-pods", "9"], "--warm-pods"],
+    [["--host-times", "30,12"], "--host-times must be three numbers"],
+    [["--host-times", "30,-1,5"], "--host-times must be three numbers"],
+    [["--host-times", "301,1,1"], "--host-times each time is at most 300 seconds"],
     [["--bogus"], "bogus"],
     [["extra"], "extra"],
   ])("refuses %j naming the problem", (argv, fragment) => {
@@ -88,6 +101,7 @@ describe("parseDemoArgs", () => {
       "--only",
       "--warm-rounds",
       "--warm-pods",
+      "--host-times",
       "--help",
     ])
       expect(USAGE).toContain(word);

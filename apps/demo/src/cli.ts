@@ -19,7 +19,23 @@ export interface DemoOptions {
   readonly warmRounds: number;
   /** Pods per side and round of the warm pool's comparison (also the pool's size). */
   readonly warmPods: number;
+  /**
+   * How long the simulated hosts take, in ms: a first boot (after `RunInstances`), a boot after
+   * `StartInstances`, an image pull a host's volume does not hold yet. Default: the simulator's
+   * own speed (0.5 s boots, instant pulls).
+   */
+  readonly hostTimes: HostTimes;
 }
+
+/** The simulated hosts' times (`--host-times`), in ms. */
+export interface HostTimes {
+  readonly firstBootMs: number;
+  readonly restartBootMs: number;
+  readonly pullMs: number;
+}
+
+/** The simulator's own speed: what the demo runs with unless `--host-times` says otherwise. */
+export const DEFAULT_HOST_TIMES: HostTimes = { firstBootMs: 500, restartBootMs: 500, pullMs: 0 };
 
 /** The result of {@link parseDemoArgs}: options, a request for help, or a message naming the problem. */
 export type ParsedArgs =
@@ -68,6 +84,26 @@ const Options = z.strictObject({
     .optional(),
   "warm-rounds": count(10).default(1),
   "warm-pods": count(8).default(DEFAULT_WARM_PODS),
+  "host-times": z
+    .string()
+    .regex(
+      /^\d+(\.\d+)?,\d+(\.\d+)?,\d+(\.\d+)?$/,
+      "must be three numbers of seconds, <first boot>,<restart boot>,<pull> (e.g. 30,12,5)",
+    )
+    .transform((text) => text.split(",").map((n) => Math.round(Number(n) * 1000)))
+    .pipe(
+      z
+        .array(z.number().int().max(300_000, "each time is at most 300 seconds"))
+        .length(3)
+        .transform(
+          ([firstBootMs = 0, restartBootMs = 0, pullMs = 0]): HostTimes => ({
+            firstBootMs,
+            restartBootMs,
+            pullMs,
+          }),
+        ),
+    )
+    .optional(),
 });
 
 /** Usage text of `npm run demo -- --help`. */
@@ -114,6 +150,11 @@ Flags:
   --warm-rounds <n>  rounds of the warm pool's comparison (default 1, at most 10), each waiting
                    for the pool to be ready again
   --warm-pods <n>  Pods per side and round, and the pool's size (default ${DEFAULT_WARM_PODS}, at most 8)
+  --host-times <first>,<restart>,<pull>
+                   seconds a simulated host takes to boot after RunInstances, to boot after
+                   StartInstances, and to pull an image its volume does not hold yet (default
+                   0.5,0.5,0: the simulator's own speed); 30,12,5 plays a real EC2 host's times
+                   (the README's estimate), so that the warm pool's comparison shows what a pool saves
   -h, --help       this text
 
 First use prepares what it needs (Node.js 24, Debian packages, moto, the control plane built from
@@ -134,6 +175,7 @@ export function parseDemoArgs(argv: readonly string[]): ParsedArgs {
         only: { type: "string" },
         "warm-rounds": { type: "string" },
         "warm-pods": { type: "string" },
+        "host-times": { type: "string" },
       },
       strict: true,
       allowPositionals: false,
@@ -158,6 +200,7 @@ export function parseDemoArgs(argv: readonly string[]): ParsedArgs {
       scenarios: parsed.data.only ?? SCENARIO_IDS,
       warmRounds: parsed.data["warm-rounds"],
       warmPods: parsed.data["warm-pods"],
+      hostTimes: parsed.data["host-times"] ?? DEFAULT_HOST_TIMES,
     },
   };
 }

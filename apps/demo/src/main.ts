@@ -446,6 +446,7 @@ async function main(argv: readonly string[]): Promise<number> {
     state.world = await startWorld({
       signal: stop.signal,
       warmPoolSize: state.tracker.warm === undefined ? 0 : options.warmPods,
+      hostTimes: options.hostTimes,
       report: (step, status, detail) => {
         if (status === "start") return;
         ui.note(

@@ -35,6 +35,7 @@ import {
   startInstanceHosts,
   startMoto,
 } from "@nebula/test-peers";
+import { DEFAULT_HOST_TIMES, type HostTimes } from "./cli.js";
 import { type AppProcess, run, startApp } from "./proc.js";
 import {
   COLD_INSTANCE_TYPE,
@@ -165,6 +166,8 @@ export async function startWorld(options: {
   readonly signal: AbortSignal;
   /** Prepared, stopped hosts nebula-vnode keeps in its warm pool (0 or absent: no pool). */
   readonly warmPoolSize?: number;
+  /** How long the simulated hosts boot and pull (default: the simulator's own speed). */
+  readonly hostTimes?: HostTimes;
 }): Promise<World> {
   const { report, signal } = options;
   const warmPoolSize = options.warmPoolSize ?? 0;
@@ -199,6 +202,9 @@ export async function startWorld(options: {
         region: moto.region,
         cluster: CLUSTER,
         bootDelayMs: 500,
+        firstBootDelayMs: (options.hostTimes ?? DEFAULT_HOST_TIMES).firstBootMs,
+        restartBootDelayMs: (options.hostTimes ?? DEFAULT_HOST_TIMES).restartBootMs,
+        pullDelayMs: (options.hostTimes ?? DEFAULT_HOST_TIMES).pullMs,
       });
       cleanups.push({ name: "the instance-host simulator", run: () => h.close() });
       return h;
