@@ -105,7 +105,7 @@ export function composeProvider(options: Ec2PodProviderOptions): ProviderParts {
   // What the teardown's lookup finds is an observation of the Pod too.
   reclaimer.onFound = (record) => publisher.computeStatus(record);
   const launcher = new Launcher(ctx, parameters, reclaimer);
-  const pool = new WarmPool(ctx, parameters);
+  const pool = new WarmPool(ctx, parameters, options.userData?.sandbox?.image);
   launcher.pool = pool;
   const { logs, metrics, events } = config;
   return {

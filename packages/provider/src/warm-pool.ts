@@ -98,9 +98,16 @@ export class WarmPool {
   readonly #rendered = new Map<string, PoolRenderResult>();
   #reconciling: Promise<void> | undefined;
 
-  constructor(ctx: ProviderContext, parameters: ParameterDelivery) {
+  readonly #sandboxImage: string | undefined;
+
+  /**
+   * @param sandboxImage - the Pod sandbox image the Pods' user-data names (`userData.sandbox.image`),
+   * pulled by every pool host with its entry's images; default: `@nebula/userdata`'s.
+   */
+  constructor(ctx: ProviderContext, parameters: ParameterDelivery, sandboxImage?: string) {
     this.#ctx = ctx;
     this.#parameters = parameters;
+    this.#sandboxImage = sandboxImage;
   }
 
   /** True when an entry is configured (size 0 included: its hosts are collected). */
@@ -522,12 +529,16 @@ export class WarmPool {
     });
   }
 
-  /** The pool user-data of an entry (its images), rendered once. */
+  /** The pool user-data of an entry (the sandbox image and its images), rendered once. */
   #userDataFor(entry: WarmPoolEntry): PoolRenderResult {
     const key = JSON.stringify([entry.images, entry.prepareSeconds]);
     let found = this.#rendered.get(key);
     if (found === undefined) {
-      found = renderPoolUserData({ images: entry.images, prepareSeconds: entry.prepareSeconds });
+      found = renderPoolUserData({
+        images: entry.images,
+        prepareSeconds: entry.prepareSeconds,
+        ...(this.#sandboxImage === undefined ? {} : { sandboxImage: this.#sandboxImage }),
+      });
       this.#rendered.set(key, found);
     }
     return found;

@@ -142,7 +142,8 @@ describe("warm-pool hosts: the instance-host simulator boots the pool user-data 
     const { guest } = pooled;
     const prepared = (state(guest, "pool-prepared") ?? "").split("\n");
     expect(prepared[0]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
-    expect(prepared.slice(1)).toEqual(["busybox", ""]);
+    // The Pod sandbox image first (every Pod's host runs it), then the entry's.
+    expect(prepared.slice(1)).toEqual(["registry.k8s.io/pause:3.10", "busybox", ""]);
     // The SHA-256 of the user-data as the guest's IMDS served it: the script's.
     expect(state(guest, "pool-user-data.sha256")).toBe(`${POOL.sha256}\n`);
     expect(readFileSync(guest.dockerLogPath, "utf8")).toMatch(/pull -- busybox/);

@@ -35,6 +35,11 @@ describe("renderPoolUserData", () => {
     expect(result.sha256).toBe(createHash("sha256").update(result.script).digest("hex"));
     expect(renderPoolUserData({ images: ["busybox:1.36"] })).toEqual(result);
     expect(renderPoolUserData()).toEqual(renderPoolUserData({ images: [], prepareSeconds: 900 }));
+    // The sandbox image is renderUserData's default unless named, and pulled first.
+    expect(renderPoolUserData().script).toContain("IMAGES=('registry.k8s.io/pause:3.10')");
+    expect(
+      renderPoolUserData({ sandboxImage: "x/pause:1", images: ["x/pause:1"] }).script,
+    ).toContain("IMAGES=('x/pause:1')");
     expect(POOL_BOOT_UNIT).toBe("nebula-pool.service");
     expect(result.script).toContain(`systemctl enable ${POOL_BOOT_UNIT}\n`);
     expect(result.script).not.toMatch(/enable --now/);
@@ -91,6 +96,7 @@ describe("the pool host's first boot (real bash, curl, sha256sum, timeout; stand
     const h = host();
     const pool = renderPoolUserData({
       images: ["busybox:1.36", "missing/image:1", "ghcr.io/x/y@sha256:ab"],
+      sandboxImage: "registry.example/pause:1",
     });
     const code = await h.firstBoot(pool.userData, {
       AWS_ENDPOINT_URL_EC2: "http://127.0.0.1:5000",
@@ -131,6 +137,8 @@ describe("the pool host's first boot (real bash, curl, sha256sum, timeout; stand
     expect(calls).toEqual([
       "systemctl daemon-reload",
       `systemctl enable ${POOL_BOOT_UNIT}`,
+      // The Pod sandbox image first: every Pod's host needs it.
+      "docker pull -- registry.example/pause:1",
       "docker pull -- busybox:1.36",
       "docker pull -- missing/image:1",
       "docker pull -- missing/image:1",
@@ -143,9 +151,14 @@ describe("the pool host's first boot (real bash, curl, sha256sum, timeout; stand
     expect(h.state("pool-pull.log")).toContain("manifest for missing/image:1 not found");
     const prepared = (h.state("pool-prepared") ?? "").split("\n");
     expect(prepared[0]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
-    expect(prepared.slice(1)).toEqual(["busybox:1.36", "ghcr.io/x/y@sha256:ab", ""]);
+    expect(prepared.slice(1)).toEqual([
+      "registry.example/pause:1",
+      "busybox:1.36",
+      "ghcr.io/x/y@sha256:ab",
+      "",
+    ]);
     expect(h.file("console")).toContain(
-      "nebula pool: prepared, 2 of 3 images pulled: powering off",
+      "nebula pool: prepared, 3 of 4 images pulled: powering off",
     );
     // Nothing of the later boots happened.
     expect(h.state("pool-assigned")).toBeUndefined();
@@ -155,6 +168,8 @@ describe("the pool host's first boot (real bash, curl, sha256sum, timeout; stand
     const h = host();
     const pool = renderPoolUserData({
       images: ["hang/forever:1", "busybox:1.36"],
+      // Named among the images too: pulled once, first.
+      sandboxImage: "hang/forever:1",
       prepareSeconds: 1,
     });
     expect(await h.firstBoot(pool.userData)).toBe(0);

@@ -10,7 +10,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { UserDataError } from "./errors.js";
-import { MAX_USER_DATA_BYTES } from "./options.js";
+import { DEFAULT_SANDBOX_IMAGE, MAX_USER_DATA_BYTES } from "./options.js";
 import { shQuote } from "./quote.js";
 
 /** The systemd unit a pool host enables: on every boot after the first it runs `pool-boot.sh`. */
@@ -40,6 +40,11 @@ export interface PoolRenderOptions {
    * backslashes or a leading `-`. Default `[]`.
    */
   readonly images?: readonly string[];
+  /**
+   * The Pod sandbox image every Pod's host runs (`renderUserData`'s `sandbox.image`), pulled
+   * first with the images. Default: `renderUserData`'s default (`registry.k8s.io/pause:3.10`).
+   */
+  readonly sandboxImage?: string;
   /**
    * The most the preparation's pulls may take in all, in seconds (default 900, at most 86 400);
    * the host powers off anyway after it, with what it pulled by then.
@@ -71,6 +76,7 @@ const imageReference = z
 
 const PoolRenderOptionsSchema = z.strictObject({
   images: z.array(imageReference).readonly().default([]),
+  sandboxImage: imageReference.default(DEFAULT_SANDBOX_IMAGE),
   prepareSeconds: z.number().int().positive().max(86_400).default(900),
 });
 
@@ -173,7 +179,9 @@ export function renderPoolUserData(options: PoolRenderOptions = {}): PoolRenderR
       parsed.error,
     );
   }
-  const { images, prepareSeconds } = parsed.data;
+  const { prepareSeconds } = parsed.data;
+  // The sandbox image first (every Pod needs it), each image once.
+  const images = [...new Set([parsed.data.sandboxImage, ...parsed.data.images])];
   const script = poolScript(images, prepareSeconds);
   const bytes = Buffer.byteLength(script, "utf8");
   if (bytes > MAX_USER_DATA_BYTES) {
