@@ -151,7 +151,7 @@ describe("warm-pool hosts: the instance-host simulator boots the pool user-data 
     expect(unit).toContain("ExecStart=/usr/local/lib/nebula/pool-boot.sh\n");
     expect(unit).toContain(`Environment=AWS_EC2_METADATA_SERVICE_ENDPOINT=${guest.imdsEndpoint}\n`);
     expect(unit).toContain(`Environment=AWS_ENDPOINT_URL_EC2=${moto.endpoint}\n`);
-    expect(guest.console()).toContain("nebula pool: prepared, 1 of 1 images pulled: powering off");
+    expect(guest.console()).toContain("nebula pool: prepared, 2 of 2 images pulled: powering off");
     // Enabled, not started: the boot program did not run on the first boot.
     expect(guest.units()).toEqual([]);
     expect(state(guest, "pool-assigned")).toBeUndefined();
