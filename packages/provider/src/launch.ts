@@ -64,9 +64,6 @@ export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandI
       `pod ${pod.key}: spec: the rendered user-data is ${bytes} bytes, over EC2's limit of ${MAX_USER_DATA_BYTES}`,
     );
   }
-  const profile = config.instanceProfile.startsWith("arn:")
-    ? { Arn: config.instanceProfile }
-    : { Name: config.instanceProfile };
   const tags = launchTags(
     { cluster: config.clusterName, node: config.nodeName, podUid: pod.uid, pod: pod.key },
     { ...labelTags(pod.labels, config.podLabelTags), ...config.tags },
@@ -79,8 +76,6 @@ export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandI
     MinCount: 1,
     MaxCount: 1,
     SubnetId: input.subnetId ?? pickSubnet(pod.uid, config.subnetIds),
-    SecurityGroupIds: [...config.securityGroupIds],
-    IamInstanceProfile: profile,
     UserData: base64,
     // A one-time Spot instance cannot stop: its power-off after the final report terminates it
     // (its tags, the report, stay readable for about an hour), and EC2 may reclaim it first.
@@ -96,13 +91,33 @@ export function buildRunInstancesInput(input: LaunchInput): RunInstancesCommandI
           InstanceInitiatedShutdownBehavior: "terminate" as const,
         }
       : { InstanceInitiatedShutdownBehavior: "stop" as const }),
+    ...hostLaunchSettings(config, tags),
+  };
+}
+
+/**
+ * What every Nebula host is launched with, a Pod's or a warm-pool host: the security groups, the
+ * host profile, IMDSv2 with instance-metadata tags, and `tags` on the instance, its volumes and
+ * its network interface (cost allocation).
+ */
+export function hostLaunchSettings(
+  config: ProviderConfig,
+  tags: Array<{ Key: string; Value: string }>,
+): Pick<
+  RunInstancesCommandInput,
+  "SecurityGroupIds" | "IamInstanceProfile" | "MetadataOptions" | "TagSpecifications"
+> {
+  return {
+    SecurityGroupIds: [...config.securityGroupIds],
+    IamInstanceProfile: config.instanceProfile.startsWith("arn:")
+      ? { Arn: config.instanceProfile }
+      : { Name: config.instanceProfile },
     MetadataOptions: {
       HttpTokens: "required",
       HttpEndpoint: "enabled",
       HttpPutResponseHopLimit: config.metadataHopLimit,
       InstanceMetadataTags: "enabled",
     },
-    // The volumes and the network interface carry the instance's tags (cost allocation).
     TagSpecifications: (["instance", "volume", "network-interface"] as const).map(
       (ResourceType) => ({ ResourceType, Tags: tags }),
     ),

@@ -6,7 +6,7 @@ import { type PoolRenderResult, renderPoolUserData } from "@nebula/userdata/pool
 import { placementsFor } from "./capacity.js";
 import type { WarmPoolEntry } from "./config.js";
 import { ProviderError, toProviderError } from "./errors.js";
-import { MAX_USER_DATA_BYTES } from "./launch.js";
+import { hostLaunchSettings, MAX_USER_DATA_BYTES } from "./launch.js";
 import { notifyAll } from "./listeners.js";
 import { disprovePoolHost, isPoolToken, POOL_TOKEN_PREFIX } from "./ownership.js";
 import type { ParameterDelivery } from "./parameter-delivery.js";
@@ -501,21 +501,9 @@ export class WarmPool {
       MinCount: 1,
       MaxCount: 1,
       SubnetId: subnetOf(entry, config.subnetIds),
-      SecurityGroupIds: [...config.securityGroupIds],
-      IamInstanceProfile: config.instanceProfile.startsWith("arn:")
-        ? { Arn: config.instanceProfile }
-        : { Name: config.instanceProfile },
       UserData: user.userData,
       InstanceInitiatedShutdownBehavior: "stop",
-      MetadataOptions: {
-        HttpTokens: "required",
-        HttpEndpoint: "enabled",
-        HttpPutResponseHopLimit: config.metadataHopLimit,
-        InstanceMetadataTags: "enabled",
-      },
-      TagSpecifications: (["instance", "volume", "network-interface"] as const).map(
-        (ResourceType) => ({ ResourceType, Tags: tags }),
-      ),
+      ...hostLaunchSettings(config, tags),
     };
   }
 
