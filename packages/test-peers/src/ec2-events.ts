@@ -10,7 +10,11 @@
  *
  * @packageDocumentation
  */
-import { DescribeInstancesCommand, EC2Client } from "@aws-sdk/client-ec2";
+import {
+  DescribeInstanceStatusCommand,
+  DescribeInstancesCommand,
+  EC2Client,
+} from "@aws-sdk/client-ec2";
 import {
   DeleteRuleCommand,
   EventBridgeClient,
@@ -229,7 +233,7 @@ export interface Ec2EventsOptions {
   /** The moto to play EC2 for: its instances are watched, its EventBridge gets the events. */
   moto: EventBridgeTarget;
   /**
-   * Where to read the instances' states (`DescribeInstances`). Default: moto itself, which knows
+   * Where to read the instances' states (`DescribeInstanceStatus`). Default: moto itself, which knows
    * only `running`, `stopped` and `terminated` (the states in between are filled in). Give the
    * instance-host simulator's `ec2Endpoint` to send `pending`, `stopping` and `shutting-down`
    * when a guest really boots or shuts down. Never a fault-injecting proxy.
@@ -270,7 +274,8 @@ export interface Ec2Events {
 
 /**
  * Starts playing EC2's events for a moto: every `pollIntervalMs` it reads every instance's state
- * (`DescribeInstances`, all pages) and, for each transition since the last look, puts an "EC2
+ * (`DescribeInstanceStatus` with `IncludeAllInstances`, all pages; an instance's account once,
+ * from `DescribeInstances`) and, for each transition since the last look, puts an "EC2
  * Instance State-change Notification" on moto's EventBridge (`Source: "aws.ec2"`, detail
  * `{"instance-id", "state"}`, the instance's ARN in `Resources`), the states moto skips filled in
  * (see {@link statesBetween}); a rule such as {@link createEc2EventRule}'s delivers them. The
@@ -315,25 +320,57 @@ export async function startEc2Events(options: Ec2EventsOptions): Promise<Ec2Even
   /** The look under way (looks never overlap). */
   let busy: Promise<void> = Promise.resolve();
 
+  /** Each instance's account, read once (`DescribeInstances` of the instances new to a look). */
+  const accounts = new Map<string, string>();
+  const accountsOf = async (ids: readonly string[]): Promise<void> => {
+    for (let i = 0; i < ids.length; i += 100) {
+      let token: string | undefined;
+      do {
+        const page = await ec2.send(
+          new DescribeInstancesCommand({
+            InstanceIds: ids.slice(i, i + 100),
+            ...(token === undefined ? {} : { NextToken: token }),
+          }),
+          { abortSignal: abort.signal },
+        );
+        for (const reservation of page.Reservations ?? []) {
+          for (const instance of reservation.Instances ?? []) {
+            if (instance.InstanceId === undefined) continue;
+            accounts.set(instance.InstanceId, reservation.OwnerId ?? MOTO_ACCOUNT);
+          }
+        }
+        token = page.NextToken;
+      } while (token !== undefined && token !== "");
+    }
+  };
+  /**
+   * Every instance's state (`DescribeInstanceStatus` with `IncludeAllInstances`, all pages): a
+   * small answer, where a whole `DescribeInstances` listing costs moto about 3 ms per instance at
+   * every look (every 250 ms), which would starve the moto and the machine the test measures.
+   */
   const read = async (): Promise<Map<string, { state: string; account: string }>> => {
-    const seen = new Map<string, { state: string; account: string }>();
+    const states = new Map<string, string>();
     let token: string | undefined;
     do {
       const page = await ec2.send(
-        new DescribeInstancesCommand(token === undefined ? {} : { NextToken: token }),
+        new DescribeInstanceStatusCommand({
+          IncludeAllInstances: true,
+          ...(token === undefined ? {} : { NextToken: token }),
+        }),
         { abortSignal: abort.signal },
       );
-      for (const reservation of page.Reservations ?? []) {
-        for (const instance of reservation.Instances ?? []) {
-          if (instance.InstanceId === undefined || instance.State?.Name === undefined) continue;
-          seen.set(instance.InstanceId, {
-            state: instance.State.Name,
-            account: reservation.OwnerId ?? MOTO_ACCOUNT,
-          });
-        }
+      for (const status of page.InstanceStatuses ?? []) {
+        if (status.InstanceId === undefined || status.InstanceState?.Name === undefined) continue;
+        states.set(status.InstanceId, status.InstanceState.Name);
       }
       token = page.NextToken;
     } while (token !== undefined && token !== "");
+    const fresh = [...states.keys()].filter((id) => !accounts.has(id));
+    if (fresh.length > 0) await accountsOf(fresh);
+    for (const id of accounts.keys()) if (!states.has(id)) accounts.delete(id);
+    const seen = new Map<string, { state: string; account: string }>();
+    for (const [id, state] of states)
+      seen.set(id, { state, account: accounts.get(id) ?? MOTO_ACCOUNT });
     return seen;
   };
 

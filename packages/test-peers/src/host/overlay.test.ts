@@ -6,6 +6,7 @@ import {
   listInstanceItems,
   removeInstanceItems,
   rewriteInstanceStates,
+  rewriteStatusStates,
 } from "./overlay.js";
 
 // Answers captured from moto 5.2.5: three instances in two reservations, the first of the
@@ -14,6 +15,8 @@ const fixture = (name: string) =>
   readFileSync(new URL(`../../fixtures/host/${name}`, import.meta.url), "utf8");
 const DESCRIBE = fixture("describe-instances.xml");
 const RUN = fixture("run-instances.xml");
+// moto 5.2.5's DescribeInstanceStatus (IncludeAllInstances): running, stopped, terminated.
+const STATUS = fixture("describe-instance-status.xml");
 
 describe("listInstanceItems", () => {
   it("finds every instance with its state and unescaped tags", () => {
@@ -104,5 +107,55 @@ describe("removeInstanceItems", () => {
       }),
     );
     expect(removeInstanceItems("<a><b></a>", () => true)).toBe("<a><b></a>");
+  });
+});
+
+describe("rewriteStatusStates", () => {
+  const statesOf = (xml: string) =>
+    [...xml.matchAll(/<instanceState><code>(\d+)<\/code><name>([a-z-]+)<\/name>/g)].map(
+      (m) => `${m[1]} ${m[2]}`,
+    );
+  const idsOf = (xml: string) =>
+    [...xml.matchAll(/<instanceId>(i-[0-9a-f]+)<\/instanceId>/g)].map((m) => m[1]);
+
+  it("shows the decided state of each instance and leaves every other byte alone", () => {
+    const [, stopped] = idsOf(STATUS);
+    const asked: string[] = [];
+    const out = rewriteStatusStates(STATUS, (id, state) => {
+      asked.push(`${id} ${state}`);
+      return id === stopped ? EC2_STATES.stopping : undefined;
+    });
+    expect(asked.map((a) => a.split(" ")[1])).toEqual(["running", "stopped", "terminated"]);
+    expect(statesOf(out)).toEqual(["16 running", "64 stopping", "48 terminated"]);
+    expect(
+      out.replace("<code>64</code><name>stopping</name>", "<code>80</code><name>stopped</name>"),
+    ).toBe(STATUS);
+  });
+
+  it("leaves an answer alone when nothing is decided, and garbage as it is", () => {
+    expect(rewriteStatusStates(STATUS, () => undefined)).toBe(STATUS);
+    expect(rewriteStatusStates("<a><b></a>", () => EC2_STATES.pending)).toBe("<a><b></a>");
+  });
+
+  it("never loses or adds an instance, whatever is decided", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.constantFrom(...Object.values(EC2_STATES), undefined), {
+          minLength: 3,
+          maxLength: 3,
+        }),
+        (shown) => {
+          let k = 0;
+          const out = rewriteStatusStates(STATUS, () => shown[k++]);
+          expect(idsOf(out)).toEqual(idsOf(STATUS));
+          expect(statesOf(out)).toEqual(
+            statesOf(STATUS).map((s, i) => {
+              const d = shown[i];
+              return d === undefined ? s : `${d.code} ${d.name}`;
+            }),
+          );
+        },
+      ),
+    );
   });
 });

@@ -291,3 +291,60 @@ export function removeInstanceItems(xml: string, drop: (item: InstanceItem) => b
   for (const edit of edits) out = out.slice(0, edit.start) + out.slice(edit.end);
   return out;
 }
+
+/**
+ * Rewrites the states of a `DescribeInstanceStatus` answer (`instanceStatusSet/item`): for each
+ * instance, `decide` returns the state to show instead of moto's (or `undefined` to leave it).
+ * The answer has no tags and no state reason, only the state. Unparseable XML is returned
+ * unchanged.
+ *
+ * @param xml - the answer from moto.
+ * @param decide - the overlay decision per instance: its ID and moto's state name.
+ * @example
+ * ```ts
+ * const shown = rewriteStatusStates(xml, (id) => (id === stopping ? EC2_STATES.stopping : undefined));
+ * ```
+ */
+export function rewriteStatusStates(
+  xml: string,
+  decide: (instanceId: string, stateName: string) => Ec2State | undefined,
+): string {
+  const stack: { name: string; start: number; contentStart: number }[] = [];
+  const edits: { start: number; end: number; text: string }[] = [];
+  let item: { depth: number; instanceId: string; stateName: string; state?: Span } | undefined;
+  TAG.lastIndex = 0;
+  for (let match = TAG.exec(xml); match !== null; match = TAG.exec(xml)) {
+    const [whole, closing, name = "", selfClosing] = match;
+    const start = match.index;
+    const end = start + whole.length;
+    if (selfClosing === "/") continue;
+    if (closing !== "/") {
+      const parent = stack.at(-1)?.name;
+      stack.push({ name, start, contentStart: end });
+      if (name === "item" && parent === "instanceStatusSet") {
+        item = { depth: stack.length - 1, instanceId: "", stateName: "" };
+      }
+      continue;
+    }
+    const open = stack.pop();
+    if (open === undefined || open.name !== name) return xml;
+    if (item === undefined) continue;
+    const depth = stack.length;
+    if (depth === item.depth) {
+      const shown = decide(item.instanceId, item.stateName);
+      if (shown !== undefined && item.state !== undefined) {
+        edits.push({ ...item.state, text: renderState(shown) });
+      }
+      item = undefined;
+    } else if (depth === item.depth + 1) {
+      if (name === "instanceId") item.instanceId = unescapeXml(xml.slice(open.contentStart, start));
+      if (name === "instanceState") item.state = { start: open.start, end };
+    } else if (depth === item.depth + 2 && stack[item.depth + 1]?.name === "instanceState") {
+      if (name === "name") item.stateName = unescapeXml(xml.slice(open.contentStart, start));
+    }
+  }
+  edits.sort((a, b) => b.start - a.start);
+  let out = xml;
+  for (const edit of edits) out = out.slice(0, edit.start) + edit.text + out.slice(edit.end);
+  return out;
+}

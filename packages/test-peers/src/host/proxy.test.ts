@@ -14,6 +14,10 @@ const STOP = readFileSync(
   new URL("../../fixtures/host/stop-instances.xml", import.meta.url),
   "utf8",
 );
+const STATUS = readFileSync(
+  new URL("../../fixtures/host/describe-instance-status.xml", import.meta.url),
+  "utf8",
+);
 
 describe("takeStateFilter", () => {
   it("removes instance-state-name filters and renumbers the others", () => {
@@ -95,7 +99,9 @@ describe("startOverlayProxy", () => {
             ? STOP
             : action === "DescribeInstances"
               ? DESCRIBE
-              : "<Other/>",
+              : action === "DescribeInstanceStatus"
+                ? STATUS
+                : "<Other/>",
         );
       });
     });
@@ -103,6 +109,7 @@ describe("startOverlayProxy", () => {
     const { port } = upstream.address() as AddressInfo;
     proxy = await startOverlayProxy(`http://127.0.0.1:${port}`, {
       observe: (item) => (item.instanceId === first ? { state: EC2_STATES.pending } : undefined),
+      observeState: (_id, state) => (state === "stopped" ? EC2_STATES.stopping : undefined),
       stateChanged: (action, ids) => changes.push(`${action} ${ids.join(",")}`),
       userDataChange: (id) =>
         id === first ? `The instance '${id}' is not in the 'stopped' state.` : undefined,
@@ -138,6 +145,16 @@ describe("startOverlayProxy", () => {
     });
     expect(listInstanceItems(pendingOnly).map((i) => i.instanceId)).toEqual([first]);
     expect(seenBodies.at(-1)).not.toContain("instance-state-name");
+  });
+
+  it("overlays DescribeInstanceStatus: the state the simulator shows, the rest as moto answered", async () => {
+    const answer = await call({ Action: "DescribeInstanceStatus", IncludeAllInstances: "true" });
+    expect(
+      [...answer.matchAll(/<instanceState><code>(\d+)<\/code><name>([a-z-]+)</g)].map(
+        (m) => `${m[1]} ${m[2]}`,
+      ),
+    ).toEqual(["16 running", "64 stopping", "48 terminated"]);
+    expect(seenBodies.at(-1)).toContain("IncludeAllInstances=true");
   });
 
   it("tells the simulator about accepted stops and serves the guest's console", async () => {

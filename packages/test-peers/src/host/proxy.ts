@@ -2,9 +2,11 @@ import { Buffer } from "node:buffer";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
+  type Ec2State,
   type InstanceItem,
   listInstanceItems,
   rewriteInstanceStates,
+  rewriteStatusStates,
   runInstancesReplay,
   type StateOverride,
 } from "./overlay.js";
@@ -13,6 +15,11 @@ import {
 export interface ProxyHooks {
   /** For each instance in a `DescribeInstances` (or `RunInstances`) answer: what to show instead of moto's state. */
   observe(item: InstanceItem, sentAt: number): StateOverride | undefined;
+  /**
+   * For each instance in a `DescribeInstanceStatus` answer (no tags there): the state to show
+   * instead of moto's, for an instance the simulator already plays; `undefined` to leave it.
+   */
+  observeState(instanceId: string, stateName: string, sentAt: number): Ec2State | undefined;
   /** After moto accepted a state change (`StopInstances`, `TerminateInstances`, `StartInstances`). */
   stateChanged(
     action: "StopInstances" | "TerminateInstances" | "StartInstances",
@@ -218,6 +225,16 @@ export async function startOverlayProxy(
         200,
         answer.type,
         rewriteInstanceStates(answer.text, (item) => hooks.observe(item, sentAt), states),
+      );
+    }
+    if (action === "DescribeInstanceStatus") {
+      const answer = await forward(req, body);
+      if (answer.status !== 200) return reply(res, answer.status, answer.type, answer.text);
+      return reply(
+        res,
+        200,
+        answer.type,
+        rewriteStatusStates(answer.text, (id, state) => hooks.observeState(id, state, sentAt)),
       );
     }
     if (action === "GetConsoleOutput") {

@@ -15,7 +15,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   DescribeInstanceAttributeCommand,
+  DescribeInstanceStatusCommand,
   DescribeInstancesCommand,
+  DescribeTagsCommand,
   EC2Client,
   type Instance,
   StopInstancesCommand,
@@ -40,7 +42,7 @@ import {
 } from "./guest.js";
 import { ensureGuestImages } from "./images.js";
 import { type ImdsServer, startImdsServer } from "./imds.js";
-import { EC2_STATES, type InstanceItem, type StateOverride } from "./overlay.js";
+import { EC2_STATES, type Ec2State, type InstanceItem, type StateOverride } from "./overlay.js";
 import { type OverlayProxy, startOverlayProxy } from "./proxy.js";
 import { ENTER_SCRIPT, WATCHDOG_SCRIPT } from "./shims.js";
 import { decodeUserData } from "./userdata.js";
@@ -660,6 +662,14 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
     }
   };
 
+  /** {@link observe} for an answer without tags: only an instance already played is shown. */
+  const observeState = (instanceId: string, moto: string, sentAt: number): Ec2State | undefined => {
+    const guest = closed ? undefined : guests.get(instanceId);
+    if (guest === undefined) return undefined;
+    reconcile(guest, moto, sentAt);
+    return overlayFor(guest, moto)?.state;
+  };
+
   const overrideFor = (guest: Guest, moto: string): StateOverride | undefined => {
     const shown = overlayFor(guest, moto);
     // EC2 reclaimed a Spot instance: its reason replaces moto's Client.UserInitiatedShutdown.
@@ -689,6 +699,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
 
   const proxy: OverlayProxy = await startOverlayProxy(o.ec2Endpoint, {
     observe,
+    observeState,
     stateChanged: (action, ids) => {
       const moto =
         action === "StopInstances"
@@ -720,37 +731,67 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
   });
 
   let timer: NodeJS.Timeout | undefined;
-  const poll = async (): Promise<void> => {
-    const seen = new Set<string>();
-    const sentAt = Date.now();
+  /**
+   * The instances' states (`DescribeInstanceStatus`, every instance) and the tags that make one
+   * this simulator's (`DescribeTags` of those keys): two small answers instead of a whole
+   * `DescribeInstances` listing, which moto renders at about 3 ms per instance. Polled every
+   * 250 ms by every simulator of a run, a listing's cost would starve the moto and the machine
+   * the test measures (a simulated host's report, an SQS delivery and the vnode's reads all wait
+   * on the same moto).
+   */
+  const listStates = async (): Promise<{ instanceId: string; stateName: string }[]> => {
+    const out: { instanceId: string; stateName: string }[] = [];
     let token: string | undefined;
     do {
       const page = await ec2.send(
-        new DescribeInstancesCommand({
+        new DescribeInstanceStatusCommand({
+          IncludeAllInstances: true,
+          ...(token === undefined ? {} : { NextToken: token }),
+        }),
+      );
+      for (const status of page.InstanceStatuses ?? []) {
+        if (status.InstanceId === undefined) continue;
+        out.push({ instanceId: status.InstanceId, stateName: status.InstanceState?.Name ?? "" });
+      }
+      token = page.NextToken;
+    } while (token !== undefined && token !== "");
+    return out;
+  };
+  const listOwnershipTags = async (): Promise<Map<string, Record<string, string>>> => {
+    const out = new Map<string, Record<string, string>>();
+    let token: string | undefined;
+    do {
+      const page = await ec2.send(
+        new DescribeTagsCommand({
           Filters: [
-            { Name: "tag-key", Values: [NEBULA_POD_UID_TAG, NEBULA_POOL_TAG] },
-            ...(o.cluster === undefined
-              ? []
-              : [{ Name: `tag:${NEBULA_CLUSTER_TAG}`, Values: [o.cluster] }]),
+            { Name: "resource-type", Values: ["instance"] },
+            { Name: "key", Values: [NEBULA_CLUSTER_TAG, NEBULA_POD_UID_TAG, NEBULA_POOL_TAG] },
           ],
           ...(token === undefined ? {} : { NextToken: token }),
         }),
       );
-      for (const reservation of page.Reservations ?? []) {
-        for (const instance of reservation.Instances ?? []) {
-          if (instance.InstanceId === undefined) continue;
-          seen.add(instance.InstanceId);
-          const tags = Object.fromEntries(
-            (instance.Tags ?? []).map((t) => [t.Key ?? "", t.Value ?? ""]),
-          );
-          observe(
-            { instanceId: instance.InstanceId, stateName: instance.State?.Name ?? "", tags },
-            sentAt,
-          );
-        }
+      for (const tag of page.Tags ?? []) {
+        if (tag.ResourceId === undefined || tag.Key === undefined) continue;
+        const tags = out.get(tag.ResourceId) ?? {};
+        tags[tag.Key] = tag.Value ?? "";
+        out.set(tag.ResourceId, tags);
       }
       token = page.NextToken;
     } while (token !== undefined && token !== "");
+    return out;
+  };
+  const poll = async (): Promise<void> => {
+    const seen = new Set<string>();
+    const sentAt = Date.now();
+    // Tags first: an instance launched between the two reads is listed next time, not taken as
+    // someone else's.
+    const tagsOf = await listOwnershipTags();
+    for (const { instanceId, stateName } of await listStates()) {
+      const tags = tagsOf.get(instanceId);
+      if (tags === undefined || !isOurs(tags)) continue;
+      seen.add(instanceId);
+      observe({ instanceId, stateName, tags }, sentAt);
+    }
     for (const [id, guest] of guests) {
       // A guest discovered (through the proxy) after this poll was sent is not missing from it.
       const discoveredAt = guest.history[0]?.at ?? 0;
