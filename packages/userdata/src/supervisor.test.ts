@@ -932,6 +932,8 @@ describe("the generated user-data on a host", () => {
     expect(h.supervisorLog()).toContain(
       "reports: CreateTags through curl + SigV4, the aws CLI when that fails",
     );
+    // Nothing failed, so the CLI was never started, not even to ask its version.
+    expect(h.awsVersionCalls()).toBe(0);
   });
 
   it("when its own signer's call fails, writes the same report through the aws CLI, bounded", async () => {
@@ -964,6 +966,11 @@ describe("the generated user-data on a host", () => {
     const reports = h.tagReports("aws");
     expect(reports.map((r) => r.seq)).toEqual([1, 2, 3]);
     expect(last(reports)?.final).toBe(true);
+    // Asked once whether it runs, at the first failure, though every call failed in subshells.
+    expect(h.awsVersionCalls()).toBe(1);
+    expect(h.supervisorLog()).toContain(
+      "CreateTags through curl + SigV4 failed: the aws CLI takes over",
+    );
   });
 
   it("falls back to its own signer when the aws on PATH cannot run", async () => {

@@ -28,9 +28,7 @@ main() {
   load_pod
   log "supervising pod $POD_NAMESPACE/$POD_NAME ($N containers)"
   [ -n "$INSTANCE_ID" ] || identify 30 || log "no instance identity from IMDS; reporting on the console only"
-  # The aws CLI only when it really runs (a broken install or a file hiding it must not stop the reports).
-  if command -v aws >/dev/null 2>&1 && aws --version >/dev/null 2>&1; then AWS_CLI=1; fi
-  log "reports: CreateTags through curl + SigV4${AWS_CLI:+, the aws CLI when that fails}"
+  log "reports: CreateTags through curl + SigV4, the aws CLI when that fails"
   utf8_locale
   usage_start
   for ((i = 0; i < N; i++)); do

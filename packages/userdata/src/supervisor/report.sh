@@ -192,6 +192,12 @@ json_report() {
   J+="}"
 }
 
+# True when no container has a message in any slot (then every budget step equals the whole report).
+no_messages() {
+  local i
+  for ((i = 0; i < N; i++)); do [ -z "${S[wmsg.$i]}${S[t.msg.$i]}${S[l.msg.$i]}" ] || return 1; done
+}
+
 # The tag channel's body: the shared message budget, then smaller ones, then no last and no
 # timings, then fewer containers, so the report always fits (the rules of the report format).
 tag_body() {
@@ -210,18 +216,25 @@ tag_body() {
 }
 
 urlencode() {
-  local s=$1 out='' c i
+  local s=$1 out='' c i h
   for ((i = 0; i < ${#s}; i++)); do
     c=${s:i:1}
     case $c in
       [A-Za-z0-9._~-]) out+=$c ;;
-      *) out+=$(printf '%%%02X' "'$c") ;;
+      *)
+        printf -v h '%%%02X' "'$c"
+        out+=$h
+        ;;
     esac
   done
   printf '%s' "$out"
 }
 
-sha256_hex() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
+sha256_hex() {
+  local h
+  h=$(printf '%s' "$1" | sha256sum)
+  printf '%s' "${h%% *}"
+}
 
 ec2_endpoint() {
   local ep=${AWS_ENDPOINT_URL_EC2:-${AWS_ENDPOINT_URL:-https://ec2.$REGION.amazonaws.com}}
@@ -237,11 +250,26 @@ create_tags() {
   if attempt_start "$deadline"; then
     create_tags_sigv4 && rc=0
   fi
-  if ((rc != 0)) && [ -n "$AWS_CLI" ] && { [ "$FINAL" = true ] || [ -z "$TERM_REQUESTED" ]; } && attempt_start "$deadline"; then
+  if ((rc != 0)) && { [ "$FINAL" = true ] || [ -z "$TERM_REQUESTED" ]; } && aws_cli && attempt_start "$deadline"; then
     create_tags_cli && rc=0
   fi
   ATTEMPT_END=
   return "$rc"
+}
+
+# True when the aws CLI runs here (a broken install or a file hiding it must not cost reports).
+# Asked the first time the own signer's call fails, not at start: the CLI is an interpreter whose
+# start costs about a third of a CPU-second, which no boot should pay for a fallback it may never
+# use. The answer is kept in $RUN/aws-cli ("1" or "-"): create_tags runs in subshells.
+aws_cli() {
+  [ -n "$AWS_CLI" ] || AWS_CLI=$(cat "$RUN/aws-cli" 2>/dev/null)
+  if [ -z "$AWS_CLI" ]; then
+    AWS_CLI=-
+    command -v aws >/dev/null 2>&1 && timeout -k 1 10 aws --version >/dev/null 2>&1 && AWS_CLI=1
+    echo "$AWS_CLI" >"$RUN/aws-cli"
+    log "CreateTags through curl + SigV4 failed: $([ "$AWS_CLI" = 1 ] && echo the aws CLI takes over || echo no aws CLI here)"
+  fi
+  [ "$AWS_CLI" = 1 ]
 }
 
 ATTEMPT_SECONDS=15
@@ -335,10 +363,11 @@ config_quote() {
 
 # Fills KEYS/VALUES with the tag channel of BODY: the header and the chunks.
 tag_pairs() {
-  local k j
+  local k j h
   k=$(((${#BODY} + REPORT_CHUNK_SIZE - 1) / REPORT_CHUNK_SIZE))
   KEYS=("$REPORT_TAG_KEY")
-  VALUES=("v$REPORT_VERSION seq=$SEQ chunks=$k sha256=$(sha256_hex "$BODY" | cut -c1-16)")
+  h=$(sha256_hex "$BODY")
+  VALUES=("v$REPORT_VERSION seq=$SEQ chunks=$k sha256=${h:0:16}")
   for ((j = 1; j <= k; j++)); do
     KEYS+=("$REPORT_CHUNK_TAG_PREFIX$j")
     VALUES+=("${BODY:(j - 1) * REPORT_CHUNK_SIZE:REPORT_CHUNK_SIZE}")
@@ -371,7 +400,9 @@ write_tags() {
     fi
     interruptible create_tags "$deadline" && return 0
   done
-  log "report seq=$SEQ: CreateTags failed: $(tail -c 300 "$RUN/create-tags.err" 2>/dev/null)${AWS_CLI:+ (aws CLI: $(tail -c 300 "$RUN/create-tags-cli.err" 2>/dev/null))}"
+  local cli=
+  [ "$AWS_CLI" != 1 ] || cli=" (aws CLI: $(tail -c 300 "$RUN/create-tags-cli.err" 2>/dev/null))"
+  log "report seq=$SEQ: CreateTags failed: $(tail -c 300 "$RUN/create-tags.err" 2>/dev/null)$cli"
   return 1
 }
 
@@ -391,8 +422,8 @@ stop_writer() {
 # none). A non-final report makes one attempt here and leaves its retries to the background, so a
 # throttled CreateTags never holds up the containers nor a stop.
 report() {
-  local stored
-  stored=$(cat "$STATE/seq" 2>/dev/null)
+  local stored=
+  read -r stored 2>/dev/null <"$STATE/seq"
   [[ $stored =~ ^[0-9]+$ ]] || stored=0
   SEQ=$((stored + 1))
   printf '%s\n' "$SEQ" >"$STATE/seq"
@@ -400,8 +431,11 @@ report() {
   LAST_REPORT=$(now)
   PROBE_DIRTY=
   json_report whole "$N"
-  printf '%s v%s %s\n' "$CONSOLE_MARKER" "$REPORT_VERSION" "$(b64url "$J")" >>"$CONSOLE" 2>/dev/null
-  tag_body
+  BODY=$(b64url "$J")
+  printf '%s v%s %s\n' "$CONSOLE_MARKER" "$REPORT_VERSION" "$BODY" >>"$CONSOLE" 2>/dev/null
+  # With no message to share a budget, the tag body is the whole report whenever it fits (the
+  # same bytes tag_body would make, without making them again: each step forks).
+  if ! no_messages || ((${#BODY} > REPORT_CHUNK_SIZE * REPORT_MAX_CHUNKS)); then tag_body; fi
   stop_writer
   [ -n "$INSTANCE_ID" ] || identify 1 || return 1
   # Fetched here, in this shell: the tag writes and the doorbell below share them.

@@ -387,6 +387,12 @@ export class TestHost {
       .map((f) => readFileSync(join(dir, f), "utf8").split("\0").slice(0, -1));
   }
 
+  /** How many times the aws stand-in was asked its version (whether the CLI runs). */
+  awsVersionCalls(): number {
+    const file = join(this.dir, "aws-version-calls");
+    return existsSync(file) ? readFileSync(file, "utf8").split("\n").length - 1 : 0;
+  }
+
   poweredOff(): boolean {
     return existsSync(join(this.dir, "powered-off"));
   }
