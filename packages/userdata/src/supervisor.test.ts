@@ -202,6 +202,33 @@ describe("the generated user-data on a host", () => {
     expect(h.poweredOff()).toBe(true);
   });
 
+  it("tells a crash before the restart it leads to (a start takes seconds the exit must not wait for)", async () => {
+    const h = await run(
+      pod(
+        [{ name: "app", image: "fake/crash:1" }],
+        { restartPolicy: "Always" },
+        { "nebula.dev/restart-limit": "1" },
+      ),
+      // The second run lives 2 s, so its own report (running) is seen too.
+      {
+        "fake/crash:1": {
+          script: 'if [ -s "$TERMINATION_LOG" ]; then sleep 2; fi; echo once >>"$TERMINATION_LOG"; exit 3',
+        },
+      },
+      { backoff: { initialSeconds: 1, maxSeconds: 4, resetAfterSeconds: 600 } },
+    );
+    await h.finished();
+    const apps = h.consoleReports().map((r) => ({ seq: r.seq, app: container(r, "app") }));
+    // The first crash restarts at once; its report comes before that restart's, saying so.
+    const told = apps.find(
+      ({ app }) => app?.state === "waiting" && app.restarts === 1 && app.last?.exitCode === 3,
+    );
+    expect(told?.app?.reason).toBe("ContainerCreating");
+    const restarted = apps.find(({ app }) => app?.state === "running" && app.restarts === 1);
+    expect(restarted?.seq).toBeGreaterThan(told?.seq ?? Number.POSITIVE_INFINITY);
+    expect(h.dockerCalls("create")).toHaveLength(2);
+  });
+
   it("restarts a first crash at once, then with the kubelet's doubling back-off, reports CrashLoopBackOff, and stops at the restart cap", async () => {
     const h = await run(
       pod(

@@ -67,6 +67,18 @@ main() {
         changed=1
       fi
     done
+    # An exit is told before the restart it leads to: a restart (create, start, maybe a pull)
+    # takes seconds, which the exit's report would otherwise wait for. Not when nothing restarts
+    # now (the report at the end of this turn, or the final one, tells it at once).
+    if [ -n "$changed" ] && [ -z "$GIVE_UP$POD_FAILED" ]; then
+      printf -v t '%(%s)T' -1
+      for ((i = 0; i < N; i++)); do
+        if [ "${S[st.$i]}" = wait ] && ((t >= ${S[next.$i]:-0})); then
+          report
+          break
+        fi
+      done
+    fi
     for ((i = 0; i < N; i++)); do
       if [ "${S[st.$i]}" = wait ] && (($(now) >= ${S[next.$i]:-0})) && [ -z "$GIVE_UP" ] && [ -z "$POD_FAILED" ]; then
         attempt "$i"
