@@ -392,10 +392,19 @@ describe("Doorbells.run", () => {
       readSeconds: 0.3,
       publishSeconds: [0.05],
     });
-    // A later report carrying the same exit does not time it again.
+    // A later report carrying the same exit does not time it again,
     tagReport(instance, report(3, true));
     await t.doorbells.handle([message({ ...rung, seq: 3 }, { sentAt: T0 + 9000 })]);
     expect(batches[1]?.timings.hostSeconds).toEqual([]);
+    // nor once the Pod's record is made anew (a Pod loaded again, as at its deletion): the demo
+    // once timed the exits of every deleted Pod again, 35 s late, from its stop's final report.
+    const [uid, record] = [...t.ctx.records.entries()][0] ?? [];
+    if (uid === undefined || record === undefined) throw new Error("no record");
+    t.ctx.records.set(uid, { ...record });
+    tagReport(instance, report(4, true));
+    await t.doorbells.handle([message({ ...rung, seq: 4 }, { sentAt: T0 + 40_000 })]);
+    expect(batches[2]?.timings.hostSeconds).toEqual([]);
+    expect(batches[2]?.timings.readSeconds).toBeDefined();
   });
 
   it("receives until aborted, reports its health, and backs off a failing queue", async () => {

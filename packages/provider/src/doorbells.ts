@@ -103,8 +103,12 @@ export class Doorbells {
   readonly #pending: QueueMessage[] = [];
   /** The read loop, while one runs. */
   #reading: Promise<void> | undefined;
-  /** The exits already timed on their way through the host, per Pod. */
-  readonly #hostTimed = new WeakMap<PodRecord, Set<string>>();
+  /**
+   * The exits already timed on their way through the host, per Pod UID (not per record: a Pod's
+   * record is made anew when it is loaded again, e.g. at its deletion, and an exit its last
+   * report still carries would be timed again from that report's doorbell).
+   */
+  readonly #hostTimed = new Map<string, Set<string>>();
   /** Batches read whose statuses are still being written. */
   readonly #handling = new Set<Promise<DoorbellBatch>>();
   /** When the latest read ended (`Date.now()`): the next starts at least the window after. */
@@ -304,13 +308,20 @@ export class Doorbells {
       const record = byInstance.get(d.instanceId);
       const report = record?.state?.report;
       if (record === undefined || report === undefined || report.seq !== d.seq) continue;
-      const timed = this.#hostTimed.get(record) ?? new Set<string>();
-      this.#hostTimed.set(record, timed);
+      const uid = record.facts.uid;
+      const timed = this.#hostTimed.get(uid) ?? new Set<string>();
+      this.#hostTimed.set(uid, timed);
       for (const exit of exitTimes(report)) {
         if (timed.has(exit)) continue;
         timed.add(exit);
         const ms = m.sentAt - Date.parse(exit);
         if (ms >= 0 && ms <= HOST_TIMING_LIMIT_MS) out.push(ms / 1000);
+      }
+    }
+    // Forget the Pods this node no longer knows (their exits can ring no more).
+    if (this.#hostTimed.size > 2 * this.#ctx.records.size + 100) {
+      for (const uid of this.#hostTimed.keys()) {
+        if (!this.#ctx.records.has(uid)) this.#hostTimed.delete(uid);
       }
     }
     return out;
