@@ -405,6 +405,14 @@ describe("Doorbells.run", () => {
     await t.doorbells.handle([message({ ...rung, seq: 4 }, { sentAt: T0 + 40_000 })]);
     expect(batches[2]?.timings.hostSeconds).toEqual([]);
     expect(batches[2]?.timings.readSeconds).toBeDefined();
+    // nor by a new process (a vnode restarted), whose first doorbell of the Pod carries the
+    // exit its report already carried when this process read it (the demo restarts its vnode).
+    const fresh = new Doorbells(t.ctx, t.publisher, t.queue, { windowMs: 0, waitSeconds: 20 });
+    const freshBatches: DoorbellBatch[] = [];
+    fresh.onBatch((b) => freshBatches.push(b));
+    tagReport(instance, report(5, true));
+    await fresh.handle([message({ ...rung, seq: 5 }, { sentAt: T0 + 60_000 })]);
+    expect(freshBatches[0]?.timings.hostSeconds).toEqual([]);
   });
 
   it("receives until aborted, reports its health, and backs off a failing queue", async () => {

@@ -233,6 +233,14 @@ export class Doorbells {
       else if (ids.has(d.instanceId)) coalesced++;
       else ids.add(d.instanceId);
     }
+    // The exits this process already knew of each instance before the read: a doorbell carries
+    // an exit first only if its instance's previous report did not (after a restart of this
+    // process, a Pod's next report still carries its last exit from before it).
+    const knownExits = new Map<string, Set<string>>();
+    for (const id of ids) {
+      const report = byInstance.get(id)?.state?.report;
+      knownExits.set(id, new Set(report === undefined ? [] : exitTimes(report)));
+    }
     const readAt = ctx.now();
     let found: readonly ObservedInstance[] = [];
     let error: ProviderError | undefined;
@@ -272,7 +280,8 @@ export class Doorbells {
       return at === undefined || m.sentAt === undefined ? [] : [Math.max(0, at - m.sentAt) / 1000];
     });
     const received = messages.flatMap((m) => (m.receivedAt === undefined ? [] : [m.receivedAt]));
-    const hostSeconds = error === undefined ? this.#hostTimes(messages, byInstance) : [];
+    const hostSeconds =
+      error === undefined ? this.#hostTimes(messages, byInstance, knownExits) : [];
     const timings: DoorbellTimings = {
       hostSeconds,
       deliverySeconds: messages.flatMap((m) =>
@@ -299,8 +308,15 @@ export class Doorbells {
     return batch;
   }
 
-  /** The host's part of each exit first carried by one of these doorbells (see {@link DoorbellTimings}). */
-  #hostTimes(messages: readonly QueueMessage[], byInstance: Map<string, PodRecord>): number[] {
+  /**
+   * The host's part of each exit first carried by one of these doorbells (see
+   * {@link DoorbellTimings}): not one the instance's report already carried before the read.
+   */
+  #hostTimes(
+    messages: readonly QueueMessage[],
+    byInstance: Map<string, PodRecord>,
+    knownExits: Map<string, Set<string>>,
+  ): number[] {
     const out: number[] = [];
     for (const m of messages) {
       const d = m.doorbell;
@@ -312,7 +328,7 @@ export class Doorbells {
       const timed = this.#hostTimed.get(uid) ?? new Set<string>();
       this.#hostTimed.set(uid, timed);
       for (const exit of exitTimes(report)) {
-        if (timed.has(exit)) continue;
+        if (timed.has(exit) || knownExits.get(d.instanceId)?.has(exit)) continue;
         timed.add(exit);
         const ms = m.sentAt - Date.parse(exit);
         if (ms >= 0 && ms <= HOST_TIMING_LIMIT_MS) out.push(ms / 1000);
