@@ -27,7 +27,7 @@ const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 function script(containers: readonly Container[], final: boolean): string {
   const lines = [
     `N=${containers.length}`,
-    "SEQ=7 FINAL=" + String(final),
+    `SEQ=7 FINAL=${final}`,
     "REPORT_TIME=2026-12-04T22:00:00Z SUPERVISOR_AT=2026-12-04T21:59:00.123Z",
   ];
   containers.forEach((c, i) => {

@@ -212,7 +212,8 @@ describe("the generated user-data on a host", () => {
       // The second run lives 2 s, so its own report (running) is seen too.
       {
         "fake/crash:1": {
-          script: 'if [ -s "$TERMINATION_LOG" ]; then sleep 2; fi; echo once >>"$TERMINATION_LOG"; exit 3',
+          script:
+            'if [ -s "$TERMINATION_LOG" ]; then sleep 2; fi; echo once >>"$TERMINATION_LOG"; exit 3',
         },
       },
       { backoff: { initialSeconds: 1, maxSeconds: 4, resetAfterSeconds: 600 } },
