@@ -62,6 +62,7 @@ json_report whole "$N"
 WHOLE=$(b64url "$J")
 tag_body
 if no_messages; then echo "no-messages"; else echo "messages"; fi
+if ((\${#WHOLE} <= REPORT_CHUNK_SIZE * REPORT_MAX_CHUNKS)); then echo "fits"; else echo "too-big"; fi
 if [ "$WHOLE" = "$BODY" ]; then echo "same"; else echo "different"; fi
 `;
 }
@@ -89,7 +90,8 @@ const container: fc.Arbitrary<Container> = fc.record(
 );
 
 describe("the report's tag body", () => {
-  it("is the whole report whenever no container has a message (what report() reuses)", () => {
+  it("is the whole report whenever no container has a message and it fits (what report() reuses)", () => {
+    let fitted = 0;
     fc.assert(
       fc.property(
         fc.array(
@@ -98,11 +100,19 @@ describe("the report's tag body", () => {
         ),
         fc.boolean(),
         (containers, final) => {
-          expect(run(containers, final)).toEqual(["no-messages", "same"]);
+          const [verdict, size, body] = run(containers, final);
+          expect(verdict).toBe("no-messages");
+          // Too big for the tags, report() builds the body with tag_body (fewer containers).
+          if (size === "fits") {
+            fitted++;
+            expect(body).toBe("same");
+          }
         },
       ),
       { numRuns: 40 },
     );
+    // Most reports fit (one or two containers always do): the property was exercised.
+    expect(fitted).toBeGreaterThan(10);
   });
 
   it("is tag_body's own whenever any container has a message in a slot (report() builds it)", () => {

@@ -590,6 +590,8 @@ describe("the generated user-data on a host", () => {
     expect(h.supervisorLog()).toContain(
       "no time left for another attempt before the stop deadline",
     );
+    // The last word names both ways' errors (the CLI was tried in a subshell of the attempts).
+    expect(h.supervisorLog()).toMatch(/CreateTags failed: .*\(aws CLI: /);
     expect(last(h.consoleReports())).toMatchObject({ final: true, stopRequested: true });
   });
 

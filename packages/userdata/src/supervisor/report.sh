@@ -401,6 +401,8 @@ write_tags() {
     interruptible create_tags "$deadline" && return 0
   done
   local cli=
+  # create_tags ran in subshells: whether the CLI was tried is in $RUN/aws-cli.
+  [ -n "$AWS_CLI" ] || AWS_CLI=$(cat "$RUN/aws-cli" 2>/dev/null)
   [ "$AWS_CLI" != 1 ] || cli=" (aws CLI: $(tail -c 300 "$RUN/create-tags-cli.err" 2>/dev/null))"
   log "report seq=$SEQ: CreateTags failed: $(tail -c 300 "$RUN/create-tags.err" 2>/dev/null)$cli"
   return 1
