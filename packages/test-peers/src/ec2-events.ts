@@ -10,11 +10,7 @@
  *
  * @packageDocumentation
  */
-import {
-  DescribeInstanceStatusCommand,
-  DescribeInstancesCommand,
-  EC2Client,
-} from "@aws-sdk/client-ec2";
+import { DescribeInstancesCommand, EC2Client } from "@aws-sdk/client-ec2";
 import {
   DeleteRuleCommand,
   EventBridgeClient,
@@ -26,6 +22,7 @@ import {
 } from "@aws-sdk/client-eventbridge";
 import { z } from "zod";
 import { TestPeerError } from "./errors.js";
+import { listInstanceStates } from "./instance-states.js";
 import { MOTO_CREDENTIALS } from "./moto.js";
 
 /** The detail-types of EC2's events that Nebula's event channel reads, as EC2 names them. */
@@ -343,28 +340,9 @@ export async function startEc2Events(options: Ec2EventsOptions): Promise<Ec2Even
       } while (token !== undefined && token !== "");
     }
   };
-  /**
-   * Every instance's state (`DescribeInstanceStatus` with `IncludeAllInstances`, all pages): a
-   * small answer, where a whole `DescribeInstances` listing costs moto about 3 ms per instance at
-   * every look (every 250 ms), which would starve the moto and the machine the test measures.
-   */
+  /** Every instance's state and account ({@link listInstanceStates}; accounts read once). */
   const read = async (): Promise<Map<string, { state: string; account: string }>> => {
-    const states = new Map<string, string>();
-    let token: string | undefined;
-    do {
-      const page = await ec2.send(
-        new DescribeInstanceStatusCommand({
-          IncludeAllInstances: true,
-          ...(token === undefined ? {} : { NextToken: token }),
-        }),
-        { abortSignal: abort.signal },
-      );
-      for (const status of page.InstanceStatuses ?? []) {
-        if (status.InstanceId === undefined || status.InstanceState?.Name === undefined) continue;
-        states.set(status.InstanceId, status.InstanceState.Name);
-      }
-      token = page.NextToken;
-    } while (token !== undefined && token !== "");
+    const states = await listInstanceStates(ec2, abort.signal);
     const fresh = [...states.keys()].filter((id) => !accounts.has(id));
     if (fresh.length > 0) await accountsOf(fresh);
     for (const id of accounts.keys()) if (!states.has(id)) accounts.delete(id);

@@ -15,7 +15,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   DescribeInstanceAttributeCommand,
-  DescribeInstanceStatusCommand,
   DescribeInstancesCommand,
   DescribeTagsCommand,
   EC2Client,
@@ -25,6 +24,7 @@ import {
 } from "@aws-sdk/client-ec2";
 import { z } from "zod";
 import { TestPeerError } from "../errors.js";
+import { listInstanceStates } from "../instance-states.js";
 import {
   listContainers,
   reapOrphans,
@@ -732,31 +732,11 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
 
   let timer: NodeJS.Timeout | undefined;
   /**
-   * The instances' states (`DescribeInstanceStatus`, every instance) and the tags that make one
-   * this simulator's (`DescribeTags` of those keys): two small answers instead of a whole
-   * `DescribeInstances` listing, which moto renders at about 3 ms per instance. Polled every
-   * 250 ms by every simulator of a run, a listing's cost would starve the moto and the machine
-   * the test measures (a simulated host's report, an SQS delivery and the vnode's reads all wait
-   * on the same moto).
+   * The tags that make an instance this simulator's (`DescribeTags` of those keys): with
+   * {@link listInstanceStates}, two small answers instead of a whole `DescribeInstances` listing
+   * at every poll (a simulated host's report, an SQS delivery and the vnode's reads all wait on the
+   * same moto).
    */
-  const listStates = async (): Promise<{ instanceId: string; stateName: string }[]> => {
-    const out: { instanceId: string; stateName: string }[] = [];
-    let token: string | undefined;
-    do {
-      const page = await ec2.send(
-        new DescribeInstanceStatusCommand({
-          IncludeAllInstances: true,
-          ...(token === undefined ? {} : { NextToken: token }),
-        }),
-      );
-      for (const status of page.InstanceStatuses ?? []) {
-        if (status.InstanceId === undefined) continue;
-        out.push({ instanceId: status.InstanceId, stateName: status.InstanceState?.Name ?? "" });
-      }
-      token = page.NextToken;
-    } while (token !== undefined && token !== "");
-    return out;
-  };
   const listOwnershipTags = async (): Promise<Map<string, Record<string, string>>> => {
     const out = new Map<string, Record<string, string>>();
     let token: string | undefined;
@@ -786,7 +766,7 @@ export async function startInstanceHosts(options: InstanceHostsOptions): Promise
     // Tags first: an instance launched between the two reads is listed next time, not taken as
     // someone else's.
     const tagsOf = await listOwnershipTags();
-    for (const { instanceId, stateName } of await listStates()) {
+    for (const [instanceId, stateName] of await listInstanceStates(ec2)) {
       const tags = tagsOf.get(instanceId);
       if (tags === undefined || !isOurs(tags)) continue;
       seen.add(instanceId);
